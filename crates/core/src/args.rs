@@ -1,0 +1,74 @@
+//! Argument parsing helpers shared by the families, with Redis's rules for
+//! integers and floats.
+
+use crate::error::CmdError;
+
+/// Parses an argument as i64 exactly as Redis's string2ll: no spaces, no
+/// plus sign, no leading zeros, within range.
+pub fn parse_i64(b: &[u8]) -> Result<i64, CmdError> {
+    kvasir_engine_memory::value::canonical_i64(b)
+        .or_else(|| if b == b"-0" { Some(0) } else { None })
+        .ok_or(CmdError::NotInteger)
+}
+
+/// Parses a non-negative-or-any i64 and maps a failure to `err`.
+pub fn parse_i64_or(b: &[u8], err: CmdError) -> Result<i64, CmdError> {
+    parse_i64(b).map_err(|_| err)
+}
+
+/// Parses an argument as a float as Redis's string2ld/strtold: decimal or
+/// exponent forms, `inf`/`-inf`/`+inf`, no spaces, not NaN.
+pub fn parse_f64(b: &[u8]) -> Result<f64, CmdError> {
+    let s = std::str::from_utf8(b).map_err(|_| CmdError::NotFloat)?;
+    if s.is_empty()
+        || s.len() > 5120
+        || s.starts_with(char::is_whitespace)
+        || s.ends_with(char::is_whitespace)
+    {
+        return Err(CmdError::NotFloat);
+    }
+    let v = match s.to_ascii_lowercase().as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        "nan" | "+nan" | "-nan" => return Err(CmdError::NotFloat),
+        _ => s.parse::<f64>().map_err(|_| CmdError::NotFloat)?,
+    };
+    if v.is_nan() {
+        return Err(CmdError::NotFloat);
+    }
+    Ok(v)
+}
+
+/// Case-insensitive comparison of an argument with an ASCII keyword.
+pub fn eq_ic(arg: &[u8], keyword: &str) -> bool {
+    arg.eq_ignore_ascii_case(keyword.as_bytes())
+}
+
+/// The argument upper-cased, for matching option keywords.
+pub fn upper(arg: &[u8]) -> String {
+    String::from_utf8_lossy(arg).to_ascii_uppercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ints_like_redis() {
+        assert_eq!(parse_i64(b"10"), Ok(10));
+        assert_eq!(parse_i64(b"-5"), Ok(-5));
+        assert_eq!(parse_i64(b" 1"), Err(CmdError::NotInteger));
+        assert_eq!(parse_i64(b"1.0"), Err(CmdError::NotInteger));
+        assert_eq!(parse_i64(b"9223372036854775808"), Err(CmdError::NotInteger));
+    }
+
+    #[test]
+    fn floats_like_redis() {
+        assert_eq!(parse_f64(b"1.5"), Ok(1.5));
+        assert_eq!(parse_f64(b"5e3"), Ok(5000.0));
+        assert_eq!(parse_f64(b"-inf"), Ok(f64::NEG_INFINITY));
+        assert_eq!(parse_f64(b"nan"), Err(CmdError::NotFloat));
+        assert_eq!(parse_f64(b"abc"), Err(CmdError::NotFloat));
+        assert_eq!(parse_f64(b" 1"), Err(CmdError::NotFloat));
+    }
+}

@@ -1,0 +1,109 @@
+//! Table entries of the commands answered by the session and server layer
+//! (connection state, server introspection, administration). Their code is
+//! in the server crate; their arity, flags and categories are here, in the
+//! one command table.
+
+use crate::table::{cmd, CommandSpec, Flags, Handler};
+
+const S: Handler = Handler::Session;
+const NONE: (i32, i32, i32) = (0, 0, 0);
+const CONN: &str = "connection";
+const SRV: &str = "server";
+
+const FAST_STALE: Flags = Flags::FAST.union(Flags::STALE).union(Flags::LOADING);
+const NOSCRIPT_STALE: Flags = Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE);
+const ADMIN: Flags = Flags::ADMIN
+    .union(Flags::NOSCRIPT)
+    .union(Flags::LOADING)
+    .union(Flags::STALE);
+
+const fn sub(
+    name: &'static str,
+    arity: i32,
+    flags: Flags,
+    acl: &'static [&'static str],
+    group: &'static str,
+    summary: &'static str,
+) -> CommandSpec {
+    cmd(name, arity, flags, NONE, acl, group, "2.4.0", summary, S)
+}
+
+const fn container(
+    name: &'static str,
+    group: &'static str,
+    acl: &'static [&'static str],
+    summary: &'static str,
+    subcommands: &'static [CommandSpec],
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity: -2,
+        flags: Flags::NONE,
+        first_key: 0,
+        last_key: 0,
+        step: 0,
+        acl,
+        group,
+        since: "2.4.0",
+        summary,
+        handler: Handler::Container,
+        subcommands,
+    }
+}
+
+#[rustfmt::skip]
+const CLIENT_SUBS: &[CommandSpec] = &[
+    sub("id", 2, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Returns the unique client ID of the connection."),
+    sub("setname", 3, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Sets the connection name."),
+    sub("getname", 2, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Returns the name of the connection."),
+    sub("list", -2, ADMIN, &["admin", "slow", "dangerous", "connection"], CONN, "Lists open connections."),
+    sub("info", 2, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Returns information about the connection."),
+    sub("kill", -3, ADMIN, &["admin", "slow", "dangerous", "connection"], CONN, "Terminates open connections."),
+    sub("no-evict", 3, ADMIN, &["admin", "slow", "dangerous", "connection"], CONN, "Sets the client eviction mode of the connection."),
+    sub("help", 2, FAST_STALE, &["slow", "connection"], CONN, "Returns helpful text about the different subcommands."),
+];
+
+#[rustfmt::skip]
+const CONFIG_SUBS: &[CommandSpec] = &[
+    sub("get", -3, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the effective values of configuration parameters."),
+    sub("set", -4, ADMIN, &["admin", "slow", "dangerous"], SRV, "Sets configuration parameters in-flight."),
+    sub("resetstat", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Resets the server's statistics."),
+    sub("help", 2, FAST_STALE, &["slow"], SRV, "Returns helpful text about the different subcommands."),
+];
+
+#[rustfmt::skip]
+const COMMAND_SUBS: &[CommandSpec] = &[
+    sub("count", 2, FAST_STALE, &["slow", "connection"], SRV, "Returns a count of commands."),
+    sub("info", -2, FAST_STALE, &["slow", "connection"], SRV, "Returns information about one, multiple or all commands."),
+    sub("docs", -2, FAST_STALE, &["slow", "connection"], SRV, "Returns documentary information about one, multiple or all commands."),
+    sub("getkeys", -3, FAST_STALE, &["slow", "connection"], SRV, "Extracts the key names from an arbitrary command."),
+    sub("list", -2, FAST_STALE, &["slow", "connection"], SRV, "Returns a list of command names."),
+    sub("help", 2, FAST_STALE, &["slow", "connection"], SRV, "Returns helpful text about the different subcommands."),
+];
+
+#[rustfmt::skip]
+const SLOWLOG_SUBS: &[CommandSpec] = &[
+    sub("get", -2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the slow log's entries."),
+    sub("len", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the number of entries in the slow log."),
+    sub("reset", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Clears all entries from the slow log."),
+    sub("help", 2, FAST_STALE, &["slow"], SRV, "Show helpful text about the different subcommands."),
+];
+
+#[rustfmt::skip]
+pub const COMMANDS: &[CommandSpec] = &[
+    cmd("ping", -1, FAST_STALE, NONE, &["fast", "connection"], CONN, "1.0.0", "Returns the server's liveliness response.", S),
+    cmd("echo", 2, FAST_STALE, NONE, &["fast", "connection"], CONN, "1.0.0", "Returns the given string.", S),
+    cmd("select", 2, FAST_STALE, NONE, &["fast", "connection"], CONN, "1.0.0", "Changes the selected database.", S),
+    cmd("auth", -2, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::NO_AUTH), NONE, &["fast", "connection"], CONN, "1.0.0", "Authenticates the connection.", S),
+    cmd("hello", -1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::NO_AUTH), NONE, &["fast", "connection"], CONN, "6.0.0", "Handshakes with the Redis server.", S),
+    cmd("quit", -1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::NO_AUTH).union(Flags::ALLOW_BUSY), NONE, &["fast", "connection"], CONN, "1.0.0", "Closes the connection.", S),
+    cmd("reset", 1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::NO_AUTH), NONE, &["fast", "connection"], CONN, "6.2.0", "Resets the connection.", S),
+    container("client", CONN, &["slow"], "A container for client connection commands.", CLIENT_SUBS),
+    cmd("info", -1, Flags::LOADING.union(Flags::STALE), NONE, &["slow", "dangerous"], SRV, "1.0.0", "Returns information and statistics about the server.", S),
+    container("config", SRV, &["slow"], "A container for server configuration commands.", CONFIG_SUBS),
+    container("command", SRV, &["slow", "connection"], "Returns detailed information about all commands.", COMMAND_SUBS),
+    container("slowlog", SRV, &["slow"], "A container for slow log commands.", SLOWLOG_SUBS),
+    cmd("time", 1, FAST_STALE, NONE, &["fast"], SRV, "2.6.0", "Returns the server time.", S),
+    cmd("lastsave", 1, FAST_STALE, NONE, &["admin", "fast", "dangerous"], SRV, "1.0.0", "Returns the Unix timestamp of the last successful save to disk.", S),
+    cmd("shutdown", -1, ADMIN.union(Flags::NO_MULTI).union(Flags::ALLOW_BUSY), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server.", S),
+];

@@ -1,0 +1,92 @@
+//! Typed command errors. Inside the command layer errors are values of
+//! [`CmdError`]; they become Redis error strings only in [`CmdError::to_reply`].
+
+use kvasir_resp::Reply;
+use std::borrow::Cow;
+
+pub type CmdResult = Result<Reply, CmdError>;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CmdError {
+    WrongType,
+    NotInteger,
+    NotFloat,
+    Syntax,
+    Overflow,
+    NoSuchKey,
+    IndexOutOfRange,
+    DbIndexOutOfRange,
+    /// `ERR invalid expire time in 'set' command`
+    InvalidExpire(&'static str),
+    /// `ERR wrong number of arguments for 'get' command`
+    WrongArity(String),
+    UnknownCommand(String),
+    /// `ERR unknown subcommand 'x'. Try CLIENT HELP.`
+    UnknownSubcommand {
+        container: String,
+        sub: String,
+    },
+    /// Any other error: the full text, error code included (`ERR ...`).
+    Other(Cow<'static, str>),
+}
+
+impl CmdError {
+    pub fn other(text: impl Into<Cow<'static, str>>) -> CmdError {
+        CmdError::Other(text.into())
+    }
+
+    /// The Redis error text, without the leading dash.
+    pub fn text(&self) -> Cow<'static, str> {
+        match self {
+            CmdError::WrongType => {
+                "WRONGTYPE Operation against a key holding the wrong kind of value".into()
+            }
+            CmdError::NotInteger => "ERR value is not an integer or out of range".into(),
+            CmdError::NotFloat => "ERR value is not a valid float".into(),
+            CmdError::Syntax => "ERR syntax error".into(),
+            CmdError::Overflow => "ERR increment or decrement would overflow".into(),
+            CmdError::NoSuchKey => "ERR no such key".into(),
+            CmdError::IndexOutOfRange => "ERR index out of range".into(),
+            CmdError::DbIndexOutOfRange => "ERR DB index is out of range".into(),
+            CmdError::InvalidExpire(cmd) => {
+                format!("ERR invalid expire time in '{cmd}' command").into()
+            }
+            CmdError::WrongArity(cmd) => {
+                format!("ERR wrong number of arguments for '{cmd}' command").into()
+            }
+            CmdError::UnknownCommand(text) => text.clone().into(),
+            CmdError::UnknownSubcommand { container, sub } => format!(
+                "ERR unknown subcommand '{}'. Try {} HELP.",
+                sub,
+                container.to_uppercase()
+            )
+            .into(),
+            CmdError::Other(text) => text.clone(),
+        }
+    }
+
+    pub fn to_reply(&self) -> Reply {
+        Reply::Error(self.text())
+    }
+}
+
+/// Builds the `unknown command` error exactly as Redis 7 words it:
+/// `ERR unknown command 'foo', with args beginning with: 'a' 'b' `.
+pub fn unknown_command(args: &[bytes::Bytes]) -> CmdError {
+    let name = args.first().map(|a| lossy(a, 128)).unwrap_or_default();
+    let mut text = format!("ERR unknown command '{name}', with args beginning with: ");
+    for a in args.iter().skip(1) {
+        if text.len() >= 512 {
+            break;
+        }
+        text.push('\'');
+        text.push_str(&lossy(a, 128));
+        text.push_str("' ");
+    }
+    CmdError::UnknownCommand(text)
+}
+
+fn lossy(b: &[u8], max: usize) -> String {
+    let cut = &b[..b.len().min(max)];
+    String::from_utf8_lossy(cut).into_owned()
+}

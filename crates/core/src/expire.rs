@@ -1,0 +1,84 @@
+//! Active expiry: Redis's sampling cycle, adapted to deterministic apply.
+//!
+//! Redis samples 20 keys that carry a TTL, deletes the expired ones, and
+//! repeats while more than 10% of a sample had expired, within a time
+//! budget. Here the cycle only *chooses* keys (a read of the store); the
+//! shard then applies them through [`Store::apply_expired`] like any other
+//! write, so under Raft the leader proposes the deletions and followers
+//! replay them (DESIGN.md invariant 1). Sampling walks each database with a
+//! moving cursor instead of random picks, which keeps it reproducible.
+
+use crate::store::Store;
+use bytes::Bytes;
+
+/// Keys with a TTL examined per sample (Redis: ACTIVE_EXPIRE_CYCLE_KEYS_PER_LOOP).
+pub const KEYS_PER_SAMPLE: usize = 20;
+/// Keep sampling a database while more than this percentage was expired.
+pub const ACCEPTABLE_STALE_PERCENT: usize = 10;
+
+/// Cursor state of the cycle, one position per database.
+#[derive(Debug, Default)]
+pub struct ActiveExpire {
+    cursors: Vec<usize>,
+}
+
+impl ActiveExpire {
+    /// Picks expired keys at `now_ms`, visiting at most `max_visits` entries
+    /// in all. Returns (db, keys) groups to hand to `Store::apply_expired`.
+    pub fn collect(
+        &mut self,
+        store: &Store,
+        now_ms: u64,
+        max_visits: usize,
+    ) -> Vec<(usize, Vec<Bytes>)> {
+        self.cursors.resize(store.databases(), 0);
+        let mut out = Vec::new();
+        let mut visits = 0;
+        for dbi in 0..store.databases() {
+            let db = store.db(dbi);
+            if db.expires_count() == 0 || db.is_empty() {
+                continue;
+            }
+            let mut expired = Vec::new();
+            loop {
+                let mut sampled = 0;
+                let mut stale = 0;
+                // Bound the walk: a sparse TTL population must not make one
+                // sample scan the whole database.
+                let mut walked = 0;
+                while sampled < KEYS_PER_SAMPLE && walked < db.len() && visits < max_visits {
+                    let pos = self.cursors[dbi] % db.len();
+                    self.cursors[dbi] = pos + 1;
+                    walked += 1;
+                    visits += 1;
+                    let Some(e) = db.entry_at(pos) else { break };
+                    if e.expire_at().is_some() {
+                        sampled += 1;
+                        if e.is_expired(now_ms)
+                            && !expired
+                                .iter()
+                                .any(|k: &Bytes| k.as_ref() == e.key.as_slice())
+                        {
+                            stale += 1;
+                            expired.push(Bytes::copy_from_slice(&e.key));
+                        }
+                    }
+                }
+                let keep_going = sampled > 0
+                    && stale * 100 > sampled * ACCEPTABLE_STALE_PERCENT
+                    && visits < max_visits
+                    && expired.len() < db.expires_count();
+                if !keep_going {
+                    break;
+                }
+            }
+            if !expired.is_empty() {
+                out.push((dbi, expired));
+            }
+            if visits >= max_visits {
+                break;
+            }
+        }
+        out
+    }
+}

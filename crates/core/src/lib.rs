@@ -1,0 +1,31 @@
+//! Kvasir's command layer and deterministic state machine.
+//!
+//! - [`table`]: the command table, the single source of arity, flags, key
+//!   positions and ACL categories. Each family module contributes its
+//!   commands (`string::COMMANDS`, `keys::COMMANDS`, ...); [`table::lookup`]
+//!   joins them.
+//! - [`store`]: the state machine: every write runs as
+//!   `Store::apply(db, args, ctx)` where [`Ctx`] carries the time and a random
+//!   seed chosen by whoever orders the writes (today the shard loop, under
+//!   Raft the leader), so replicas applying the same sequence end identical.
+//! - [`error`]: typed command errors, rendered as Redis error text only at
+//!   the edge ([`CmdError::to_reply`]).
+//! - Families: [`string`], [`keys`], [`server`] (keyspace-level server
+//!   commands), [`connection`] (commands answered by the session layer; only
+//!   their table entries live here).
+//!
+//! Nothing here does I/O, reads the clock or draws random numbers.
+
+pub mod args;
+pub mod connection;
+pub mod error;
+pub mod expire;
+pub mod keys;
+pub mod server;
+pub mod store;
+pub mod string;
+pub mod table;
+
+pub use error::CmdError;
+pub use store::{Ctx, Store, DEFAULT_DATABASES};
+pub use table::{lookup, CommandSpec, Handler};

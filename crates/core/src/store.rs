@@ -1,0 +1,193 @@
+//! The state machine: 16 databases and the single entry points through
+//! which commands read ([`Store::read`]) and write ([`Store::apply`]) them.
+//!
+//! Determinism (DESIGN.md invariant 1): a write's outcome depends only on
+//! the store, the arguments and the [`Ctx`] (time and seed chosen by the
+//! orderer). Reads treat logically expired keys as missing and never remove
+//! them; removal happens in writes (lazily, at `ctx.now_ms`) or through the
+//! active expiry cycle, which proposes `Store::apply_expired` like any write.
+
+use crate::error::{CmdError, CmdResult};
+use crate::table::{resolve, Handler};
+use bytes::Bytes;
+use kvasir_engine_memory::{Db, Entry, Value};
+
+pub const DEFAULT_DATABASES: usize = 16;
+
+/// What a write needs from its orderer: the time (Unix ms) and a seed for
+/// any random choice. Identical ctx + identical command = identical result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ctx {
+    pub now_ms: u64,
+    pub seed: u64,
+}
+
+impl Ctx {
+    /// A deterministic pseudo-random number for the `n`-th pick of this
+    /// command (splitmix64 over the seed).
+    pub fn random(&self, n: u64) -> u64 {
+        let mut z = self
+            .seed
+            .wrapping_add(0x9E37_79B9_7F4A_7C15u64.wrapping_mul(n.wrapping_add(1)));
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// Counters the server reports in INFO stats.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    pub expired_keys: u64,
+    pub keyspace_hits: u64,
+    pub keyspace_misses: u64,
+}
+
+pub struct Store {
+    dbs: Vec<Db>,
+    pub stats: Stats,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store::new(DEFAULT_DATABASES)
+    }
+}
+
+impl Store {
+    pub fn new(databases: usize) -> Store {
+        Store {
+            dbs: (0..databases.max(1)).map(|_| Db::new()).collect(),
+            stats: Stats::default(),
+        }
+    }
+
+    pub fn databases(&self) -> usize {
+        self.dbs.len()
+    }
+
+    pub fn db(&self, db: usize) -> &Db {
+        &self.dbs[db]
+    }
+
+    pub fn db_mut(&mut self, db: usize) -> &mut Db {
+        &mut self.dbs[db]
+    }
+
+    /// Checks a database index argument (SELECT, SWAPDB, COPY DB, MOVE).
+    pub fn check_db_index(&self, arg: &[u8]) -> Result<usize, CmdError> {
+        let i = crate::args::parse_i64_or(
+            arg,
+            CmdError::other("ERR value is not an integer or out of range"),
+        )?;
+        if i < 0 || i as usize >= self.dbs.len() {
+            return Err(CmdError::DbIndexOutOfRange);
+        }
+        Ok(i as usize)
+    }
+
+    pub fn swap_dbs(&mut self, a: usize, b: usize) {
+        self.dbs.swap(a, b);
+    }
+
+    /// Runs a write command. `args[0]` is the command name.
+    pub fn apply(&mut self, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+        let (spec, _) = resolve(args)?;
+        match spec.handler {
+            Handler::Write(f) => f(self, db, args, ctx),
+            Handler::Read(f) => f(self, db, args, ctx),
+            _ => Err(crate::error::unknown_command(args)),
+        }
+    }
+
+    /// Runs a read-only command; never changes the store.
+    pub fn read(&self, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+        let (spec, _) = resolve(args)?;
+        match spec.handler {
+            Handler::Read(f) => f(self, db, args, ctx),
+            _ => Err(crate::error::unknown_command(args)),
+        }
+    }
+
+    /// The live entry of `key` at `now_ms` (expired keys read as missing).
+    pub fn live(&self, db: usize, key: &[u8], now_ms: u64) -> Option<&Entry> {
+        self.dbs[db].get(key).filter(|e| !e.is_expired(now_ms))
+    }
+
+    /// For writes: removes `key` if it has expired at `ctx.now_ms` (lazy
+    /// expiry, deterministic because the time comes from the ctx), then
+    /// returns whether it exists.
+    pub fn expire_if_needed(&mut self, db: usize, key: &[u8], ctx: &Ctx) -> bool {
+        let d = &mut self.dbs[db];
+        match d.get(key) {
+            Some(e) if e.is_expired(ctx.now_ms) => {
+                d.remove(key);
+                self.stats.expired_keys += 1;
+                false
+            }
+            Some(_) => true,
+            None => false,
+        }
+    }
+
+    /// For writes: the live value of `key`, mutable, after lazy expiry.
+    pub fn live_value_mut(&mut self, db: usize, key: &[u8], ctx: &Ctx) -> Option<&mut Value> {
+        if self.expire_if_needed(db, key, ctx) {
+            self.dbs[db].get_value_mut(key)
+        } else {
+            None
+        }
+    }
+
+    /// Applies the deletions chosen by the active expiry cycle: each key is
+    /// removed only if it is still expired at `ctx.now_ms`, so a key that was
+    /// rewritten after the cycle picked it survives. Returns how many went.
+    pub fn apply_expired(&mut self, db: usize, keys: &[Bytes], ctx: &Ctx) -> usize {
+        let mut n = 0;
+        for k in keys {
+            let d = &mut self.dbs[db];
+            if d.get(k).is_some_and(|e| e.is_expired(ctx.now_ms)) {
+                d.remove(k);
+                n += 1;
+            }
+        }
+        self.stats.expired_keys += n as u64;
+        n
+    }
+
+    /// Removes every key of every database.
+    pub fn flush_all(&mut self) {
+        for d in &mut self.dbs {
+            d.clear();
+        }
+    }
+
+    /// A canonical dump of the whole state, for determinism checks:
+    /// (db, key, value, expiry) sorted.
+    pub fn dump(&self) -> Vec<(usize, Vec<u8>, Value, Option<u64>)> {
+        let mut out: Vec<_> = self
+            .dbs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, d)| {
+                d.iter()
+                    .map(move |e| (i, e.key.to_vec(), e.value.clone(), e.expire_at()))
+            })
+            .collect();
+        out.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ctx_random_is_a_function_of_seed_and_n() {
+        let a = Ctx { now_ms: 1, seed: 7 };
+        let b = Ctx { now_ms: 2, seed: 7 };
+        assert_eq!(a.random(3), b.random(3));
+        assert_ne!(a.random(3), a.random(4));
+    }
+}

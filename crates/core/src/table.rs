@@ -1,0 +1,403 @@
+//! The command table: name, arity, flags, key positions, ACL categories and
+//! handler of every command. Routing, COMMAND INFO/GETKEYS/DOCS, ACLs and
+//! docs/commands.md all read it; nothing else knows which arguments are keys.
+//!
+//! Each family module owns a `COMMANDS` slice next to its code; this module
+//! joins them into one lookup.
+
+use crate::error::{CmdError, CmdResult};
+use crate::store::{Ctx, Store};
+use bytes::Bytes;
+use kvasir_resp::Reply;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// Command flags, as named by Redis's COMMAND INFO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flags(pub u32);
+
+impl Flags {
+    pub const NONE: Flags = Flags(0);
+    pub const WRITE: Flags = Flags(1 << 0);
+    pub const READONLY: Flags = Flags(1 << 1);
+    pub const DENYOOM: Flags = Flags(1 << 2);
+    pub const ADMIN: Flags = Flags(1 << 3);
+    pub const PUBSUB: Flags = Flags(1 << 4);
+    pub const NOSCRIPT: Flags = Flags(1 << 5);
+    pub const BLOCKING: Flags = Flags(1 << 6);
+    pub const LOADING: Flags = Flags(1 << 7);
+    pub const STALE: Flags = Flags(1 << 8);
+    pub const SKIP_MONITOR: Flags = Flags(1 << 9);
+    pub const SKIP_SLOWLOG: Flags = Flags(1 << 10);
+    pub const FAST: Flags = Flags(1 << 11);
+    pub const NO_AUTH: Flags = Flags(1 << 12);
+    pub const MAY_REPLICATE: Flags = Flags(1 << 13);
+    pub const NO_MULTI: Flags = Flags(1 << 14);
+    pub const MOVABLEKEYS: Flags = Flags(1 << 15);
+    pub const ALLOW_BUSY: Flags = Flags(1 << 16);
+
+    const NAMES: [(Flags, &'static str); 17] = [
+        (Flags::WRITE, "write"),
+        (Flags::READONLY, "readonly"),
+        (Flags::DENYOOM, "denyoom"),
+        (Flags::ADMIN, "admin"),
+        (Flags::PUBSUB, "pubsub"),
+        (Flags::NOSCRIPT, "noscript"),
+        (Flags::BLOCKING, "blocking"),
+        (Flags::LOADING, "loading"),
+        (Flags::STALE, "stale"),
+        (Flags::SKIP_MONITOR, "skip_monitor"),
+        (Flags::SKIP_SLOWLOG, "skip_slowlog"),
+        (Flags::FAST, "fast"),
+        (Flags::NO_AUTH, "no_auth"),
+        (Flags::MAY_REPLICATE, "may_replicate"),
+        (Flags::NO_MULTI, "no_multi"),
+        (Flags::MOVABLEKEYS, "movablekeys"),
+        (Flags::ALLOW_BUSY, "allow_busy"),
+    ];
+
+    pub const fn union(self, other: Flags) -> Flags {
+        Flags(self.0 | other.0)
+    }
+
+    pub const fn contains(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    pub fn names(self) -> Vec<&'static str> {
+        Flags::NAMES
+            .iter()
+            .filter(|(f, _)| self.contains(*f))
+            .map(|(_, n)| *n)
+            .collect()
+    }
+}
+
+/// How a command is executed.
+#[derive(Clone, Copy)]
+pub enum Handler {
+    /// Mutates the keyspace; runs only through [`Store::apply`] so it is
+    /// ordered, deterministic and (later) replicated.
+    Write(fn(&mut Store, usize, &[Bytes], &Ctx) -> CmdResult),
+    /// Reads the keyspace; never mutates it (expired keys read as missing).
+    Read(fn(&Store, usize, &[Bytes], &Ctx) -> CmdResult),
+    /// Answered by the session/server layer (connection state, server info).
+    Session,
+    /// A container (CLIENT, CONFIG...): dispatch goes to `subcommands`.
+    Container,
+}
+
+/// One command's entry in the table.
+pub struct CommandSpec {
+    /// Lower-case name; for subcommands, just the subcommand (`setname`).
+    pub name: &'static str,
+    /// Redis arity: N means exactly N arguments (name included), -N at least N.
+    pub arity: i32,
+    pub flags: Flags,
+    /// Key positions: first key, last key (negative counts from the end),
+    /// step. 0,0,0 for commands without keys.
+    pub first_key: i32,
+    pub last_key: i32,
+    pub step: i32,
+    /// ACL categories without the `@` (`string`, `fast`...).
+    pub acl: &'static [&'static str],
+    pub group: &'static str,
+    pub since: &'static str,
+    pub summary: &'static str,
+    pub handler: Handler,
+    pub subcommands: &'static [CommandSpec],
+}
+
+impl CommandSpec {
+    pub fn is_write(&self) -> bool {
+        self.flags.contains(Flags::WRITE)
+    }
+
+    /// Whether `argc` arguments (name included) satisfy the arity.
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let argc = argc as i64;
+        let arity = self.arity as i64;
+        if arity >= 0 {
+            argc == arity
+        } else {
+            argc >= -arity
+        }
+    }
+
+    /// Indexes of the key arguments of this invocation.
+    pub fn key_indexes(&self, argc: usize) -> Vec<usize> {
+        if self.first_key <= 0 || argc == 0 {
+            return Vec::new();
+        }
+        let argc = argc as i64;
+        let first = self.first_key as i64;
+        let last = if self.last_key < 0 {
+            argc + self.last_key as i64
+        } else {
+            self.last_key as i64
+        };
+        let step = self.step.max(1) as i64;
+        let mut out = Vec::new();
+        let mut i = first;
+        while i <= last && i < argc {
+            out.push(i as usize);
+            i += step;
+        }
+        out
+    }
+
+    /// The full name Redis reports (`client|setname` for a subcommand).
+    pub fn full_name(&self, parent: Option<&CommandSpec>) -> String {
+        match parent {
+            Some(p) => format!("{}|{}", p.name, self.name),
+            None => self.name.to_string(),
+        }
+    }
+
+    /// The COMMAND INFO reply entry for this command.
+    pub fn info_reply(&self, parent: Option<&CommandSpec>) -> Reply {
+        let full = self.full_name(parent);
+        let flags = self
+            .flags
+            .names()
+            .into_iter()
+            .map(Reply::simple)
+            .collect::<Vec<_>>();
+        let acl = self
+            .acl
+            .iter()
+            .map(|c| Reply::Simple(format!("@{c}").into()))
+            .collect::<Vec<_>>();
+        let subs = self
+            .subcommands
+            .iter()
+            .map(|s| s.info_reply(Some(self)))
+            .collect::<Vec<_>>();
+        Reply::Array(vec![
+            Reply::bulk_str(&full),
+            Reply::Int(self.arity as i64),
+            Reply::Set(flags),
+            Reply::Int(self.first_key as i64),
+            Reply::Int(self.last_key as i64),
+            Reply::Int(self.step as i64),
+            Reply::Set(acl),
+            Reply::Array(Vec::new()),
+            Reply::Array(self.key_specs()),
+            Reply::Array(subs),
+        ])
+    }
+
+    /// Redis 7 key specs derived from first/last/step.
+    fn key_specs(&self) -> Vec<Reply> {
+        if self.first_key <= 0 {
+            return Vec::new();
+        }
+        let access = if self.is_write() { "RW" } else { "RO" };
+        vec![Reply::Map(vec![
+            (
+                Reply::bulk_str("flags"),
+                Reply::Set(vec![Reply::simple(access)]),
+            ),
+            (
+                Reply::bulk_str("begin_search"),
+                Reply::Map(vec![
+                    (Reply::bulk_str("type"), Reply::bulk_str("index")),
+                    (
+                        Reply::bulk_str("spec"),
+                        Reply::Map(vec![(
+                            Reply::bulk_str("index"),
+                            Reply::Int(self.first_key as i64),
+                        )]),
+                    ),
+                ]),
+            ),
+            (
+                Reply::bulk_str("find_keys"),
+                Reply::Map(vec![
+                    (Reply::bulk_str("type"), Reply::bulk_str("range")),
+                    (
+                        Reply::bulk_str("spec"),
+                        Reply::Map(vec![
+                            (
+                                Reply::bulk_str("lastkey"),
+                                Reply::Int(if self.last_key < 0 {
+                                    self.last_key as i64
+                                } else {
+                                    (self.last_key - self.first_key) as i64
+                                }),
+                            ),
+                            (Reply::bulk_str("keystep"), Reply::Int(self.step as i64)),
+                            (Reply::bulk_str("limit"), Reply::Int(0)),
+                        ]),
+                    ),
+                ]),
+            ),
+        ])]
+    }
+
+    /// The COMMAND DOCS entry (minimal: summary, since, group).
+    pub fn docs_reply(&self, parent: Option<&CommandSpec>) -> (Reply, Reply) {
+        let mut fields = vec![
+            (Reply::bulk_str("summary"), Reply::bulk_str(self.summary)),
+            (Reply::bulk_str("since"), Reply::bulk_str(self.since)),
+            (Reply::bulk_str("group"), Reply::bulk_str(self.group)),
+        ];
+        if !self.subcommands.is_empty() {
+            let subs = self
+                .subcommands
+                .iter()
+                .map(|s| {
+                    let (k, v) = s.docs_reply(Some(self));
+                    (k, v)
+                })
+                .collect();
+            fields.push((Reply::bulk_str("subcommands"), Reply::Map(subs)));
+        }
+        (Reply::bulk_str(&self.full_name(parent)), Reply::Map(fields))
+    }
+}
+
+/// Shorthand for table entries without subcommands.
+#[allow(clippy::too_many_arguments)]
+pub const fn cmd(
+    name: &'static str,
+    arity: i32,
+    flags: Flags,
+    keys: (i32, i32, i32),
+    acl: &'static [&'static str],
+    group: &'static str,
+    since: &'static str,
+    summary: &'static str,
+    handler: Handler,
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        first_key: keys.0,
+        last_key: keys.1,
+        step: keys.2,
+        acl,
+        group,
+        since,
+        summary,
+        handler,
+        subcommands: &[],
+    }
+}
+
+/// Every family's commands, in a fixed order.
+pub fn families() -> [&'static [CommandSpec]; 4] {
+    [
+        crate::string::COMMANDS,
+        crate::keys::COMMANDS,
+        crate::server::COMMANDS,
+        crate::connection::COMMANDS,
+    ]
+}
+
+struct Table {
+    by_name: HashMap<String, &'static CommandSpec>,
+    all: Vec<&'static CommandSpec>,
+}
+
+fn table() -> &'static Table {
+    static TABLE: OnceLock<Table> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut all: Vec<&'static CommandSpec> = families().into_iter().flatten().collect();
+        all.sort_by_key(|c| c.name);
+        let by_name = all.iter().map(|c| (c.name.to_string(), *c)).collect();
+        Table { by_name, all }
+    })
+}
+
+/// Finds a top-level command by name, case-insensitively.
+pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    let t = table();
+    if name.len() > 64 {
+        return None;
+    }
+    if name.iter().all(|c| !c.is_ascii_uppercase()) {
+        let s = std::str::from_utf8(name).ok()?;
+        return t.by_name.get(s).copied();
+    }
+    let lower = String::from_utf8(name.to_ascii_lowercase()).ok()?;
+    t.by_name.get(&lower).copied()
+}
+
+/// Every top-level command, sorted by name.
+pub fn all_commands() -> &'static [&'static CommandSpec] {
+    &table().all
+}
+
+/// Resolves `args` to the spec that will run them (the subcommand's for a
+/// container) and checks arity, returning the spec and its parent.
+pub fn resolve(
+    args: &[Bytes],
+) -> Result<(&'static CommandSpec, Option<&'static CommandSpec>), CmdError> {
+    let Some(name) = args.first() else {
+        return Err(crate::error::unknown_command(args));
+    };
+    let Some(spec) = lookup(name) else {
+        return Err(crate::error::unknown_command(args));
+    };
+    if !spec.arity_ok(args.len()) {
+        return Err(CmdError::WrongArity(spec.name.to_string()));
+    }
+    if spec.subcommands.is_empty() {
+        return Ok((spec, None));
+    }
+    let sub_name = args[1].to_ascii_lowercase();
+    match spec
+        .subcommands
+        .iter()
+        .find(|s| s.name.as_bytes() == sub_name.as_slice())
+    {
+        // A subcommand's arity counts the container name too, as in Redis.
+        Some(sub) if sub.arity_ok(args.len()) => Ok((sub, Some(spec))),
+        Some(sub) => Err(CmdError::WrongArity(sub.full_name(Some(spec)))),
+        None => Err(CmdError::UnknownSubcommand {
+            container: spec.name.to_string(),
+            sub: String::from_utf8_lossy(&args[1]).into_owned(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_lowercase() {
+        let mut seen = std::collections::HashSet::new();
+        for c in families().into_iter().flatten() {
+            assert_eq!(c.name, c.name.to_lowercase());
+            assert!(seen.insert(c.name), "duplicate command {}", c.name);
+            let is_container = matches!(c.handler, Handler::Container);
+            assert_eq!(is_container, !c.subcommands.is_empty(), "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn writes_have_write_handlers() {
+        for c in all_commands() {
+            for s in std::iter::once(*c).chain(c.subcommands.iter()) {
+                match s.handler {
+                    Handler::Write(_) => assert!(s.is_write(), "{} must be flagged write", s.name),
+                    Handler::Read(_) => assert!(!s.is_write(), "{} is flagged write", s.name),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn key_positions() {
+        let mset = lookup(b"MSET").map(|c| c.key_indexes(5));
+        assert_eq!(mset, Some(vec![1, 3]));
+        let del = lookup(b"del").map(|c| c.key_indexes(4));
+        assert_eq!(del, Some(vec![1, 2, 3]));
+        let ping = lookup(b"ping").map(|c| c.key_indexes(1));
+        assert_eq!(ping, Some(vec![]));
+    }
+}

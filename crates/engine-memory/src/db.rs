@@ -1,0 +1,251 @@
+//! One logical database: a dense entry vector plus a hash index into it.
+
+use crate::value::{CompactBytes, Value};
+use hashbrown::HashTable;
+use std::hash::BuildHasher;
+
+/// A key, its value and its absolute expiry time in Unix milliseconds
+/// (0 means the key does not expire).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub key: CompactBytes,
+    pub value: Value,
+    expire_at: u64,
+}
+
+impl Entry {
+    /// Absolute expiry in Unix ms, or None for a persistent key.
+    pub fn expire_at(&self) -> Option<u64> {
+        (self.expire_at != 0).then_some(self.expire_at)
+    }
+
+    /// Whether the key is logically gone at `now_ms`.
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        self.expire_at != 0 && self.expire_at <= now_ms
+    }
+}
+
+/// A fixed-seed hasher: the index layout never leaks into behaviour (all
+/// iteration goes through the dense vector), so no per-process seed is needed
+/// for determinism; the fixed seed only keeps runs reproducible.
+#[derive(Clone, Default)]
+struct FixedState;
+
+impl BuildHasher for FixedState {
+    type Hasher = foldhash::fast::FoldHasher;
+    fn build_hasher(&self) -> Self::Hasher {
+        foldhash::fast::FixedState::with_seed(0x6b76_6173_6972).build_hasher()
+    }
+}
+
+fn hash_key(key: &[u8]) -> u64 {
+    FixedState.hash_one(key)
+}
+
+/// One database (Redis has 16 of them, selected with SELECT).
+#[derive(Default)]
+pub struct Db {
+    entries: Vec<Entry>,
+    index: HashTable<u32>,
+    expires: usize,
+}
+
+impl Db {
+    pub fn new() -> Db {
+        Db::default()
+    }
+
+    /// Number of keys, including logically expired ones not yet removed.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Number of keys that carry an expiry time.
+    pub fn expires_count(&self) -> usize {
+        self.expires
+    }
+
+    fn find(&self, key: &[u8]) -> Option<usize> {
+        let entries = &self.entries;
+        self.index
+            .find(hash_key(key), |&i| {
+                entries[i as usize].key.as_slice() == key
+            })
+            .map(|&i| i as usize)
+    }
+
+    /// The entry for `key`, expired or not.
+    pub fn get(&self, key: &[u8]) -> Option<&Entry> {
+        self.find(key).map(|i| &self.entries[i])
+    }
+
+    /// Mutable access to a key's value (its expiry is changed only through
+    /// [`Db::set_expire`], which keeps the expiry count right).
+    pub fn get_value_mut(&mut self, key: &[u8]) -> Option<&mut Value> {
+        self.find(key).map(|i| &mut self.entries[i].value)
+    }
+
+    /// Position of `key` in iteration order.
+    pub fn position(&self, key: &[u8]) -> Option<usize> {
+        self.find(key)
+    }
+
+    /// The entry at a position in iteration order (SCAN, RANDOMKEY).
+    pub fn entry_at(&self, pos: usize) -> Option<&Entry> {
+        self.entries.get(pos)
+    }
+
+    /// Iterates entries in their stored order (deterministic).
+    pub fn iter(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter()
+    }
+
+    /// Stores `value` under `key` with the given expiry (None: persistent),
+    /// replacing any previous entry, which is returned.
+    pub fn set(&mut self, key: &[u8], value: Value, expire_at: Option<u64>) -> Option<Entry> {
+        let expire_at = expire_at.unwrap_or(0);
+        if let Some(i) = self.find(key) {
+            let e = &mut self.entries[i];
+            let old_value = std::mem::replace(&mut e.value, value);
+            let old_expire = std::mem::replace(&mut e.expire_at, expire_at);
+            self.expires = self.expires + (expire_at != 0) as usize - (old_expire != 0) as usize;
+            return Some(Entry {
+                key: e.key.clone(),
+                value: old_value,
+                expire_at: old_expire,
+            });
+        }
+        let pos = self.entries.len() as u32;
+        self.entries.push(Entry {
+            key: CompactBytes::from_slice(key),
+            value,
+            expire_at,
+        });
+        if expire_at != 0 {
+            self.expires += 1;
+        }
+        let entries = &self.entries;
+        self.index
+            .insert_unique(hash_key(key), pos, |&i| hash_key(&entries[i as usize].key));
+        None
+    }
+
+    /// Sets (Some) or clears (None) the expiry of an existing key; false if
+    /// the key does not exist.
+    pub fn set_expire(&mut self, key: &[u8], expire_at: Option<u64>) -> bool {
+        let Some(i) = self.find(key) else {
+            return false;
+        };
+        let new = expire_at.unwrap_or(0);
+        let e = &mut self.entries[i];
+        self.expires = self.expires + (new != 0) as usize - (e.expire_at != 0) as usize;
+        e.expire_at = new;
+        true
+    }
+
+    /// Removes `key`, returning its entry.
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let hash = hash_key(key);
+        let entries = &self.entries;
+        let slot = self
+            .index
+            .find_entry(hash, |&i| entries[i as usize].key.as_slice() == key)
+            .ok()?;
+        let (pos, _) = slot.remove();
+        let pos = pos as usize;
+        let last = self.entries.len() - 1;
+        if pos != last {
+            // The last entry moves into the hole: repoint its index slot.
+            let moved_hash = hash_key(&self.entries[last].key);
+            if let Some(slot) = self.index.find_mut(moved_hash, |&i| i as usize == last) {
+                *slot = pos as u32;
+            }
+        }
+        let removed = self.entries.swap_remove(pos);
+        if removed.expire_at != 0 {
+            self.expires -= 1;
+        }
+        Some(removed)
+    }
+
+    /// Removes every key.
+    pub fn clear(&mut self) {
+        self.entries = Vec::new();
+        self.index = HashTable::new();
+        self.expires = 0;
+    }
+
+    /// Approximate bytes owned by the entry of `key` (MEMORY USAGE).
+    pub fn entry_size(e: &Entry) -> usize {
+        let key_heap = if e.key.spilled() { e.key.capacity() } else { 0 };
+        std::mem::size_of::<Entry>() + 5 + key_heap + e.value.heap_size()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_get_remove_keeps_index_consistent() {
+        let mut db = Db::new();
+        for i in 0..1000u32 {
+            let k = format!("key:{i}");
+            assert!(db
+                .set(
+                    k.as_bytes(),
+                    Value::Int(i as i64),
+                    (i % 3 == 0).then_some(5)
+                )
+                .is_none());
+        }
+        assert_eq!(db.len(), 1000);
+        assert_eq!(db.expires_count(), 334);
+        for i in (0..1000u32).step_by(2) {
+            let k = format!("key:{i}");
+            assert_eq!(
+                db.remove(k.as_bytes()).map(|e| e.value),
+                Some(Value::Int(i as i64))
+            );
+        }
+        assert_eq!(db.len(), 500);
+        for i in 0..1000u32 {
+            let k = format!("key:{i}");
+            let got = db.get(k.as_bytes()).map(|e| e.value.clone());
+            if i % 2 == 0 {
+                assert_eq!(got, None);
+            } else {
+                assert_eq!(got, Some(Value::Int(i as i64)));
+            }
+        }
+        let expected_expires = (0..1000u32).filter(|i| i % 2 == 1 && i % 3 == 0).count();
+        assert_eq!(db.expires_count(), expected_expires);
+    }
+
+    #[test]
+    fn replace_returns_old_and_updates_expiry() {
+        let mut db = Db::new();
+        assert!(db.set(b"a", Value::Int(1), Some(10)).is_none());
+        let old = db
+            .set(b"a", Value::Int(2), None)
+            .map(|e| (e.expire_at(), e.value));
+        assert_eq!(old, Some((Some(10), Value::Int(1))));
+        assert_eq!(db.expires_count(), 0);
+        assert!(db.set_expire(b"a", Some(99)));
+        assert_eq!(db.get(b"a").and_then(|e| e.expire_at()), Some(99));
+        assert!(!db.set_expire(b"missing", Some(1)));
+    }
+
+    #[test]
+    fn entry_is_small() {
+        assert!(
+            std::mem::size_of::<Entry>() <= 64,
+            "{}",
+            std::mem::size_of::<Entry>()
+        );
+    }
+}

@@ -1,0 +1,220 @@
+//! Reply encoder for RESP2 and RESP3.
+
+use crate::reply::{Protocol, Reply};
+use bytes::{BufMut, BytesMut};
+
+/// Appends the wire form of `reply` for `proto` to `out`.
+pub fn encode(reply: &Reply, proto: Protocol, out: &mut BytesMut) {
+    match reply {
+        Reply::Simple(s) => line(out, b'+', s.as_bytes()),
+        Reply::Error(s) => line(out, b'-', s.as_bytes()),
+        Reply::Int(v) => int_line(out, b':', *v),
+        Reply::Bulk(b) => bulk(out, b),
+        Reply::Nil => match proto {
+            Protocol::Resp2 => out.put_slice(b"$-1\r\n"),
+            Protocol::Resp3 => out.put_slice(b"_\r\n"),
+        },
+        Reply::NilArray => match proto {
+            Protocol::Resp2 => out.put_slice(b"*-1\r\n"),
+            Protocol::Resp3 => out.put_slice(b"_\r\n"),
+        },
+        Reply::Array(items) => {
+            int_line(out, b'*', items.len() as i64);
+            for item in items {
+                encode(item, proto, out);
+            }
+        }
+        Reply::Double(d) => {
+            let text = format_double(*d);
+            match proto {
+                Protocol::Resp2 => bulk(out, text.as_bytes()),
+                Protocol::Resp3 => line(out, b',', text.as_bytes()),
+            }
+        }
+        Reply::Bool(b) => match proto {
+            Protocol::Resp2 => int_line(out, b':', *b as i64),
+            Protocol::Resp3 => out.put_slice(if *b { b"#t\r\n" } else { b"#f\r\n" }),
+        },
+        Reply::Map(pairs) => {
+            match proto {
+                Protocol::Resp2 => int_line(out, b'*', 2 * pairs.len() as i64),
+                Protocol::Resp3 => int_line(out, b'%', pairs.len() as i64),
+            }
+            for (k, v) in pairs {
+                encode(k, proto, out);
+                encode(v, proto, out);
+            }
+        }
+        Reply::Set(items) => {
+            let tag = if proto == Protocol::Resp3 { b'~' } else { b'*' };
+            int_line(out, tag, items.len() as i64);
+            for item in items {
+                encode(item, proto, out);
+            }
+        }
+        Reply::Verbatim(format, text) => match proto {
+            Protocol::Resp2 => bulk(out, text),
+            Protocol::Resp3 => {
+                int_line(out, b'=', (text.len() + 4) as i64);
+                out.put_slice(format.as_bytes());
+                out.put_u8(b':');
+                out.put_slice(text);
+                out.put_slice(b"\r\n");
+            }
+        },
+        Reply::Push(items) => {
+            let tag = if proto == Protocol::Resp3 { b'>' } else { b'*' };
+            int_line(out, tag, items.len() as i64);
+            for item in items {
+                encode(item, proto, out);
+            }
+        }
+    }
+}
+
+fn line(out: &mut BytesMut, tag: u8, body: &[u8]) {
+    out.reserve(body.len() + 3);
+    out.put_u8(tag);
+    // A status or error line must not contain CR or LF: they would split the
+    // reply. Redis replaces them with spaces; so do we.
+    if body.iter().any(|&c| c == b'\r' || c == b'\n') {
+        out.extend(
+            body.iter()
+                .map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c }),
+        );
+    } else {
+        out.put_slice(body);
+    }
+    out.put_slice(b"\r\n");
+}
+
+fn int_line(out: &mut BytesMut, tag: u8, v: i64) {
+    let mut buf = itoa_buf();
+    let digits = fmt_i64(v, &mut buf);
+    out.reserve(digits.len() + 3);
+    out.put_u8(tag);
+    out.put_slice(digits);
+    out.put_slice(b"\r\n");
+}
+
+fn bulk(out: &mut BytesMut, body: &[u8]) {
+    int_line(out, b'$', body.len() as i64);
+    out.reserve(body.len() + 2);
+    out.put_slice(body);
+    out.put_slice(b"\r\n");
+}
+
+fn itoa_buf() -> [u8; 20] {
+    [0u8; 20]
+}
+
+/// Formats an i64 into the tail of `buf` without allocating.
+fn fmt_i64(v: i64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut n = v.unsigned_abs();
+    let mut pos = buf.len();
+    loop {
+        pos -= 1;
+        buf[pos] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        pos -= 1;
+        buf[pos] = b'-';
+    }
+    &buf[pos..]
+}
+
+/// Formats a double the way Redis 7.2 replies with one: the shortest text
+/// that reads back as the same value, `inf`/`-inf`/`nan` for the specials,
+/// and exponent notation (`1e+20`) for very large or very small magnitudes.
+pub fn format_double(d: f64) -> String {
+    if d.is_nan() {
+        return "nan".to_string();
+    }
+    if d.is_infinite() {
+        return if d > 0.0 { "inf" } else { "-inf" }.to_string();
+    }
+    let abs = d.abs();
+    if abs != 0.0 && !(1e-5..1e17).contains(&abs) {
+        let s = format!("{d:e}");
+        // Rust writes `1e20` / `1e-7`; C's %g writes `1e+20` / `1e-07`.
+        return match s.split_once('e') {
+            Some((mantissa, exp)) => {
+                let (sign, digits) = match exp.strip_prefix('-') {
+                    Some(rest) => ('-', rest),
+                    None => ('+', exp),
+                };
+                if digits.len() < 2 {
+                    format!("{mantissa}e{sign}0{digits}")
+                } else {
+                    format!("{mantissa}e{sign}{digits}")
+                }
+            }
+            None => s,
+        };
+    }
+    format!("{d}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn enc(r: &Reply, p: Protocol) -> String {
+        let mut out = BytesMut::new();
+        encode(r, p, &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[test]
+    fn scalars_resp2() {
+        assert_eq!(enc(&Reply::ok(), Protocol::Resp2), "+OK\r\n");
+        assert_eq!(enc(&Reply::Int(-42), Protocol::Resp2), ":-42\r\n");
+        assert_eq!(
+            enc(&Reply::Int(i64::MIN), Protocol::Resp2),
+            ":-9223372036854775808\r\n"
+        );
+        assert_eq!(enc(&Reply::Nil, Protocol::Resp2), "$-1\r\n");
+        assert_eq!(enc(&Reply::NilArray, Protocol::Resp2), "*-1\r\n");
+        assert_eq!(
+            enc(&Reply::Bulk(Bytes::from_static(b"hi")), Protocol::Resp2),
+            "$2\r\nhi\r\n"
+        );
+        assert_eq!(enc(&Reply::Double(1.5), Protocol::Resp2), "$3\r\n1.5\r\n");
+        assert_eq!(enc(&Reply::Bool(true), Protocol::Resp2), ":1\r\n");
+    }
+
+    #[test]
+    fn resp3_types() {
+        assert_eq!(enc(&Reply::Nil, Protocol::Resp3), "_\r\n");
+        assert_eq!(enc(&Reply::Double(1.5), Protocol::Resp3), ",1.5\r\n");
+        assert_eq!(enc(&Reply::Bool(false), Protocol::Resp3), "#f\r\n");
+        let map = Reply::Map(vec![(Reply::bulk_str("a"), Reply::Int(1))]);
+        assert_eq!(enc(&map, Protocol::Resp3), "%1\r\n$1\r\na\r\n:1\r\n");
+        assert_eq!(enc(&map, Protocol::Resp2), "*2\r\n$1\r\na\r\n:1\r\n");
+        let v = Reply::Verbatim("txt", Bytes::from_static(b"hello"));
+        assert_eq!(enc(&v, Protocol::Resp3), "=9\r\ntxt:hello\r\n");
+    }
+
+    #[test]
+    fn error_lines_never_break() {
+        assert_eq!(
+            enc(&Reply::error("ERR a\r\nb"), Protocol::Resp2),
+            "-ERR a  b\r\n"
+        );
+    }
+
+    #[test]
+    fn doubles_like_redis() {
+        assert_eq!(format_double(3.0), "3");
+        assert_eq!(format_double(10.5), "10.5");
+        assert_eq!(format_double(f64::INFINITY), "inf");
+        assert_eq!(format_double(f64::NEG_INFINITY), "-inf");
+        assert_eq!(format_double(1e20), "1e+20");
+        assert_eq!(format_double(-2.5e-7), "-2.5e-07");
+    }
+}
