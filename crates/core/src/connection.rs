@@ -30,6 +30,7 @@ const fn sub(
 
 const fn container(
     name: &'static str,
+    arity: i32,
     group: &'static str,
     acl: &'static [&'static str],
     summary: &'static str,
@@ -37,7 +38,7 @@ const fn container(
 ) -> CommandSpec {
     CommandSpec {
         name,
-        arity: -2,
+        arity,
         flags: Flags::NONE,
         first_key: 0,
         last_key: 0,
@@ -98,11 +99,11 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("hello", -1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::NO_AUTH), NONE, &["fast", "connection"], CONN, "6.0.0", "Handshakes with the Redis server.", S),
     cmd("quit", -1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::NO_AUTH).union(Flags::ALLOW_BUSY), NONE, &["fast", "connection"], CONN, "1.0.0", "Closes the connection.", S),
     cmd("reset", 1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::NO_AUTH), NONE, &["fast", "connection"], CONN, "6.2.0", "Resets the connection.", S),
-    container("client", CONN, &["slow"], "A container for client connection commands.", CLIENT_SUBS),
+    container("client", -2, CONN, &["slow"], "A container for client connection commands.", CLIENT_SUBS),
     cmd("info", -1, Flags::LOADING.union(Flags::STALE), NONE, &["slow", "dangerous"], SRV, "1.0.0", "Returns information and statistics about the server.", S),
-    container("config", SRV, &["slow"], "A container for server configuration commands.", CONFIG_SUBS),
-    container("command", SRV, &["slow", "connection"], "Returns detailed information about all commands.", COMMAND_SUBS),
-    container("slowlog", SRV, &["slow"], "A container for slow log commands.", SLOWLOG_SUBS),
+    container("config", -2, SRV, &["slow"], "A container for server configuration commands.", CONFIG_SUBS),
+    container("command", -1, SRV, &["slow", "connection"], "Returns detailed information about all commands.", COMMAND_SUBS),
+    container("slowlog", -2, SRV, &["slow"], "A container for slow log commands.", SLOWLOG_SUBS),
     cmd("time", 1, FAST_STALE, NONE, &["fast"], SRV, "2.6.0", "Returns the server time.", S),
     cmd("lastsave", 1, FAST_STALE, NONE, &["admin", "fast", "dangerous"], SRV, "1.0.0", "Returns the Unix timestamp of the last successful save to disk.", S),
     cmd("shutdown", -1, ADMIN.union(Flags::NO_MULTI).union(Flags::ALLOW_BUSY), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server.", S),

@@ -20,6 +20,7 @@ pub mod args;
 pub mod connection;
 pub mod error;
 pub mod expire;
+pub mod glob;
 pub mod keys;
 pub mod server;
 pub mod store;

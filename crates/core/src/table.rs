@@ -344,7 +344,8 @@ pub fn resolve(
     if !spec.arity_ok(args.len()) {
         return Err(CmdError::WrongArity(spec.name.to_string()));
     }
-    if spec.subcommands.is_empty() {
+    // A container called without a subcommand (plain COMMAND) runs itself.
+    if spec.subcommands.is_empty() || args.len() < 2 {
         return Ok((spec, None));
     }
     let sub_name = args[1].to_ascii_lowercase();

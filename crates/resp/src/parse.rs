@@ -104,6 +104,17 @@ fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
     hay.iter().position(|&c| c == needle)
 }
 
+/// Length of a `*N` / `$N` header seen so far when its `\r\n` has not
+/// arrived: a trailing `\r` may be the start of the terminator, so it does not
+/// count (otherwise a header exactly at the limit would be rejected or not
+/// depending on where the read boundary fell).
+fn pending_header_len(rest: &[u8]) -> usize {
+    match rest.last() {
+        Some(b'\r') => rest.len() - 1,
+        _ => rest.len(),
+    }
+}
+
 /// Parses a decimal integer header the way Redis's string2ll does: optional
 /// minus, digits only, no leading `+`, no spaces, fits in i64.
 fn parse_header_int(digits: &[u8]) -> Option<i64> {
@@ -114,7 +125,8 @@ fn parse_header_int(digits: &[u8]) -> Option<i64> {
         b'-' => (true, &digits[1..]),
         _ => (false, digits),
     };
-    if body.is_empty() || (body.len() > 1 && body[0] == b'0') {
+    // No leading zeros, and "-0" is rejected too, as string2ll does.
+    if body.is_empty() || (body[0] == b'0' && (body.len() > 1 || neg)) {
         return None;
     }
     let mut v: i64 = 0;
@@ -133,7 +145,7 @@ fn parse_header_int(digits: &[u8]) -> Option<i64> {
 
 fn parse_multibulk(buf: &mut BytesMut, limits: &Limits) -> Result<Parsed, ProtocolError> {
     let Some(end) = find_crlf(buf, 1) else {
-        if buf.len() > limits.max_inline_len {
+        if pending_header_len(buf) > limits.max_inline_len {
             return Err(ProtocolError::new("too big mbulk count string"));
         }
         return Ok(Parsed::Incomplete { min_total: 0 });
@@ -161,7 +173,7 @@ fn parse_multibulk(buf: &mut BytesMut, limits: &Limits) -> Result<Parsed, Protoc
             return Err(ProtocolError::new(format!("expected '$', got '{got}'")));
         }
         let Some(hdr_end) = find_crlf(buf, pos + 1) else {
-            if buf.len() - pos > limits.max_inline_len {
+            if pending_header_len(&buf[pos..]) > limits.max_inline_len {
                 return Err(ProtocolError::new("too big bulk count string"));
             }
             return Ok(Parsed::Incomplete { min_total: 0 });
@@ -216,6 +228,12 @@ fn parse_inline(buf: &mut BytesMut, limits: &Limits) -> Result<Parsed, ProtocolE
     Ok(Parsed::Command(args.into_iter().map(Bytes::from).collect()))
 }
 
+/// C's `isspace` in the C locale: unlike `u8::is_ascii_whitespace` it
+/// includes vertical tab (0x0B).
+fn is_c_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
 fn hex_val(c: u8) -> Option<u8> {
     match c {
         b'0'..=b'9' => Some(c - b'0'),
@@ -229,12 +247,16 @@ fn hex_val(c: u8) -> Option<u8> {
 /// `sdssplitargs`: "double quotes" with `\n \r \t \b \a \\ \" \xHH` escapes,
 /// 'single quotes' with only `\'`, and a closing quote must be followed by
 /// a space or the end. Returns None on unbalanced quotes.
+///
+/// Like the C original, which works on a NUL-terminated string, the line ends
+/// at its first NUL byte, and blanks between arguments are C `isspace`.
 pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let line = &line[..memchr(0, line).unwrap_or(line.len())];
     let mut args = Vec::new();
     let mut i = 0;
     let n = line.len();
     loop {
-        while i < n && line[i].is_ascii_whitespace() {
+        while i < n && is_c_space(line[i]) {
             i += 1;
         }
         if i >= n {
@@ -270,7 +292,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                         other => other,
                     });
                 } else if c == b'"' {
-                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                    if i + 1 < n && !is_c_space(line[i + 1]) {
                         return None;
                     }
                     i += 1;
@@ -287,7 +309,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                     i += 1;
                     cur.push(b'\'');
                 } else if c == b'\'' {
-                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                    if i + 1 < n && !is_c_space(line[i + 1]) {
                         return None;
                     }
                     i += 1;

@@ -1,1 +1,29 @@
+//! Kvasir's network front for one node.
+//!
+//! - [`config`]: the server settings (flags, TOML file, CONFIG GET/SET).
+//! - [`listener`]: accepts connections, enforces `maxclients`, runs the
+//!   event loop and the active expiry timer, shuts down on signal or SHUTDOWN.
+//! - [`session`]: one per connection: reads and parses requests, keeps the
+//!   connection's state (RESP version, db, auth, name), writes replies in
+//!   request order.
+//! - [`shard`]: the owner of the keyspace (`kvasir_core::Store`): the only
+//!   place that runs commands against it, stamping each write with the time
+//!   and seed of its [`kvasir_core::Ctx`].
+//! - [`admin`]: the commands answered here rather than by the keyspace
+//!   (CLIENT, CONFIG, COMMAND, INFO, SLOWLOG, HELLO, ...), with [`info`]
+//!   rendering INFO and [`clients`] the registry of open connections.
+//!
+//! The keyspace has one writer: everything runs on one event-loop thread
+//! that owns the shard, as redis-server does; no locks on the data path.
 
+pub mod admin;
+pub mod clients;
+pub mod config;
+pub mod info;
+pub mod listener;
+pub mod session;
+pub mod shard;
+pub mod slowlog;
+
+pub use config::Config;
+pub use listener::{run, Server};

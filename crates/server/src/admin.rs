@@ -1,0 +1,594 @@
+//! Commands answered by the server layer rather than the keyspace:
+//! connection state (PING, SELECT, AUTH, HELLO, RESET, QUIT, CLIENT),
+//! introspection (COMMAND, INFO, CONFIG, SLOWLOG, TIME, LASTSAVE) and
+//! SHUTDOWN. Their arity and flags come from the command table.
+
+use crate::clients::Clients;
+use crate::config::SetError;
+use crate::session::Session;
+use bytes::Bytes;
+use kvasir_core::args::{eq_ic, parse_i64};
+use kvasir_core::glob;
+use kvasir_core::table::{all_commands, lookup, resolve};
+use kvasir_core::{CmdError, CommandSpec};
+use kvasir_resp::{Protocol, Reply};
+
+/// Runs a session-level command or a container's subcommand.
+pub fn run(
+    s: &mut Session,
+    spec: &'static CommandSpec,
+    parent: Option<&'static CommandSpec>,
+    args: &[Bytes],
+) -> Reply {
+    let result = match (parent.map(|p| p.name), spec.name) {
+        (None, "ping") => ping(args),
+        (None, "echo") => Ok(Reply::Bulk(args[1].clone())),
+        (None, "select") => select(s, &args[1]),
+        (None, "auth") => auth(s, &args[1..]),
+        (None, "hello") => hello(s, &args[1..]),
+        (None, "quit") => {
+            s.close = true;
+            Ok(Reply::ok())
+        }
+        (None, "reset") => Ok(reset(s)),
+        (None, "info") => Ok(crate::info::render(s, &args[1..])),
+        (None, "time") => Ok(time()),
+        (None, "lastsave") => Ok(Reply::Int((s.server.started_unix_ms / 1000) as i64)),
+        (None, "shutdown") => shutdown(s, &args[1..]),
+        (None, "command") => Ok(command_all()),
+        (Some("client"), sub) => client(s, sub, args),
+        (Some("config"), sub) => config(s, sub, args),
+        (Some("command"), sub) => command(sub, args),
+        (Some("slowlog"), sub) => slowlog(s, sub, args),
+        _ => Err(kvasir_core::error::unknown_command(args)),
+    };
+    result.unwrap_or_else(|e| e.to_reply())
+}
+
+type AdminResult = Result<Reply, CmdError>;
+
+fn ping(args: &[Bytes]) -> AdminResult {
+    match args.len() {
+        1 => Ok(Reply::simple("PONG")),
+        2 => Ok(Reply::Bulk(args[1].clone())),
+        _ => Err(CmdError::WrongArity("ping".into())),
+    }
+}
+
+fn select(s: &mut Session, arg: &[u8]) -> AdminResult {
+    let index = parse_i64(arg)?;
+    let databases = s.server.config.borrow().databases as i64;
+    if index < 0 || index >= databases {
+        return Err(CmdError::DbIndexOutOfRange);
+    }
+    s.db = index as usize;
+    s.info.db.set(s.db);
+    Ok(Reply::ok())
+}
+
+/// Checks a username/password pair against the single `default` user.
+fn check_credentials(s: &Session, user: &[u8], pass: &[u8]) -> bool {
+    if user != b"default" {
+        return false;
+    }
+    match &s.server.config.borrow().requirepass {
+        None => true,
+        Some(p) => p.as_bytes() == pass,
+    }
+}
+
+const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+
+fn auth(s: &mut Session, rest: &[Bytes]) -> AdminResult {
+    let (user, pass): (&[u8], &[u8]) = match rest {
+        [pass] => {
+            if s.server.config.borrow().requirepass.is_none() {
+                return Err(CmdError::other("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"));
+            }
+            (b"default", pass)
+        }
+        [user, pass] => (user, pass),
+        _ => return Err(CmdError::Syntax),
+    };
+    if check_credentials(s, user, pass) {
+        s.authenticated = true;
+        Ok(Reply::ok())
+    } else {
+        Err(CmdError::other(WRONGPASS))
+    }
+}
+
+fn hello(s: &mut Session, rest: &[Bytes]) -> AdminResult {
+    let mut proto = s.proto;
+    let mut i = 0;
+    if let Some(v) = rest.first() {
+        proto = match parse_i64(v) {
+            Ok(2) => Protocol::Resp2,
+            Ok(3) => Protocol::Resp3,
+            Ok(_) => return Err(CmdError::other("NOPROTO unsupported protocol version")),
+            Err(_) => {
+                return Err(CmdError::other(
+                    "ERR Protocol version is not an integer or out of range",
+                ))
+            }
+        };
+        i = 1;
+    }
+    let mut auth: Option<(&Bytes, &Bytes)> = None;
+    let mut name: Option<&Bytes> = None;
+    while i < rest.len() {
+        let more = rest.len() - i - 1;
+        if eq_ic(&rest[i], "AUTH") && more >= 2 {
+            auth = Some((&rest[i + 1], &rest[i + 2]));
+            i += 3;
+        } else if eq_ic(&rest[i], "SETNAME") && more >= 1 {
+            name = Some(&rest[i + 1]);
+            i += 2;
+        } else {
+            return Err(CmdError::other(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(&rest[i])
+            )));
+        }
+    }
+    if let Some((user, pass)) = auth {
+        if !check_credentials(s, user, pass) {
+            return Err(CmdError::other(WRONGPASS));
+        }
+        s.authenticated = true;
+    }
+    if !s.authenticated {
+        return Err(CmdError::other("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
+    }
+    if let Some(n) = name {
+        set_name(s, n)?;
+    }
+    s.proto = proto;
+    s.info.resp.set(proto);
+    Ok(Reply::Map(vec![
+        (Reply::bulk_str("server"), Reply::bulk_str("redis")),
+        (
+            Reply::bulk_str("version"),
+            Reply::bulk_str(crate::info::REDIS_VERSION),
+        ),
+        (
+            Reply::bulk_str("proto"),
+            Reply::Int(if proto == Protocol::Resp3 { 3 } else { 2 }),
+        ),
+        (Reply::bulk_str("id"), Reply::Int(s.info.id as i64)),
+        (Reply::bulk_str("mode"), Reply::bulk_str("standalone")),
+        (Reply::bulk_str("role"), Reply::bulk_str("master")),
+        (Reply::bulk_str("modules"), Reply::Array(Vec::new())),
+    ]))
+}
+
+fn reset(s: &mut Session) -> Reply {
+    s.db = 0;
+    s.info.db.set(0);
+    s.proto = Protocol::Resp2;
+    s.info.resp.set(Protocol::Resp2);
+    s.info.name.borrow_mut().clear();
+    s.info.no_evict.set(false);
+    s.authenticated = s.server.config.borrow().requirepass.is_none();
+    Reply::simple("RESET")
+}
+
+fn time() -> Reply {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Reply::Array(vec![
+        Reply::bulk_str(&now.as_secs().to_string()),
+        Reply::bulk_str(&now.subsec_micros().to_string()),
+    ])
+}
+
+fn shutdown(s: &mut Session, rest: &[Bytes]) -> AdminResult {
+    let mut abort = false;
+    for a in rest {
+        if eq_ic(a, "ABORT") {
+            abort = true;
+        } else if !(eq_ic(a, "NOSAVE") || eq_ic(a, "SAVE") || eq_ic(a, "NOW") || eq_ic(a, "FORCE"))
+        {
+            return Err(CmdError::Syntax);
+        }
+    }
+    if abort {
+        return Err(CmdError::other("ERR No shutdown in progress."));
+    }
+    // Like Redis, a successful SHUTDOWN closes the connection without a reply.
+    s.server.request_shutdown();
+    s.close = true;
+    s.silent = true;
+    Ok(Reply::ok())
+}
+
+fn help(lines: &[&'static str]) -> Reply {
+    Reply::Array(lines.iter().map(|l| Reply::simple(l)).collect())
+}
+
+fn text_reply(text: String) -> Reply {
+    Reply::Verbatim("txt", Bytes::from(text))
+}
+
+fn set_name(s: &Session, name: &[u8]) -> Result<(), CmdError> {
+    if name.iter().any(|&c| c <= b' ' || c > b'~') {
+        return Err(CmdError::other(
+            "ERR Client names cannot contain spaces, newlines or special characters.",
+        ));
+    }
+    *s.info.name.borrow_mut() = String::from_utf8_lossy(name).into_owned();
+    Ok(())
+}
+
+fn client(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
+    match sub {
+        "id" => Ok(Reply::Int(s.info.id as i64)),
+        "setname" => set_name(s, &args[2]).map(|_| Reply::ok()),
+        "getname" => {
+            let name = s.info.name.borrow();
+            Ok(if name.is_empty() {
+                Reply::Nil
+            } else {
+                Reply::bulk_str(&name)
+            })
+        }
+        "info" => Ok(text_reply(format!("{}\n", s.info.line()))),
+        "list" => client_list(s, &args[2..]),
+        "kill" => client_kill(s, &args[2..]),
+        "no-evict" => {
+            if eq_ic(&args[2], "on") {
+                s.info.no_evict.set(true);
+            } else if eq_ic(&args[2], "off") {
+                s.info.no_evict.set(false);
+            } else {
+                return Err(CmdError::Syntax);
+            }
+            Ok(Reply::ok())
+        }
+        "help" => Ok(help(&[
+            "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "ID",
+            "    Return the ID of the current connection.",
+            "INFO",
+            "    Return information about the current client connection.",
+            "GETNAME",
+            "    Return the name of the current connection.",
+            "SETNAME <name>",
+            "    Assign the name <name> to the current connection.",
+            "KILL <ip:port>",
+            "    Kill connection made from <ip:port>.",
+            "KILL <option> <value> [<option> <value> [...]]",
+            "    Kill connections. Options are: ID, ADDR, LADDR, TYPE, USER, SKIPME, MAXAGE.",
+            "LIST [options ...]",
+            "    Return information about client connections. Options: TYPE, ID.",
+            "NO-EVICT (ON|OFF)",
+            "    Protect current client connection from eviction.",
+            "HELP",
+            "    Print this help.",
+        ])),
+        _ => Err(kvasir_core::error::unknown_command(args)),
+    }
+}
+
+fn client_list(s: &Session, opts: &[Bytes]) -> AdminResult {
+    let mut ids: Option<Vec<u64>> = None;
+    let mut i = 0;
+    while i < opts.len() {
+        if eq_ic(&opts[i], "TYPE") && i + 1 < opts.len() {
+            let t = &opts[i + 1];
+            if !(eq_ic(t, "normal")
+                || eq_ic(t, "master")
+                || eq_ic(t, "replica")
+                || eq_ic(t, "pubsub"))
+            {
+                return Err(CmdError::other(format!(
+                    "ERR Unknown client type '{}'",
+                    String::from_utf8_lossy(t)
+                )));
+            }
+            if !eq_ic(t, "normal") {
+                ids = Some(Vec::new());
+            }
+            i += 2;
+        } else if eq_ic(&opts[i], "ID") && i + 1 < opts.len() {
+            let mut list = Vec::new();
+            for a in &opts[i + 1..] {
+                match parse_i64(a) {
+                    Ok(v) if v > 0 => list.push(v as u64),
+                    _ => return Err(CmdError::other("ERR Invalid client ID")),
+                }
+            }
+            ids = Some(list);
+            i = opts.len();
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let clients = s.server.clients.borrow();
+    let mut text = String::new();
+    for c in clients.iter() {
+        if ids.as_ref().is_some_and(|ids| !ids.contains(&c.id)) {
+            continue;
+        }
+        text.push_str(&c.line());
+        text.push('\n');
+    }
+    Ok(text_reply(text))
+}
+
+fn client_kill(s: &mut Session, opts: &[Bytes]) -> AdminResult {
+    // Old form: CLIENT KILL ip:port.
+    if opts.len() == 1 {
+        let addr = String::from_utf8_lossy(&opts[0]).into_owned();
+        let clients = s.server.clients.borrow();
+        let target = clients.iter().find(|c| c.addr.to_string() == addr).cloned();
+        drop(clients);
+        return match target {
+            Some(c) => {
+                Clients::kill(&c);
+                if c.id == s.info.id {
+                    s.close = true;
+                }
+                Ok(Reply::ok())
+            }
+            None => Err(CmdError::other("ERR No such client")),
+        };
+    }
+    if opts.len() % 2 != 0 {
+        return Err(CmdError::Syntax);
+    }
+    let mut id: Option<u64> = None;
+    let mut addr: Option<String> = None;
+    let mut laddr: Option<String> = None;
+    let mut skipme = true;
+    let mut normal_only = true;
+    let mut maxage: Option<u64> = None;
+    for pair in opts.chunks(2) {
+        let (k, v) = (&pair[0], &pair[1]);
+        let text = String::from_utf8_lossy(v).into_owned();
+        if eq_ic(k, "ID") {
+            id = Some(match parse_i64(v) {
+                Ok(n) if n > 0 => n as u64,
+                _ => return Err(CmdError::other("ERR client-id should be greater than 0")),
+            });
+        } else if eq_ic(k, "ADDR") {
+            addr = Some(text);
+        } else if eq_ic(k, "LADDR") {
+            laddr = Some(text);
+        } else if eq_ic(k, "SKIPME") {
+            skipme = match text.to_ascii_lowercase().as_str() {
+                "yes" => true,
+                "no" => false,
+                _ => return Err(CmdError::Syntax),
+            };
+        } else if eq_ic(k, "TYPE") {
+            match text.to_ascii_lowercase().as_str() {
+                "normal" => normal_only = true,
+                "master" | "replica" | "slave" | "pubsub" => normal_only = false,
+                _ => return Err(CmdError::other(format!("ERR Unknown client type '{text}'"))),
+            }
+        } else if eq_ic(k, "USER") {
+            if text != "default" {
+                return Err(CmdError::other(format!("ERR No such user '{text}'")));
+            }
+        } else if eq_ic(k, "MAXAGE") {
+            maxage = Some(parse_i64(v)?.max(0) as u64);
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let targets: Vec<_> = s
+        .server
+        .clients
+        .borrow()
+        .iter()
+        .filter(|_| normal_only)
+        .filter(|c| id.is_none_or(|id| c.id == id))
+        .filter(|c| addr.as_ref().is_none_or(|a| c.addr.to_string() == *a))
+        .filter(|c| laddr.as_ref().is_none_or(|a| c.laddr.to_string() == *a))
+        .filter(|c| maxage.is_none_or(|m| c.created.elapsed().as_secs() >= m))
+        .filter(|c| !(skipme && c.id == s.info.id))
+        .cloned()
+        .collect();
+    for c in &targets {
+        Clients::kill(c);
+        if c.id == s.info.id {
+            s.close = true;
+        }
+    }
+    Ok(Reply::Int(targets.len() as i64))
+}
+
+fn config(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
+    match sub {
+        "get" => {
+            let entries = s.server.config.borrow().entries();
+            let mut pairs = Vec::new();
+            for (name, value) in entries {
+                if args[2..]
+                    .iter()
+                    .any(|p| glob::matches(p, name.as_bytes(), true))
+                {
+                    pairs.push((Reply::bulk_str(name), Reply::bulk_str(&value)));
+                }
+            }
+            Ok(Reply::Map(pairs))
+        }
+        "set" => {
+            let rest = &args[2..];
+            if rest.len() % 2 != 0 {
+                return Err(CmdError::WrongArity("config|set".into()));
+            }
+            let mut next = s.server.config.borrow().clone();
+            for pair in rest.chunks(2) {
+                let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+                let value = String::from_utf8_lossy(&pair[1]).into_owned();
+                match next.set(&name, &value) {
+                    Ok(()) => {}
+                    Err(SetError::Unknown) => {
+                        return Err(CmdError::other(format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'")))
+                    }
+                    Err(SetError::Immutable) => {
+                        return Err(CmdError::other(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config")))
+                    }
+                    Err(SetError::Invalid(why)) => {
+                        return Err(CmdError::other(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")))
+                    }
+                }
+            }
+            *s.server.config.borrow_mut() = next;
+            Ok(Reply::ok())
+        }
+        "resetstat" => {
+            let mut stats = s.server.stats.borrow_mut();
+            *stats = Default::default();
+            Ok(Reply::ok())
+        }
+        "help" => Ok(help(&[
+            "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "HELP",
+            "    Print this help.",
+        ])),
+        _ => Err(kvasir_core::error::unknown_command(args)),
+    }
+}
+
+fn command_all() -> Reply {
+    Reply::Array(all_commands().iter().map(|c| c.info_reply(None)).collect())
+}
+
+fn find_spec(name: &[u8]) -> Option<(&'static CommandSpec, Option<&'static CommandSpec>)> {
+    let text = String::from_utf8_lossy(name).to_ascii_lowercase();
+    match text.split_once('|') {
+        Some((parent, sub)) => {
+            let p = lookup(parent.as_bytes())?;
+            p.subcommands
+                .iter()
+                .find(|s| s.name == sub)
+                .map(|s| (s, Some(p)))
+        }
+        None => lookup(name).map(|c| (c, None)),
+    }
+}
+
+fn command(sub: &str, args: &[Bytes]) -> AdminResult {
+    match sub {
+        "count" => Ok(Reply::Int(all_commands().len() as i64)),
+        "list" => Ok(Reply::Array(
+            all_commands()
+                .iter()
+                .map(|c| Reply::bulk_str(c.name))
+                .collect(),
+        )),
+        "info" => {
+            if args.len() == 2 {
+                return Ok(command_all());
+            }
+            Ok(Reply::Array(
+                args[2..]
+                    .iter()
+                    .map(|n| match find_spec(n) {
+                        Some((spec, parent)) => spec.info_reply(parent),
+                        None => Reply::NilArray,
+                    })
+                    .collect(),
+            ))
+        }
+        "docs" => {
+            let specs: Vec<_> = if args.len() == 2 {
+                all_commands().iter().map(|c| (*c, None)).collect()
+            } else {
+                args[2..].iter().filter_map(|n| find_spec(n)).collect()
+            };
+            Ok(Reply::Map(
+                specs.into_iter().map(|(s, p)| s.docs_reply(p)).collect(),
+            ))
+        }
+        "getkeys" => {
+            let target = &args[2..];
+            let (spec, _) = match resolve(target) {
+                Ok(found) => found,
+                Err(CmdError::WrongArity(_)) => {
+                    return Err(CmdError::other(
+                        "ERR Invalid number of arguments specified for command",
+                    ))
+                }
+                Err(_) => return Err(CmdError::other("ERR Invalid command specified")),
+            };
+            let keys = spec.key_indexes(target.len());
+            if keys.is_empty() {
+                return Err(CmdError::other("ERR The command has no key arguments"));
+            }
+            Ok(Reply::Array(
+                keys.into_iter()
+                    .map(|i| Reply::Bulk(target[i].clone()))
+                    .collect(),
+            ))
+        }
+        "help" => Ok(help(&[
+            "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "(no subcommand)",
+            "    Return details about all Redis commands.",
+            "COUNT",
+            "    Return the total number of commands in this Redis server.",
+            "LIST",
+            "    Return a list of all commands in this Redis server.",
+            "INFO [<command-name> ...]",
+            "    Return details about multiple Redis commands.",
+            "DOCS [<command-name> ...]",
+            "    Return documentation details about multiple Redis commands.",
+            "GETKEYS <full-command>",
+            "    Return the keys from a full Redis command.",
+            "HELP",
+            "    Print this help.",
+        ])),
+        _ => Err(kvasir_core::error::unknown_command(args)),
+    }
+}
+
+fn slowlog(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
+    match sub {
+        "get" => {
+            let count = match args.get(2) {
+                None => None,
+                Some(a) => match parse_i64(a) {
+                    Ok(-1) => Some(usize::MAX),
+                    Ok(n) if n >= 0 => Some(n as usize),
+                    _ => {
+                        return Err(CmdError::other(
+                            "ERR count should be greater than or equal to -1",
+                        ))
+                    }
+                },
+            };
+            if args.len() > 3 {
+                return Err(CmdError::WrongArity("slowlog|get".into()));
+            }
+            Ok(s.server.slowlog.borrow().get(count))
+        }
+        "len" => Ok(Reply::Int(s.server.slowlog.borrow().len() as i64)),
+        "reset" => {
+            s.server.slowlog.borrow_mut().reset();
+            Ok(Reply::ok())
+        }
+        "help" => Ok(help(&[
+            "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GET [<count>]",
+            "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+            "LEN",
+            "    Return the length of the slowlog.",
+            "RESET",
+            "    Reset the slowlog.",
+            "HELP",
+            "    Print this help.",
+        ])),
+        _ => Err(kvasir_core::error::unknown_command(args)),
+    }
+}

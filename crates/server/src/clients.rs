@@ -1,0 +1,115 @@
+//! The registry of open connections: what CLIENT LIST/INFO/KILL and INFO
+//! clients report. Single-threaded (the event loop owns it), so plain
+//! `Cell`/`RefCell` suffice.
+
+use kvasir_resp::Protocol;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Instant;
+use tokio::sync::Notify;
+
+/// What the server knows about one connection.
+pub struct ClientInfo {
+    pub id: u64,
+    pub addr: SocketAddr,
+    pub laddr: SocketAddr,
+    pub fd: i32,
+    pub created: Instant,
+    pub name: RefCell<String>,
+    pub db: Cell<usize>,
+    pub resp: Cell<Protocol>,
+    pub last_interaction: Cell<Instant>,
+    pub last_cmd: Cell<&'static str>,
+    pub last_sub: Cell<&'static str>,
+    pub qbuf: Cell<usize>,
+    pub no_evict: Cell<bool>,
+    pub killed: Cell<bool>,
+    pub kill: Notify,
+}
+
+impl ClientInfo {
+    /// One CLIENT LIST line, in Redis 7.0's field order.
+    pub fn line(&self) -> String {
+        let now = Instant::now();
+        let cmd = match self.last_sub.get() {
+            "" => self.last_cmd.get().to_string(),
+            sub => format!("{}|{}", self.last_cmd.get(), sub),
+        };
+        let resp = match self.resp.get() {
+            Protocol::Resp2 => 2,
+            Protocol::Resp3 => 3,
+        };
+        let flags = if self.no_evict.get() { "e" } else { "N" };
+        format!(
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            self.id,
+            self.addr,
+            self.laddr,
+            self.fd,
+            self.name.borrow(),
+            now.duration_since(self.created).as_secs(),
+            now.duration_since(self.last_interaction.get()).as_secs(),
+            flags,
+            self.db.get(),
+            self.qbuf.get(),
+            if cmd.is_empty() { "NULL" } else { &cmd },
+            resp,
+        )
+    }
+}
+
+#[derive(Default)]
+pub struct Clients {
+    next_id: u64,
+    open: BTreeMap<u64, Rc<ClientInfo>>,
+}
+
+impl Clients {
+    pub fn register(&mut self, addr: SocketAddr, laddr: SocketAddr, fd: i32) -> Rc<ClientInfo> {
+        self.next_id += 1;
+        let now = Instant::now();
+        let info = Rc::new(ClientInfo {
+            id: self.next_id,
+            addr,
+            laddr,
+            fd,
+            created: now,
+            name: RefCell::new(String::new()),
+            db: Cell::new(0),
+            resp: Cell::new(Protocol::Resp2),
+            last_interaction: Cell::new(now),
+            last_cmd: Cell::new(""),
+            last_sub: Cell::new(""),
+            qbuf: Cell::new(0),
+            no_evict: Cell::new(false),
+            killed: Cell::new(false),
+            kill: Notify::new(),
+        });
+        self.open.insert(info.id, info.clone());
+        info
+    }
+
+    pub fn unregister(&mut self, id: u64) {
+        self.open.remove(&id);
+    }
+
+    pub fn len(&self) -> usize {
+        self.open.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Rc<ClientInfo>> {
+        self.open.values()
+    }
+
+    /// Asks a connection to close; it finishes its current reply first.
+    pub fn kill(info: &ClientInfo) {
+        info.killed.set(true);
+        info.kill.notify_one();
+    }
+}

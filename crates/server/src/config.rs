@@ -1,0 +1,134 @@
+//! Server settings: what `kvasir server` flags and the TOML file set, and
+//! what CONFIG GET / CONFIG SET read and change at run time.
+
+use serde::Deserialize;
+
+/// Every setting of a node. Field names are the TOML keys (kebab-case, as
+/// in redis.conf); CONFIG GET uses the same names.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Config {
+    pub port: u16,
+    pub bind: String,
+    pub dir: String,
+    pub requirepass: Option<String>,
+    pub maxclients: usize,
+    /// Threads of the event loop. One thread owns the keyspace (Redis's
+    /// model); more threads are reserved for the multi-shard design.
+    pub threads: usize,
+    pub log_level: String,
+    pub databases: usize,
+    pub proto_max_bulk_len: usize,
+    pub client_query_buffer_limit: usize,
+    pub hz: u32,
+    pub slowlog_log_slower_than: i64,
+    pub slowlog_max_len: usize,
+    pub timeout: u64,
+    pub maxmemory: u64,
+    pub maxmemory_policy: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            port: 6379,
+            bind: "127.0.0.1".to_string(),
+            dir: ".".to_string(),
+            requirepass: None,
+            maxclients: 10000,
+            threads: 1,
+            log_level: "notice".to_string(),
+            databases: 16,
+            proto_max_bulk_len: 512 * 1024 * 1024,
+            client_query_buffer_limit: 1024 * 1024 * 1024,
+            hz: 10,
+            slowlog_log_slower_than: 10000,
+            slowlog_max_len: 128,
+            timeout: 0,
+            maxmemory: 0,
+            maxmemory_policy: "noeviction".to_string(),
+        }
+    }
+}
+
+/// Why a CONFIG SET was refused.
+#[derive(Debug, PartialEq)]
+pub enum SetError {
+    Unknown,
+    Immutable,
+    Invalid(String),
+}
+
+impl Config {
+    /// Every (name, value) pair CONFIG GET can report.
+    pub fn entries(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("port", self.port.to_string()),
+            ("bind", self.bind.clone()),
+            ("dir", self.dir.clone()),
+            ("requirepass", self.requirepass.clone().unwrap_or_default()),
+            ("maxclients", self.maxclients.to_string()),
+            ("io-threads", self.threads.to_string()),
+            ("loglevel", self.log_level.clone()),
+            ("databases", self.databases.to_string()),
+            ("proto-max-bulk-len", self.proto_max_bulk_len.to_string()),
+            (
+                "client-query-buffer-limit",
+                self.client_query_buffer_limit.to_string(),
+            ),
+            ("hz", self.hz.to_string()),
+            (
+                "slowlog-log-slower-than",
+                self.slowlog_log_slower_than.to_string(),
+            ),
+            ("slowlog-max-len", self.slowlog_max_len.to_string()),
+            ("timeout", self.timeout.to_string()),
+            ("maxmemory", self.maxmemory.to_string()),
+            ("maxmemory-policy", self.maxmemory_policy.clone()),
+            ("appendonly", "no".to_string()),
+            ("save", String::new()),
+        ]
+    }
+
+    /// Applies one CONFIG SET pair.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), SetError> {
+        fn num<T: std::str::FromStr>(v: &str) -> Result<T, SetError> {
+            v.parse::<T>().map_err(|_| {
+                SetError::Invalid("argument couldn't be parsed into an integer".into())
+            })
+        }
+        match name {
+            "requirepass" => {
+                self.requirepass = (!value.is_empty()).then(|| value.to_string());
+            }
+            "maxclients" => self.maxclients = num::<usize>(value)?.max(1),
+            "loglevel" => match value {
+                "debug" | "verbose" | "notice" | "warning" | "nothing" => {
+                    self.log_level = value.to_string()
+                }
+                _ => return Err(SetError::Invalid("argument(s) must be one of the following: debug, verbose, notice, warning, nothing".into())),
+            },
+            "proto-max-bulk-len" => {
+                let v = num::<usize>(value)?;
+                if v < 1024 * 1024 {
+                    return Err(SetError::Invalid("argument must be between 1048576 and 9223372036854775807 inclusive".into()));
+                }
+                self.proto_max_bulk_len = v;
+            }
+            "client-query-buffer-limit" => self.client_query_buffer_limit = num::<usize>(value)?.max(1024 * 1024),
+            "hz" => self.hz = num::<u32>(value)?.clamp(1, 500),
+            "slowlog-log-slower-than" => self.slowlog_log_slower_than = num(value)?,
+            "slowlog-max-len" => self.slowlog_max_len = num(value)?,
+            "timeout" => self.timeout = num(value)?,
+            "maxmemory" => self.maxmemory = num(value)?,
+            "maxmemory-policy" => match value {
+                "noeviction" => self.maxmemory_policy = value.to_string(),
+                _ => return Err(SetError::Invalid("only noeviction is supported".into())),
+            },
+            "appendonly" | "save" => {}
+            "port" | "bind" | "dir" | "io-threads" | "databases" => return Err(SetError::Immutable),
+            _ => return Err(SetError::Unknown),
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,171 @@
+//! The node's event loop: binds the listeners, accepts connections within
+//! `maxclients`, runs the active expiry timer and stops on SIGTERM, SIGINT
+//! or SHUTDOWN.
+
+use crate::clients::Clients;
+use crate::config::Config;
+use crate::session;
+use crate::shard::Shard;
+use crate::slowlog::SlowLog;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tracing::{info, warn};
+
+/// Per-command counters for INFO commandstats.
+#[derive(Default, Clone, Copy)]
+pub struct CmdStat {
+    pub calls: u64,
+    pub usec: u64,
+    pub rejected: u64,
+    pub failed: u64,
+}
+
+/// Server-wide counters for INFO stats.
+#[derive(Default)]
+pub struct Stats {
+    pub total_connections_received: u64,
+    pub total_commands_processed: u64,
+    pub rejected_connections: u64,
+    pub net_input_bytes: u64,
+    pub net_output_bytes: u64,
+    pub total_error_replies: u64,
+    /// Keyed by (command, subcommand or ""), e.g. ("client", "list").
+    pub commands: HashMap<(&'static str, &'static str), CmdStat>,
+    /// Keyed by the error code (`ERR`, `WRONGTYPE`).
+    pub errors: HashMap<String, u64>,
+}
+
+/// Everything the event loop shares between connections. One thread owns
+/// it, so interior mutability is plain `RefCell`.
+pub struct Server {
+    pub config: RefCell<Config>,
+    pub shard: RefCell<Shard>,
+    pub clients: RefCell<Clients>,
+    pub slowlog: RefCell<SlowLog>,
+    pub stats: RefCell<Stats>,
+    pub shutdown: Notify,
+    pub shutting_down: Cell<bool>,
+    pub started: Instant,
+    pub started_unix_ms: u64,
+    pub port: u16,
+    pub peak_memory: Cell<u64>,
+}
+
+impl Server {
+    pub fn new(config: Config, port: u16) -> Server {
+        let databases = config.databases;
+        Server {
+            config: RefCell::new(config),
+            shard: RefCell::new(Shard::new(databases)),
+            clients: RefCell::new(Clients::default()),
+            slowlog: RefCell::new(SlowLog::default()),
+            stats: RefCell::new(Stats::default()),
+            shutdown: Notify::new(),
+            shutting_down: Cell::new(false),
+            started: Instant::now(),
+            started_unix_ms: crate::shard::unix_ms(),
+            port,
+            peak_memory: Cell::new(0),
+        }
+    }
+
+    /// Starts a graceful shutdown (SHUTDOWN command).
+    pub fn request_shutdown(&self) {
+        self.shutting_down.set(true);
+        self.shutdown.notify_one();
+    }
+}
+
+/// Runs a node until it is told to stop. Blocks the calling thread.
+pub fn run(config: Config) -> std::io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, serve(config))
+}
+
+async fn bind_all(config: &Config) -> std::io::Result<Vec<TcpListener>> {
+    let mut listeners = Vec::new();
+    let mut port = config.port;
+    for addr in config.bind.split_whitespace() {
+        // With port 0 the first listener picks the port; the others follow.
+        let listener = TcpListener::bind((addr, port)).await?;
+        port = listener.local_addr()?.port();
+        listeners.push(listener);
+    }
+    if listeners.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "bind: no address given",
+        ));
+    }
+    Ok(listeners)
+}
+
+async fn serve(config: Config) -> std::io::Result<()> {
+    let listeners = bind_all(&config).await?;
+    let port = listeners[0].local_addr()?.port();
+    let server = Rc::new(Server::new(config, port));
+    info!(
+        "Kvasir {} running mode=standalone, port={}.",
+        env!("CARGO_PKG_VERSION"),
+        port
+    );
+    for listener in listeners {
+        tokio::task::spawn_local(accept_loop(server.clone(), listener));
+    }
+    tokio::task::spawn_local(expire_loop(server.clone()));
+    info!("Ready to accept connections tcp");
+
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = sigterm.recv() => info!("Received SIGTERM scheduling shutdown..."),
+        _ = tokio::signal::ctrl_c() => info!("Received SIGINT scheduling shutdown..."),
+        _ = server.shutdown.notified() => info!("User requested shutdown..."),
+    }
+    info!("Kvasir is now ready to exit, bye bye...");
+    Ok(())
+}
+
+async fn accept_loop(server: Rc<Server>, listener: TcpListener) {
+    loop {
+        let (mut stream, addr) = match listener.accept().await {
+            Ok(conn) => conn,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let maxclients = server.config.borrow().maxclients;
+        if server.clients.borrow().len() >= maxclients {
+            server.stats.borrow_mut().rejected_connections += 1;
+            let _ = stream
+                .write_all(b"-ERR max number of clients reached\r\n")
+                .await;
+            continue;
+        }
+        tokio::task::spawn_local(session::run(server.clone(), stream, addr));
+    }
+}
+
+/// Redis runs its active expiry `hz` times a second with a time budget of
+/// 25% of a cycle; here the budget is a bound on entries visited.
+async fn expire_loop(server: Rc<Server>) {
+    const MAX_VISITS_PER_CYCLE: usize = 20_000;
+    loop {
+        let hz = server.config.borrow().hz.max(1);
+        tokio::time::sleep(Duration::from_millis(1000 / hz as u64)).await;
+        server
+            .shard
+            .borrow_mut()
+            .active_expire_cycle(MAX_VISITS_PER_CYCLE);
+    }
+}

@@ -1,0 +1,76 @@
+//! The shard: sole owner of a keyspace (`Store`). Every command that touches
+//! data runs through [`Shard::execute`], which stamps writes with a [`Ctx`]
+//! (wall-clock time and a fresh seed). Under Raft this is where a write
+//! becomes a proposal; here it applies at once (RF=1, no log).
+
+use bytes::Bytes;
+use kvasir_core::error::CmdResult;
+use kvasir_core::expire::ActiveExpire;
+use kvasir_core::{CommandSpec, Ctx, Handler, Store};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub struct Shard {
+    store: Store,
+    expire: ActiveExpire,
+    seed: u64,
+}
+
+/// Unix time in milliseconds.
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl Shard {
+    pub fn new(databases: usize) -> Shard {
+        Shard {
+            store: Store::new(databases),
+            expire: ActiveExpire::default(),
+            seed: unix_ms() ^ 0x5eed_0f_6b76_6173,
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The context of the next write: now, and a seed no earlier write used.
+    fn next_ctx(&mut self) -> Ctx {
+        self.seed = self.seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        Ctx {
+            now_ms: unix_ms(),
+            seed: self.seed,
+        }
+    }
+
+    /// Runs a keyspace command (spec already resolved and arity-checked).
+    pub fn execute(&mut self, spec: &CommandSpec, db: usize, args: &[Bytes]) -> CmdResult {
+        let ctx = self.next_ctx();
+        match spec.handler {
+            Handler::Write(f) => f(&mut self.store, db, args, &ctx),
+            Handler::Read(f) => f(&self.store, db, args, &ctx),
+            Handler::Session | Handler::Container => Err(kvasir_core::error::unknown_command(args)),
+        }
+    }
+
+    /// One active-expiry cycle: choose expired keys (a read), then delete
+    /// them through the write path. Returns how many keys were removed.
+    pub fn active_expire_cycle(&mut self, max_visits: usize) -> usize {
+        let now = unix_ms();
+        let picked = self.expire.collect(&self.store, now, max_visits);
+        let mut removed = 0;
+        for (db, keys) in picked {
+            let ctx = self.next_ctx();
+            removed += self.store.apply_expired(db, &keys, &ctx);
+        }
+        removed
+    }
+
+    /// Runs `f` with exclusive access to the store (FLUSHALL-like admin
+    /// work done by the server layer goes through here).
+    pub fn with_store<R>(&mut self, f: impl FnOnce(&mut Store) -> R) -> R {
+        f(&mut self.store)
+    }
+}
