@@ -6,9 +6,7 @@ use crate::error::CmdError;
 /// Parses an argument as i64 exactly as Redis's string2ll: no spaces, no
 /// plus sign, no leading zeros, within range.
 pub fn parse_i64(b: &[u8]) -> Result<i64, CmdError> {
-    kvasir_engine_memory::value::canonical_i64(b)
-        .or_else(|| if b == b"-0" { Some(0) } else { None })
-        .ok_or(CmdError::NotInteger)
+    kvasir_engine_memory::value::canonical_i64(b).ok_or(CmdError::NotInteger)
 }
 
 /// Parses a non-negative-or-any i64 and maps a failure to `err`.

@@ -3,7 +3,7 @@
 //! in the server crate; their arity, flags and categories are here, in the
 //! one command table.
 
-use crate::table::{cmd, CommandSpec, Flags, Handler};
+use crate::table::{cmd, container, CommandSpec, Flags, Handler};
 
 const S: Handler = Handler::Session;
 const NONE: (i32, i32, i32) = (0, 0, 0);
@@ -26,30 +26,6 @@ const fn sub(
     summary: &'static str,
 ) -> CommandSpec {
     cmd(name, arity, flags, NONE, acl, group, "2.4.0", summary, S)
-}
-
-const fn container(
-    name: &'static str,
-    arity: i32,
-    group: &'static str,
-    acl: &'static [&'static str],
-    summary: &'static str,
-    subcommands: &'static [CommandSpec],
-) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags: Flags::NONE,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        acl,
-        group,
-        since: "2.4.0",
-        summary,
-        handler: Handler::Container,
-        subcommands,
-    }
 }
 
 #[rustfmt::skip]
@@ -99,11 +75,11 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("hello", -1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::NO_AUTH), NONE, &["fast", "connection"], CONN, "6.0.0", "Handshakes with the Redis server.", S),
     cmd("quit", -1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::NO_AUTH).union(Flags::ALLOW_BUSY), NONE, &["fast", "connection"], CONN, "1.0.0", "Closes the connection.", S),
     cmd("reset", 1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::NO_AUTH), NONE, &["fast", "connection"], CONN, "6.2.0", "Resets the connection.", S),
-    container("client", -2, CONN, &["slow"], "A container for client connection commands.", CLIENT_SUBS),
+    container("client", -2, &["slow"], CONN, "2.4.0", "A container for client connection commands.", CLIENT_SUBS),
     cmd("info", -1, Flags::LOADING.union(Flags::STALE), NONE, &["slow", "dangerous"], SRV, "1.0.0", "Returns information and statistics about the server.", S),
-    container("config", -2, SRV, &["slow"], "A container for server configuration commands.", CONFIG_SUBS),
-    container("command", -1, SRV, &["slow", "connection"], "Returns detailed information about all commands.", COMMAND_SUBS),
-    container("slowlog", -2, SRV, &["slow"], "A container for slow log commands.", SLOWLOG_SUBS),
+    container("config", -2, &["slow"], SRV, "2.4.0", "A container for server configuration commands.", CONFIG_SUBS),
+    container("command", -1, &["slow", "connection"], SRV, "2.4.0", "Returns detailed information about all commands.", COMMAND_SUBS),
+    container("slowlog", -2, &["slow"], SRV, "2.4.0", "A container for slow log commands.", SLOWLOG_SUBS),
     cmd("time", 1, FAST_STALE, NONE, &["fast"], SRV, "2.6.0", "Returns the server time.", S),
     cmd("lastsave", 1, FAST_STALE, NONE, &["admin", "fast", "dangerous"], SRV, "1.0.0", "Returns the Unix timestamp of the last successful save to disk.", S),
     cmd("shutdown", -1, ADMIN.union(Flags::NO_MULTI).union(Flags::ALLOW_BUSY), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server.", S),

@@ -8,7 +8,7 @@ use crate::args::{eq_ic, parse_i64};
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
 use crate::store::{Ctx, Store};
-use crate::table::{cmd, CommandSpec, Flags, Handler};
+use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Handler};
 use bytes::Bytes;
 use kvasir_engine_memory::{Db, Entry, Value};
 use kvasir_resp::Reply;
@@ -51,20 +51,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("keys", 2, R, NO_KEYS, &["keyspace", "read", "slow", "dangerous"], G, "1.0.0", "Returns all key names that match a pattern.", Handler::Read(keys)),
     cmd("scan", -2, R, NO_KEYS, ACL_RS, G, "2.8.0", "Iterates over the key names in the database.", Handler::Read(scan)),
     cmd("randomkey", 1, R, NO_KEYS, ACL_RS, G, "1.0.0", "Returns a random key name from the database.", Handler::Read(randomkey)),
-    CommandSpec {
-        name: "object",
-        arity: -2,
-        flags: Flags::NONE,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        acl: &["slow"],
-        group: G,
-        since: "2.2.3",
-        summary: "A container for object introspection commands.",
-        handler: Handler::Container,
-        subcommands: OBJECT_SUBS,
-    },
+    container("object", -2, &["slow"], G, "2.2.3", "A container for object introspection commands.", OBJECT_SUBS),
 ];
 
 #[rustfmt::skip]
@@ -145,20 +132,7 @@ fn rename_key(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx, nx: bool)
 /// rule belongs to the session layer, which knows the mode.
 fn copy(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let (src, dst) = (&args[1], &args[2]);
-    let mut replace = false;
-    let mut dst_db = db;
-    let mut i = 3;
-    while i < args.len() {
-        if eq_ic(&args[i], "REPLACE") {
-            replace = true;
-        } else if eq_ic(&args[i], "DB") && i + 1 < args.len() {
-            dst_db = copy_db_index(store, &args[i + 1])?;
-            i += 1;
-        } else {
-            return Err(CmdError::Syntax);
-        }
-        i += 1;
-    }
+    let (dst_db, replace) = parse_copy_options(store, db, &args[3..])?;
     if dst_db == db && src == dst {
         return Err(CmdError::other(
             "ERR source and destination objects are the same",
@@ -176,6 +150,26 @@ fn copy(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let (value, expire_at) = (entry.value.clone(), entry.expire_at());
     store.db_mut(dst_db).set(dst, value, expire_at);
     Ok(Reply::Int(1))
+}
+
+/// COPY's [DB n] [REPLACE]: the destination database and whether to
+/// replace an existing destination key.
+fn parse_copy_options(store: &Store, db: usize, opts: &[Bytes]) -> Result<(usize, bool), CmdError> {
+    let mut replace = false;
+    let mut dst_db = db;
+    let mut i = 0;
+    while i < opts.len() {
+        if eq_ic(&opts[i], "REPLACE") {
+            replace = true;
+        } else if eq_ic(&opts[i], "DB") && i + 1 < opts.len() {
+            dst_db = copy_db_index(store, &opts[i + 1])?;
+            i += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    Ok((dst_db, replace))
 }
 
 /// COPY's DB argument: Redis parses a C int (anything else is "not an
@@ -281,7 +275,10 @@ impl ExpireCond {
     fn allows(&self, current: Option<i64>, when: i64) -> bool {
         match current {
             None => !self.xx && !self.gt,
-            Some(cur) => !self.nx && !(self.gt && when <= cur) && !(self.lt && when >= cur),
+            Some(cur) => {
+                let refused = self.nx || (self.gt && when <= cur) || (self.lt && when >= cur);
+                !refused
+            }
         }
     }
 }
@@ -614,11 +611,607 @@ const OBJECT_HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
-/// A HELP reply: one status line per entry, as Redis's addReplyHelp.
-pub fn help_reply(lines: &[&'static str]) -> Reply {
-    Reply::Array(lines.iter().map(|l| Reply::simple(l)).collect())
-}
-
 fn object_help(_store: &Store, _db: usize, _args: &[Bytes], _ctx: &Ctx) -> CmdResult {
     Ok(help_reply(OBJECT_HELP))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::lookup;
+
+    const NOW: u64 = 1_000_000;
+
+    fn ctx(now_ms: u64) -> Ctx {
+        Ctx { now_ms, seed: 42 }
+    }
+
+    fn args(a: &[&str]) -> Vec<Bytes> {
+        a.iter()
+            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+            .collect()
+    }
+
+    fn apply(s: &mut Store, a: &[&str]) -> CmdResult {
+        s.apply(0, &args(a), &ctx(NOW))
+    }
+
+    fn read(s: &Store, a: &[&str]) -> CmdResult {
+        s.read(0, &args(a), &ctx(NOW))
+    }
+
+    fn err(r: CmdResult) -> String {
+        match r {
+            Err(e) => e.text().into_owned(),
+            Ok(reply) => panic!("expected an error, got {reply:?}"),
+        }
+    }
+
+    fn put(s: &mut Store, key: &str, val: &str, expire_at: Option<u64>) {
+        s.db_mut(0)
+            .set(key.as_bytes(), Value::from_bytes(val.as_bytes()), expire_at);
+    }
+
+    fn value(s: &Store, db: usize, key: &str) -> Option<(Value, Option<u64>)> {
+        s.db(db)
+            .get(key.as_bytes())
+            .map(|e| (e.value.clone(), e.expire_at()))
+    }
+
+    fn int(n: i64) -> CmdResult {
+        Ok(Reply::Int(n))
+    }
+
+    fn bulk(s: &str) -> Reply {
+        Reply::bulk_str(s)
+    }
+
+    fn s(v: &str) -> Value {
+        Value::from_bytes(v.as_bytes())
+    }
+
+    #[test]
+    fn del_and_unlink_count_existing_keys() {
+        let mut st = Store::default();
+        put(&mut st, "a", "1", None);
+        put(&mut st, "b", "2", None);
+        put(&mut st, "gone", "3", Some(NOW));
+        assert_eq!(apply(&mut st, &["DEL", "a", "b", "c", "a"]), int(2));
+        assert_eq!(apply(&mut st, &["UNLINK", "gone"]), int(0));
+        assert!(st.db(0).is_empty(), "the expired key went lazily");
+        put(&mut st, "x", "1", None);
+        assert_eq!(apply(&mut st, &["unlink", "x"]), int(1));
+        assert_eq!(
+            err(apply(&mut st, &["DEL"])),
+            "ERR wrong number of arguments for 'del' command"
+        );
+    }
+
+    #[test]
+    fn exists_and_touch_count_duplicates() {
+        let mut st = Store::default();
+        put(&mut st, "a", "1", None);
+        put(&mut st, "old", "1", Some(NOW - 1));
+        assert_eq!(read(&st, &["EXISTS", "a", "a", "b", "old"]), int(2));
+        assert_eq!(read(&st, &["TOUCH", "a", "old", "a"]), int(2));
+        assert_eq!(st.db(0).len(), 2, "reads never remove expired keys");
+    }
+
+    #[test]
+    fn type_reports_string_or_none() {
+        let mut st = Store::default();
+        put(&mut st, "a", "hello", None);
+        put(&mut st, "n", "12", None);
+        put(&mut st, "old", "1", Some(NOW));
+        assert_eq!(read(&st, &["TYPE", "a"]), Ok(Reply::simple("string")));
+        assert_eq!(read(&st, &["TYPE", "n"]), Ok(Reply::simple("string")));
+        assert_eq!(read(&st, &["TYPE", "nope"]), Ok(Reply::simple("none")));
+        assert_eq!(read(&st, &["TYPE", "old"]), Ok(Reply::simple("none")));
+    }
+
+    #[test]
+    fn rename_moves_value_and_ttl() {
+        let mut st = Store::default();
+        put(&mut st, "a", "1", Some(NOW + 5000));
+        put(&mut st, "b", "other", None);
+        assert_eq!(apply(&mut st, &["RENAME", "a", "b"]), Ok(Reply::ok()));
+        assert_eq!(value(&st, 0, "a"), None);
+        assert_eq!(value(&st, 0, "b"), Some((Value::Int(1), Some(NOW + 5000))));
+        assert_eq!(st.db(0).expires_count(), 1);
+        assert_eq!(
+            err(apply(&mut st, &["RENAME", "missing", "b"])),
+            "ERR no such key"
+        );
+        // To itself: a no-op for an existing key, an error for a missing one.
+        assert_eq!(apply(&mut st, &["RENAME", "b", "b"]), Ok(Reply::ok()));
+        assert_eq!(value(&st, 0, "b"), Some((Value::Int(1), Some(NOW + 5000))));
+        assert_eq!(
+            err(apply(&mut st, &["RENAME", "a", "a"])),
+            "ERR no such key"
+        );
+        put(&mut st, "old", "1", Some(NOW));
+        assert_eq!(
+            err(apply(&mut st, &["RENAME", "old", "c"])),
+            "ERR no such key"
+        );
+        assert_eq!(
+            err(apply(&mut st, &["RENAME", "b"])),
+            "ERR wrong number of arguments for 'rename' command"
+        );
+    }
+
+    #[test]
+    fn renamenx_only_to_a_free_name() {
+        let mut st = Store::default();
+        put(&mut st, "a", "1", None);
+        put(&mut st, "b", "2", None);
+        put(&mut st, "expired", "3", Some(NOW));
+        assert_eq!(apply(&mut st, &["RENAMENX", "a", "b"]), int(0));
+        assert_eq!(apply(&mut st, &["RENAMENX", "a", "a"]), int(0));
+        assert_eq!(apply(&mut st, &["RENAMENX", "a", "expired"]), int(1));
+        assert_eq!(value(&st, 0, "expired"), Some((Value::Int(1), None)));
+        assert_eq!(
+            err(apply(&mut st, &["RENAMENX", "a", "c"])),
+            "ERR no such key"
+        );
+    }
+
+    #[test]
+    fn copy_within_and_across_databases() {
+        let mut st = Store::default();
+        put(&mut st, "src", "v", Some(NOW + 10));
+        put(&mut st, "taken", "t", None);
+        assert_eq!(apply(&mut st, &["COPY", "src", "dst"]), int(1));
+        assert_eq!(value(&st, 0, "dst"), Some((s("v"), Some(NOW + 10))));
+        assert_eq!(apply(&mut st, &["COPY", "src", "taken"]), int(0));
+        assert_eq!(value(&st, 0, "taken"), Some((s("t"), None)));
+        assert_eq!(apply(&mut st, &["COPY", "src", "taken", "REPLACE"]), int(1));
+        assert_eq!(value(&st, 0, "taken"), Some((s("v"), Some(NOW + 10))));
+        assert_eq!(apply(&mut st, &["COPY", "src", "src", "db", "3"]), int(1));
+        assert_eq!(value(&st, 3, "src"), Some((s("v"), Some(NOW + 10))));
+        assert_eq!(apply(&mut st, &["COPY", "missing", "x"]), int(0));
+        assert_eq!(
+            err(apply(&mut st, &["COPY", "src", "src"])),
+            "ERR source and destination objects are the same"
+        );
+        assert_eq!(
+            err(apply(&mut st, &["COPY", "src", "src", "DB", "0"])),
+            "ERR source and destination objects are the same"
+        );
+        assert_eq!(
+            err(apply(&mut st, &["COPY", "src", "x", "DB", "16"])),
+            "ERR DB index is out of range"
+        );
+        assert_eq!(
+            err(apply(&mut st, &["COPY", "src", "x", "DB", "-1"])),
+            "ERR DB index is out of range"
+        );
+        assert_eq!(
+            err(apply(&mut st, &["COPY", "src", "x", "DB", "x"])),
+            "ERR value is not an integer or out of range"
+        );
+        assert_eq!(
+            err(apply(&mut st, &["COPY", "src", "x", "DB", "4294967296"])),
+            "ERR value is not an integer or out of range"
+        );
+        assert_eq!(
+            err(apply(&mut st, &["COPY", "src", "x", "DB"])),
+            "ERR syntax error"
+        );
+        assert_eq!(
+            err(apply(&mut st, &["COPY", "src", "x", "FOO"])),
+            "ERR syntax error"
+        );
+    }
+
+    #[test]
+    fn copy_of_an_expired_key_copies_nothing() {
+        let mut st = Store::default();
+        put(&mut st, "src", "v", Some(NOW));
+        assert_eq!(apply(&mut st, &["COPY", "src", "dst"]), int(0));
+        assert!(st.db(0).is_empty());
+    }
+
+    #[test]
+    fn expire_family_sets_absolute_times() {
+        let mut st = Store::default();
+        for k in ["a", "b", "c", "d"] {
+            put(&mut st, k, "1", None);
+        }
+        assert_eq!(apply(&mut st, &["EXPIRE", "a", "10"]), int(1));
+        assert_eq!(apply(&mut st, &["PEXPIRE", "b", "10"]), int(1));
+        assert_eq!(apply(&mut st, &["EXPIREAT", "c", "2000"]), int(1));
+        assert_eq!(apply(&mut st, &["PEXPIREAT", "d", "2000000"]), int(1));
+        assert_eq!(value(&st, 0, "a").and_then(|v| v.1), Some(NOW + 10_000));
+        assert_eq!(value(&st, 0, "b").and_then(|v| v.1), Some(NOW + 10));
+        assert_eq!(value(&st, 0, "c").and_then(|v| v.1), Some(2_000_000));
+        assert_eq!(value(&st, 0, "d").and_then(|v| v.1), Some(2_000_000));
+        assert_eq!(apply(&mut st, &["EXPIRE", "missing", "10"]), int(0));
+    }
+
+    #[test]
+    fn expire_in_the_past_deletes() {
+        let mut st = Store::default();
+        for k in ["a", "b", "c", "d"] {
+            put(&mut st, k, "1", None);
+        }
+        assert_eq!(apply(&mut st, &["EXPIRE", "a", "0"]), int(1));
+        assert_eq!(apply(&mut st, &["PEXPIRE", "b", "-5"]), int(1));
+        assert_eq!(apply(&mut st, &["EXPIREAT", "c", "1"]), int(1));
+        let now = NOW.to_string();
+        assert_eq!(apply(&mut st, &["PEXPIREAT", "d", &now]), int(1));
+        assert!(st.db(0).is_empty());
+        assert_eq!(st.db(0).expires_count(), 0);
+    }
+
+    #[test]
+    fn expire_conditions() {
+        let mut st = Store::default();
+        put(&mut st, "p", "1", None);
+        put(&mut st, "v", "1", Some(NOW + 10_000));
+        // Persistent key: NX and LT apply, XX and GT do not.
+        assert_eq!(apply(&mut st, &["EXPIRE", "p", "100", "XX"]), int(0));
+        assert_eq!(apply(&mut st, &["EXPIRE", "p", "100", "GT"]), int(0));
+        assert_eq!(apply(&mut st, &["EXPIRE", "p", "100", "LT"]), int(1));
+        assert!(st.db_mut(0).set_expire(b"p", None));
+        assert_eq!(apply(&mut st, &["EXPIRE", "p", "100", "nx"]), int(1));
+        // Volatile key (10 s left).
+        assert_eq!(apply(&mut st, &["EXPIRE", "v", "100", "NX"]), int(0));
+        assert_eq!(apply(&mut st, &["EXPIRE", "v", "5", "GT"]), int(0));
+        assert_eq!(apply(&mut st, &["EXPIRE", "v", "10", "GT"]), int(0));
+        assert_eq!(apply(&mut st, &["EXPIRE", "v", "20", "GT"]), int(1));
+        assert_eq!(apply(&mut st, &["EXPIRE", "v", "30", "LT"]), int(0));
+        assert_eq!(apply(&mut st, &["EXPIRE", "v", "15", "XX", "LT"]), int(1));
+        assert_eq!(value(&st, 0, "v").and_then(|v| v.1), Some(NOW + 15_000));
+    }
+
+    #[test]
+    fn expire_errors() {
+        let mut st = Store::default();
+        put(&mut st, "k", "1", None);
+        let nx = "ERR NX and XX, GT or LT options at the same time are not compatible";
+        assert_eq!(err(apply(&mut st, &["EXPIRE", "k", "1", "NX", "XX"])), nx);
+        assert_eq!(err(apply(&mut st, &["EXPIRE", "k", "1", "GT", "NX"])), nx);
+        assert_eq!(err(apply(&mut st, &["EXPIRE", "k", "1", "NX", "LT"])), nx);
+        assert_eq!(
+            err(apply(&mut st, &["EXPIRE", "k", "1", "GT", "LT"])),
+            "ERR GT and LT options at the same time are not compatible"
+        );
+        assert_eq!(
+            err(apply(&mut st, &["EXPIRE", "k", "1", "FOO"])),
+            "ERR Unsupported option FOO"
+        );
+        // Options are checked before the number, as in Redis.
+        assert_eq!(err(apply(&mut st, &["EXPIRE", "k", "x", "NX", "XX"])), nx);
+        assert_eq!(
+            err(apply(&mut st, &["EXPIRE", "k", "1.5"])),
+            "ERR value is not an integer or out of range"
+        );
+        assert_eq!(
+            err(apply(&mut st, &["EXPIRE", "k", "9223372036854775807"])),
+            "ERR invalid expire time in 'expire' command"
+        );
+        assert_eq!(
+            err(apply(&mut st, &["EXPIRE", "k", "-9223372036854775808"])),
+            "ERR invalid expire time in 'expire' command"
+        );
+        assert_eq!(
+            err(apply(&mut st, &["PEXPIRE", "k", "9223372036854775807"])),
+            "ERR invalid expire time in 'pexpire' command"
+        );
+        assert_eq!(
+            err(apply(&mut st, &["EXPIREAT", "k", "9223372036854775807"])),
+            "ERR invalid expire time in 'expireat' command"
+        );
+        // PEXPIREAT adds nothing, so the largest time is accepted.
+        assert_eq!(
+            apply(&mut st, &["PEXPIREAT", "k", "9223372036854775807"]),
+            int(1)
+        );
+        assert_eq!(
+            err(apply(&mut st, &["EXPIRE", "k"])),
+            "ERR wrong number of arguments for 'expire' command"
+        );
+    }
+
+    #[test]
+    fn ttl_family() {
+        let mut st = Store::default();
+        put(&mut st, "p", "1", None);
+        put(&mut st, "a", "1", Some(NOW + 1499));
+        put(&mut st, "b", "1", Some(NOW + 1500));
+        put(&mut st, "old", "1", Some(NOW));
+        for cmd in ["TTL", "PTTL", "EXPIRETIME", "PEXPIRETIME"] {
+            assert_eq!(read(&st, &[cmd, "missing"]), int(-2), "{cmd}");
+            assert_eq!(read(&st, &[cmd, "old"]), int(-2), "{cmd}");
+            assert_eq!(read(&st, &[cmd, "p"]), int(-1), "{cmd}");
+        }
+        assert_eq!(read(&st, &["TTL", "a"]), int(1));
+        assert_eq!(read(&st, &["TTL", "b"]), int(2));
+        assert_eq!(read(&st, &["PTTL", "a"]), int(1499));
+        assert_eq!(read(&st, &["EXPIRETIME", "a"]), int(1001));
+        assert_eq!(read(&st, &["EXPIRETIME", "b"]), int(1002));
+        assert_eq!(read(&st, &["PEXPIRETIME", "a"]), int((NOW + 1499) as i64));
+    }
+
+    #[test]
+    fn persist_clears_the_expiry() {
+        let mut st = Store::default();
+        put(&mut st, "v", "1", Some(NOW + 100));
+        put(&mut st, "p", "1", None);
+        assert_eq!(apply(&mut st, &["PERSIST", "v"]), int(1));
+        assert_eq!(apply(&mut st, &["PERSIST", "v"]), int(0));
+        assert_eq!(apply(&mut st, &["PERSIST", "p"]), int(0));
+        assert_eq!(apply(&mut st, &["PERSIST", "missing"]), int(0));
+        assert_eq!(st.db(0).expires_count(), 0);
+        assert_eq!(read(&st, &["TTL", "v"]), int(-1));
+    }
+
+    #[test]
+    fn keys_matches_in_entry_order() {
+        let mut st = Store::default();
+        for k in ["user:1", "user:2", "", "order:1", "user:x"] {
+            put(&mut st, k, "1", None);
+        }
+        put(&mut st, "user:old", "1", Some(NOW));
+        let all = read(&st, &["KEYS", "*"]);
+        let expected = ["user:1", "user:2", "", "order:1", "user:x"].map(bulk);
+        assert_eq!(all, Ok(Reply::Array(expected.to_vec())));
+        assert_eq!(
+            read(&st, &["KEYS", "user:[0-9]"]),
+            Ok(Reply::Array(vec![bulk("user:1"), bulk("user:2")]))
+        );
+        assert_eq!(
+            read(&st, &["KEYS", "*:?"]),
+            Ok(Reply::Array(
+                ["user:1", "user:2", "order:1", "user:x"].map(bulk).to_vec()
+            ))
+        );
+        assert_eq!(read(&st, &["KEYS", "nothing*"]), Ok(Reply::Array(vec![])));
+    }
+
+    /// Runs a whole SCAN iteration, returning every call's keys.
+    fn scan_all(st: &Store, opts: &[&str]) -> Vec<Vec<Reply>> {
+        let mut cursor = "0".to_string();
+        let mut calls = Vec::new();
+        loop {
+            let mut a = vec!["SCAN", cursor.as_str()];
+            a.extend_from_slice(opts);
+            let Ok(Reply::Array(parts)) = read(st, &a) else {
+                panic!("bad SCAN reply");
+            };
+            let [Reply::Bulk(next), Reply::Array(keys)] = parts.as_slice() else {
+                panic!("bad SCAN reply {parts:?}");
+            };
+            calls.push(keys.clone());
+            cursor = String::from_utf8_lossy(next).into_owned();
+            if cursor == "0" {
+                return calls;
+            }
+            assert!(calls.len() < 10_000, "SCAN does not terminate");
+        }
+    }
+
+    fn sorted_keys(calls: &[Vec<Reply>]) -> Vec<Reply> {
+        let mut keys: Vec<Reply> = calls.iter().flatten().cloned().collect();
+        keys.sort_by_key(|r| format!("{r:?}"));
+        keys
+    }
+
+    #[test]
+    fn scan_visits_every_key_once() {
+        let mut st = Store::default();
+        for i in 0..95 {
+            put(&mut st, &format!("k{i:02}"), "1", None);
+        }
+        put(&mut st, "gone", "1", Some(NOW));
+        let calls = scan_all(&st, &[]);
+        assert_eq!(calls.len(), 10, "COUNT defaults to 10 positions");
+        let expected: Vec<Reply> = (0..95).map(|i| bulk(&format!("k{i:02}"))).collect();
+        assert_eq!(sorted_keys(&calls), expected);
+        let calls = scan_all(&st, &["COUNT", "1000", "MATCH", "k9*"]);
+        assert_eq!(calls.len(), 1);
+        assert_eq!(
+            sorted_keys(&calls),
+            (90..95).map(|i| bulk(&format!("k{i}"))).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            sorted_keys(&scan_all(&st, &["TYPE", "STRING", "COUNT", "3"])).len(),
+            95
+        );
+        assert!(sorted_keys(&scan_all(&st, &["TYPE", "list"])).is_empty());
+        // The empty database answers at once.
+        let empty = Store::default();
+        assert_eq!(
+            read(&empty, &["SCAN", "0"]),
+            Ok(Reply::Array(vec![bulk("0"), Reply::Array(vec![])]))
+        );
+        // A stale cursor beyond the end resumes at the end.
+        assert_eq!(sorted_keys(&scan_all(&st, &["COUNT", "1000"])).len(), 95);
+        let Ok(Reply::Array(parts)) = read(&st, &["SCAN", "99999", "COUNT", "1000"]) else {
+            panic!()
+        };
+        assert_eq!(parts[0], bulk("0"));
+    }
+
+    #[test]
+    fn scan_never_skips_keys_that_stay_while_others_go() {
+        let mut st = Store::default();
+        for i in 0..200 {
+            put(&mut st, &format!("k{i}"), "1", None);
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut removed = std::collections::HashSet::new();
+        let mut cursor = "0".to_string();
+        let mut round = 0;
+        loop {
+            let Ok(Reply::Array(parts)) = read(&st, &["SCAN", &cursor, "COUNT", "7"]) else {
+                panic!()
+            };
+            let [Reply::Bulk(next), Reply::Array(keys)] = parts.as_slice() else {
+                panic!()
+            };
+            for k in keys {
+                if let Reply::Bulk(b) = k {
+                    seen.insert(b.clone());
+                }
+            }
+            cursor = String::from_utf8_lossy(next).into_owned();
+            if cursor == "0" {
+                break;
+            }
+            // Delete a few keys spread over the keyspace, visited or not.
+            for j in 0..3 {
+                let victim = format!("k{}", (round * 37 + j * 61) % 200);
+                if apply(&mut st, &["DEL", &victim]) == int(1) {
+                    removed.insert(victim);
+                }
+            }
+            round += 1;
+        }
+        for i in 0..200 {
+            let k = format!("k{i}");
+            if !removed.contains(&k) {
+                assert!(seen.contains(k.as_bytes()), "{k} was skipped");
+            }
+        }
+    }
+
+    #[test]
+    fn scan_errors() {
+        let st = Store::default();
+        for bad in ["-1", "abc", " 1", "1 ", "18446744073709551616"] {
+            assert_eq!(
+                err(read(&st, &["SCAN", bad])),
+                "ERR invalid cursor",
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            err(read(&st, &["SCAN", "0", "COUNT", "0"])),
+            "ERR syntax error"
+        );
+        assert_eq!(
+            err(read(&st, &["SCAN", "0", "COUNT", "-3"])),
+            "ERR syntax error"
+        );
+        assert_eq!(
+            err(read(&st, &["SCAN", "0", "COUNT", "x"])),
+            "ERR value is not an integer or out of range"
+        );
+        assert_eq!(err(read(&st, &["SCAN", "0", "MATCH"])), "ERR syntax error");
+        assert_eq!(
+            err(read(&st, &["SCAN", "0", "FOO", "1"])),
+            "ERR syntax error"
+        );
+        assert_eq!(
+            read(&st, &["SCAN", "18446744073709551615"]),
+            Ok(Reply::Array(vec![bulk("0"), Reply::Array(vec![])]))
+        );
+    }
+
+    #[test]
+    fn randomkey_is_seeded_and_skips_expired_keys() {
+        let mut st = Store::default();
+        assert_eq!(read(&st, &["RANDOMKEY"]), Ok(Reply::Nil));
+        for i in 0..10 {
+            put(&mut st, &format!("dead{i}"), "1", Some(NOW));
+        }
+        assert_eq!(
+            read(&st, &["RANDOMKEY"]),
+            Ok(Reply::Nil),
+            "only expired keys"
+        );
+        put(&mut st, "live1", "1", None);
+        put(&mut st, "live2", "1", Some(NOW + 1));
+        let mut picked = std::collections::HashSet::new();
+        for seed in 0..200 {
+            let c = Ctx { now_ms: NOW, seed };
+            let r = st.read(0, &args(&["RANDOMKEY"]), &c);
+            assert_eq!(
+                r,
+                st.read(0, &args(&["RANDOMKEY"]), &c),
+                "same seed, same key"
+            );
+            let Ok(Reply::Bulk(k)) = r else {
+                panic!("no live key found: {r:?}")
+            };
+            assert!(k.starts_with(b"live"));
+            picked.insert(k);
+        }
+        assert_eq!(picked.len(), 2, "both live keys get picked");
+    }
+
+    #[test]
+    fn object_subcommands() {
+        let mut st = Store::default();
+        put(&mut st, "i", "123", None);
+        put(&mut st, "e", &"x".repeat(44), None);
+        put(&mut st, "r", &"x".repeat(45), None);
+        put(&mut st, "big", "12345", None);
+        put(&mut st, "old", "1", Some(NOW));
+        assert_eq!(read(&st, &["OBJECT", "ENCODING", "i"]), Ok(bulk("int")));
+        assert_eq!(read(&st, &["object", "encoding", "e"]), Ok(bulk("embstr")));
+        assert_eq!(read(&st, &["OBJECT", "ENCODING", "r"]), Ok(bulk("raw")));
+        assert_eq!(read(&st, &["OBJECT", "ENCODING", "old"]), Ok(Reply::Nil));
+        assert_eq!(read(&st, &["OBJECT", "ENCODING", "no"]), Ok(Reply::Nil));
+        assert_eq!(read(&st, &["OBJECT", "IDLETIME", "e"]), int(0));
+        assert_eq!(read(&st, &["OBJECT", "IDLETIME", "no"]), Ok(Reply::Nil));
+        assert_eq!(read(&st, &["OBJECT", "REFCOUNT", "i"]), int(2_147_483_647));
+        assert_eq!(read(&st, &["OBJECT", "REFCOUNT", "big"]), int(1));
+        assert_eq!(read(&st, &["OBJECT", "REFCOUNT", "e"]), int(1));
+        assert_eq!(read(&st, &["OBJECT", "REFCOUNT", "no"]), Ok(Reply::Nil));
+        assert_eq!(read(&st, &["OBJECT", "FREQ", "no"]), Ok(Reply::Nil));
+        assert_eq!(
+            err(read(&st, &["OBJECT", "FREQ", "i"])),
+            "ERR An LFU maxmemory policy is not selected, access frequency not tracked. \
+             Please note that when switching between policies at runtime LRU and LFU data \
+             will take some time to adjust."
+        );
+        let Ok(Reply::Array(help)) = read(&st, &["OBJECT", "HELP"]) else {
+            panic!()
+        };
+        assert_eq!(
+            help.first(),
+            Some(&Reply::simple(
+                "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
+            ))
+        );
+        assert_eq!(
+            err(read(&st, &["OBJECT", "FOO"])),
+            "ERR unknown subcommand 'FOO'. Try OBJECT HELP."
+        );
+        assert_eq!(
+            err(read(&st, &["OBJECT", "ENCODING"])),
+            "ERR wrong number of arguments for 'object|encoding' command"
+        );
+        assert_eq!(
+            err(read(&st, &["OBJECT", "HELP", "x"])),
+            "ERR wrong number of arguments for 'object|help' command"
+        );
+    }
+
+    #[test]
+    fn table_entries() {
+        let spec = |name: &str| lookup(name.as_bytes()).expect(name);
+        assert_eq!(spec("rename").key_indexes(3), vec![1, 2]);
+        assert_eq!(spec("copy").key_indexes(6), vec![1, 2]);
+        assert_eq!(spec("exists").key_indexes(4), vec![1, 2, 3]);
+        assert_eq!(spec("scan").key_indexes(6), Vec::<usize>::new());
+        assert!(spec("unlink").flags.contains(Flags::FAST));
+        assert!(!spec("del").flags.contains(Flags::FAST));
+        assert!(spec("copy").flags.contains(Flags::DENYOOM));
+        assert!(spec("keys").acl.contains(&"dangerous"));
+        let object = spec("object");
+        let encoding = object
+            .subcommands
+            .iter()
+            .find(|s| s.name == "encoding")
+            .expect("object|encoding");
+        assert_eq!(encoding.key_indexes(3), vec![2]);
+        for c in COMMANDS {
+            let writes = matches!(c.handler, Handler::Write(_));
+            assert_eq!(writes, c.is_write(), "{}", c.name);
+        }
+    }
 }

@@ -4,9 +4,8 @@
 
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{CmdError, CmdResult};
-use crate::keys::help_reply;
 use crate::store::{Ctx, Store};
-use crate::table::{cmd, CommandSpec, Flags, Handler};
+use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Handler};
 use bytes::Bytes;
 use kvasir_engine_memory::Db;
 use kvasir_resp::Reply;
@@ -21,20 +20,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("flushdb", -1, Flags::WRITE, NO_KEYS, ACL_FLUSH, G, "1.0.0", "Removes all keys from the current database.", Handler::Write(flushdb)),
     cmd("flushall", -1, Flags::WRITE, NO_KEYS, ACL_FLUSH, G, "1.0.0", "Removes all keys from all databases.", Handler::Write(flushall)),
     cmd("swapdb", 3, Flags::WRITE.union(Flags::FAST), NO_KEYS, &["keyspace", "write", "fast", "dangerous"], G, "4.0.0", "Swaps two Redis databases.", Handler::Write(swapdb)),
-    CommandSpec {
-        name: "memory",
-        arity: -2,
-        flags: Flags::NONE,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        acl: &["slow"],
-        group: G,
-        since: "4.0.0",
-        summary: "A container for memory diagnostics commands.",
-        handler: Handler::Container,
-        subcommands: MEMORY_SUBS,
-    },
+    container("memory", -2, &["slow"], G, "4.0.0", "A container for memory diagnostics commands.", MEMORY_SUBS),
 ];
 
 #[rustfmt::skip]
@@ -124,4 +110,193 @@ const MEMORY_HELP: &[&str] = &[
 
 fn memory_help(_store: &Store, _db: usize, _args: &[Bytes], _ctx: &Ctx) -> CmdResult {
     Ok(help_reply(MEMORY_HELP))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kvasir_engine_memory::Value;
+
+    const NOW: u64 = 1_000_000;
+
+    fn ctx() -> Ctx {
+        Ctx {
+            now_ms: NOW,
+            seed: 7,
+        }
+    }
+
+    fn args(a: &[&str]) -> Vec<Bytes> {
+        a.iter()
+            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+            .collect()
+    }
+
+    fn apply(s: &mut Store, db: usize, a: &[&str]) -> CmdResult {
+        s.apply(db, &args(a), &ctx())
+    }
+
+    fn read(s: &Store, db: usize, a: &[&str]) -> CmdResult {
+        s.read(db, &args(a), &ctx())
+    }
+
+    fn err(r: CmdResult) -> String {
+        match r {
+            Err(e) => e.text().into_owned(),
+            Ok(reply) => panic!("expected an error, got {reply:?}"),
+        }
+    }
+
+    fn put(s: &mut Store, db: usize, key: &str, expire_at: Option<u64>) {
+        s.db_mut(db)
+            .set(key.as_bytes(), Value::from_bytes(b"v"), expire_at);
+    }
+
+    /// Two databases with keys: db 0 has a, b (b expired), db 1 has c.
+    fn store() -> Store {
+        let mut s = Store::default();
+        put(&mut s, 0, "a", None);
+        put(&mut s, 0, "b", Some(NOW));
+        put(&mut s, 1, "c", None);
+        s
+    }
+
+    #[test]
+    fn dbsize_counts_expired_keys_not_yet_removed() {
+        let s = store();
+        assert_eq!(read(&s, 0, &["DBSIZE"]), Ok(Reply::Int(2)));
+        assert_eq!(read(&s, 1, &["dbsize"]), Ok(Reply::Int(1)));
+        assert_eq!(read(&s, 2, &["DBSIZE"]), Ok(Reply::Int(0)));
+        assert_eq!(
+            err(read(&s, 0, &["DBSIZE", "x"])),
+            "ERR wrong number of arguments for 'dbsize' command"
+        );
+    }
+
+    #[test]
+    fn flushdb_clears_only_the_selected_database() {
+        let mut s = store();
+        assert_eq!(apply(&mut s, 0, &["FLUSHDB"]), Ok(Reply::ok()));
+        assert!(s.db(0).is_empty());
+        assert_eq!(s.db(0).expires_count(), 0);
+        assert_eq!(s.db(1).len(), 1);
+        assert_eq!(apply(&mut s, 1, &["flushdb", "async"]), Ok(Reply::ok()));
+        assert!(s.db(1).is_empty());
+        assert_eq!(apply(&mut s, 1, &["FLUSHDB", "SYNC"]), Ok(Reply::ok()));
+        assert_eq!(
+            err(apply(&mut s, 0, &["FLUSHDB", "NOW"])),
+            "ERR syntax error"
+        );
+        assert_eq!(
+            err(apply(&mut s, 0, &["FLUSHDB", "ASYNC", "SYNC"])),
+            "ERR syntax error"
+        );
+    }
+
+    #[test]
+    fn flushall_clears_every_database() {
+        let mut s = store();
+        assert_eq!(
+            err(apply(&mut s, 0, &["FLUSHALL", "x"])),
+            "ERR syntax error"
+        );
+        assert_eq!(s.db(1).len(), 1, "a refused flush changes nothing");
+        assert_eq!(apply(&mut s, 3, &["FLUSHALL", "ASYNC"]), Ok(Reply::ok()));
+        assert!((0..s.databases()).all(|i| s.db(i).is_empty()));
+        assert_eq!(apply(&mut s, 0, &["FLUSHALL"]), Ok(Reply::ok()));
+    }
+
+    #[test]
+    fn swapdb_swaps_contents() {
+        let mut s = store();
+        assert_eq!(apply(&mut s, 5, &["SWAPDB", "0", "1"]), Ok(Reply::ok()));
+        assert!(s.db(0).get(b"c").is_some());
+        assert!(s.db(1).get(b"a").is_some());
+        assert_eq!(s.db(1).expires_count(), 1);
+        assert_eq!(apply(&mut s, 0, &["SWAPDB", "1", "1"]), Ok(Reply::ok()));
+        assert!(s.db(1).get(b"a").is_some());
+    }
+
+    #[test]
+    fn swapdb_errors() {
+        let mut s = store();
+        let cases = [
+            (["SWAPDB", "x", "1"], "ERR invalid first DB index"),
+            (["SWAPDB", "0", "1.5"], "ERR invalid second DB index"),
+            (["SWAPDB", "x", "y"], "ERR invalid first DB index"),
+            (["SWAPDB", "4294967296", "0"], "ERR invalid first DB index"),
+            (["SWAPDB", "0", "16"], "ERR DB index is out of range"),
+            (["SWAPDB", "-1", "0"], "ERR DB index is out of range"),
+        ];
+        for (a, text) in cases {
+            assert_eq!(err(apply(&mut s, 0, &a)), text, "{a:?}");
+        }
+        assert_eq!(
+            err(apply(&mut s, 0, &["SWAPDB", "0"])),
+            "ERR wrong number of arguments for 'swapdb' command"
+        );
+    }
+
+    #[test]
+    fn memory_usage() {
+        let mut s = store();
+        s.db_mut(0)
+            .set(b"long", Value::from_bytes(&[b'x'; 1000]), None);
+        let Ok(Reply::Int(small)) = read(&s, 0, &["MEMORY", "USAGE", "a"]) else {
+            panic!("no size")
+        };
+        let Ok(Reply::Int(big)) = read(&s, 0, &["memory", "usage", "long", "SAMPLES", "0"]) else {
+            panic!("no size")
+        };
+        assert!(small > 0 && big >= small + 1000, "{small} {big}");
+        assert_eq!(
+            read(&s, 0, &["MEMORY", "USAGE", "b"]),
+            Ok(Reply::Nil),
+            "expired"
+        );
+        assert_eq!(read(&s, 0, &["MEMORY", "USAGE", "zz"]), Ok(Reply::Nil));
+        assert_eq!(
+            err(read(&s, 0, &["MEMORY", "USAGE", "a", "SAMPLES", "-1"])),
+            "ERR syntax error"
+        );
+        assert_eq!(
+            err(read(&s, 0, &["MEMORY", "USAGE", "a", "SAMPLES", "x"])),
+            "ERR value is not an integer or out of range"
+        );
+        assert_eq!(
+            err(read(&s, 0, &["MEMORY", "USAGE", "a", "SAMPLES"])),
+            "ERR syntax error"
+        );
+        assert_eq!(
+            err(read(&s, 0, &["MEMORY", "USAGE", "a", "FOO", "1"])),
+            "ERR syntax error"
+        );
+        assert_eq!(
+            err(read(&s, 0, &["MEMORY", "USAGE"])),
+            "ERR wrong number of arguments for 'memory|usage' command"
+        );
+        assert_eq!(
+            err(read(&s, 0, &["MEMORY", "DOCTOR"])),
+            "ERR unknown subcommand 'DOCTOR'. Try MEMORY HELP."
+        );
+        let Ok(Reply::Array(help)) = read(&s, 0, &["MEMORY", "HELP"]) else {
+            panic!("no help")
+        };
+        assert_eq!(help.len(), MEMORY_HELP.len());
+    }
+
+    #[test]
+    fn table_entries() {
+        let memory = crate::table::lookup(b"memory").expect("memory");
+        let usage = memory
+            .subcommands
+            .iter()
+            .find(|s| s.name == "usage")
+            .expect("memory|usage");
+        assert_eq!(usage.key_indexes(5), vec![2]);
+        for c in COMMANDS {
+            let writes = matches!(c.handler, Handler::Write(_));
+            assert_eq!(writes, c.is_write(), "{}", c.name);
+        }
+    }
 }

@@ -11,6 +11,7 @@ use crate::error::{CmdError, CmdResult};
 use crate::table::{resolve, Handler};
 use bytes::Bytes;
 use kvasir_engine_memory::{Db, Entry, Value};
+use std::cell::Cell;
 
 pub const DEFAULT_DATABASES: usize = 16;
 
@@ -35,12 +36,14 @@ impl Ctx {
     }
 }
 
-/// Counters the server reports in INFO stats.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+/// Counters the server reports in INFO stats. Hits and misses are counted
+/// by reads, which see the store only through `&self`; they are local
+/// observations (not replicated state), hence the `Cell`s.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Stats {
     pub expired_keys: u64,
-    pub keyspace_hits: u64,
-    pub keyspace_misses: u64,
+    pub keyspace_hits: Cell<u64>,
+    pub keyspace_misses: Cell<u64>,
 }
 
 pub struct Store {
@@ -111,7 +114,13 @@ impl Store {
 
     /// The live entry of `key` at `now_ms` (expired keys read as missing).
     pub fn live(&self, db: usize, key: &[u8], now_ms: u64) -> Option<&Entry> {
-        self.dbs[db].get(key).filter(|e| !e.is_expired(now_ms))
+        let found = self.dbs[db].get(key).filter(|e| !e.is_expired(now_ms));
+        let counter = match found {
+            Some(_) => &self.stats.keyspace_hits,
+            None => &self.stats.keyspace_misses,
+        };
+        counter.set(counter.get() + 1);
+        found
     }
 
     /// For writes: removes `key` if it has expired at `ctx.now_ms` (lazy

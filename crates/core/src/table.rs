@@ -286,6 +286,38 @@ pub const fn cmd(
     }
 }
 
+/// Shorthand for a container command (CLIENT, CONFIG, OBJECT...): its
+/// subcommands carry their own arity, flags and handlers.
+pub const fn container(
+    name: &'static str,
+    arity: i32,
+    acl: &'static [&'static str],
+    group: &'static str,
+    since: &'static str,
+    summary: &'static str,
+    subcommands: &'static [CommandSpec],
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags: Flags::NONE,
+        first_key: 0,
+        last_key: 0,
+        step: 0,
+        acl,
+        group,
+        since,
+        summary,
+        handler: Handler::Container,
+        subcommands,
+    }
+}
+
+/// A HELP reply: one status line per entry, as Redis's addReplyHelp.
+pub fn help_reply(lines: &[&'static str]) -> Reply {
+    Reply::Array(lines.iter().map(|l| Reply::simple(l)).collect())
+}
+
 /// Every family's commands, in a fixed order.
 pub fn families() -> [&'static [CommandSpec]; 4] {
     [
@@ -297,7 +329,7 @@ pub fn families() -> [&'static [CommandSpec]; 4] {
 }
 
 struct Table {
-    by_name: HashMap<String, &'static CommandSpec>,
+    by_name: HashMap<&'static str, &'static CommandSpec, foldhash::fast::RandomState>,
     all: Vec<&'static CommandSpec>,
 }
 
@@ -306,23 +338,25 @@ fn table() -> &'static Table {
     TABLE.get_or_init(|| {
         let mut all: Vec<&'static CommandSpec> = families().into_iter().flatten().collect();
         all.sort_by_key(|c| c.name);
-        let by_name = all.iter().map(|c| (c.name.to_string(), *c)).collect();
+        let by_name = all.iter().map(|c| (c.name, *c)).collect();
         Table { by_name, all }
     })
 }
 
-/// Finds a top-level command by name, case-insensitively.
+/// Finds a top-level command by name, case-insensitively. Clients send
+/// names in any case (redis-benchmark sends `SET`), so the name is folded
+/// into a stack buffer: no allocation per request.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
-    let t = table();
-    if name.len() > 64 {
+    const LONGEST: usize = 32;
+    if name.len() > LONGEST {
         return None;
     }
-    if name.iter().all(|c| !c.is_ascii_uppercase()) {
-        let s = std::str::from_utf8(name).ok()?;
-        return t.by_name.get(s).copied();
-    }
-    let lower = String::from_utf8(name.to_ascii_lowercase()).ok()?;
-    t.by_name.get(&lower).copied()
+    let mut buf = [0u8; LONGEST];
+    let folded = &mut buf[..name.len()];
+    folded.copy_from_slice(name);
+    folded.make_ascii_lowercase();
+    let s = std::str::from_utf8(folded).ok()?;
+    table().by_name.get(s).copied()
 }
 
 /// Every top-level command, sorted by name.

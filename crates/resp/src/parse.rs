@@ -163,7 +163,7 @@ fn parse_multibulk(buf: &mut BytesMut, limits: &Limits) -> Result<Parsed, Protoc
         return Ok(Parsed::Command(Vec::new()));
     }
     // First pass: locate every argument without consuming anything.
-    let mut spans: Vec<(usize, usize)> = Vec::with_capacity(count as usize);
+    let mut spans: Vec<(usize, usize)> = Vec::with_capacity((count as usize).min(1024));
     for _ in 0..count {
         if pos >= buf.len() {
             return Ok(Parsed::Incomplete { min_total: pos + 1 });

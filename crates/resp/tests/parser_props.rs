@@ -420,7 +420,9 @@ proptest! {
 /// (this once looped forever) and split the way Redis's sdssplitargs does.
 #[test]
 fn inline_nul_and_c_whitespace() {
-    let cases: &[(&[u8], Option<&[&[u8]]>)] = &[
+    /// An input line and the arguments it splits into (None: unbalanced).
+    type Case = (&'static [u8], Option<&'static [&'static [u8]]>);
+    let cases: &[Case] = &[
         (b"\0\r\n", Some(&[])),
         (b"GET\0k\r\n", Some(&[b"GET"])),
         (b"GET \0 k\r\n", Some(&[b"GET"])),

@@ -9,7 +9,7 @@ use crate::session::Session;
 use bytes::Bytes;
 use kvasir_core::args::{eq_ic, parse_i64};
 use kvasir_core::glob;
-use kvasir_core::table::{all_commands, lookup, resolve};
+use kvasir_core::table::{all_commands, help_reply as help, lookup, resolve};
 use kvasir_core::{CmdError, CommandSpec};
 use kvasir_resp::{Protocol, Reply};
 
@@ -203,10 +203,6 @@ fn shutdown(s: &mut Session, rest: &[Bytes]) -> AdminResult {
     Ok(Reply::ok())
 }
 
-fn help(lines: &[&'static str]) -> Reply {
-    Reply::Array(lines.iter().map(|l| Reply::simple(l)).collect())
-}
-
 fn text_reply(text: String) -> Reply {
     Reply::Verbatim("txt", Bytes::from(text))
 }
@@ -335,7 +331,7 @@ fn client_kill(s: &mut Session, opts: &[Bytes]) -> AdminResult {
             None => Err(CmdError::other("ERR No such client")),
         };
     }
-    if opts.len() % 2 != 0 {
+    if !opts.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
     let mut id: Option<u64> = None;
@@ -417,7 +413,7 @@ fn config(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
         }
         "set" => {
             let rest = &args[2..];
-            if rest.len() % 2 != 0 {
+            if !rest.len().is_multiple_of(2) {
                 return Err(CmdError::WrongArity("config|set".into()));
             }
             let mut next = s.server.config.borrow().clone();

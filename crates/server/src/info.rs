@@ -125,7 +125,7 @@ fn section(s: &Session, name: &str, out: &mut String) {
                 std::env::consts::OS,
                 std::env::consts::ARCH,
                 std::process::id(),
-                server.started_unix_ms as u128 * 0x9E37_79B9 ^ std::process::id() as u128,
+                (server.started_unix_ms as u128 * 0x9E37_79B9) ^ std::process::id() as u128,
                 server.port,
                 now_us,
                 uptime,
@@ -169,7 +169,7 @@ fn section(s: &Session, name: &str, out: &mut String) {
         }
         "stats" => {
             let stats = server.stats.borrow();
-            let store_stats = server.shard.borrow().store().stats;
+            let store_stats = server.shard.borrow().store().stats.clone();
             let _ = write!(
                 out,
                 "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:0\r\npubsub_patterns:0\r\ntotal_error_replies:{}\r\n",
@@ -179,8 +179,8 @@ fn section(s: &Session, name: &str, out: &mut String) {
                 stats.net_output_bytes,
                 stats.rejected_connections,
                 store_stats.expired_keys,
-                store_stats.keyspace_hits,
-                store_stats.keyspace_misses,
+                store_stats.keyspace_hits.get(),
+                store_stats.keyspace_misses.get(),
                 stats.total_error_replies,
             );
         }

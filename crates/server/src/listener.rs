@@ -35,7 +35,7 @@ pub struct Stats {
     pub net_output_bytes: u64,
     pub total_error_replies: u64,
     /// Keyed by (command, subcommand or ""), e.g. ("client", "list").
-    pub commands: HashMap<(&'static str, &'static str), CmdStat>,
+    pub commands: HashMap<(&'static str, &'static str), CmdStat, foldhash::fast::RandomState>,
     /// Keyed by the error code (`ERR`, `WRONGTYPE`).
     pub errors: HashMap<String, u64>,
 }

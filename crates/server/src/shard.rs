@@ -28,7 +28,7 @@ impl Shard {
         Shard {
             store: Store::new(databases),
             expire: ActiveExpire::default(),
-            seed: unix_ms() ^ 0x5eed_0f_6b76_6173,
+            seed: unix_ms() ^ 0x5eed_0f6b_7661_7372,
         }
     }
 
