@@ -17,6 +17,7 @@ const TINY: Limits = Limits {
     max_bulk_len: 16,
     max_multibulk_len: 4,
     max_inline_len: 32,
+    unauthenticated: false,
 };
 
 #[derive(Debug, Default, PartialEq)]

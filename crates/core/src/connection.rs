@@ -53,7 +53,7 @@ const COMMAND_SUBS: &[CommandSpec] = &[
     sub("count", 2, FAST_STALE, &["slow", "connection"], SRV, "Returns a count of commands."),
     sub("info", -2, FAST_STALE, &["slow", "connection"], SRV, "Returns information about one, multiple or all commands."),
     sub("docs", -2, FAST_STALE, &["slow", "connection"], SRV, "Returns documentary information about one, multiple or all commands."),
-    sub("getkeys", -3, FAST_STALE, &["slow", "connection"], SRV, "Extracts the key names from an arbitrary command."),
+    sub("getkeys", -4, FAST_STALE, &["slow", "connection"], SRV, "Extracts the key names from an arbitrary command."),
     sub("list", -2, FAST_STALE, &["slow", "connection"], SRV, "Returns a list of command names."),
     sub("help", 2, FAST_STALE, &["slow", "connection"], SRV, "Returns helpful text about the different subcommands."),
 ];

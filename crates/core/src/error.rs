@@ -71,19 +71,28 @@ impl CmdError {
 }
 
 /// Builds the `unknown command` error exactly as Redis 7 words it:
-/// `ERR unknown command 'foo', with args beginning with: 'a' 'b' `.
+/// `ERR unknown command 'foo', with args beginning with: 'a' 'b' `. Like
+/// Redis, the quoted arguments stop once they reach 128 bytes, the last one
+/// cut to fit, and the name is cut at 128 bytes.
 pub fn unknown_command(args: &[bytes::Bytes]) -> CmdError {
-    let name = args.first().map(|a| lossy(a, 128)).unwrap_or_default();
-    let mut text = format!("ERR unknown command '{name}', with args beginning with: ");
+    const QUOTED_MAX: usize = 128;
+    let name = args
+        .first()
+        .map(|a| lossy(a, QUOTED_MAX))
+        .unwrap_or_default();
+    let mut quoted = String::new();
     for a in args.iter().skip(1) {
-        if text.len() >= 512 {
+        if quoted.len() >= QUOTED_MAX {
             break;
         }
-        text.push('\'');
-        text.push_str(&lossy(a, 128));
-        text.push_str("' ");
+        let room = QUOTED_MAX - quoted.len();
+        quoted.push('\'');
+        quoted.push_str(&lossy(a, room));
+        quoted.push_str("' ");
     }
-    CmdError::UnknownCommand(text)
+    CmdError::UnknownCommand(format!(
+        "ERR unknown command '{name}', with args beginning with: {quoted}"
+    ))
 }
 
 fn lossy(b: &[u8], max: usize) -> String {

@@ -550,7 +550,7 @@ pub fn encoding_name(v: &Value) -> &'static str {
     match v {
         Value::Int(_) => "int",
         Value::Str(s) if s.len() <= EMBSTR_MAX_LEN => "embstr",
-        Value::Str(_) => "raw",
+        Value::Str(_) | Value::Raw(_) => "raw",
     }
 }
 

@@ -64,7 +64,7 @@ const MAX_STRING_LEN: u64 = 512 * 1024 * 1024;
 /// WRONGTYPE for any other type. The single type check of this module.
 fn as_str(v: &Value) -> Result<Cow<'_, [u8]>, CmdError> {
     match v {
-        Value::Str(s) => Ok(Cow::Borrowed(s.as_slice())),
+        Value::Str(s) | Value::Raw(s) => Ok(Cow::Borrowed(s.as_slice())),
         Value::Int(i) => Ok(Cow::Owned(i.to_string().into_bytes())),
     }
 }
@@ -86,15 +86,17 @@ fn int_value(v: &Value) -> Result<i64, CmdError> {
 /// and decodes the same way before APPEND and SETRANGE), lets `edit` change
 /// the bytes and returns the new length. WRONGTYPE for other types.
 fn edit_raw(v: &mut Value, edit: impl FnOnce(&mut CompactBytes)) -> Result<usize, CmdError> {
-    if let Value::Int(i) = *v {
-        *v = Value::Str(CompactBytes::from_slice(i.to_string().as_bytes()));
+    match v {
+        Value::Int(i) => *v = Value::Raw(CompactBytes::from_slice(i.to_string().as_bytes())),
+        Value::Str(s) => *v = Value::Raw(std::mem::take(s)),
+        Value::Raw(_) => {}
     }
     match v {
-        Value::Str(s) => {
+        Value::Raw(s) => {
             edit(s);
             Ok(s.len())
         }
-        // Not a string: the int encoding was converted above.
+        // Not a string: the other string encodings were converted above.
         _ => Err(CmdError::WrongType),
     }
 }
@@ -614,7 +616,7 @@ fn setrange(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResul
         let mut bytes = CompactBytes::new();
         bytes.resize(check_string_length(total)?, 0);
         overwrite_at(&mut bytes, offset as usize, value);
-        store.db_mut(db).set(key, Value::Str(bytes), None);
+        store.db_mut(db).set(key, Value::Raw(bytes), None);
         return Ok(Reply::Int(total as i64));
     };
     let len = as_str(v)?.len();

@@ -11,6 +11,9 @@ pub type CompactBytes = SmallVec<[u8; 16]>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
     Str(CompactBytes),
+    /// A string changed in place (APPEND, SETRANGE): Redis reports these as
+    /// "raw" whatever their length, so the distinction is observable.
+    Raw(CompactBytes),
     Int(i64),
 }
 
@@ -27,7 +30,7 @@ impl Value {
     /// Heap bytes this value owns beyond its inline size.
     pub fn heap_size(&self) -> usize {
         match self {
-            Value::Str(s) if s.spilled() => s.capacity(),
+            Value::Str(s) | Value::Raw(s) if s.spilled() => s.capacity(),
             _ => 0,
         }
     }
@@ -35,7 +38,7 @@ impl Value {
     /// The Redis type name (`TYPE` reply).
     pub fn type_name(&self) -> &'static str {
         match self {
-            Value::Str(_) | Value::Int(_) => "string",
+            Value::Str(_) | Value::Raw(_) | Value::Int(_) => "string",
         }
     }
 }

@@ -19,7 +19,15 @@ pub struct Limits {
     /// The longest inline request line, and the longest `*N` / `$N` header
     /// (Redis: PROTO_INLINE_MAX_SIZE, 64 KB).
     pub max_inline_len: usize,
+    /// A client that has not authenticated yet may send at most 10
+    /// arguments of at most 16 KB each (as Redis 7 enforces), so an
+    /// anonymous peer cannot make the server buffer much.
+    pub unauthenticated: bool,
 }
+
+/// Redis's limits for clients that have not authenticated.
+const UNAUTH_MAX_MULTIBULK: i64 = 10;
+const UNAUTH_MAX_BULK: i64 = 16384;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -27,6 +35,7 @@ impl Default for Limits {
             max_bulk_len: 512 * 1024 * 1024,
             max_multibulk_len: 1024 * 1024,
             max_inline_len: 64 * 1024,
+            unauthenticated: false,
         }
     }
 }
@@ -44,6 +53,22 @@ impl ProtocolError {
     /// The error line to send before closing, without the leading dash.
     pub fn reply_text(&self) -> String {
         format!("ERR Protocol error: {}", self.0)
+    }
+
+    /// The whole `-ERR Protocol error: ...\r\n` line as Redis sends it: a
+    /// byte echoed from the input (`expected '$', got '\xff'`) goes back as
+    /// that raw byte, not as its UTF-8 encoding.
+    pub fn reply_line(&self) -> Vec<u8> {
+        let mut line = b"-ERR Protocol error: ".to_vec();
+        for c in self.0.chars() {
+            match u8::try_from(u32::from(c)) {
+                Ok(b) if b != b'\r' && b != b'\n' => line.push(b),
+                Ok(_) => line.push(b' '),
+                Err(_) => line.push(b'?'),
+            }
+        }
+        line.extend_from_slice(b"\r\n");
+        line
     }
 }
 
@@ -154,6 +179,9 @@ fn parse_multibulk(buf: &mut BytesMut, limits: &Limits) -> Result<Parsed, Protoc
         return Err(ProtocolError::new("too big mbulk count string"));
     }
     let count = match parse_header_int(&buf[1..end]) {
+        Some(n) if limits.unauthenticated && n > UNAUTH_MAX_MULTIBULK => {
+            return Err(ProtocolError::new("unauthenticated multibulk length"))
+        }
         Some(n) if n <= limits.max_multibulk_len as i64 => n,
         _ => return Err(ProtocolError::new("invalid multibulk length")),
     };
@@ -182,6 +210,9 @@ fn parse_multibulk(buf: &mut BytesMut, limits: &Limits) -> Result<Parsed, Protoc
             return Err(ProtocolError::new("too big bulk count string"));
         }
         let len = match parse_header_int(&buf[pos + 1..hdr_end]) {
+            Some(n) if limits.unauthenticated && n > UNAUTH_MAX_BULK => {
+                return Err(ProtocolError::new("unauthenticated bulk length"))
+            }
             Some(n) if n >= 0 && n as u64 <= limits.max_bulk_len as u64 => n as usize,
             _ => return Err(ProtocolError::new("invalid bulk length")),
         };

@@ -42,6 +42,7 @@ fn small_limits() -> Limits {
         max_bulk_len: 16,
         max_multibulk_len: 4,
         max_inline_len: 32,
+        unauthenticated: false,
     }
 }
 

@@ -138,7 +138,7 @@ fn hello(s: &mut Session, rest: &[Bytes]) -> AdminResult {
         s.authenticated = true;
     }
     if !s.authenticated {
-        return Err(CmdError::other("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
+        return Err(CmdError::other("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
     }
     if let Some(n) = name {
         set_name(s, n)?;
@@ -414,7 +414,7 @@ fn config(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
         "set" => {
             let rest = &args[2..];
             if !rest.len().is_multiple_of(2) {
-                return Err(CmdError::WrongArity("config|set".into()));
+                return Err(CmdError::Syntax);
             }
             let mut next = s.server.config.borrow().clone();
             for pair in rest.chunks(2) {
@@ -439,6 +439,10 @@ fn config(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
         "resetstat" => {
             let mut stats = s.server.stats.borrow_mut();
             *stats = Default::default();
+            s.server
+                .shard
+                .borrow_mut()
+                .with_store(|st| st.stats = Default::default());
             Ok(Reply::ok())
         }
         "help" => Ok(help(&[
@@ -477,10 +481,17 @@ fn find_spec(name: &[u8]) -> Option<(&'static CommandSpec, Option<&'static Comma
 fn command(sub: &str, args: &[Bytes]) -> AdminResult {
     match sub {
         "count" => Ok(Reply::Int(all_commands().len() as i64)),
+        // Like Redis 7, the list names subcommands too (`config|get`).
         "list" => Ok(Reply::Array(
             all_commands()
                 .iter()
-                .map(|c| Reply::bulk_str(c.name))
+                .flat_map(|c| {
+                    std::iter::once(Reply::bulk_str(c.name)).chain(
+                        c.subcommands
+                            .iter()
+                            .map(|s| Reply::bulk_str(&s.full_name(Some(c)))),
+                    )
+                })
                 .collect(),
         )),
         "info" => {
@@ -492,7 +503,7 @@ fn command(sub: &str, args: &[Bytes]) -> AdminResult {
                     .iter()
                     .map(|n| match find_spec(n) {
                         Some((spec, parent)) => spec.info_reply(parent),
-                        None => Reply::NilArray,
+                        None => Reply::Nil,
                     })
                     .collect(),
             ))

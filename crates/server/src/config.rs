@@ -97,6 +97,11 @@ impl Config {
                 SetError::Invalid("argument couldn't be parsed into an integer".into())
             })
         }
+        fn memory<T: TryFrom<u64>>(v: &str) -> Result<T, SetError> {
+            parse_memory(v)
+                .and_then(|n| T::try_from(n).ok())
+                .ok_or_else(|| SetError::Invalid("argument must be a memory value".into()))
+        }
         match name {
             "requirepass" => {
                 self.requirepass = (!value.is_empty()).then(|| value.to_string());
@@ -109,18 +114,18 @@ impl Config {
                 _ => return Err(SetError::Invalid("argument(s) must be one of the following: debug, verbose, notice, warning, nothing".into())),
             },
             "proto-max-bulk-len" => {
-                let v = num::<usize>(value)?;
+                let v = memory::<usize>(value)?;
                 if v < 1024 * 1024 {
                     return Err(SetError::Invalid("argument must be between 1048576 and 9223372036854775807 inclusive".into()));
                 }
                 self.proto_max_bulk_len = v;
             }
-            "client-query-buffer-limit" => self.client_query_buffer_limit = num::<usize>(value)?.max(1024 * 1024),
+            "client-query-buffer-limit" => self.client_query_buffer_limit = memory::<usize>(value)?.max(1024 * 1024),
             "hz" => self.hz = num::<u32>(value)?.clamp(1, 500),
             "slowlog-log-slower-than" => self.slowlog_log_slower_than = num(value)?,
             "slowlog-max-len" => self.slowlog_max_len = num(value)?,
             "timeout" => self.timeout = num(value)?,
-            "maxmemory" => self.maxmemory = num(value)?,
+            "maxmemory" => self.maxmemory = memory(value)?,
             "maxmemory-policy" => match value {
                 "noeviction" => self.maxmemory_policy = value.to_string(),
                 _ => return Err(SetError::Invalid("only noeviction is supported".into())),
@@ -130,5 +135,54 @@ impl Config {
             _ => return Err(SetError::Unknown),
         }
         Ok(())
+    }
+}
+
+/// Parses a redis.conf memory value: a plain number of bytes or one with a
+/// unit (`1k` = 1000, `1kb` = 1024, `m`/`mb`, `g`/`gb`), case-insensitive.
+pub fn parse_memory(text: &str) -> Option<u64> {
+    let lower = text.to_ascii_lowercase();
+    let units: [(&str, u64); 6] = [
+        ("gb", 1 << 30),
+        ("mb", 1 << 20),
+        ("kb", 1 << 10),
+        ("g", 1_000_000_000),
+        ("m", 1_000_000),
+        ("k", 1_000),
+    ];
+    let (digits, scale) = units
+        .iter()
+        .find_map(|(suffix, scale)| lower.strip_suffix(suffix).map(|d| (d, *scale)))
+        .unwrap_or((lower.as_str(), 1));
+    let digits = digits.strip_suffix('b').unwrap_or(digits);
+    if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<u64>().ok()?.checked_mul(scale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_units_like_redis_conf() {
+        assert_eq!(parse_memory("1048576"), Some(1048576));
+        assert_eq!(parse_memory("1mb"), Some(1 << 20));
+        assert_eq!(parse_memory("2GB"), Some(2 << 30));
+        assert_eq!(parse_memory("1k"), Some(1000));
+        assert_eq!(parse_memory("100b"), Some(100));
+        assert_eq!(parse_memory("-1"), None);
+        assert_eq!(parse_memory("mb"), None);
+        assert_eq!(parse_memory("1xb"), None);
+    }
+
+    #[test]
+    fn immutable_and_unknown_settings_are_refused() {
+        let mut c = Config::default();
+        assert_eq!(c.set("port", "1"), Err(SetError::Immutable));
+        assert_eq!(c.set("nope", "1"), Err(SetError::Unknown));
+        assert!(c.set("maxmemory", "1gb").is_ok());
+        assert_eq!(c.maxmemory, 1 << 30);
     }
 }

@@ -199,9 +199,10 @@ fn section(s: &Session, name: &str, out: &mut String) {
         "commandstats" => {
             out.push_str("# Commandstats\r\n");
             let stats = server.stats.borrow();
-            let mut rows: Vec<_> = stats.commands.iter().collect();
-            rows.sort_by_key(|(k, _)| **k);
-            for ((cmd, sub), st) in rows {
+            let mut rows: Vec<_> = stats.commands.values().collect();
+            rows.sort_by_key(|st| st.name);
+            for st in rows {
+                let (cmd, sub) = st.name;
                 let name = if sub.is_empty() {
                     cmd.to_string()
                 } else {

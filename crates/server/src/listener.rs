@@ -19,10 +19,21 @@ use tracing::{info, warn};
 /// Per-command counters for INFO commandstats.
 #[derive(Default, Clone, Copy)]
 pub struct CmdStat {
+    /// Command and subcommand ("" for none), e.g. ("client", "list").
+    pub name: (&'static str, &'static str),
     pub calls: u64,
     pub usec: u64,
     pub rejected: u64,
     pub failed: u64,
+}
+
+impl CmdStat {
+    pub fn named(command: &'static str, sub: &'static str) -> CmdStat {
+        CmdStat {
+            name: (command, sub),
+            ..CmdStat::default()
+        }
+    }
 }
 
 /// Server-wide counters for INFO stats.
@@ -34,8 +45,8 @@ pub struct Stats {
     pub net_input_bytes: u64,
     pub net_output_bytes: u64,
     pub total_error_replies: u64,
-    /// Keyed by (command, subcommand or ""), e.g. ("client", "list").
-    pub commands: HashMap<(&'static str, &'static str), CmdStat, foldhash::fast::RandomState>,
+    /// Keyed by the address of the command's table entry.
+    pub commands: HashMap<usize, CmdStat, foldhash::fast::RandomState>,
     /// Keyed by the error code (`ERR`, `WRONGTYPE`).
     pub errors: HashMap<String, u64>,
 }
@@ -121,6 +132,7 @@ async fn serve(config: Config) -> std::io::Result<()> {
         tokio::task::spawn_local(accept_loop(server.clone(), listener));
     }
     tokio::task::spawn_local(expire_loop(server.clone()));
+    tokio::task::spawn_local(clients_cron(server.clone()));
     info!("Ready to accept connections tcp");
 
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -153,6 +165,25 @@ async fn accept_loop(server: Rc<Server>, listener: TcpListener) {
             continue;
         }
         tokio::task::spawn_local(session::run(server.clone(), stream, addr));
+    }
+}
+
+/// Closes clients idle for longer than `timeout` seconds (Redis's
+/// clientsCron), so a CONFIG SET timeout also reaches existing connections.
+async fn clients_cron(server: Rc<Server>) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let timeout = server.config.borrow().timeout;
+        if timeout == 0 {
+            continue;
+        }
+        let limit = Duration::from_secs(timeout);
+        let now = Instant::now();
+        for c in server.clients.borrow().iter() {
+            if now.duration_since(c.last_interaction.get()) > limit {
+                Clients::kill(c);
+            }
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! keeps request order because requests run one after another).
 
 use crate::clients::ClientInfo;
-use crate::listener::Server;
+use crate::listener::{CmdStat, Server};
 use bytes::{Bytes, BytesMut};
 use kvasir_core::table::{resolve, Flags, Handler};
 use kvasir_core::CommandSpec;
@@ -56,51 +56,46 @@ pub async fn run(server: Rc<Server>, mut stream: TcpStream, addr: SocketAddr) {
 }
 
 impl Session {
-    fn limits(&self) -> (Limits, usize, u64) {
+    fn limits(&self) -> (Limits, usize) {
         let c = self.server.config.borrow();
         let limits = Limits {
             max_bulk_len: c.proto_max_bulk_len,
+            unauthenticated: !self.authenticated,
             ..Limits::default()
         };
-        (limits, c.client_query_buffer_limit, c.timeout)
+        (limits, c.client_query_buffer_limit)
     }
 
     async fn serve(&mut self, stream: &mut TcpStream) {
         let mut inbuf = BytesMut::with_capacity(READ_CHUNK);
         let mut out = BytesMut::with_capacity(READ_CHUNK);
         loop {
-            let (limits, qbuf_limit, idle_timeout) = self.limits();
+            let (mut limits, qbuf_limit) = self.limits();
             if inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
                 inbuf.reserve(READ_CHUNK);
             }
-            let read = async {
-                if idle_timeout > 0 {
-                    tokio::time::timeout(
-                        Duration::from_secs(idle_timeout),
-                        stream.read_buf(&mut inbuf),
-                    )
-                    .await
-                    .unwrap_or(Ok(0))
-                } else {
-                    stream.read_buf(&mut inbuf).await
-                }
-            };
             let n = tokio::select! {
                 biased;
                 _ = self.info.kill.notified() => return,
-                r = read => match r {
+                r = stream.read_buf(&mut inbuf) => match r {
                     Ok(0) | Err(_) => return,
                     Ok(n) => n,
                 },
             };
             self.server.stats.borrow_mut().net_input_bytes += n as u64;
+            self.server.shard.borrow_mut().refresh_clock();
+            let mut clock = Instant::now();
+            self.info.last_interaction.set(clock);
             loop {
                 match parse_command(&mut inbuf, &limits) {
                     Ok(Parsed::Command(args)) => {
                         if args.is_empty() {
                             continue;
                         }
-                        self.handle(args, &mut out);
+                        clock = self.handle(args, &mut out, clock);
+                        // AUTH inside a pipeline lifts the limits for the
+                        // requests after it.
+                        limits.unauthenticated = !self.authenticated;
                         if self.close {
                             break;
                         }
@@ -113,7 +108,7 @@ impl Session {
                     }
                     Err(e) => {
                         tracing::debug!(client = self.info.id, "protocol error: {e}");
-                        encode(&Reply::error(e.reply_text()), self.proto, &mut out);
+                        out.extend_from_slice(&e.reply_line());
                         self.close = true;
                         break;
                     }
@@ -144,18 +139,20 @@ impl Session {
         }
     }
 
-    /// Runs one request and appends its reply to `out`.
-    pub fn handle(&mut self, args: Vec<Bytes>, out: &mut BytesMut) {
-        let start = Instant::now();
+    /// Runs one request started at `start` and appends its reply to `out`;
+    /// returns when it finished, which is when the next request starts (one
+    /// clock read per command).
+    pub fn handle(&mut self, args: Vec<Bytes>, out: &mut BytesMut, start: Instant) -> Instant {
         let (reply, spec) = match resolve(&args) {
             Err(e) => (e.to_reply(), None),
             Ok((spec, parent)) => (self.dispatch(spec, parent, &args), Some((spec, parent))),
         };
-        let elapsed = start.elapsed();
-        self.account(&args, spec, &reply, elapsed);
+        let end = Instant::now();
+        self.account(&args, spec, &reply, end - start);
         if !self.silent {
             encode(&reply, self.proto, out);
         }
+        end
     }
 
     fn dispatch(
@@ -192,7 +189,6 @@ impl Session {
         elapsed: Duration,
     ) {
         let micros = elapsed.as_micros() as u64;
-        self.info.last_interaction.set(Instant::now());
         {
             let mut stats = self.server.stats.borrow_mut();
             stats.total_commands_processed += 1;
@@ -202,11 +198,14 @@ impl Session {
                 *stats.errors.entry(code).or_insert(0) += 1;
             }
             if let Some((spec, parent)) = spec {
-                let key = match parent {
-                    Some(p) => (p.name, spec.name),
-                    None => (spec.name, ""),
-                };
-                let entry = stats.commands.entry(key).or_default();
+                // Keyed by the spec's address: no string hashing per call.
+                let entry = stats
+                    .commands
+                    .entry(spec as *const CommandSpec as usize)
+                    .or_insert_with(|| match parent {
+                        Some(p) => CmdStat::named(p.name, spec.name),
+                        None => CmdStat::named(spec.name, ""),
+                    });
                 entry.calls += 1;
                 entry.usec += micros;
                 if reply.is_error() {

@@ -13,6 +13,10 @@ pub struct Shard {
     store: Store,
     expire: ActiveExpire,
     seed: u64,
+    /// The time writes are stamped with, refreshed once per batch of
+    /// requests (as Redis caches its clock per event-loop iteration): the
+    /// clock is read once per read(2), not once per command.
+    clock_ms: u64,
 }
 
 /// Unix time in milliseconds.
@@ -29,6 +33,7 @@ impl Shard {
             store: Store::new(databases),
             expire: ActiveExpire::default(),
             seed: unix_ms() ^ 0x5eed_0f6b_7661_7372,
+            clock_ms: unix_ms(),
         }
     }
 
@@ -36,11 +41,16 @@ impl Shard {
         &self.store
     }
 
+    /// Reads the wall clock; called before each batch of commands.
+    pub fn refresh_clock(&mut self) {
+        self.clock_ms = unix_ms();
+    }
+
     /// The context of the next write: now, and a seed no earlier write used.
     fn next_ctx(&mut self) -> Ctx {
         self.seed = self.seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
         Ctx {
-            now_ms: unix_ms(),
+            now_ms: self.clock_ms,
             seed: self.seed,
         }
     }
@@ -58,7 +68,8 @@ impl Shard {
     /// One active-expiry cycle: choose expired keys (a read), then delete
     /// them through the write path. Returns how many keys were removed.
     pub fn active_expire_cycle(&mut self, max_visits: usize) -> usize {
-        let now = unix_ms();
+        self.refresh_clock();
+        let now = self.clock_ms;
         let picked = self.expire.collect(&self.store, now, max_visits);
         let mut removed = 0;
         for (db, keys) in picked {

@@ -1,0 +1,883 @@
+//! Server and introspection commands end to end: INFO sections and field
+//! names, CONFIG GET/SET, TIME, LASTSAVE, DBSIZE, SLOWLOG, COMMAND
+//! COUNT/INFO/DOCS/GETKEYS/LIST, maxclients and the `--config` TOML file,
+//! with the RESP2 and RESP3 reply shapes Redis 7.0 uses.
+
+mod common;
+
+use common::{query_err, Kvasir};
+use redis::{Connection, FromRedisValue, Value};
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+fn cmd(args: &[&str]) -> redis::Cmd {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c
+}
+
+fn q<T: FromRedisValue>(conn: &mut Connection, args: &[&str]) -> T {
+    cmd(args)
+        .query(conn)
+        .unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
+}
+
+fn err(conn: &mut Connection, args: &[&str]) -> String {
+    query_err(conn, &cmd(args))
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// INFO text as `field -> value`.
+fn info_fields(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.trim_end().to_string()))
+        .collect()
+}
+
+fn section_headers(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# "))
+        .map(|s| s.trim_end().to_string())
+        .collect()
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::VerbatimString { text, .. } => text.clone(),
+        Value::Okay => "OK".into(),
+        other => panic!("not a string: {other:?}"),
+    }
+}
+
+#[test]
+fn info_default_sections_and_fields() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let info: String = q(&mut c, &["INFO"]);
+    let headers = section_headers(&info);
+    for s in [
+        "Server",
+        "Clients",
+        "Memory",
+        "Persistence",
+        "Stats",
+        "Replication",
+        "CPU",
+        "Keyspace",
+    ] {
+        assert!(
+            headers.iter().any(|h| h == s),
+            "INFO lacks # {s}: {headers:?}"
+        );
+    }
+    assert!(
+        !headers.iter().any(|h| h == "Commandstats"),
+        "commandstats is not a default section"
+    );
+    assert!(info.contains("\r\n"), "INFO lines end with CRLF");
+    let f = info_fields(&info);
+    for name in [
+        "redis_version",
+        "redis_mode",
+        "process_id",
+        "tcp_port",
+        "uptime_in_seconds",
+        "connected_clients",
+        "maxclients",
+        "used_memory",
+        "used_memory_human",
+        "used_memory_rss",
+        "used_memory_peak",
+        "maxmemory",
+        "total_connections_received",
+        "total_commands_processed",
+        "expired_keys",
+        "keyspace_hits",
+        "keyspace_misses",
+        "role",
+    ] {
+        assert!(f.contains_key(name), "INFO lacks {name}");
+    }
+    assert!(
+        f["redis_version"].starts_with("7."),
+        "{}",
+        f["redis_version"]
+    );
+    assert_eq!(f["tcp_port"], server.port.to_string());
+    assert_eq!(f["role"], "master");
+    assert!(f["used_memory"].parse::<u64>().unwrap() > 0);
+    assert_eq!(f["process_id"], server.child.id().to_string());
+}
+
+#[test]
+fn info_single_and_multiple_sections() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let info: String = q(&mut c, &["INFO", "server"]);
+    assert_eq!(section_headers(&info), vec!["Server"]);
+    let info: String = q(&mut c, &["INFO", "MEMORY"]);
+    assert_eq!(section_headers(&info), vec!["Memory"]);
+    assert!(info_fields(&info).contains_key("used_memory"));
+    let info: String = q(&mut c, &["INFO", "clients", "stats"]);
+    assert_eq!(section_headers(&info), vec!["Clients", "Stats"]);
+    let all: String = q(&mut c, &["INFO", "all"]);
+    assert!(section_headers(&all).iter().any(|h| h == "Commandstats"));
+    let everything: String = q(&mut c, &["INFO", "everything"]);
+    assert!(section_headers(&everything)
+        .iter()
+        .any(|h| h == "Commandstats"));
+    let none: String = q(&mut c, &["INFO", "nosuchsection"]);
+    assert!(section_headers(&none).is_empty(), "{none}");
+}
+
+#[test]
+fn info_keyspace_counts_keys_and_expires() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let info: String = q(&mut c, &["INFO", "keyspace"]);
+    assert_eq!(section_headers(&info), vec!["Keyspace"]);
+    assert!(!info.contains("db0:"), "empty db listed: {info}");
+    let _: () = q(&mut c, &["SET", "a", "1"]);
+    let _: () = q(&mut c, &["SET", "b", "2", "EX", "100"]);
+    let _: () = q(&mut c, &["SELECT", "3"]);
+    let _: () = q(&mut c, &["SET", "c", "3"]);
+    let info: String = q(&mut c, &["INFO", "keyspace"]);
+    assert!(info.contains("db0:keys=2,expires=1,avg_ttl="), "{info}");
+    assert!(info.contains("db3:keys=1,expires=0,avg_ttl="), "{info}");
+    assert!(!info.contains("db1:"), "{info}");
+}
+
+#[test]
+fn info_commandstats_and_errorstats_count_calls() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let _: () = q(&mut c, &["SET", "k", "v"]);
+    let _: String = q(&mut c, &["GET", "k"]);
+    let _: Option<String> = q(&mut c, &["GET", "nope"]);
+    let _ = err(&mut c, &["INCR", "k"]);
+    let _ = err(&mut c, &["GET"]);
+    let info: String = q(&mut c, &["INFO", "commandstats"]);
+    assert_eq!(section_headers(&info), vec!["Commandstats"]);
+    let get = info
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_get:"))
+        .unwrap_or_else(|| panic!("no cmdstat_get: {info}"));
+    assert!(get.starts_with("calls=2,usec="), "{get}");
+    assert!(get.contains(",usec_per_call="), "{get}");
+    let incr = info
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_incr:"))
+        .expect("cmdstat_incr");
+    assert!(incr.contains("failed_calls=1"), "{incr}");
+    let _: Value = q(&mut c, &["CONFIG", "GET", "hz"]);
+    let info: String = q(&mut c, &["INFO", "commandstats"]);
+    assert!(
+        info.contains("cmdstat_config|get:calls=1,"),
+        "subcommands are listed as container|sub: {info}"
+    );
+    let stats: String = q(&mut c, &["INFO", "errorstats"]);
+    let f = info_fields(&stats);
+    let errs: u64 = f
+        .get("errorstat_ERR")
+        .and_then(|v| v.strip_prefix("count="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no errorstat_ERR: {stats}"));
+    assert!(errs >= 2, "{stats}");
+    let st: String = q(&mut c, &["INFO", "stats"]);
+    let f = info_fields(&st);
+    assert_eq!(f["keyspace_hits"], "1", "{st}");
+    assert_eq!(f["keyspace_misses"], "1", "{st}");
+}
+
+#[test]
+fn info_clients_counts_connections() {
+    let server = Kvasir::start(&["--maxclients", "50"]);
+    let mut c = server.conn();
+    let extra: Vec<Connection> = (0..3).map(|_| server.conn()).collect();
+    let f = info_fields(&q::<String>(&mut c, &["INFO", "clients"]));
+    assert_eq!(f["connected_clients"], "4");
+    assert_eq!(f["maxclients"], "50");
+    drop(extra);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let f = info_fields(&q::<String>(&mut c, &["INFO", "clients"]));
+        if f["connected_clients"] == "1" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "closed clients still counted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn info_is_verbatim_text_in_resp3() {
+    let server = Kvasir::start(&[]);
+    let mut r = server.raw_conn();
+    let two = r.cmd_str(&["INFO", "server"]);
+    assert!(two.starts_with('$'), "RESP2 INFO is a bulk string: {two:?}");
+    assert!(r.cmd_str(&["HELLO", "3"]).starts_with('%'));
+    let three = r.cmd_str(&["INFO", "server"]);
+    assert!(three.starts_with('='), "RESP3 INFO is verbatim: {three:?}");
+    assert!(three.contains("\r\ntxt:# Server\r\n"), "{three:?}");
+    let mut c3 = server.client_resp3().get_connection().unwrap();
+    let v: Value = q(&mut c3, &["INFO", "memory"]);
+    assert!(
+        matches!(&v, Value::VerbatimString { text, .. } if text.contains("used_memory:")),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn config_get_returns_pairs_in_resp2_and_a_map_in_resp3() {
+    let server = Kvasir::start(&["--maxclients", "123"]);
+    let mut c = server.conn();
+    let v: Value = q(&mut c, &["CONFIG", "GET", "maxclients"]);
+    assert_eq!(
+        v,
+        Value::Array(vec![
+            Value::BulkString(b"maxclients".to_vec()),
+            Value::BulkString(b"123".to_vec())
+        ])
+    );
+    let mut c3 = server.client_resp3().get_connection().unwrap();
+    let v: Value = q(&mut c3, &["CONFIG", "GET", "maxclients"]);
+    assert_eq!(
+        v,
+        Value::Map(vec![(
+            Value::BulkString(b"maxclients".to_vec()),
+            Value::BulkString(b"123".to_vec())
+        )])
+    );
+    let mut r = server.raw_conn();
+    assert_eq!(
+        r.cmd_str(&["CONFIG", "GET", "maxclients"]),
+        "*2\r\n$10\r\nmaxclients\r\n$3\r\n123\r\n"
+    );
+    assert!(r.cmd_str(&["HELLO", "3"]).starts_with('%'));
+    assert_eq!(
+        r.cmd_str(&["CONFIG", "GET", "maxclients"]),
+        "%1\r\n$10\r\nmaxclients\r\n$3\r\n123\r\n"
+    );
+    assert_eq!(r.cmd_str(&["CONFIG", "GET", "nosuchparam"]), "%0\r\n");
+}
+
+#[test]
+fn config_get_glob_and_several_patterns() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let m: HashMap<String, String> = q(&mut c, &["CONFIG", "GET", "slowlog-*"]);
+    assert_eq!(m.len(), 2, "{m:?}");
+    assert_eq!(m["slowlog-log-slower-than"], "10000");
+    assert_eq!(m["slowlog-max-len"], "128");
+    let m: HashMap<String, String> = q(&mut c, &["CONFIG", "GET", "*max*"]);
+    for k in [
+        "maxclients",
+        "maxmemory",
+        "maxmemory-policy",
+        "proto-max-bulk-len",
+    ] {
+        assert!(m.contains_key(k), "*max* lacks {k}: {m:?}");
+    }
+    assert!(m.keys().all(|k| k.contains("max")), "{m:?}");
+    let m: HashMap<String, String> = q(&mut c, &["CONFIG", "GET", "databases", "hz", "timeout"]);
+    assert_eq!(m.len(), 3, "{m:?}");
+    assert_eq!(m["databases"], "16");
+    assert_eq!(m["hz"], "10");
+    assert_eq!(m["timeout"], "0");
+    let m: HashMap<String, String> = q(&mut c, &["CONFIG", "GET", "nosuch*"]);
+    assert!(m.is_empty());
+    assert_eq!(
+        err(&mut c, &["CONFIG", "GET"]),
+        "ERR wrong number of arguments for 'config|get' command"
+    );
+}
+
+#[test]
+fn config_set_changes_mutable_parameters() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    assert_eq!(
+        q::<Value>(&mut c, &["CONFIG", "SET", "slowlog-max-len", "7"]),
+        Value::Okay
+    );
+    let m: HashMap<String, String> = q(&mut c, &["CONFIG", "GET", "slowlog-max-len"]);
+    assert_eq!(m["slowlog-max-len"], "7");
+    // Several pairs at once (Redis 7.0).
+    assert_eq!(
+        q::<Value>(&mut c, &["CONFIG", "SET", "timeout", "300", "hz", "20"]),
+        Value::Okay
+    );
+    let m: HashMap<String, String> = q(&mut c, &["CONFIG", "GET", "timeout", "hz"]);
+    assert_eq!(m["timeout"], "300");
+    assert_eq!(m["hz"], "20");
+    // Names are case-insensitive.
+    assert_eq!(
+        q::<Value>(&mut c, &["CONFIG", "SET", "MAXCLIENTS", "77"]),
+        Value::Okay
+    );
+    let m: HashMap<String, String> = q(&mut c, &["CONFIG", "GET", "maxclients"]);
+    assert_eq!(m["maxclients"], "77");
+}
+
+#[test]
+fn config_set_errors_for_immutable_unknown_and_invalid() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    assert_eq!(
+        err(&mut c, &["CONFIG", "SET", "databases", "4"]),
+        "ERR CONFIG SET failed (possibly related to argument 'databases') - can't set immutable config"
+    );
+    assert_eq!(
+        err(&mut c, &["CONFIG", "SET", "io-threads", "2"]),
+        "ERR CONFIG SET failed (possibly related to argument 'io-threads') - can't set immutable config"
+    );
+    assert_eq!(
+        err(&mut c, &["CONFIG", "SET", "nosuch", "1"]),
+        "ERR Unknown option or number of arguments for CONFIG SET - 'nosuch'"
+    );
+    assert_eq!(
+        err(&mut c, &["CONFIG", "SET", "timeout", "abc"]),
+        "ERR CONFIG SET failed (possibly related to argument 'timeout') - argument couldn't be parsed into an integer"
+    );
+    assert_eq!(
+        err(&mut c, &["CONFIG", "SET", "maxclients"]),
+        "ERR wrong number of arguments for 'config|set' command"
+    );
+    // An odd number of name/value arguments is a syntax error.
+    assert_eq!(
+        err(&mut c, &["CONFIG", "SET", "timeout", "5", "hz"]),
+        "ERR syntax error"
+    );
+    // A refused multi-pair SET changes nothing.
+    let e = err(
+        &mut c,
+        &["CONFIG", "SET", "slowlog-max-len", "9", "databases", "2"],
+    );
+    assert!(e.contains("can't set immutable config"), "{e}");
+    let m: HashMap<String, String> = q(&mut c, &["CONFIG", "GET", "slowlog-max-len"]);
+    assert_eq!(m["slowlog-max-len"], "128");
+    assert_eq!(
+        err(&mut c, &["CONFIG", "FOO"]),
+        "ERR unknown subcommand 'FOO'. Try CONFIG HELP."
+    );
+}
+
+#[test]
+fn config_set_accepts_memory_units() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    assert_eq!(
+        q::<Value>(&mut c, &["CONFIG", "SET", "maxmemory", "1mb"]),
+        Value::Okay
+    );
+    let m: HashMap<String, String> = q(&mut c, &["CONFIG", "GET", "maxmemory"]);
+    assert_eq!(m["maxmemory"], "1048576");
+    assert_eq!(
+        q::<Value>(&mut c, &["CONFIG", "SET", "maxmemory", "2gb"]),
+        Value::Okay
+    );
+    let m: HashMap<String, String> = q(&mut c, &["CONFIG", "GET", "maxmemory"]);
+    assert_eq!(m["maxmemory"], "2147483648");
+}
+
+#[test]
+fn time_returns_seconds_and_microseconds() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let before = now_secs();
+    let t: Vec<String> = q(&mut c, &["TIME"]);
+    let after = now_secs();
+    assert_eq!(t.len(), 2);
+    let secs: u64 = t[0].parse().unwrap();
+    let micros: u64 = t[1].parse().unwrap();
+    assert!(
+        secs >= before && secs <= after,
+        "{secs} not in {before}..{after}"
+    );
+    assert!(micros < 1_000_000);
+    let v: Value = q(&mut c, &["TIME"]);
+    assert!(
+        matches!(&v, Value::Array(items) if items.iter().all(|i| matches!(i, Value::BulkString(_)))),
+        "TIME is an array of two bulk strings: {v:?}"
+    );
+}
+
+#[test]
+fn lastsave_is_a_past_unix_time() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let t: u64 = q(&mut c, &["LASTSAVE"]);
+    let now = now_secs();
+    assert!(t <= now && t + 600 > now, "LASTSAVE {t}, now {now}");
+}
+
+#[test]
+fn slowlog_records_get_len_and_reset() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let _: () = q(&mut c, &["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    let _: () = q(&mut c, &["SLOWLOG", "RESET"]);
+    let _: () = q(&mut c, &["CLIENT", "SETNAME", "slowpoke"]);
+    let _: () = q(&mut c, &["SET", "foo", "bar"]);
+    let len: i64 = q(&mut c, &["SLOWLOG", "LEN"]);
+    assert_eq!(len, 3, "SLOWLOG RESET, CLIENT SETNAME and SET are logged");
+
+    let entries: Vec<Value> = q(&mut c, &["SLOWLOG", "GET"]);
+    assert!(entries.len() >= 3, "{entries:?}");
+    let Value::Array(first) = &entries[0] else {
+        panic!("entry is not an array: {:?}", entries[0])
+    };
+    assert_eq!(first.len(), 6, "{first:?}");
+    // id, timestamp, duration, arguments, client address, client name.
+    let id = i64::from_redis_value(first[0].clone()).unwrap();
+    let ts = u64::from_redis_value(first[1].clone()).unwrap();
+    let dur = i64::from_redis_value(first[2].clone()).unwrap();
+    let args = Vec::<String>::from_redis_value(first[3].clone()).unwrap();
+    assert!(dur >= 0);
+    assert!(ts.abs_diff(now_secs()) < 60, "{ts}");
+    // The newest entry is the SLOWLOG LEN before this GET.
+    assert_eq!(args, vec!["SLOWLOG", "LEN"]);
+    let Value::Array(second) = &entries[1] else {
+        panic!()
+    };
+    let second_id = i64::from_redis_value(second[0].clone()).unwrap();
+    assert_eq!(second_id, id - 1, "ids count down, newest first");
+    let args = Vec::<String>::from_redis_value(second[3].clone()).unwrap();
+    assert_eq!(args, vec!["SET", "foo", "bar"]);
+    let addr = text(&second[4]);
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+    assert_eq!(text(&second[5]), "slowpoke");
+
+    let one: Vec<Value> = q(&mut c, &["SLOWLOG", "GET", "1"]);
+    assert_eq!(one.len(), 1);
+    let all: Vec<Value> = q(&mut c, &["SLOWLOG", "GET", "-1"]);
+    assert!(all.len() >= 5, "{}", all.len());
+    assert_eq!(
+        err(&mut c, &["SLOWLOG", "GET", "-2"]),
+        "ERR count should be greater than or equal to -1"
+    );
+
+    assert_eq!(q::<Value>(&mut c, &["SLOWLOG", "RESET"]), Value::Okay);
+    // Only the RESET itself is in the log now.
+    assert_eq!(q::<i64>(&mut c, &["SLOWLOG", "LEN"]), 1);
+}
+
+#[test]
+fn slowlog_respects_threshold_and_max_len() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    // Only commands slower than the threshold are logged (1 s here, so
+    // that a busy test machine cannot make a PING look slow).
+    let _: () = q(
+        &mut c,
+        &["CONFIG", "SET", "slowlog-log-slower-than", "1000000"],
+    );
+    for _ in 0..20 {
+        let _: String = q(&mut c, &["PING"]);
+    }
+    assert_eq!(q::<i64>(&mut c, &["SLOWLOG", "LEN"]), 0);
+    let _: () = q(&mut c, &["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "slowlog-max-len", "10"]);
+    for _ in 0..50 {
+        let _: String = q(&mut c, &["PING"]);
+    }
+    assert_eq!(q::<i64>(&mut c, &["SLOWLOG", "LEN"]), 10);
+    // A negative threshold turns the log off.
+    let _: () = q(&mut c, &["SLOWLOG", "RESET"]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "slowlog-log-slower-than", "-1"]);
+    let len_after_config: i64 = q(&mut c, &["SLOWLOG", "LEN"]);
+    for _ in 0..20 {
+        let _: String = q(&mut c, &["PING"]);
+    }
+    assert_eq!(q::<i64>(&mut c, &["SLOWLOG", "LEN"]), len_after_config);
+}
+
+#[test]
+fn slowlog_truncates_long_argument_lists() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let _: () = q(&mut c, &["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    let mut del = redis::cmd("DEL");
+    for i in 0..40 {
+        del.arg(format!("k{i}"));
+    }
+    let _: i64 = del.query(&mut c).unwrap();
+    let long = "x".repeat(200);
+    let _: () = q(&mut c, &["SET", "k", &long]);
+    let entries: Vec<Vec<Value>> = q(&mut c, &["SLOWLOG", "GET", "2"]);
+    let set_args = Vec::<String>::from_redis_value(entries[0][3].clone()).unwrap();
+    assert_eq!(
+        set_args[2],
+        format!("{}... (72 more bytes)", "x".repeat(128))
+    );
+    let del_args = Vec::<String>::from_redis_value(entries[1][3].clone()).unwrap();
+    assert_eq!(del_args.len(), 32);
+    assert_eq!(del_args[31], "... (10 more arguments)");
+    assert_eq!(del_args[30], "k29");
+}
+
+#[test]
+fn command_count_list_and_info() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let count: i64 = q(&mut c, &["COMMAND", "COUNT"]);
+    assert!(count > 50, "COMMAND COUNT {count}");
+    // COMMAND LIST names subcommands too (`config|get`); COUNT does not.
+    let names: Vec<String> = q(&mut c, &["COMMAND", "LIST"]);
+    for n in [
+        "get",
+        "set",
+        "del",
+        "scan",
+        "client",
+        "config",
+        "info",
+        "ping",
+        "config|get",
+        "client|list",
+        "object|encoding",
+    ] {
+        assert!(names.iter().any(|x| x == n), "COMMAND LIST lacks {n}");
+    }
+    let top = names.iter().filter(|n| !n.contains('|')).count();
+    assert_eq!(top as i64, count);
+    let all: Vec<Value> = q(&mut c, &["COMMAND"]);
+    assert_eq!(all.len() as i64, count);
+
+    let info: Vec<Value> = q(&mut c, &["COMMAND", "INFO", "get", "MSET", "nosuch"]);
+    assert_eq!(info.len(), 3);
+    let Value::Array(get) = &info[0] else {
+        panic!("{:?}", info[0])
+    };
+    assert_eq!(text(&get[0]), "get");
+    assert_eq!(get[1], Value::Int(2));
+    let flags = Vec::<String>::from_redis_value(get[2].clone()).unwrap();
+    assert!(
+        flags.contains(&"readonly".into()) && flags.contains(&"fast".into()),
+        "{flags:?}"
+    );
+    assert_eq!(
+        (&get[3], &get[4], &get[5]),
+        (&Value::Int(1), &Value::Int(1), &Value::Int(1))
+    );
+    let acl = Vec::<String>::from_redis_value(get[6].clone()).unwrap();
+    assert!(
+        acl.contains(&"@read".into()) && acl.contains(&"@string".into()),
+        "{acl:?}"
+    );
+    let Value::Array(mset) = &info[1] else {
+        panic!()
+    };
+    assert_eq!(text(&mset[0]), "mset");
+    assert_eq!(mset[1], Value::Int(-3));
+    assert_eq!(
+        (&mset[3], &mset[4], &mset[5]),
+        (&Value::Int(1), &Value::Int(-1), &Value::Int(2))
+    );
+    assert_eq!(info[2], Value::Nil);
+
+    // Subcommands by their full name.
+    let info: Vec<Value> = q(&mut c, &["COMMAND", "INFO", "config|get"]);
+    let Value::Array(cg) = &info[0] else {
+        panic!("{info:?}")
+    };
+    assert_eq!(text(&cg[0]), "config|get");
+}
+
+#[test]
+fn command_info_unknown_name_is_a_null_bulk_in_resp2() {
+    let server = Kvasir::start(&[]);
+    let mut r = server.raw_conn();
+    // Redis's addReplyCommandInfo sends addReplyNull: $-1 in RESP2.
+    assert_eq!(r.cmd_str(&["COMMAND", "INFO", "nosuch"]), "*1\r\n$-1\r\n");
+    assert!(r.cmd_str(&["HELLO", "3"]).starts_with('%'));
+    assert_eq!(r.cmd_str(&["COMMAND", "INFO", "nosuch"]), "*1\r\n_\r\n");
+}
+
+#[test]
+fn command_docs_in_resp2_and_resp3() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let v: Value = q(&mut c, &["COMMAND", "DOCS", "get"]);
+    let Value::Array(items) = &v else {
+        panic!("RESP2 COMMAND DOCS is a flat array: {v:?}")
+    };
+    assert_eq!(items.len(), 2);
+    assert_eq!(text(&items[0]), "get");
+    let Value::Array(doc) = &items[1] else {
+        panic!("{v:?}")
+    };
+    let doc: HashMap<String, Value> = doc.chunks(2).map(|p| (text(&p[0]), p[1].clone())).collect();
+    assert!(text(&doc["summary"]).len() > 5);
+    assert_eq!(text(&doc["since"]), "1.0.0");
+    assert_eq!(text(&doc["group"]), "string");
+
+    let mut c3 = server.client_resp3().get_connection().unwrap();
+    let v: Value = q(&mut c3, &["COMMAND", "DOCS", "set", "nosuch"]);
+    let Value::Map(pairs) = &v else {
+        panic!("RESP3 COMMAND DOCS is a map: {v:?}")
+    };
+    assert_eq!(pairs.len(), 1, "unknown names are skipped");
+    assert_eq!(text(&pairs[0].0), "set");
+    assert!(matches!(pairs[0].1, Value::Map(_)), "{v:?}");
+}
+
+#[test]
+fn command_getkeys_extracts_key_arguments() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let keys: Vec<String> = q(&mut c, &["COMMAND", "GETKEYS", "MSET", "a", "1", "b", "2"]);
+    assert_eq!(keys, vec!["a", "b"]);
+    let keys: Vec<String> = q(&mut c, &["COMMAND", "GETKEYS", "get", "k"]);
+    assert_eq!(keys, vec!["k"]);
+    let keys: Vec<String> = q(&mut c, &["COMMAND", "GETKEYS", "DEL", "x", "y", "z"]);
+    assert_eq!(keys, vec!["x", "y", "z"]);
+    let keys: Vec<String> = q(&mut c, &["COMMAND", "GETKEYS", "RENAME", "src", "dst"]);
+    assert_eq!(keys, vec!["src", "dst"]);
+    let keys: Vec<String> = q(
+        &mut c,
+        &["COMMAND", "GETKEYS", "SET", "key", "v", "EX", "10"],
+    );
+    assert_eq!(keys, vec!["key"]);
+    // GETKEYS needs a command and at least one argument.
+    assert_eq!(
+        err(&mut c, &["COMMAND", "GETKEYS", "GET"]),
+        "ERR wrong number of arguments for 'command|getkeys' command"
+    );
+    assert_eq!(
+        err(&mut c, &["COMMAND", "GETKEYS", "GET", "a", "b"]),
+        "ERR Invalid number of arguments specified for command"
+    );
+    assert_eq!(
+        err(&mut c, &["COMMAND", "GETKEYS", "nosuch", "a"]),
+        "ERR Invalid command specified"
+    );
+    assert_eq!(
+        err(&mut c, &["COMMAND", "GETKEYS", "PING", "x"]),
+        "ERR The command has no key arguments"
+    );
+}
+
+#[test]
+fn maxclients_refuses_extra_connections() {
+    let server = Kvasir::start(&["--maxclients", "2"]);
+    let mut first = server.raw_conn();
+    let mut second = server.raw_conn();
+    assert_eq!(first.cmd_str(&["PING"]), "+PONG\r\n");
+    assert_eq!(second.cmd_str(&["PING"]), "+PONG\r\n");
+    let mut third = server.raw_conn();
+    let (bytes, closed) = third.read_until_close(Duration::from_secs(5));
+    assert_eq!(
+        String::from_utf8_lossy(&bytes),
+        "-ERR max number of clients reached\r\n"
+    );
+    assert!(closed, "refused connection left open");
+    // The two admitted connections still work.
+    assert_eq!(first.cmd_str(&["PING"]), "+PONG\r\n");
+    let info = second.cmd_str(&["INFO", "stats"]);
+    assert!(info.contains("rejected_connections:1\r\n"), "{info}");
+    // Once one leaves, a newcomer gets in.
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut r = server.raw_conn();
+        r.send(&common::encode_cmd(&[b"PING"]));
+        if r.read_reply_within(Duration::from_secs(2)).as_deref() == Some(b"+PONG\r\n") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "slot was never freed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn config_file_sets_requirepass_and_databases() {
+    let dir = std::env::temp_dir().join(format!(
+        "kvasir-config-test-{}-{}",
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("kvasir.toml");
+    std::fs::write(
+        &file,
+        "requirepass = \"x\"\ndatabases = 4\nslowlog-max-len = 42\n",
+    )
+    .unwrap();
+    let server = Kvasir::start(&["--config", file.to_str().unwrap()]);
+    let mut r = server.raw_conn();
+    assert_eq!(
+        r.cmd_str(&["GET", "k"]),
+        "-NOAUTH Authentication required.\r\n"
+    );
+    assert_eq!(r.cmd_str(&["AUTH", "x"]), "+OK\r\n");
+    assert_eq!(r.cmd_str(&["SELECT", "3"]), "+OK\r\n");
+    assert_eq!(
+        r.cmd_str(&["SELECT", "4"]),
+        "-ERR DB index is out of range\r\n"
+    );
+    assert_eq!(
+        r.cmd_str(&["CONFIG", "GET", "databases"]),
+        "*2\r\n$9\r\ndatabases\r\n$1\r\n4\r\n"
+    );
+    assert_eq!(
+        r.cmd_str(&["CONFIG", "GET", "slowlog-max-len"]),
+        "*2\r\n$15\r\nslowlog-max-len\r\n$2\r\n42\r\n"
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn command_line_flags_override_the_config_file() {
+    let dir = std::env::temp_dir().join(format!(
+        "kvasir-config-override-{}-{}",
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("kvasir.toml");
+    std::fs::write(&file, "requirepass = \"x\"\ndatabases = 4\n").unwrap();
+    let server = Kvasir::start(&[
+        "--config",
+        file.to_str().unwrap(),
+        "--requirepass",
+        "y",
+        "--databases",
+        "8",
+    ]);
+    let mut r = server.raw_conn();
+    assert!(r.cmd_str(&["AUTH", "x"]).starts_with("-WRONGPASS"));
+    assert_eq!(r.cmd_str(&["AUTH", "y"]), "+OK\r\n");
+    assert_eq!(r.cmd_str(&["SELECT", "7"]), "+OK\r\n");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_config_file_is_refused_at_start() {
+    let dir = std::env::temp_dir().join(format!(
+        "kvasir-config-bad-{}-{}",
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("kvasir.toml");
+    std::fs::write(&file, "no-such-setting = 1\n").unwrap();
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_kvasir"))
+        .args(["server", "--port", "0", "--config"])
+        .arg(&file)
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!status.success(), "unknown settings must be refused");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn dbsize_and_memory_usage_from_a_second_client() {
+    let server = Kvasir::start(&[]);
+    let mut a = server.conn();
+    let mut b = server.conn();
+    let _: () = q(&mut a, &["MSET", "x", "1", "y", "2"]);
+    assert_eq!(q::<i64>(&mut b, &["DBSIZE"]), 2);
+    let usage: i64 = q(&mut b, &["MEMORY", "USAGE", "x"]);
+    assert!(usage > 0);
+    assert_eq!(
+        err(&mut b, &["MEMORY", "USAGE", "x", "SAMPLES"]),
+        "ERR syntax error"
+    );
+}
+
+#[test]
+fn config_set_maxclients_applies_at_run_time() {
+    let server = Kvasir::start(&[]);
+    let mut admin = server.raw_conn();
+    let mut other = server.raw_conn();
+    assert_eq!(other.cmd_str(&["PING"]), "+PONG\r\n");
+    assert_eq!(
+        admin.cmd_str(&["CONFIG", "SET", "maxclients", "2"]),
+        "+OK\r\n"
+    );
+    let mut third = server.raw_conn();
+    let (bytes, closed) = third.read_until_close(Duration::from_secs(5));
+    assert_eq!(
+        String::from_utf8_lossy(&bytes),
+        "-ERR max number of clients reached\r\n"
+    );
+    assert!(closed);
+    assert_eq!(admin.cmd_str(&["PING"]), "+PONG\r\n");
+    assert_eq!(other.cmd_str(&["PING"]), "+PONG\r\n");
+}
+
+#[test]
+fn config_resetstat_clears_command_and_error_stats() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let _: Option<String> = q(&mut c, &["GET", "k"]);
+    let _ = err(&mut c, &["GET"]);
+    assert_eq!(q::<Value>(&mut c, &["CONFIG", "RESETSTAT"]), Value::Okay);
+    let info: String = q(&mut c, &["INFO", "commandstats"]);
+    assert!(!info.contains("cmdstat_get:"), "{info}");
+    let info: String = q(&mut c, &["INFO", "errorstats"]);
+    assert!(!info.contains("errorstat_ERR"), "{info}");
+    let f = info_fields(&q::<String>(&mut c, &["INFO", "stats"]));
+    let processed: u64 = f["total_commands_processed"].parse().unwrap();
+    assert!(processed <= 3, "total_commands_processed:{processed}");
+    assert_eq!(f["keyspace_misses"], "0");
+}
+
+#[test]
+fn info_used_memory_follows_the_data() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let used = |c: &mut Connection| -> u64 {
+        info_fields(&q::<String>(c, &["INFO", "memory"]))["used_memory"]
+            .parse()
+            .unwrap()
+    };
+    let before = used(&mut c);
+    let _: () = redis::cmd("SET")
+        .arg("big")
+        .arg(vec![7u8; 10 * 1024 * 1024])
+        .query(&mut c)
+        .unwrap();
+    let with = used(&mut c);
+    assert!(
+        with >= before + 10 * 1024 * 1024,
+        "used_memory {before} -> {with} after a 10 MB SET"
+    );
+    let _: i64 = q(&mut c, &["DEL", "big"]);
+    let without = used(&mut c);
+    assert!(
+        without + 5 * 1024 * 1024 < with,
+        "used_memory {with} -> {without} after DEL"
+    );
+    let f = info_fields(&q::<String>(&mut c, &["INFO", "memory"]));
+    let peak: u64 = f["used_memory_peak"].parse().unwrap();
+    assert!(peak >= with, "peak {peak} < {with}");
+}
