@@ -69,6 +69,11 @@ impl Session {
     async fn serve(&mut self, stream: &mut TcpStream) {
         let mut inbuf = BytesMut::with_capacity(READ_CHUNK);
         let mut out = BytesMut::with_capacity(READ_CHUNK);
+        // Created once: polling a fresh `notified()` every read would
+        // register a waiter (a lock) per request.
+        let info = self.info.clone();
+        let kill = info.kill.notified();
+        tokio::pin!(kill);
         loop {
             let (mut limits, qbuf_limit) = self.limits();
             if inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
@@ -76,7 +81,7 @@ impl Session {
             }
             let n = tokio::select! {
                 biased;
-                _ = self.info.kill.notified() => return,
+                _ = &mut kill => return,
                 r = stream.read_buf(&mut inbuf) => match r {
                     Ok(0) | Err(_) => return,
                     Ok(n) => n,
