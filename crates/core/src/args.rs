@@ -37,6 +37,21 @@ pub fn parse_f64(b: &[u8]) -> Result<f64, CmdError> {
     Ok(v)
 }
 
+/// Parses a blocking command's timeout (seconds, fractions allowed) into
+/// milliseconds, with Redis's errors; 0 means wait forever.
+pub fn parse_timeout(b: &[u8]) -> Result<u64, CmdError> {
+    let secs =
+        parse_f64(b).map_err(|_| CmdError::other("ERR timeout is not a float or out of range"))?;
+    if secs < 0.0 {
+        return Err(CmdError::other("ERR timeout is negative"));
+    }
+    let ms = (secs * 1000.0).ceil();
+    if !ms.is_finite() || ms > (i64::MAX / 2) as f64 {
+        return Err(CmdError::other("ERR timeout is out of range"));
+    }
+    Ok(ms as u64)
+}
+
 /// Case-insensitive comparison of an argument with an ASCII keyword.
 pub fn eq_ic(arg: &[u8], keyword: &str) -> bool {
     arg.eq_ignore_ascii_case(keyword.as_bytes())
@@ -68,5 +83,21 @@ mod tests {
         assert_eq!(parse_f64(b"nan"), Err(CmdError::NotFloat));
         assert_eq!(parse_f64(b"abc"), Err(CmdError::NotFloat));
         assert_eq!(parse_f64(b" 1"), Err(CmdError::NotFloat));
+    }
+
+    #[test]
+    fn timeouts_like_redis() {
+        assert_eq!(parse_timeout(b"0"), Ok(0));
+        assert_eq!(parse_timeout(b"0.5"), Ok(500));
+        assert_eq!(parse_timeout(b"2"), Ok(2000));
+        assert_eq!(
+            parse_timeout(b"-1").map_err(|e| e.text()),
+            Err("ERR timeout is negative".into())
+        );
+        assert_eq!(
+            parse_timeout(b"abc").map_err(|e| e.text()),
+            Err("ERR timeout is not a float or out of range".into())
+        );
+        assert!(parse_timeout(b"inf").is_err());
     }
 }

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 pub type CmdResult = Result<Reply, CmdError>;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum CmdError {
     WrongType,
     NotInteger,
@@ -28,6 +28,22 @@ pub enum CmdError {
     },
     /// Any other error: the full text, error code included (`ERR ...`).
     Other(Cow<'static, str>),
+    /// Not a failure: a blocking command (BLPOP, BZPOPMIN...) found nothing
+    /// to serve. The server parks the client on the keys and runs the
+    /// command again when one is written; inside MULTI, or at the timeout,
+    /// the client gets `on_timeout` instead.
+    WouldBlock(Box<BlockOn>),
+}
+
+/// What a blocked command waits for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockOn {
+    /// The keys whose writes may unblock the command.
+    pub keys: Vec<bytes::Bytes>,
+    /// Milliseconds to wait; 0 means forever.
+    pub timeout_ms: u64,
+    /// The reply at the timeout (a nil array for BLPOP, a nil for BLMOVE).
+    pub on_timeout: Reply,
 }
 
 impl CmdError {
@@ -62,11 +78,17 @@ impl CmdError {
             )
             .into(),
             CmdError::Other(text) => text.clone(),
+            CmdError::WouldBlock(_) => "ERR blocking command reached a non-blocking path".into(),
         }
     }
 
     pub fn to_reply(&self) -> Reply {
-        Reply::Error(self.text())
+        match self {
+            // Where blocking is not possible (MULTI), a blocking command
+            // that finds nothing answers as if it timed out, like Redis.
+            CmdError::WouldBlock(on) => on.on_timeout.clone(),
+            _ => Reply::Error(self.text()),
+        }
     }
 }
 

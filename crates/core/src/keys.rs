@@ -551,6 +551,10 @@ pub fn encoding_name(v: &Value) -> &'static str {
         Value::Int(_) => "int",
         Value::Str(s) if s.len() <= EMBSTR_MAX_LEN => "embstr",
         Value::Str(_) | Value::Raw(_) => "raw",
+        Value::List(l) => l.encoding(),
+        Value::Hash(h) => h.encoding(),
+        Value::Set(s) => s.encoding(),
+        Value::ZSet(z) => z.encoding(),
     }
 }
 

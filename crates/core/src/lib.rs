@@ -10,7 +10,8 @@
 //!   Raft the leader), so replicas applying the same sequence end identical.
 //! - [`error`]: typed command errors, rendered as Redis error text only at
 //!   the edge ([`CmdError::to_reply`]).
-//! - Families: [`string`], [`keys`], [`server`] (keyspace-level server
+//! - Families: [`string`], [`keys`], [`list`], [`hash`], [`set`], [`zset`],
+//!   [`server`] (keyspace-level server
 //!   commands), [`connection`] (commands answered by the session layer; only
 //!   their table entries live here).
 //!
@@ -21,11 +22,15 @@ pub mod connection;
 pub mod error;
 pub mod expire;
 pub mod glob;
+pub mod hash;
 pub mod keys;
+pub mod list;
 pub mod server;
+pub mod set;
 pub mod store;
 pub mod string;
 pub mod table;
+pub mod zset;
 
 pub use error::CmdError;
 pub use store::{Ctx, Store, DEFAULT_DATABASES};

@@ -106,9 +106,40 @@ pub struct CommandSpec {
     pub summary: &'static str,
     pub handler: Handler,
     pub subcommands: &'static [CommandSpec],
+    /// For commands whose keys the first/last/step range cannot describe
+    /// (a `numkeys` argument: LMPOP, ZUNIONSTORE...): finds the key indexes
+    /// of an invocation. Such commands are flagged MOVABLEKEYS.
+    pub key_finder: Option<fn(&[Bytes]) -> Vec<usize>>,
+}
+
+/// Key finder for `CMD ... numkeys key [key ...] ...` with numkeys at
+/// index `POS`: the keys are the `numkeys` arguments after it.
+pub fn keys_after_numkeys<const POS: usize>(args: &[Bytes]) -> Vec<usize> {
+    let n = args
+        .get(POS)
+        .and_then(|a| std::str::from_utf8(a).ok())
+        .and_then(|s| s.parse::<usize>().ok())
+        .unwrap_or(0);
+    (POS + 1..(POS + 1).saturating_add(n).min(args.len())).collect()
+}
+
+/// Key finder for `CMD destination numkeys key [key ...]`: the destination
+/// at index 1, then the keys after numkeys at index 2.
+pub fn dest_and_keys_after_numkeys(args: &[Bytes]) -> Vec<usize> {
+    let mut keys = vec![1];
+    keys.extend(keys_after_numkeys::<2>(args));
+    keys
 }
 
 impl CommandSpec {
+    /// Indexes of the key arguments of this invocation.
+    pub fn keys_of(&self, args: &[Bytes]) -> Vec<usize> {
+        match self.key_finder {
+            Some(find) => find(args),
+            None => self.key_indexes(args.len()),
+        }
+    }
+
     pub fn is_write(&self) -> bool {
         self.flags.contains(Flags::WRITE)
     }
@@ -283,6 +314,7 @@ pub const fn cmd(
         summary,
         handler,
         subcommands: &[],
+        key_finder: None,
     }
 }
 
@@ -310,6 +342,7 @@ pub const fn container(
         summary,
         handler: Handler::Container,
         subcommands,
+        key_finder: None,
     }
 }
 
@@ -319,10 +352,14 @@ pub fn help_reply(lines: &[&'static str]) -> Reply {
 }
 
 /// Every family's commands, in a fixed order.
-pub fn families() -> [&'static [CommandSpec]; 4] {
+pub fn families() -> [&'static [CommandSpec]; 8] {
     [
         crate::string::COMMANDS,
         crate::keys::COMMANDS,
+        crate::list::COMMANDS,
+        crate::hash::COMMANDS,
+        crate::set::COMMANDS,
+        crate::zset::COMMANDS,
         crate::server::COMMANDS,
         crate::connection::COMMANDS,
     ]

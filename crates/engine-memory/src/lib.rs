@@ -14,7 +14,15 @@
 //! stores entries and answers lookups.
 
 mod db;
+pub mod hash;
+pub mod list;
+pub mod set;
 pub mod value;
+pub mod zset;
 
 pub use db::{Db, Entry};
+pub use hash::Hash;
+pub use list::List;
+pub use set::Set;
 pub use value::{CompactBytes, Value};
+pub use zset::ZSet;

@@ -1,5 +1,6 @@
 //! Stored values and their compact byte representation.
 
+use crate::{Hash, List, Set, ZSet};
 use smallvec::SmallVec;
 
 /// Bytes stored inline when they fit in 16 bytes, on the heap otherwise.
@@ -15,6 +16,11 @@ pub enum Value {
     /// "raw" whatever their length, so the distinction is observable.
     Raw(CompactBytes),
     Int(i64),
+    // Collections are boxed so that a string entry stays small.
+    List(Box<List>),
+    Hash(Box<Hash>),
+    Set(Box<Set>),
+    ZSet(Box<ZSet>),
 }
 
 impl Value {
@@ -31,7 +37,11 @@ impl Value {
     pub fn heap_size(&self) -> usize {
         match self {
             Value::Str(s) | Value::Raw(s) if s.spilled() => s.capacity(),
-            _ => 0,
+            Value::Str(_) | Value::Raw(_) | Value::Int(_) => 0,
+            Value::List(l) => std::mem::size_of::<List>() + l.heap_size(),
+            Value::Hash(h) => std::mem::size_of::<Hash>() + h.heap_size(),
+            Value::Set(s) => std::mem::size_of::<Set>() + s.heap_size(),
+            Value::ZSet(z) => std::mem::size_of::<ZSet>() + z.heap_size(),
         }
     }
 
@@ -39,6 +49,10 @@ impl Value {
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::Str(_) | Value::Raw(_) | Value::Int(_) => "string",
+            Value::List(_) => "list",
+            Value::Hash(_) => "hash",
+            Value::Set(_) => "set",
+            Value::ZSet(_) => "zset",
         }
     }
 }

@@ -529,7 +529,7 @@ fn command(sub: &str, args: &[Bytes]) -> AdminResult {
                 }
                 Err(_) => return Err(CmdError::other("ERR Invalid command specified")),
             };
-            let keys = spec.key_indexes(target.len());
+            let keys = spec.keys_of(target);
             if keys.is_empty() {
                 return Err(CmdError::other("ERR The command has no key arguments"));
             }
