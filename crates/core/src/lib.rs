@@ -33,5 +33,5 @@ pub mod table;
 pub mod zset;
 
 pub use error::CmdError;
-pub use store::{Ctx, Store, DEFAULT_DATABASES};
+pub use store::{Ctx, EncodingLimits, Store, DEFAULT_DATABASES};
 pub use table::{lookup, CommandSpec, Handler};

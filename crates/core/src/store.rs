@@ -46,9 +46,43 @@ pub struct Stats {
     pub keyspace_misses: Cell<u64>,
 }
 
+/// Thresholds at which small collections switch from their compact
+/// encoding (listpack, intset) to an indexed one; Redis's settings of the
+/// same names. Part of the state machine (a replicated CONFIG SET changes
+/// them), so every replica converts at the same moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncodingLimits {
+    pub hash_max_listpack_entries: usize,
+    pub hash_max_listpack_value: usize,
+    pub set_max_intset_entries: usize,
+    pub set_max_listpack_entries: usize,
+    pub set_max_listpack_value: usize,
+    pub zset_max_listpack_entries: usize,
+    pub zset_max_listpack_value: usize,
+    /// Redis's list-max-listpack-size: positive = entries per node,
+    /// negative = -1..-5 for 4 KB..64 KB per node.
+    pub list_max_listpack_size: i64,
+}
+
+impl Default for EncodingLimits {
+    fn default() -> Self {
+        EncodingLimits {
+            hash_max_listpack_entries: 128,
+            hash_max_listpack_value: 64,
+            set_max_intset_entries: 512,
+            set_max_listpack_entries: 128,
+            set_max_listpack_value: 64,
+            zset_max_listpack_entries: 128,
+            zset_max_listpack_value: 64,
+            list_max_listpack_size: -2,
+        }
+    }
+}
+
 pub struct Store {
     dbs: Vec<Db>,
     pub stats: Stats,
+    pub limits: EncodingLimits,
 }
 
 impl Default for Store {
@@ -62,6 +96,7 @@ impl Store {
         Store {
             dbs: (0..databases.max(1)).map(|_| Db::new()).collect(),
             stats: Stats::default(),
+            limits: EncodingLimits::default(),
         }
     }
 
