@@ -8,6 +8,8 @@ use crate::table::{cmd, container, CommandSpec, Flags, Handler};
 const S: Handler = Handler::Session;
 const NONE: (i32, i32, i32) = (0, 0, 0);
 const CONN: &str = "connection";
+const TRANSACTIONS: &str = "transactions";
+const PUBSUB: &str = "pubsub";
 const SRV: &str = "server";
 
 const FAST_STALE: Flags = Flags::FAST.union(Flags::STALE).union(Flags::LOADING);
@@ -67,6 +69,24 @@ const SLOWLOG_SUBS: &[CommandSpec] = &[
 ];
 
 #[rustfmt::skip]
+const PUBSUB_SUBS: &[CommandSpec] = &[
+    sub("channels", -2, Flags::PUBSUB.union(Flags::LOADING).union(Flags::STALE), &["pubsub", "slow"], PUBSUB, "Returns the active channels."),
+    sub("numsub", -2, Flags::PUBSUB.union(Flags::LOADING).union(Flags::STALE), &["pubsub", "slow"], PUBSUB, "Returns a count of subscribers to channels."),
+    sub("numpat", 2, Flags::PUBSUB.union(Flags::LOADING).union(Flags::STALE), &["pubsub", "slow"], PUBSUB, "Returns a count of unique pattern subscriptions."),
+    sub("help", 2, FAST_STALE, &["slow"], PUBSUB, "Returns helpful text about the different subcommands."),
+];
+
+const TXN: Flags = Flags::NOSCRIPT
+    .union(Flags::LOADING)
+    .union(Flags::STALE)
+    .union(Flags::FAST)
+    .union(Flags::ALLOW_BUSY);
+const SUBSCRIBE: Flags = Flags::PUBSUB
+    .union(Flags::NOSCRIPT)
+    .union(Flags::LOADING)
+    .union(Flags::STALE);
+
+#[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("ping", -1, FAST_STALE, NONE, &["fast", "connection"], CONN, "1.0.0", "Returns the server's liveliness response.", S),
     cmd("echo", 2, FAST_STALE, NONE, &["fast", "connection"], CONN, "1.0.0", "Returns the given string.", S),
@@ -79,6 +99,17 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("info", -1, Flags::LOADING.union(Flags::STALE), NONE, &["slow", "dangerous"], SRV, "1.0.0", "Returns information and statistics about the server.", S),
     container("config", -2, &["slow"], SRV, "2.4.0", "A container for server configuration commands.", CONFIG_SUBS),
     container("command", -1, &["slow", "connection"], SRV, "2.4.0", "Returns detailed information about all commands.", COMMAND_SUBS),
+    cmd("multi", 1, TXN, NONE, &["fast", "transaction"], TRANSACTIONS, "1.2.0", "Starts a transaction.", S),
+    cmd("exec", 1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::SKIP_SLOWLOG), NONE, &["slow", "transaction"], TRANSACTIONS, "1.2.0", "Executes all commands in a transaction.", S),
+    cmd("discard", 1, TXN, NONE, &["fast", "transaction"], TRANSACTIONS, "2.0.0", "Discards a transaction.", S),
+    cmd("watch", -2, TXN, (1, -1, 1), &["fast", "transaction"], TRANSACTIONS, "2.2.0", "Monitors changes to keys to determine the execution of a transaction.", S),
+    cmd("unwatch", 1, TXN, NONE, &["fast", "transaction"], TRANSACTIONS, "2.2.0", "Forgets about watched keys of a transaction.", S),
+    cmd("subscribe", -2, SUBSCRIBE, NONE, &["pubsub", "slow"], PUBSUB, "2.0.0", "Listens for messages published to channels.", S),
+    cmd("unsubscribe", -1, SUBSCRIBE, NONE, &["pubsub", "slow"], PUBSUB, "2.0.0", "Stops listening to messages posted to channels.", S),
+    cmd("psubscribe", -2, SUBSCRIBE, NONE, &["pubsub", "slow"], PUBSUB, "2.0.0", "Listens for messages published to channels that match one or more patterns.", S),
+    cmd("punsubscribe", -1, SUBSCRIBE, NONE, &["pubsub", "slow"], PUBSUB, "2.0.0", "Stops listening to messages published to channels that match one or more patterns.", S),
+    cmd("publish", 3, Flags::PUBSUB.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::MAY_REPLICATE), NONE, &["pubsub", "fast"], PUBSUB, "2.0.0", "Posts a message to a channel.", S),
+    container("pubsub", -2, &["slow"], PUBSUB, "2.8.0", "A container for Pub/Sub commands.", PUBSUB_SUBS),
     container("slowlog", -2, &["slow"], SRV, "2.4.0", "A container for slow log commands.", SLOWLOG_SUBS),
     cmd("time", 1, FAST_STALE, NONE, &["fast"], SRV, "2.6.0", "Returns the server time.", S),
     cmd("lastsave", 1, FAST_STALE, NONE, &["admin", "fast", "dangerous"], SRV, "1.0.0", "Returns the Unix timestamp of the last successful save to disk.", S),

@@ -5,7 +5,7 @@
 
 use crate::clients::Clients;
 use crate::config::SetError;
-use crate::session::Session;
+use crate::session::{Outcome, Session};
 use bytes::Bytes;
 use kvasir_core::args::{eq_ic, parse_i64};
 use kvasir_core::glob;
@@ -19,8 +19,24 @@ pub fn run(
     spec: &'static CommandSpec,
     parent: Option<&'static CommandSpec>,
     args: &[Bytes],
-) -> Reply {
+) -> Outcome {
+    if parent.is_none() {
+        if let Some(reply) = crate::transaction::run(s, spec.name, args) {
+            return reply.into();
+        }
+    }
+    if let Some(outcome) = crate::pubsub::run(s, parent.map(|p| p.name), spec.name, args) {
+        return outcome;
+    }
     let result = match (parent.map(|p| p.name), spec.name) {
+        (None, "ping") if crate::pubsub::ping_in_subscribed_mode(s) => ping(args).map(|r| {
+            let payload = if args.len() > 1 {
+                r
+            } else {
+                Reply::bulk_str("")
+            };
+            Reply::Array(vec![Reply::bulk_str("pong"), payload])
+        }),
         (None, "ping") => ping(args),
         (None, "echo") => Ok(Reply::Bulk(args[1].clone())),
         (None, "select") => select(s, &args[1]),
@@ -42,7 +58,7 @@ pub fn run(
         (Some("slowlog"), sub) => slowlog(s, sub, args),
         _ => Err(kvasir_core::error::unknown_command(args)),
     };
-    result.unwrap_or_else(|e| e.to_reply())
+    result.unwrap_or_else(|e| e.to_reply()).into()
 }
 
 type AdminResult = Result<Reply, CmdError>;
@@ -168,7 +184,8 @@ fn reset(s: &mut Session) -> Reply {
     s.proto = Protocol::Resp2;
     s.info.resp.set(Protocol::Resp2);
     s.info.name.borrow_mut().clear();
-    s.info.no_evict.set(false);
+    crate::transaction::reset(s);
+    crate::pubsub::unsubscribe_all(s);
     s.authenticated = s.server.config.borrow().requirepass.is_none();
     Reply::simple("RESET")
 }

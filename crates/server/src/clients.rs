@@ -27,6 +27,14 @@ pub struct ClientInfo {
     pub no_evict: Cell<bool>,
     pub killed: Cell<bool>,
     pub kill: Notify,
+    /// A watched key was written since WATCH: the next EXEC fails.
+    pub watch_dirty: Cell<bool>,
+    /// Parked by a blocking command.
+    pub blocked: Cell<bool>,
+    pub subscriptions: Cell<usize>,
+    pub psubscriptions: Cell<usize>,
+    /// Commands queued by MULTI, or -1 outside a transaction.
+    pub multi: Cell<i64>,
 }
 
 impl ClientInfo {
@@ -41,9 +49,24 @@ impl ClientInfo {
             Protocol::Resp2 => 2,
             Protocol::Resp3 => 3,
         };
-        let flags = if self.no_evict.get() { "e" } else { "N" };
+        let mut flags = String::new();
+        if self.blocked.get() {
+            flags.push('b');
+        }
+        if self.subscriptions.get() + self.psubscriptions.get() > 0 {
+            flags.push('P');
+        }
+        if self.multi.get() >= 0 {
+            flags.push('x');
+        }
+        if self.no_evict.get() {
+            flags.push('e');
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -53,6 +76,9 @@ impl ClientInfo {
             now.duration_since(self.last_interaction.get()).as_secs(),
             flags,
             self.db.get(),
+            self.subscriptions.get(),
+            self.psubscriptions.get(),
+            self.multi.get(),
             self.qbuf.get(),
             if cmd.is_empty() { "NULL" } else { &cmd },
             resp,
@@ -86,6 +112,11 @@ impl Clients {
             no_evict: Cell::new(false),
             killed: Cell::new(false),
             kill: Notify::new(),
+            watch_dirty: Cell::new(false),
+            blocked: Cell::new(false),
+            subscriptions: Cell::new(0),
+            psubscriptions: Cell::new(0),
+            multi: Cell::new(-1),
         });
         self.open.insert(info.id, info.clone());
         info

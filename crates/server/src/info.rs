@@ -138,9 +138,10 @@ fn section(s: &Session, name: &str, out: &mut String) {
         "clients" => {
             let _ = write!(
                 out,
-                "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
+                "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
                 server.clients.borrow().len(),
                 config.maxclients,
+                server.blocking.borrow().len(),
             );
         }
         "memory" => {
@@ -172,7 +173,7 @@ fn section(s: &Session, name: &str, out: &mut String) {
             let store_stats = server.shard.borrow().store().stats.clone();
             let _ = write!(
                 out,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:0\r\npubsub_patterns:0\r\ntotal_error_replies:{}\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntotal_error_replies:{}\r\n",
                 stats.total_connections_received,
                 stats.total_commands_processed,
                 stats.net_input_bytes,
@@ -181,6 +182,8 @@ fn section(s: &Session, name: &str, out: &mut String) {
                 store_stats.expired_keys,
                 store_stats.keyspace_hits.get(),
                 store_stats.keyspace_misses.get(),
+                server.pubsub.borrow().channel_count(),
+                server.pubsub.borrow().numpat(),
                 stats.total_error_replies,
             );
         }

@@ -17,13 +17,18 @@
 //! that owns the shard, as redis-server does; no locks on the data path.
 
 pub mod admin;
+pub mod blocking;
 pub mod clients;
 pub mod config;
+pub mod events;
 pub mod info;
 pub mod listener;
+pub mod pubsub;
 pub mod session;
 pub mod shard;
 pub mod slowlog;
+pub mod transaction;
+pub mod watch;
 
 pub use config::Config;
 pub use listener::{run, Server};

@@ -2,11 +2,14 @@
 //! `maxclients`, runs the active expiry timer and stops on SIGTERM, SIGINT
 //! or SHUTDOWN.
 
+use crate::blocking::Blocking;
 use crate::clients::Clients;
 use crate::config::Config;
+use crate::pubsub::PubSub;
 use crate::session;
 use crate::shard::Shard;
 use crate::slowlog::SlowLog;
+use crate::watch::Watches;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -59,6 +62,9 @@ pub struct Server {
     pub clients: RefCell<Clients>,
     pub slowlog: RefCell<SlowLog>,
     pub stats: RefCell<Stats>,
+    pub pubsub: RefCell<PubSub>,
+    pub blocking: RefCell<Blocking>,
+    pub watches: RefCell<Watches>,
     pub shutdown: Notify,
     pub shutting_down: Cell<bool>,
     pub started: Instant,
@@ -76,6 +82,9 @@ impl Server {
             clients: RefCell::new(Clients::default()),
             slowlog: RefCell::new(SlowLog::default()),
             stats: RefCell::new(Stats::default()),
+            pubsub: RefCell::new(PubSub::default()),
+            blocking: RefCell::new(Blocking::default()),
+            watches: RefCell::new(Watches::default()),
             shutdown: Notify::new(),
             shutting_down: Cell::new(false),
             started: Instant::now(),
@@ -194,9 +203,12 @@ async fn expire_loop(server: Rc<Server>) {
     loop {
         let hz = server.config.borrow().hz.max(1);
         tokio::time::sleep(Duration::from_millis(1000 / hz as u64)).await;
-        server
+        let expired = server
             .shard
             .borrow_mut()
             .active_expire_cycle(MAX_VISITS_PER_CYCLE);
+        for (db, keys) in expired {
+            server.watches.borrow().touch(db, &keys);
+        }
     }
 }

@@ -1,19 +1,25 @@
 //! One connection: read bytes, parse every complete request, run each in
 //! order, write all replies of that read back in one write (pipelining
-//! keeps request order because requests run one after another).
+//! keeps request order because requests run one after another). A blocked
+//! command (BLPOP...) holds the connection's later requests until it is
+//! served or times out; pub/sub messages are written as they arrive.
 
 use crate::clients::ClientInfo;
 use crate::listener::{CmdStat, Server};
+use crate::transaction::Transaction;
 use bytes::{Bytes, BytesMut};
+use kvasir_core::error::BlockOn;
 use kvasir_core::table::{resolve, Flags, Handler};
-use kvasir_core::CommandSpec;
+use kvasir_core::{CmdError, CommandSpec};
 use kvasir_resp::{encode, parse_command, Limits, Parsed, Protocol, Reply};
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
 
 const READ_CHUNK: usize = 16 * 1024;
 /// Never reserve more than this at once for a declared bulk: a client that
@@ -31,6 +37,37 @@ pub struct Session {
     pub close: bool,
     /// Set by SHUTDOWN: the connection closes without a reply.
     pub silent: bool,
+    /// MULTI state and watched keys.
+    pub txn: Transaction,
+    /// Channels and patterns this connection subscribes to.
+    pub channels: BTreeSet<Bytes>,
+    pub patterns: BTreeSet<Bytes>,
+    /// Where pub/sub messages for this connection are queued.
+    pub push_tx: mpsc::Sender<Reply>,
+    push_rx: mpsc::Receiver<Reply>,
+}
+
+/// What running one request produced.
+pub enum Outcome {
+    Reply(Reply),
+    /// Several top-level replies (SUBSCRIBE a b answers once per channel).
+    Replies(Vec<Reply>),
+    /// A blocking command found nothing: park the client.
+    Block(Box<BlockOn>),
+}
+
+impl From<Reply> for Outcome {
+    fn from(r: Reply) -> Self {
+        Outcome::Reply(r)
+    }
+}
+
+/// A parked command waiting for its reply.
+struct Parked {
+    id: u64,
+    rx: oneshot::Receiver<Reply>,
+    timeout_ms: u64,
+    on_timeout: Reply,
 }
 
 pub async fn run(server: Rc<Server>, mut stream: TcpStream, addr: SocketAddr) {
@@ -42,6 +79,7 @@ pub async fn run(server: Rc<Server>, mut stream: TcpStream, addr: SocketAddr) {
         .register(addr, laddr, stream.as_raw_fd());
     server.stats.borrow_mut().total_connections_received += 1;
     let authenticated = server.config.borrow().requirepass.is_none();
+    let (push_tx, push_rx) = mpsc::channel(crate::pubsub::QUEUE_LIMIT);
     let mut session = Session {
         server: server.clone(),
         info: info.clone(),
@@ -50,8 +88,14 @@ pub async fn run(server: Rc<Server>, mut stream: TcpStream, addr: SocketAddr) {
         authenticated,
         close: false,
         silent: false,
+        txn: Transaction::default(),
+        channels: BTreeSet::new(),
+        patterns: BTreeSet::new(),
+        push_tx,
+        push_rx,
     };
     session.serve(&mut stream).await;
+    session.cleanup();
     server.clients.borrow_mut().unregister(info.id);
 }
 
@@ -64,6 +108,12 @@ impl Session {
             ..Limits::default()
         };
         (limits, c.client_query_buffer_limit)
+    }
+
+    /// Drops everything the connection registered with the server.
+    fn cleanup(&mut self) {
+        self.txn.unwatch_all(&self.server, self.info.id);
+        crate::pubsub::unsubscribe_all(self);
     }
 
     async fn serve(&mut self, stream: &mut TcpStream) {
@@ -82,6 +132,19 @@ impl Session {
             let n = tokio::select! {
                 biased;
                 _ = &mut kill => return,
+                Some(msg) = self.push_rx.recv() => {
+                    encode(&msg, self.proto, &mut out);
+                    while let Ok(more) = self.push_rx.try_recv() {
+                        encode(&more, self.proto, &mut out);
+                        if out.len() > READ_CHUNK * 4 {
+                            break;
+                        }
+                    }
+                    if !self.flush(stream, &mut out).await {
+                        return;
+                    }
+                    continue;
+                }
                 r = stream.read_buf(&mut inbuf) => match r {
                     Ok(0) | Err(_) => return,
                     Ok(n) => n,
@@ -97,7 +160,20 @@ impl Session {
                         if args.is_empty() {
                             continue;
                         }
-                        clock = self.handle(args, &mut out, clock);
+                        if let Some(parked) = self.handle(args, &mut out, &mut clock) {
+                            // Replies so far go out first; the blocked reply
+                            // and everything after it wait.
+                            if !self.flush(stream, &mut out).await {
+                                return;
+                            }
+                            let Some(reply) = self.wait_parked(parked, stream, &mut kill).await
+                            else {
+                                return;
+                            };
+                            encode(&reply, self.proto, &mut out);
+                            self.server.shard.borrow_mut().refresh_clock();
+                            clock = Instant::now();
+                        }
                         // AUTH inside a pipeline lifts the limits for the
                         // requests after it.
                         limits.unauthenticated = !self.authenticated;
@@ -127,15 +203,8 @@ impl Session {
                 );
                 self.close = true;
             }
-            if !out.is_empty() {
-                self.server.stats.borrow_mut().net_output_bytes += out.len() as u64;
-                if stream.write_all(&out).await.is_err() {
-                    return;
-                }
-                out.clear();
-                if out.capacity() > 4 * 1024 * 1024 {
-                    out = BytesMut::with_capacity(READ_CHUNK);
-                }
+            if !self.flush(stream, &mut out).await {
+                return;
             }
             if self.close || self.info.killed.get() {
                 let _ = stream.shutdown().await;
@@ -144,43 +213,177 @@ impl Session {
         }
     }
 
-    /// Runs one request started at `start` and appends its reply to `out`;
-    /// returns when it finished, which is when the next request starts (one
-    /// clock read per command).
-    pub fn handle(&mut self, args: Vec<Bytes>, out: &mut BytesMut, start: Instant) -> Instant {
-        let (reply, spec) = match resolve(&args) {
-            Err(e) => (e.to_reply(), None),
+    /// Writes out pending replies; false if the connection is gone.
+    async fn flush(&self, stream: &mut TcpStream, out: &mut BytesMut) -> bool {
+        if out.is_empty() {
+            return true;
+        }
+        self.server.stats.borrow_mut().net_output_bytes += out.len() as u64;
+        if stream.write_all(out).await.is_err() {
+            return false;
+        }
+        out.clear();
+        if out.capacity() > 4 * 1024 * 1024 {
+            *out = BytesMut::with_capacity(READ_CHUNK);
+        }
+        true
+    }
+
+    /// Waits for a parked command's reply, its timeout, a kill, or the peer
+    /// closing. None: the connection is finished.
+    async fn wait_parked(
+        &mut self,
+        mut parked: Parked,
+        stream: &mut TcpStream,
+        kill: &mut std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
+    ) -> Option<Reply> {
+        let deadline = (parked.timeout_ms > 0)
+            .then(|| tokio::time::Instant::now() + Duration::from_millis(parked.timeout_ms));
+        let mut watch_close = true;
+        let mut probe = [0u8; 1];
+        let outcome = loop {
+            tokio::select! {
+                biased;
+                r = &mut parked.rx => break r.ok(),
+                _ = kill.as_mut() => break None,
+                _ = async {
+                    match deadline {
+                        Some(d) => tokio::time::sleep_until(d).await,
+                        None => std::future::pending().await,
+                    }
+                } => break Some(parked.on_timeout.clone()),
+                r = stream.peek(&mut probe), if watch_close => match r {
+                    // The client went away: it must not be served.
+                    Ok(0) | Err(_) => break None,
+                    // It pipelined more requests: they wait their turn.
+                    Ok(_) => watch_close = false,
+                },
+            }
+        };
+        self.info.blocked.set(false);
+        // Whatever ended the wait, the waiter must not be served later;
+        // a reply that raced the timeout wins.
+        if self
+            .server
+            .blocking
+            .borrow_mut()
+            .remove(parked.id)
+            .is_none()
+        {
+            if let Ok(reply) = parked.rx.try_recv() {
+                return Some(reply);
+            }
+        }
+        outcome
+    }
+
+    /// Runs one request and appends its reply to `out`, or returns the
+    /// parked command if it blocks. `clock` is when it started and becomes
+    /// when it finished (one clock read per command).
+    fn handle(
+        &mut self,
+        args: Vec<Bytes>,
+        out: &mut BytesMut,
+        clock: &mut Instant,
+    ) -> Option<Parked> {
+        let resolved = resolve(&args);
+        if let Some(reply) = crate::transaction::queue_if_in_multi(self, &resolved, &args) {
+            encode(&reply, self.proto, out);
+            return None;
+        }
+        if let Some(reply) = crate::pubsub::check_subscribed_mode(self, &resolved) {
+            encode(&reply, self.proto, out);
+            return None;
+        }
+        let (outcome, spec) = match resolved {
+            Err(e) => (Outcome::Reply(e.to_reply()), None),
             Ok((spec, parent)) => (self.dispatch(spec, parent, &args), Some((spec, parent))),
         };
         let end = Instant::now();
-        self.account(&args, spec, &reply, end - start);
-        if !self.silent {
-            encode(&reply, self.proto, out);
+        let elapsed = end - *clock;
+        *clock = end;
+        match outcome {
+            Outcome::Reply(reply) => {
+                self.account(&args, spec, &reply, elapsed);
+                if !self.silent {
+                    encode(&reply, self.proto, out);
+                }
+                None
+            }
+            Outcome::Replies(replies) => {
+                self.account(&args, spec, &Reply::ok(), elapsed);
+                for r in &replies {
+                    encode(r, self.proto, out);
+                }
+                None
+            }
+            Outcome::Block(on) => {
+                self.account(&args, spec, &Reply::ok(), elapsed);
+                let Some((spec, _)) = spec else { return None };
+                Some(self.park(spec, args, *on))
+            }
         }
-        end
     }
 
-    fn dispatch(
+    fn park(&mut self, spec: &'static CommandSpec, args: Vec<Bytes>, on: BlockOn) -> Parked {
+        let (tx, rx) = oneshot::channel();
+        let id = self
+            .server
+            .blocking
+            .borrow_mut()
+            .park(crate::blocking::Waiter {
+                client: self.info.id,
+                db: self.db,
+                spec,
+                args,
+                keys: on.keys,
+                tx,
+            });
+        self.info.blocked.set(true);
+        Parked {
+            id,
+            rx,
+            timeout_ms: on.timeout_ms,
+            on_timeout: on.on_timeout,
+        }
+    }
+
+    /// Runs a resolved command. `in_exec` is true inside EXEC, where
+    /// blocking commands answer at once.
+    pub fn dispatch(
         &mut self,
         spec: &'static CommandSpec,
         parent: Option<&'static CommandSpec>,
         args: &[Bytes],
-    ) -> Reply {
+    ) -> Outcome {
         let top = parent.unwrap_or(spec);
         if !self.authenticated && !top.flags.contains(Flags::NO_AUTH) {
-            return Reply::error("NOAUTH Authentication required.");
+            return Reply::error("NOAUTH Authentication required.").into();
         }
         self.info.last_cmd.set(top.name);
         self.info
             .last_sub
             .set(if parent.is_some() { spec.name } else { "" });
         match spec.handler {
-            Handler::Write(_) | Handler::Read(_) => self
+            Handler::Write(_) => {
+                let result = self.server.shard.borrow_mut().execute(spec, self.db, args);
+                match result {
+                    Ok(reply) => {
+                        crate::events::after_write(&self.server, self.db, spec, args);
+                        reply.into()
+                    }
+                    Err(CmdError::WouldBlock(on)) if self.txn.executing => on.on_timeout.into(),
+                    Err(CmdError::WouldBlock(on)) => Outcome::Block(on),
+                    Err(e) => e.to_reply().into(),
+                }
+            }
+            Handler::Read(_) => self
                 .server
                 .shard
                 .borrow_mut()
                 .execute(spec, self.db, args)
-                .unwrap_or_else(|e| e.to_reply()),
+                .unwrap_or_else(|e| e.to_reply())
+                .into(),
             Handler::Session | Handler::Container => crate::admin::run(self, spec, parent, args),
         }
     }

@@ -66,17 +66,16 @@ impl Shard {
     }
 
     /// One active-expiry cycle: choose expired keys (a read), then delete
-    /// them through the write path. Returns how many keys were removed.
-    pub fn active_expire_cycle(&mut self, max_visits: usize) -> usize {
+    /// them through the write path. Returns the keys picked per database.
+    pub fn active_expire_cycle(&mut self, max_visits: usize) -> Vec<(usize, Vec<Bytes>)> {
         self.refresh_clock();
         let now = self.clock_ms;
         let picked = self.expire.collect(&self.store, now, max_visits);
-        let mut removed = 0;
-        for (db, keys) in picked {
+        for (db, keys) in &picked {
             let ctx = self.next_ctx();
-            removed += self.store.apply_expired(db, &keys, &ctx);
+            self.store.apply_expired(*db, keys, &ctx);
         }
-        removed
+        picked
     }
 
     /// Runs `f` with exclusive access to the store (FLUSHALL-like admin

@@ -1,0 +1,88 @@
+//! What follows a write: watchers of the written keys are marked dirty
+//! (WATCH/EXEC) and clients blocked on them are served, oldest first, by
+//! re-running their command through the shard. Serving a blocked client is
+//! itself a write (BLMOVE pushes to its destination), so ready keys are
+//! processed as a work list until nothing more can be served, as Redis's
+//! handleClientsBlockedOnKeys does.
+
+use crate::listener::Server;
+use bytes::Bytes;
+use kvasir_core::{CmdError, CommandSpec};
+use std::collections::VecDeque;
+
+/// The key arguments of an invocation, as bytes.
+fn written_keys(spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
+    spec.keys_of(args)
+        .into_iter()
+        .filter_map(|i| args.get(i).cloned())
+        .collect()
+}
+
+/// Called after every successful write command.
+pub fn after_write(server: &Server, db: usize, spec: &CommandSpec, args: &[Bytes]) {
+    match spec.name {
+        "flushdb" => server.watches.borrow().touch_db(Some(db)),
+        "flushall" => server.watches.borrow().touch_db(None),
+        "swapdb" => {
+            let store_dbs = server.shard.borrow().store().databases();
+            let parse = |a: Option<&Bytes>| {
+                a.and_then(|b| std::str::from_utf8(b).ok())
+                    .and_then(|s| s.parse::<usize>().ok())
+                    .filter(|&d| d < store_dbs)
+            };
+            for d in [parse(args.get(1)), parse(args.get(2))]
+                .into_iter()
+                .flatten()
+            {
+                server.watches.borrow().touch_db(Some(d));
+                let keys = server.blocking.borrow().keys_in_db(d);
+                serve_blocked(server, d, keys);
+            }
+        }
+        _ => {
+            let keys = written_keys(spec, args);
+            server.watches.borrow().touch(db, &keys);
+            serve_blocked(server, db, keys);
+        }
+    }
+}
+
+/// Serves clients blocked on `keys` of `db` for as long as their commands
+/// find something.
+fn serve_blocked(server: &Server, db: usize, keys: Vec<Bytes>) {
+    if server.blocking.borrow().is_empty() {
+        return;
+    }
+    let mut ready: VecDeque<(usize, Bytes)> = keys.into_iter().map(|k| (db, k)).collect();
+    // Each round serves at least one waiter or drops a key, and waiters are
+    // finite, so this ends; the bound is a guard against a logic slip.
+    let mut rounds = 0usize;
+    while let Some((db, key)) = ready.pop_front() {
+        loop {
+            rounds += 1;
+            if rounds > 1_000_000 {
+                tracing::warn!("blocked-client serving loop bound reached");
+                return;
+            }
+            let Some((id, spec, args)) = server.blocking.borrow().first(db, &key) else {
+                break;
+            };
+            let result = server.shard.borrow_mut().execute(spec, db, &args);
+            if let Err(CmdError::WouldBlock(_)) = result {
+                break;
+            }
+            let Some(waiter) = server.blocking.borrow_mut().remove(id) else {
+                break;
+            };
+            let reply = result.unwrap_or_else(|e| e.to_reply());
+            let _ = waiter.tx.send(reply);
+            let touched = written_keys(spec, &args);
+            server.watches.borrow().touch(db, &touched);
+            for k in touched {
+                if k != key && server.blocking.borrow().is_blocked_on(db, &k) {
+                    ready.push_back((db, k));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! MULTI / EXEC / DISCARD / WATCH / UNWATCH.
+//!
+//! Commands after MULTI are checked (name, arity, auth) and queued; EXEC
+//! runs them back to back with no other client in between — the event loop
+//! never yields inside EXEC — so the transaction applies as one unit. Any
+//! queuing error makes EXEC answer EXECABORT; a write to a watched key (or
+//! its expiry) makes EXEC answer a nil array.
+
+use crate::listener::Server;
+use crate::session::{Outcome, Session};
+use bytes::Bytes;
+use kvasir_core::table::Flags;
+use kvasir_core::{CmdError, CommandSpec};
+use kvasir_resp::Reply;
+
+type Resolved = Result<(&'static CommandSpec, Option<&'static CommandSpec>), CmdError>;
+
+/// One queued command.
+pub struct Queued {
+    spec: &'static CommandSpec,
+    parent: Option<&'static CommandSpec>,
+    args: Vec<Bytes>,
+}
+
+/// A connection's transaction state.
+#[derive(Default)]
+pub struct Transaction {
+    /// Some while between MULTI and EXEC/DISCARD.
+    queue: Option<Vec<Queued>>,
+    /// A command failed to queue: EXEC must abort.
+    failed: bool,
+    /// True while EXEC runs the queue (blocking commands answer at once).
+    pub executing: bool,
+    /// (db, key) pairs this connection watches.
+    watched: Vec<(usize, Bytes)>,
+}
+
+impl Transaction {
+    pub fn in_multi(&self) -> bool {
+        self.queue.is_some()
+    }
+
+    pub fn unwatch_all(&mut self, server: &Server, client: u64) {
+        let mut watches = server.watches.borrow_mut();
+        for (db, key) in self.watched.drain(..) {
+            watches.unwatch(db, &key, client);
+        }
+    }
+}
+
+/// Commands that act on the transaction itself rather than being queued.
+fn controls_transaction(name: &str) -> bool {
+    matches!(
+        name,
+        "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+    )
+}
+
+/// Inside MULTI: queues the command (or records why it cannot be) and
+/// returns the reply to send now. None outside MULTI or for EXEC & co.
+pub fn queue_if_in_multi(s: &mut Session, resolved: &Resolved, args: &[Bytes]) -> Option<Reply> {
+    if !s.txn.in_multi() {
+        return None;
+    }
+    let (spec, parent) = match resolved {
+        Ok((spec, parent)) if parent.is_none() && controls_transaction(spec.name) => return None,
+        Ok(found) => *found,
+        Err(e) => {
+            s.txn.failed = true;
+            return Some(e.to_reply());
+        }
+    };
+    let top = parent.unwrap_or(spec);
+    if !s.authenticated && !top.flags.contains(Flags::NO_AUTH) {
+        s.txn.failed = true;
+        return Some(Reply::error("NOAUTH Authentication required."));
+    }
+    if top.flags.contains(Flags::NO_MULTI)
+        || top.flags.contains(Flags::PUBSUB) && top.name != "publish"
+    {
+        s.txn.failed = true;
+        return Some(Reply::error("ERR Command not allowed inside a transaction"));
+    }
+    if let Some(queue) = s.txn.queue.as_mut() {
+        queue.push(Queued {
+            spec,
+            parent,
+            args: args.to_vec(),
+        });
+        s.info.multi.set(queue.len() as i64);
+    }
+    Some(Reply::simple("QUEUED"))
+}
+
+fn multi(s: &mut Session) -> Reply {
+    if s.txn.in_multi() {
+        return Reply::error("ERR MULTI calls can not be nested");
+    }
+    s.txn.queue = Some(Vec::new());
+    s.txn.failed = false;
+    s.info.multi.set(0);
+    Reply::ok()
+}
+
+fn end_multi(s: &mut Session) {
+    s.txn.queue = None;
+    s.txn.failed = false;
+    s.info.multi.set(-1);
+    let server = s.server.clone();
+    s.txn.unwatch_all(&server, s.info.id);
+    s.info.watch_dirty.set(false);
+}
+
+/// A watched key that is logically expired now counts as changed (Redis 7).
+fn watched_key_expired(s: &Session) -> bool {
+    let shard = s.server.shard.borrow();
+    let now = crate::shard::unix_ms();
+    s.txn.watched.iter().any(|(db, key)| {
+        shard
+            .store()
+            .db(*db)
+            .get(key)
+            .is_some_and(|e| e.is_expired(now))
+    })
+}
+
+fn exec(s: &mut Session) -> Reply {
+    let Some(queue) = s.txn.queue.take() else {
+        return Reply::error("ERR EXEC without MULTI");
+    };
+    if s.txn.failed {
+        end_multi(s);
+        return Reply::error("EXECABORT Transaction discarded because of previous errors.");
+    }
+    if s.info.watch_dirty.get() || watched_key_expired(s) {
+        end_multi(s);
+        return Reply::NilArray;
+    }
+    s.txn.executing = true;
+    let mut replies = Vec::with_capacity(queue.len());
+    for q in &queue {
+        let reply = match s.dispatch(q.spec, q.parent, &q.args) {
+            Outcome::Reply(r) => r,
+            Outcome::Replies(rs) => Reply::Array(rs),
+            Outcome::Block(on) => on.on_timeout,
+        };
+        replies.push(reply);
+    }
+    s.txn.executing = false;
+    end_multi(s);
+    Reply::Array(replies)
+}
+
+fn discard(s: &mut Session) -> Reply {
+    if !s.txn.in_multi() {
+        return Reply::error("ERR DISCARD without MULTI");
+    }
+    end_multi(s);
+    Reply::ok()
+}
+
+fn watch(s: &mut Session, keys: &[Bytes]) -> Reply {
+    if s.txn.in_multi() {
+        return Reply::error("ERR WATCH inside MULTI is not allowed");
+    }
+    let mut watches = s.server.watches.borrow_mut();
+    for k in keys {
+        if !s
+            .txn
+            .watched
+            .iter()
+            .any(|(db, key)| *db == s.db && key == k)
+        {
+            watches.watch(s.db, k, &s.info);
+            s.txn.watched.push((s.db, k.clone()));
+        }
+    }
+    Reply::ok()
+}
+
+fn unwatch(s: &mut Session) -> Reply {
+    let server = s.server.clone();
+    s.txn.unwatch_all(&server, s.info.id);
+    s.info.watch_dirty.set(false);
+    Reply::ok()
+}
+
+/// Clears MULTI and WATCH state (RESET, disconnect).
+pub fn reset(s: &mut Session) {
+    end_multi(s);
+}
+
+/// Runs MULTI, EXEC, DISCARD, WATCH or UNWATCH.
+pub fn run(s: &mut Session, name: &str, args: &[Bytes]) -> Option<Reply> {
+    Some(match name {
+        "multi" => multi(s),
+        "exec" => exec(s),
+        "discard" => discard(s),
+        "watch" => watch(s, &args[1..]),
+        "unwatch" => unwatch(s),
+        _ => return None,
+    })
+}
