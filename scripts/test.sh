@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
 # Runs Kvasir's whole test suite: installs what the tests need (Debian's
-# redis-tools for redis-cli / redis-benchmark), then every crate's tests.
+# redis-tools for redis-cli / redis-benchmark, redis-py in a virtualenv),
+# then every crate's tests, then the Python client tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-test-deps.sh
 cargo test --workspace --all-targets "$@"
+
+# redis-py lives in a virtualenv outside the checkout, made once.
+VENV="${KVASIR_TEST_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/kvasir-test-venv}"
+if [ ! -x "$VENV/bin/pytest" ] || ! "$VENV/bin/python" -c "import redis" 2>/dev/null; then
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check "redis>=5,<6" "pytest>=7"
+fi
+cargo build -q -p kvasir
+KVASIR_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/kvasir" "$VENV/bin/pytest" -q -p no:cacheprovider tests/python

@@ -47,10 +47,29 @@ pub fn after_write(server: &Server, db: usize, spec: &CommandSpec, args: &[Bytes
     }
 }
 
+/// Holds back the serving of blocked clients until [`end_deferral`]: EXEC
+/// runs as one unit, so no blocked client may pop between its commands
+/// (Redis also serves them after the whole transaction).
+pub fn begin_deferral(server: &Server) {
+    server.deferred_ready.borrow_mut().get_or_insert_with(Vec::new);
+}
+
+/// Serves what was held back since [`begin_deferral`].
+pub fn end_deferral(server: &Server) {
+    let pending = server.deferred_ready.borrow_mut().take().unwrap_or_default();
+    for (db, keys) in pending {
+        serve_blocked(server, db, keys);
+    }
+}
+
 /// Serves clients blocked on `keys` of `db` for as long as their commands
 /// find something.
 fn serve_blocked(server: &Server, db: usize, keys: Vec<Bytes>) {
     if server.blocking.borrow().is_empty() {
+        return;
+    }
+    if let Some(pending) = server.deferred_ready.borrow_mut().as_mut() {
+        pending.push((db, keys));
         return;
     }
     let mut ready: VecDeque<(usize, Bytes)> = keys.into_iter().map(|k| (db, k)).collect();

@@ -65,6 +65,8 @@ pub struct Server {
     pub pubsub: RefCell<PubSub>,
     pub blocking: RefCell<Blocking>,
     pub watches: RefCell<Watches>,
+    /// Keys written inside EXEC, served to blocked clients after it.
+    pub deferred_ready: RefCell<Option<Vec<(usize, Vec<bytes::Bytes>)>>>,
     pub shutdown: Notify,
     pub shutting_down: Cell<bool>,
     pub started: Instant,
@@ -85,6 +87,7 @@ impl Server {
             pubsub: RefCell::new(PubSub::default()),
             blocking: RefCell::new(Blocking::default()),
             watches: RefCell::new(Watches::default()),
+            deferred_ready: RefCell::new(None),
             shutdown: Notify::new(),
             shutting_down: Cell::new(false),
             started: Instant::now(),

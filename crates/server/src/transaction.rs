@@ -137,6 +137,7 @@ fn exec(s: &mut Session) -> Reply {
         return Reply::NilArray;
     }
     s.txn.executing = true;
+    crate::events::begin_deferral(&s.server);
     let mut replies = Vec::with_capacity(queue.len());
     for q in &queue {
         let reply = match s.dispatch(q.spec, q.parent, &q.args) {
@@ -147,6 +148,7 @@ fn exec(s: &mut Session) -> Reply {
         replies.push(reply);
     }
     s.txn.executing = false;
+    crate::events::end_deferral(&s.server);
     end_multi(s);
     Reply::Array(replies)
 }
