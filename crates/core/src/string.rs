@@ -900,7 +900,7 @@ impl LcsTable {
 /// long double gives whenever the result fits its ~19 significant digits.
 /// The accepted range follows long double too (about ±1.19e4932, non-zero
 /// values below ~3.6e-4951 underflow and are rejected like strtold's ERANGE).
-mod float {
+pub(crate) mod float {
     use crate::error::CmdError;
     use std::cmp::Ordering;
 

@@ -1,5 +1,5 @@
 //! The `kvasir` binary: `kvasir server` runs a node; `kvasir commands`
-//! prints the command table.
+//! prints the command table; `kvasir bench` runs the load generator.
 
 mod commands_doc;
 
@@ -31,6 +31,8 @@ enum Command {
         #[arg(long)]
         markdown: bool,
     },
+    /// Load generator: kv, pipelined-kv, ycsb, sweep, online (see --help).
+    Bench(kvasir_bench::cli::BenchArgs),
 }
 
 /// Flags of `kvasir server`; each overrides the same key of `--config`.
@@ -163,6 +165,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Server(args) => run_server(args),
+        Command::Bench(args) => ExitCode::from(kvasir_bench::main(args) as u8),
         Command::Commands { markdown } => {
             if markdown {
                 print!("{}", commands_doc::markdown());

@@ -62,6 +62,19 @@ pub fn encode(reply: &Reply, proto: Protocol, out: &mut BytesMut) {
                 out.put_slice(b"\r\n");
             }
         },
+        Reply::Pairs(pairs) => {
+            match proto {
+                Protocol::Resp2 => int_line(out, b'*', 2 * pairs.len() as i64),
+                Protocol::Resp3 => int_line(out, b'*', pairs.len() as i64),
+            }
+            for (a, b) in pairs {
+                if proto == Protocol::Resp3 {
+                    out.put_slice(b"*2\r\n");
+                }
+                encode(a, proto, out);
+                encode(b, proto, out);
+            }
+        }
         Reply::Push(items) => {
             let tag = if proto == Protocol::Resp3 { b'>' } else { b'*' };
             int_line(out, tag, items.len() as i64);
@@ -186,6 +199,20 @@ mod tests {
         );
         assert_eq!(enc(&Reply::Double(1.5), Protocol::Resp2), "$3\r\n1.5\r\n");
         assert_eq!(enc(&Reply::Bool(true), Protocol::Resp2), ":1\r\n");
+    }
+
+    #[test]
+    fn pairs_nest_in_resp3_and_flatten_in_resp2() {
+        let pairs = Reply::Pairs(vec![(Reply::bulk_str("a"), Reply::Double(1.5))]);
+        assert_eq!(
+            enc(&pairs, Protocol::Resp3),
+            "*1\r\n*2\r\n$1\r\na\r\n,1.5\r\n"
+        );
+        assert_eq!(
+            enc(&pairs, Protocol::Resp2),
+            "*2\r\n$1\r\na\r\n$3\r\n1.5\r\n"
+        );
+        assert_eq!(enc(&Reply::Pairs(vec![]), Protocol::Resp3), "*0\r\n");
     }
 
     #[test]

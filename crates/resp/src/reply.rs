@@ -35,6 +35,10 @@ pub enum Reply {
     Verbatim(&'static str, Bytes),
     /// Out-of-band push (pub/sub messages in RESP3).
     Push(Vec<Reply>),
+    /// An ordered list of pairs: in RESP3 an array of two-element arrays,
+    /// in RESP2 one flat array (ZRANGE WITHSCORES, HRANDFIELD WITHVALUES:
+    /// replies whose order matters, so not a map).
+    Pairs(Vec<(Reply, Reply)>),
 }
 
 impl Reply {
