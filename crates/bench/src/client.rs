@@ -74,10 +74,9 @@ impl Conn {
         if let Some(password) = &auth.password {
             let mut req = Vec::new();
             match &auth.user {
-                Some(user) => resp::put_cmd(
-                    &mut req,
-                    &[b"AUTH", user.as_bytes(), password.as_bytes()],
-                ),
+                Some(user) => {
+                    resp::put_cmd(&mut req, &[b"AUTH", user.as_bytes(), password.as_bytes()])
+                }
                 None => resp::put_cmd(&mut req, &[b"AUTH", password.as_bytes()]),
             }
             let mut replies = Replies::default();
@@ -435,7 +434,12 @@ impl ClusterClient {
         }
     }
 
-    async fn conn(&mut self, addr: &str, auth: &Auth, timeout: Duration) -> Result<usize, ExecError> {
+    async fn conn(
+        &mut self,
+        addr: &str,
+        auth: &Auth,
+        timeout: Duration,
+    ) -> Result<usize, ExecError> {
         if let Some(i) = self.conns.iter().position(|c| c.addr == addr) {
             return Ok(i);
         }
@@ -491,11 +495,12 @@ impl ClusterClient {
         // Follow redirections, one command at a time.
         for i in 0..batch.len() {
             let mut hops = 0;
-            loop {
-                let Some(err) = out.get(i).error() else {
-                    break;
-                };
-                let host = self.conns.first().map(|c| c.addr.clone()).unwrap_or_default();
+            while let Some(err) = out.get(i).error() {
+                let host = self
+                    .conns
+                    .first()
+                    .map(|c| c.addr.clone())
+                    .unwrap_or_default();
                 let Some(redirect) = cluster::parse_redirect(err, cluster::host_of(&host)) else {
                     break;
                 };
@@ -527,7 +532,10 @@ impl ClusterClient {
                         tokio::time::sleep(Duration::from_millis(20)).await;
                         let map = self.shared.map.read().unwrap_or_else(|e| e.into_inner());
                         let node = batch.cmds[i].slot.and_then(|s| map.node_of(s)).unwrap_or(0);
-                        (map.nodes.get(node as usize).cloned().unwrap_or_default(), false)
+                        (
+                            map.nodes.get(node as usize).cloned().unwrap_or_default(),
+                            false,
+                        )
                     }
                 };
                 self.scratch.extend_from_slice(batch.cmd_bytes(i));
@@ -591,7 +599,11 @@ pub struct Client {
 
 impl Client {
     /// Connects (single mode) or prepares per-node connections (cluster).
-    pub async fn connect(target: Target, auth: Auth, timeout: Duration) -> Result<Client, ExecError> {
+    pub async fn connect(
+        target: Target,
+        auth: Auth,
+        timeout: Duration,
+    ) -> Result<Client, ExecError> {
         let mut c = Client {
             target,
             single: None,
@@ -599,7 +611,7 @@ impl Client {
             auth,
             timeout,
         };
-        c.reconnect().await?;
+        c.open().await?;
         Ok(c)
     }
 
@@ -608,16 +620,24 @@ impl Client {
         matches!(self.target, Target::Cluster(_))
     }
 
-    /// Drops every connection and opens them again.
+    /// Drops every connection and opens them again; in cluster mode the
+    /// slot map is read again too (the failure may have been a failover).
     pub async fn reconnect(&mut self) -> Result<(), ExecError> {
+        if let Target::Cluster(shared) = &self.target {
+            shared.refresh_wanted.store(true, Ordering::Release);
+        }
+        self.open().await
+    }
+
+    async fn open(&mut self) -> Result<(), ExecError> {
         self.single = None;
+        self.cluster = None;
         match &self.target {
             Target::Single(addr) => {
                 self.single = Some(Conn::connect(addr, &self.auth, self.timeout).await?);
             }
             Target::Cluster(shared) => {
                 let shared = shared.clone();
-                shared.refresh_wanted.store(true, Ordering::Release);
                 let mut cc = ClusterClient::new(shared.clone());
                 // Open the connection to the first node now, so that a dead
                 // cluster shows up here rather than on the first batch.
@@ -650,7 +670,9 @@ impl Client {
                 })
                 .await
             }
-            (None, Some(cc)) => tokio::time::timeout(timeout, cc.exec(batch, out, auth, timeout)).await,
+            (None, Some(cc)) => {
+                tokio::time::timeout(timeout, cc.exec(batch, out, auth, timeout)).await
+            }
             (None, None) => {
                 return Err(ExecError::Io(io::Error::new(
                     io::ErrorKind::NotConnected,

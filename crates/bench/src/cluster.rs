@@ -261,7 +261,10 @@ mod tests {
             })
         );
         assert_eq!(
-            parse_redirect(b"TRYAGAIN Multiple keys request during rehashing of slot", "x"),
+            parse_redirect(
+                b"TRYAGAIN Multiple keys request during rehashing of slot",
+                "x"
+            ),
             Some(Redirect::Retry)
         );
         assert_eq!(parse_redirect(b"ERR unknown command", "x"), None);

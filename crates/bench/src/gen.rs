@@ -325,7 +325,11 @@ pub fn kv_value(id: u64, out: &mut [u8]) {
 
 /// Whether `got` is the value of key number `id` with length `len`.
 pub fn kv_value_matches(id: u64, len: usize, got: &[u8]) -> bool {
-    got.len() == len && got.iter().zip(kv_value_byte_stream(id)).all(|(a, b)| *a == b)
+    got.len() == len
+        && got
+            .iter()
+            .zip(kv_value_byte_stream(id))
+            .all(|(a, b)| *a == b)
 }
 
 /// Writes the key of number `id` for the kv workloads: `prefix` then the
@@ -417,7 +421,11 @@ mod tests {
         }
         let p = |c: u64| c as f64 / draws as f64;
         let zetan = 7.728953217284729;
-        assert!((p(counts[0]) - 1.0 / zetan).abs() < 0.003, "{}", p(counts[0]));
+        assert!(
+            (p(counts[0]) - 1.0 / zetan).abs() < 0.003,
+            "{}",
+            p(counts[0])
+        );
         assert!((p(counts[1]) - 0.5f64.powf(0.99) / zetan).abs() < 0.003);
         let theta = 0.99;
         let eta = (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - 1.5034777750283594 / zetan);
@@ -453,7 +461,10 @@ mod tests {
         let p0 = counts[hot0] as f64 / draws as f64;
         let p1 = counts[hot1] as f64 / draws as f64;
         assert!((p0 - 1.0 / SCRAMBLED_ZETAN).abs() < 0.003, "{p0}");
-        assert!((p1 - 0.5f64.powf(0.99) / SCRAMBLED_ZETAN).abs() < 0.003, "{p1}");
+        assert!(
+            (p1 - 0.5f64.powf(0.99) / SCRAMBLED_ZETAN).abs() < 0.003,
+            "{p1}"
+        );
         let max = counts.iter().copied().max().unwrap();
         assert_eq!(counts[hot0], max);
     }

@@ -102,7 +102,12 @@ pub async fn run(args: &BenchArgs) -> Result<Outcome, String> {
             let points: Vec<(usize, f64)> = report
                 .runs
                 .iter()
-                .map(|r| (r.params["threads"].as_u64().unwrap_or(0) as usize, r.ops_per_sec))
+                .map(|r| {
+                    (
+                        r.params["threads"].as_u64().unwrap_or(0) as usize,
+                        r.ops_per_sec,
+                    )
+                })
                 .collect();
             plot::sweep(path, &title, &points)
         } else {

@@ -378,7 +378,11 @@ impl Sampler {
     }
 }
 
-fn sampler_loop(metrics: Arc<Metrics>, mut opts: SamplerOptions, done: mpsc::Receiver<()>) -> Recorded {
+fn sampler_loop(
+    metrics: Arc<Metrics>,
+    mut opts: SamplerOptions,
+    done: mpsc::Receiver<()>,
+) -> Recorded {
     let start = Instant::now();
     let n = metrics.names.len();
     let mut spare: Vec<Window> = (0..n).map(|_| Window::new()).collect();

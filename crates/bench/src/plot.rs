@@ -13,8 +13,12 @@ fn register_font() -> Result<(), String> {
     static ONCE: Once = Once::new();
     let mut result = Ok(());
     ONCE.call_once(|| {
-        result = plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular())
-            .map_err(|_| "the embedded font could not be loaded".to_string());
+        result = plotters::style::register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            dejavu::sans::regular(),
+        )
+        .map_err(|_| "the embedded font could not be loaded".to_string());
     });
     result
 }
@@ -64,6 +68,13 @@ pub fn timeline(path: &Path, title: &str, runs: &[RunReport]) -> Result<(), Stri
             .configure_mesh()
             .x_desc("seconds")
             .y_desc(what)
+            .y_label_formatter(&|v| {
+                if y_max >= 100.0 {
+                    format!("{v:.0}")
+                } else {
+                    format!("{v:.2}")
+                }
+            })
             .label_style(("sans-serif", 13))
             .draw()
             .map_err(err)?;
@@ -85,7 +96,9 @@ pub fn timeline(path: &Path, title: &str, runs: &[RunReport]) -> Result<(), Stri
                 .draw_series(LineSeries::new(points, color.stroke_width(2)))
                 .map_err(err)?
                 .label(run.name.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
         }
         chart
             .configure_series_labels()
@@ -118,7 +131,10 @@ pub fn sweep(path: &Path, title: &str, points: &[(usize, f64)]) -> Result<(), St
     let fmt_x = |x: &f64| {
         let i = x.round();
         if (x - i).abs() < 1e-6 && i >= 0.0 {
-            labels.get(i as usize).map(|t| t.to_string()).unwrap_or_default()
+            labels
+                .get(i as usize)
+                .map(|t| t.to_string())
+                .unwrap_or_default()
         } else {
             String::new()
         }
@@ -129,16 +145,25 @@ pub fn sweep(path: &Path, title: &str, points: &[(usize, f64)]) -> Result<(), St
         .x_label_formatter(&fmt_x)
         .x_desc("threads (connections)")
         .y_desc("ops/sec")
+        .y_label_formatter(&|v| format!("{v:.0}"))
         .label_style(("sans-serif", 13))
         .draw()
         .map_err(err)?;
     let color = Palette99::pick(0).to_rgba();
-    let series: Vec<(f64, f64)> = points.iter().enumerate().map(|(i, p)| (i as f64, p.1)).collect();
+    let series: Vec<(f64, f64)> = points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (i as f64, p.1))
+        .collect();
     chart
         .draw_series(LineSeries::new(series.clone(), color.stroke_width(2)))
         .map_err(err)?;
     chart
-        .draw_series(series.iter().map(|&(x, y)| Circle::new((x, y), 4, color.filled())))
+        .draw_series(
+            series
+                .iter()
+                .map(|&(x, y)| Circle::new((x, y), 4, color.filled())),
+        )
         .map_err(err)?;
     root.present().map_err(err)?;
     Ok(())

@@ -152,7 +152,12 @@ impl RunReport {
                 0.0
             },
             ops_total,
-            ops: r.names.iter().cloned().zip(r.counts.iter().copied()).collect(),
+            ops: r
+                .names
+                .iter()
+                .cloned()
+                .zip(r.counts.iter().copied())
+                .collect(),
             errors: r.errors,
             latency_us,
             per_second,
@@ -174,7 +179,10 @@ impl RunReport {
 
     /// Exact latency of one operation type.
     pub fn latency(&self, op: &str) -> Option<&Latency> {
-        self.latency_us.iter().find(|(n, _)| n == op).map(|(_, l)| l)
+        self.latency_us
+            .iter()
+            .find(|(n, _)| n == op)
+            .map(|(_, l)| l)
     }
 
     /// Operation count of one type.
@@ -241,7 +249,7 @@ pub fn latency_table(run: &RunReport) -> String {
         "-".repeat(11),
         "-".repeat(11)
     );
-    for (name, l) in &run.latency_us {
+    for (name, l) in run.latency_us.iter().filter(|(_, l)| l.count > 0) {
         let rate = if run.duration_s > 0.0 {
             l.count as f64 / run.duration_s
         } else {
@@ -345,7 +353,13 @@ fn ewma_rate(samples: &[Sample], op: Option<usize>, minutes: f64) -> f64 {
 }
 
 /// A RheaKV-style (Dropwizard ConsoleReporter) timer block.
-pub fn timer_block(name: &str, h: &Histogram<u64>, samples: &[Sample], op: Option<usize>, secs: f64) -> String {
+pub fn timer_block(
+    name: &str,
+    h: &Histogram<u64>,
+    samples: &[Sample],
+    op: Option<usize>,
+    secs: f64,
+) -> String {
     let ms = |ns: u64| ns as f64 / 1e6;
     let mut out = String::new();
     let _ = writeln!(out, "{name}");
@@ -353,7 +367,11 @@ pub fn timer_block(name: &str, h: &Histogram<u64>, samples: &[Sample], op: Optio
     let mean_rate = if secs > 0.0 { count as f64 / secs } else { 0.0 };
     let _ = writeln!(out, "{:>18} = {}", "count", count);
     let _ = writeln!(out, "{:>18} = {:.2} calls/second", "mean rate", mean_rate);
-    for (label, m) in [("1-minute rate", 1.0), ("5-minute rate", 5.0), ("15-minute rate", 15.0)] {
+    for (label, m) in [
+        ("1-minute rate", 1.0),
+        ("5-minute rate", 5.0),
+        ("15-minute rate", 15.0),
+    ] {
         let _ = writeln!(
             out,
             "{:>18} = {:.2} calls/second",
@@ -370,9 +388,21 @@ pub fn timer_block(name: &str, h: &Histogram<u64>, samples: &[Sample], op: Optio
     let _ = writeln!(out, "{:>18} = {:.2} milliseconds", "max", max);
     let _ = writeln!(out, "{:>18} = {:.2} milliseconds", "mean", mean);
     let _ = writeln!(out, "{:>18} = {:.2} milliseconds", "stddev", sd);
-    let q = |p: f64| if count > 0 { ms(h.value_at_quantile(p)) } else { 0.0 };
+    let q = |p: f64| {
+        if count > 0 {
+            ms(h.value_at_quantile(p))
+        } else {
+            0.0
+        }
+    };
     let _ = writeln!(out, "{:>18} = {:.2} milliseconds", "median", q(0.5));
-    for (label, p) in [("75%", 0.75), ("95%", 0.95), ("98%", 0.98), ("99%", 0.99), ("99.9%", 0.999)] {
+    for (label, p) in [
+        ("75%", 0.75),
+        ("95%", 0.95),
+        ("98%", 0.98),
+        ("99%", 0.99),
+        ("99.9%", 0.999),
+    ] {
         let _ = writeln!(out, "{:>17} <= {:.2} milliseconds", label, q(p));
     }
     out
@@ -474,7 +504,13 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn new(workload: &str, target: String, cluster: bool, label: Option<String>, params: serde_json::Value) -> Report {
+    pub fn new(
+        workload: &str,
+        target: String,
+        cluster: bool,
+        label: Option<String>,
+        params: serde_json::Value,
+    ) -> Report {
         Report {
             tool: "kvasir bench".into(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -655,13 +691,22 @@ mod tests {
         h.record(20_000).unwrap();
         let line = online_line(&h, 100, 100, 2.0);
         assert!(line.starts_with("|online| 20             20"), "{line}");
-        assert!(line.ends_with("100            100            0.05"), "{line}");
+        assert!(
+            line.ends_with("100            100            0.05"),
+            "{line}"
+        );
     }
 
     #[test]
     fn timer_block_layout() {
         let r = recorded();
-        let t = timer_block("put_benchmark_timer", &r.totals[1], &r.samples, Some(1), 3.0);
+        let t = timer_block(
+            "put_benchmark_timer",
+            &r.totals[1],
+            &r.samples,
+            Some(1),
+            3.0,
+        );
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines[0], "put_benchmark_timer");
         assert_eq!(lines[1], "             count = 3");
@@ -676,21 +721,34 @@ mod tests {
 
     #[test]
     fn json_is_well_formed_and_verdict_reports_errors() {
-        let mut rep = Report::new("kv", "127.0.0.1:1".into(), false, None, serde_json::json!({"x": 1}));
-        rep.runs.push(RunReport::new("kv", &recorded(), serde_json::json!({})));
+        let mut rep = Report::new(
+            "kv",
+            "127.0.0.1:1".into(),
+            false,
+            None,
+            serde_json::json!({"x": 1}),
+        );
+        rep.runs
+            .push(RunReport::new("kv", &recorded(), serde_json::json!({})));
         rep.finish();
         assert!(rep.ok);
         assert!(rep.verdict().starts_with("OK: 3 ops"));
         let v: serde_json::Value = serde_json::to_value(&rep).unwrap();
         assert_eq!(v["runs"][0]["ops_total"], 3);
         assert_eq!(v["runs"][0]["ops"]["write"], 3);
-        assert!(v["runs"][0]["latency_us"]["write"]["p99_us"].as_f64().unwrap() > 2000.0);
+        assert!(
+            v["runs"][0]["latency_us"]["write"]["p99_us"]
+                .as_f64()
+                .unwrap()
+                > 2000.0
+        );
         assert!(v["runs"][0]["per_second"][0]["mean"].is_number());
         let mut r = recorded();
         r.errors.wrong_values = 2;
         r.errors.total = 2;
         r.first_error = Some("GET key:1: wrong reply".into());
-        rep.runs.push(RunReport::new("kv2", &r, serde_json::json!({})));
+        rep.runs
+            .push(RunReport::new("kv2", &r, serde_json::json!({})));
         rep.finish();
         assert!(!rep.ok);
         assert_eq!(

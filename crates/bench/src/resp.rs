@@ -161,8 +161,8 @@ pub fn reply_len(buf: &[u8]) -> Result<Option<usize>, ProtocolError> {
                 }
             }
             b'*' | b'~' | b'>' | b'%' | b'|' => {
-                let n = parse_int(&buf[pos + 1..cr])
-                    .ok_or(ProtocolError("bad aggregate length"))?;
+                let n =
+                    parse_int(&buf[pos + 1..cr]).ok_or(ProtocolError("bad aggregate length"))?;
                 if n > 0 {
                     let items = if kind == b'%' || kind == b'|' {
                         2 * n
@@ -218,7 +218,9 @@ impl<'a> Reply<'a> {
 
     /// Integer payload.
     pub fn int(&self) -> Option<i64> {
-        (self.kind() == b':').then(|| parse_int(self.line())).flatten()
+        (self.kind() == b':')
+            .then(|| parse_int(self.line()))
+            .flatten()
     }
 
     fn bulk_body(&self) -> Option<&'a [u8]> {

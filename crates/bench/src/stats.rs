@@ -98,7 +98,7 @@ impl Summary {
 pub fn fmt_num(v: f64) -> String {
     let s = format!("{v:.2}");
     match s.strip_suffix(".00") {
-        Some(int) if int == "-0" => "0".to_string(),
+        Some("-0") => "0".to_string(),
         Some(int) => int.to_string(),
         None => s,
     }

@@ -1120,10 +1120,7 @@ mod tests {
         assert_eq!(err(read(&st, &["lpos", "p", "a", "RANK"])), SYNTAX);
         assert_eq!(err(read(&st, &["lpos", "p", "a", "FOO", "1"])), SYNTAX);
         // Options are checked before the key.
-        assert_eq!(
-            err(read(&st, &["lpos", "none", "a", "RANK", "0"])).len() > 10,
-            true
-        );
+        assert!(err(read(&st, &["lpos", "none", "a", "RANK", "0"])).starts_with("ERR RANK"));
     }
 
     #[test]

@@ -3,7 +3,10 @@
 //! SINTERCARD SINTERSTORE SUNION SUNIONSTORE SDIFF SDIFFSTORE) and SSCAN.
 //!
 //! The encodings (intset, hashtable) live in the engine's [`Set`]; this
-//! module only passes `set-max-intset-entries` from [`Store::limits`].
+//! module only passes the thresholds from [`Store::limits`]
+//! (`set-max-intset-entries`, and `set-max-listpack-*`, which size the
+//! engine's compact layout for small non-integer sets; OBJECT ENCODING
+//! still says "hashtable" for those, as Redis 7.0 does).
 //!
 //! Random picks (SPOP, SRANDMEMBER) choose a position in the set's
 //! iteration order with `ctx.random(n)` for the n-th pick, so every replica
@@ -17,7 +20,7 @@ use crate::glob;
 use crate::store::{Ctx, Store};
 use crate::table::{cmd, keys_after_numkeys, CommandSpec, Flags, Handler};
 use bytes::Bytes;
-use kvasir_engine_memory::set::Member;
+use kvasir_engine_memory::set::{Member, SetLimits};
 use kvasir_engine_memory::{Set, Value};
 use kvasir_resp::Reply;
 use std::collections::HashSet;
@@ -133,6 +136,15 @@ fn sets_for_write<'a>(
         .collect()
 }
 
+/// The set thresholds of the store's configuration.
+fn set_limits(store: &Store) -> SetLimits {
+    SetLimits {
+        max_intset_entries: store.limits.set_max_intset_entries,
+        max_packed_entries: store.limits.set_max_listpack_entries,
+        max_packed_value: store.limits.set_max_listpack_value,
+    }
+}
+
 fn bulk(m: Member<'_>) -> Reply {
     Reply::Bulk(m.to_bytes())
 }
@@ -153,8 +165,8 @@ fn pick(ctx: &Ctx, n: u64, len: usize) -> usize {
 
 fn sadd(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let key = &args[1];
-    let max = store.limits.set_max_intset_entries;
-    let add_all = |set: &mut Set| args[2..].iter().filter(|m| set.insert(m, max)).count();
+    let limits = set_limits(store);
+    let add_all = |set: &mut Set| args[2..].iter().filter(|m| set.insert(m, &limits)).count();
     let added = match write_set(store, db, key, ctx)? {
         Some(set) => add_all(set),
         None => {
@@ -295,20 +307,43 @@ fn srandmember(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult
         return Ok(Reply::Array(Vec::new()));
     };
     let len = set.len();
+    if count >= 0 && count as u64 >= len as u64 {
+        return Ok(Reply::Array(set.iter().map(bulk).collect()));
+    }
+    let by_pos = Positions::new(set);
     let picks: Vec<Reply> = if count < 0 || count == 1 {
         // Repeats allowed: every pick is independent.
         (0..count.unsigned_abs())
-            .filter_map(|i| set.get(pick(ctx, i, len)).map(bulk))
+            .filter_map(|i| by_pos.get(pick(ctx, i, len)).map(bulk))
             .collect()
-    } else if count as u64 >= len as u64 {
-        set.iter().map(bulk).collect()
     } else {
         distinct_positions(ctx, count as usize, len)
             .into_iter()
-            .filter_map(|p| set.get(p).map(bulk))
+            .filter_map(|p| by_pos.get(p).map(bulk))
             .collect()
     };
     Ok(Reply::Array(picks))
+}
+
+/// O(1) access by position for many picks: a packed set (whose positions
+/// are found by scanning) is indexed once.
+struct Positions<'a> {
+    set: &'a Set,
+    indexed: Option<Vec<Member<'a>>>,
+}
+
+impl<'a> Positions<'a> {
+    fn new(set: &'a Set) -> Positions<'a> {
+        let indexed = (set.is_compact() && !set.is_intset()).then(|| set.iter().collect());
+        Positions { set, indexed }
+    }
+
+    fn get(&self, pos: usize) -> Option<Member<'a>> {
+        match &self.indexed {
+            Some(members) => members.get(pos).copied(),
+            None => self.set.get(pos),
+        }
+    }
 }
 
 /// `count` distinct positions below `len` (count < len), by Floyd's
@@ -349,7 +384,7 @@ fn smove(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     if src == dst {
         return Ok(Reply::Int(src_set.contains(member) as i64));
     }
-    let max = store.limits.set_max_intset_entries;
+    let limits = set_limits(store);
     let Some(src_set) = write_set(store, db, src, ctx)? else {
         return Ok(Reply::Int(0));
     };
@@ -361,11 +396,11 @@ fn smove(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     }
     match write_set(store, db, dst, ctx)? {
         Some(dst_set) => {
-            dst_set.insert(member, max);
+            dst_set.insert(member, &limits);
         }
         None => {
             let mut set = Set::new();
-            set.insert(member, max);
+            set.insert(member, &limits);
             store.db_mut(db).set(dst, Value::Set(Box::new(set)), None);
         }
     }
@@ -394,28 +429,28 @@ fn inter_each<'a>(sets: &[Option<&'a Set>], mut visit: impl FnMut(Member<'a>) ->
     }
 }
 
-fn inter_of(sets: &[Option<&Set>], max_intset: usize) -> Set {
+fn inter_of(sets: &[Option<&Set>], limits: &SetLimits) -> Set {
     let mut out = Set::new();
     inter_each(sets, |m| {
-        out.insert_member(m, max_intset);
+        out.insert_member(m, limits);
         true
     });
     out
 }
 
 /// The union, built like Redis's: an intset while it can be one.
-fn union_of(sets: &[Option<&Set>], max_intset: usize) -> Set {
+fn union_of(sets: &[Option<&Set>], limits: &SetLimits) -> Set {
     let mut out = Set::new();
     for s in sets.iter().flatten() {
         for m in s.iter() {
-            out.insert_member(m, max_intset);
+            out.insert_member(m, limits);
         }
     }
     out
 }
 
 /// The members of the first set found in none of the others.
-fn diff_of(sets: &[Option<&Set>], max_intset: usize) -> Set {
+fn diff_of(sets: &[Option<&Set>], limits: &SetLimits) -> Set {
     let mut out = Set::new();
     let Some((Some(first), rest)) = sets.split_first() else {
         return out;
@@ -423,7 +458,7 @@ fn diff_of(sets: &[Option<&Set>], max_intset: usize) -> Set {
     let others: Vec<&Set> = rest.iter().flatten().copied().collect();
     for m in first.iter() {
         if !others.iter().any(|o| o.contains_member(m)) {
-            out.insert_member(m, max_intset);
+            out.insert_member(m, limits);
         }
     }
     out
@@ -441,18 +476,12 @@ fn sinter(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 
 fn sunion(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let sets = read_sets(store, db, &args[1..], ctx)?;
-    Ok(set_reply(&union_of(
-        &sets,
-        store.limits.set_max_intset_entries,
-    )))
+    Ok(set_reply(&union_of(&sets, &set_limits(store))))
 }
 
 fn sdiff(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let sets = read_sets(store, db, &args[1..], ctx)?;
-    Ok(set_reply(&diff_of(
-        &sets,
-        store.limits.set_max_intset_entries,
-    )))
+    Ok(set_reply(&diff_of(&sets, &set_limits(store))))
 }
 
 /// SINTERCARD numkeys key [key ...] [LIMIT limit]: options are checked
@@ -498,10 +527,10 @@ fn store_result(
     db: usize,
     args: &[Bytes],
     ctx: &Ctx,
-    op: fn(&[Option<&Set>], usize) -> Set,
+    op: fn(&[Option<&Set>], &SetLimits) -> Set,
 ) -> CmdResult {
-    let max = store.limits.set_max_intset_entries;
-    let result = op(&sets_for_write(store, db, &args[2..], ctx)?, max);
+    let limits = set_limits(store);
+    let result = op(&sets_for_write(store, db, &args[2..], ctx)?, &limits);
     let dst = &args[1];
     let n = result.len();
     if n == 0 {
@@ -535,7 +564,8 @@ const SCAN_DEFAULT_COUNT: u64 = 10;
 
 /// SSCAN key cursor [MATCH pattern] [COUNT count].
 ///
-/// An intset answers everything in one call with cursor 0, as Redis does.
+/// A small set (intset, or the engine's packed layout) answers everything
+/// in one call with cursor 0, as Redis does for its small encodings.
 /// A hashtable is walked by position in its dense member vector from the
 /// end towards the start: the cursor is the number of positions still to
 /// visit. Removal moves the last member into the hole, and the last member
@@ -571,7 +601,7 @@ fn sscan(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     }
     let wanted =
         |m: &Member<'_>| pattern.is_none_or(|p| m.with_bytes(|b| glob::matches(p, b, false)));
-    if set.is_intset() {
+    if set.is_compact() {
         let members = set.iter().filter(wanted).map(bulk).collect();
         return Ok(scan_reply(0, members));
     }
@@ -1198,10 +1228,16 @@ mod tests {
         let (calls, all) = scan_all(&st, "i", &["COUNT", "1"]);
         assert_eq!((calls, all.len()), (1, 5));
         assert_eq!(scan_all(&st, "i", &["MATCH", "1*"]).1, ["1", "100", "12"]);
-        let members: Vec<String> = (0..100).map(|i| format!("m{i}")).collect();
+        // A small hashtable too.
+        sadd_many(&mut st, "p", &["a".into(), "b".into(), "c".into()]);
+        assert_eq!(
+            scan_all(&st, "p", &["COUNT", "1"]),
+            (1, vec!["a".into(), "b".into(), "c".into()])
+        );
+        let members: Vec<String> = (0..200).map(|i| format!("m{i}")).collect();
         sadd_many(&mut st, "h", &members);
         let (calls, all) = scan_all(&st, "h", &[]);
-        assert_eq!(calls, 10);
+        assert_eq!(calls, 20);
         let mut expected = members.clone();
         expected.sort();
         assert_eq!(all, expected);

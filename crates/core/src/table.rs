@@ -109,8 +109,11 @@ pub struct CommandSpec {
     /// For commands whose keys the first/last/step range cannot describe
     /// (a `numkeys` argument: LMPOP, ZUNIONSTORE...): finds the key indexes
     /// of an invocation. Such commands are flagged MOVABLEKEYS.
-    pub key_finder: Option<fn(&[Bytes]) -> Vec<usize>>,
+    pub key_finder: Option<KeyFinder>,
 }
+
+/// Finds the key indexes of one invocation of a movable-keys command.
+pub type KeyFinder = fn(&[Bytes]) -> Vec<usize>;
 
 /// Key finder for `CMD ... numkeys key [key ...] ...` with numkeys at
 /// index `POS`: the keys are the `numkeys` arguments after it.

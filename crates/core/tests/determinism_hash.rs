@@ -185,7 +185,7 @@ fn replicas_applying_the_same_hash_commands_stay_identical() {
             }
             _ => {}
         }
-        if step % 1000 == 0 {
+        if step.is_multiple_of(1000) {
             assert_eq!(stores[0].dump(), stores[1].dump(), "diverged at {step}");
         }
     }

@@ -233,7 +233,7 @@ fn run(steps: u64, seeds: impl Fn(u64) -> [u64; 2]) -> Coverage {
             seed: seed1,
         };
         // The node limit is replicated configuration: both change together.
-        if step % 1500 == 0 {
+        if step.is_multiple_of(1500) {
             let fill = [-2, -1, 4, 16, -3][(step / 1500 % 5) as usize];
             for s in &mut stores {
                 s.limits.list_max_listpack_size = fill;
@@ -258,7 +258,7 @@ fn run(steps: u64, seeds: impl Fn(u64) -> [u64; 2]) -> Coverage {
         if r0.is_ok() {
             *cov.ok.entry(name.to_string()).or_default() += 1;
         }
-        if step % 500 == 0 {
+        if step.is_multiple_of(500) {
             assert_eq!(s0.dump(), s1.dump(), "state diverged at step {step}");
         }
     }

@@ -861,7 +861,11 @@ impl Quicklist {
         };
         match node {
             Some(n) if n.allows_insert(value.len(), fill) => n.push(end, e),
-            _ => {
+            full => {
+                // The full node is done growing at this end: drop its slack.
+                if let Some(full) = full {
+                    full.buf.shrink_to_fit();
+                }
                 let mut n = Listpack::default();
                 n.push(end, e);
                 match end {

@@ -1,22 +1,29 @@
-//! The set value, with Redis 7.0's two encodings (7.0 has no listpack
-//! sets; 7.2 added them):
+//! The set value. OBJECT ENCODING answers as Redis 7.0 does ("intset" or
+//! "hashtable"; 7.0 has no listpack sets, 7.2 added them), over three
+//! internal layouts:
 //!
 //! - **intset** while every member is the canonical decimal text of an i64
 //!   (`canonical_i64`: no `+`, no leading zero, no `-0`) and the set holds
-//!   at most `set-max-intset-entries` members: a sorted array of integers at
-//!   the smallest width (16, 32 or 64 bits) that holds them all, searched by
-//!   binary search. Like Redis it widens but never narrows, and iterates in
-//!   ascending order.
-//! - **hashtable** otherwise: the members in a dense vector plus a
-//!   `hashbrown::HashTable<u32>` of positions, hashed with a fixed seed. All
-//!   iteration goes through the vector, so the order (and every position
-//!   based random pick: SPOP, SRANDMEMBER) is a pure function of the
-//!   operation sequence, identical on every replica. Removal swaps the last
-//!   member into the hole, so removing by value or by position is O(1).
+//!   at most `set-max-intset-entries` members: a sorted, exactly sized array
+//!   of integers at the smallest width (16, 32 or 64 bits) that holds them
+//!   all, searched by binary search. Like Redis it widens but never
+//!   narrows, and iterates in ascending order.
+//! - **packed** (reported as "hashtable"): small sets of other members, at
+//!   most `set-max-listpack-entries` members of at most
+//!   `set-max-listpack-value` bytes, live in one byte buffer of
+//!   length-prefixed entries scanned linearly, like Redis 7.2's listpack
+//!   sets: a few bytes per member instead of a hash table's ~40.
+//! - **table** (reported as "hashtable"): the members in a dense vector
+//!   plus a `hashbrown::HashTable<u32>` of positions, hashed with a fixed
+//!   seed. Removal swaps the last member into the hole, so removing by value
+//!   or by position is O(1).
 //!
-//! The conversion intset -> hashtable is one-way, as in Redis. This module
-//! knows nothing about commands or replies; the caller passes the intset
-//! limit.
+//! Every layout iterates in an order that is a pure function of the
+//! operation sequence, and every random pick (SPOP, SRANDMEMBER) is a
+//! position in that order, so replicas that applied the same commands pick
+//! the same members. Conversions go one way (intset -> packed -> table),
+//! keep the order, and happen at the same operation on every replica. This
+//! module knows nothing about commands or replies.
 
 use crate::value::{canonical_i64, CompactBytes};
 use bytes::Bytes;
@@ -56,8 +63,30 @@ pub fn format_i64(v: i64, buf: &mut [u8; I64_TEXT_MAX]) -> &[u8] {
     &buf[i..]
 }
 
-/// One member as stored: an integer of an intset or the bytes of a
-/// hashtable member. Both stand for the same text (`Int(5)` is `"5"`).
+/// The thresholds that choose a set's layout (Redis's settings of the same
+/// names; the caller passes them from its configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SetLimits {
+    /// set-max-intset-entries
+    pub max_intset_entries: usize,
+    /// set-max-listpack-entries
+    pub max_packed_entries: usize,
+    /// set-max-listpack-value (bytes per member)
+    pub max_packed_value: usize,
+}
+
+impl Default for SetLimits {
+    fn default() -> Self {
+        SetLimits {
+            max_intset_entries: 512,
+            max_packed_entries: 128,
+            max_packed_value: 64,
+        }
+    }
+}
+
+/// One member as stored: an integer of an intset or the bytes of another
+/// layout. Both stand for the same text (`Int(5)` is `"5"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Member<'a> {
     Int(i64),
@@ -83,10 +112,12 @@ impl Member<'_> {
 
     /// The member's text as an owned buffer (for replies).
     pub fn to_bytes(self) -> Bytes {
-        match self {
-            Member::Int(i) => Bytes::copy_from_slice(format_i64(i, &mut [0; I64_TEXT_MAX])),
-            Member::Bytes(b) => Bytes::copy_from_slice(b),
-        }
+        self.with_bytes(Bytes::copy_from_slice)
+    }
+
+    /// Length of the member's text.
+    fn text_len(self) -> usize {
+        self.with_bytes(<[u8]>::len)
     }
 }
 
@@ -94,15 +125,16 @@ impl Member<'_> {
 // intset
 // ---------------------------------------------------------------------------
 
-/// A sorted array of distinct integers at one width.
+/// A sorted array of distinct integers at one width, sized exactly (as
+/// Redis's intset: one reallocation per change, no slack).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Ints {
-    I16(Vec<i16>),
-    I32(Vec<i32>),
-    I64(Vec<i64>),
+    I16(Box<[i16]>),
+    I32(Box<[i32]>),
+    I64(Box<[i64]>),
 }
 
-/// Runs `$body` with `$v` bound to the vector, whatever its width.
+/// Runs `$body` with `$v` bound to the boxed slice, whatever its width.
 macro_rules! with_ints {
     ($ints:expr, $v:ident => $body:expr) => {
         match $ints {
@@ -122,6 +154,22 @@ fn width_of(x: i64) -> u8 {
     } else {
         64
     }
+}
+
+/// Inserts `x` at `at`, keeping the allocation exact.
+fn insert_exact<T: Copy>(b: &mut Box<[T]>, at: usize, x: T) {
+    let mut v = std::mem::take(b).into_vec();
+    v.reserve_exact(1);
+    v.insert(at, x);
+    *b = v.into_boxed_slice();
+}
+
+/// Removes the value at `at`, keeping the allocation exact.
+fn remove_exact<T: Copy>(b: &mut Box<[T]>, at: usize) -> T {
+    let mut v = std::mem::take(b).into_vec();
+    let x = v.remove(at);
+    *b = v.into_boxed_slice();
+    x
 }
 
 // `with_ints!` instantiates each body for i16, i32 and i64; for i64 the
@@ -158,16 +206,15 @@ impl Ints {
         if want <= self.width() {
             return;
         }
-        fn widen<S: Copy, T: From<S>>(v: &[S]) -> Vec<T> {
-            let mut out = Vec::with_capacity(v.len() + 1);
-            out.extend(v.iter().map(|&x| T::from(x)));
-            out
+        fn widen<S: Copy, T: From<S>>(v: &[S]) -> Box<[T]> {
+            v.iter().map(|&x| T::from(x)).collect()
         }
-        *self = match (std::mem::replace(self, Ints::I16(Vec::new())), want) {
-            (Ints::I16(v), 32) => Ints::I32(widen(&v)),
-            (Ints::I16(v), _) => Ints::I64(widen(&v)),
-            (Ints::I32(v), _) => Ints::I64(widen(&v)),
-            (same, _) => same,
+        *self = match (&*self, want) {
+            (Ints::I16(v), 32) => Ints::I32(widen(v)),
+            (Ints::I16(v), _) => Ints::I64(widen(v)),
+            (Ints::I32(v), _) => Ints::I64(widen(v)),
+            // Already the widest: `want <= width` returned above.
+            (Ints::I64(_), _) => return,
         };
     }
 
@@ -178,7 +225,7 @@ impl Ints {
             Ok(x) => match v.binary_search(&x) {
                 Ok(_) => false,
                 Err(at) => {
-                    v.insert(at, x);
+                    insert_exact(v, at, x);
                     true
                 }
             },
@@ -192,7 +239,7 @@ impl Ints {
         with_ints!(self, v => match x.try_into() {
             Ok(x) => match v.binary_search(&x) {
                 Ok(at) => {
-                    v.remove(at);
+                    remove_exact(v, at);
                     true
                 }
                 Err(_) => false,
@@ -202,19 +249,175 @@ impl Ints {
     }
 
     fn remove_at(&mut self, i: usize) -> Option<i64> {
-        with_ints!(self, v => (i < v.len()).then(|| i64::from(v.remove(i))))
+        with_ints!(self, v => (i < v.len()).then(|| i64::from(remove_exact(v, i))))
     }
 
     fn heap_size(&self) -> usize {
-        fn bytes<T>(v: &Vec<T>) -> usize {
-            v.capacity() * std::mem::size_of::<T>()
-        }
-        with_ints!(self, v => bytes(v))
+        with_ints!(self, v => std::mem::size_of_val(&**v))
+    }
+
+    /// Whether every member's text is at most `max` bytes.
+    fn texts_fit(&self, max: usize) -> bool {
+        max >= I64_TEXT_MAX
+            || (0..self.len()).all(|i| {
+                self.get(i)
+                    .is_some_and(|x| Member::Int(x).text_len() <= max)
+            })
     }
 }
 
 // ---------------------------------------------------------------------------
-// hashtable
+// packed
+// ---------------------------------------------------------------------------
+
+/// Small sets: one exactly sized buffer (like the intset) holding the
+/// member count as a little-endian u32, then the members back to back, each
+/// preceded by its length as a LEB128 varint (one byte up to 127). With the
+/// count inside the buffer a whole [`Set`] is 24 bytes, so its box is one
+/// small allocation. An empty buffer (no header) is an empty set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Packed {
+    buf: Box<[u8]>,
+}
+
+/// Bytes of the count header of a packed buffer.
+const PACKED_HEADER: usize = 4;
+
+fn varint_len(mut v: usize) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+fn push_varint(out: &mut Vec<u8>, mut v: usize) {
+    while v >= 0x80 {
+        out.push((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Reads the varint at `at`: (value, bytes used); None if malformed.
+fn read_varint(buf: &[u8], at: usize) -> Option<(usize, usize)> {
+    let mut v: usize = 0;
+    for (i, &b) in buf.get(at..)?.iter().enumerate().take(10) {
+        v |= usize::from(b & 0x7f).checked_shl(7 * i as u32)?;
+        if b & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    None
+}
+
+/// The entries of a packed buffer: (start of the entry, member).
+struct PackedIter<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Iterator for PackedIter<'a> {
+    type Item = (usize, &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let start = self.at;
+        let (n, used) = read_varint(self.buf, start)?;
+        let data = start + used;
+        let m = self.buf.get(data..data.checked_add(n)?)?;
+        self.at = data + n;
+        Some((start, m))
+    }
+}
+
+impl Packed {
+    fn entries(&self) -> PackedIter<'_> {
+        PackedIter {
+            buf: &self.buf,
+            at: PACKED_HEADER,
+        }
+    }
+
+    /// Position, start and end (exclusive) of the entry holding `m`.
+    fn find(&self, m: &[u8]) -> Option<(usize, usize, usize)> {
+        self.entries()
+            .enumerate()
+            .find(|(_, (_, e))| *e == m)
+            .map(|(pos, (start, e))| (pos, start, start + varint_len(e.len()) + e.len()))
+    }
+
+    fn count(&self) -> u32 {
+        self.buf
+            .get(..PACKED_HEADER)
+            .and_then(|h| h.try_into().ok())
+            .map_or(0, u32::from_le_bytes)
+    }
+
+    fn len(&self) -> usize {
+        self.count() as usize
+    }
+
+    /// Whether one more member fits the count (at most `max`, and u32).
+    fn has_room(&self, max: usize) -> bool {
+        self.len() < max && self.count() < u32::MAX
+    }
+
+    /// Rewrites the buffer with `edit`, keeping it exactly sized, and
+    /// stores the new count.
+    fn rewrite(&mut self, count: u32, edit: impl FnOnce(&mut Vec<u8>)) {
+        let mut buf = std::mem::take(&mut self.buf).into_vec();
+        if buf.len() < PACKED_HEADER {
+            buf = vec![0; PACKED_HEADER];
+        }
+        edit(&mut buf);
+        buf[..PACKED_HEADER].copy_from_slice(&count.to_le_bytes());
+        self.buf = buf.into_boxed_slice();
+    }
+
+    /// Appends `m` (the caller checked it is not there and there is room).
+    fn push(&mut self, m: &[u8]) {
+        let count = self.count().saturating_add(1);
+        self.rewrite(count, |buf| {
+            buf.reserve_exact(varint_len(m.len()) + m.len());
+            push_varint(buf, m.len());
+            buf.extend_from_slice(m);
+        });
+    }
+
+    /// Removes the entry spanning `start..end` (found by [`Packed::entries`]).
+    fn cut(&mut self, start: usize, end: usize) {
+        let count = self.count().saturating_sub(1);
+        self.rewrite(count, |buf| {
+            buf.drain(start..end);
+        });
+    }
+
+    fn remove(&mut self, m: &[u8]) -> bool {
+        match self.find(m) {
+            Some((_, start, end)) => {
+                self.cut(start, end);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn get(&self, pos: usize) -> Option<&[u8]> {
+        self.entries().nth(pos).map(|(_, m)| m)
+    }
+
+    fn remove_at(&mut self, pos: usize) -> Option<Bytes> {
+        let (start, m) = self.entries().nth(pos)?;
+        let end = start + varint_len(m.len()) + m.len();
+        let out = Bytes::copy_from_slice(m);
+        self.cut(start, end);
+        Some(out)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// table
 // ---------------------------------------------------------------------------
 
 /// Members in a dense vector, indexed by a hash table of positions.
@@ -238,21 +441,19 @@ fn spilled_size(m: &CompactBytes) -> usize {
 }
 
 impl Table {
-    fn with_capacity(n: usize) -> Table {
-        Table {
-            members: Vec::with_capacity(n),
-            index: HashTable::with_capacity(n),
+    /// A table holding `members` (distinct) in order, with room for `extra`.
+    fn from_members<'a>(
+        members: impl Iterator<Item = Member<'a>>,
+        n: usize,
+        extra: usize,
+    ) -> Table {
+        let mut t = Table {
+            members: Vec::with_capacity(n + extra),
+            index: HashTable::with_capacity(n + extra),
             spilled: 0,
-        }
-    }
-
-    /// The table holding the members of an intset, with room for `extra`.
-    fn from_ints(ints: &Ints, extra: usize) -> Table {
-        let mut t = Table::with_capacity(ints.len() + extra);
-        for i in 0..ints.len() {
-            if let Some(x) = ints.get(i) {
-                t.insert(format_i64(x, &mut [0; I64_TEXT_MAX]));
-            }
+        };
+        for m in members {
+            m.with_bytes(|b| t.insert(b));
         }
         t
     }
@@ -344,7 +545,8 @@ impl Table {
     }
 
     fn heap_size(&self) -> usize {
-        self.members.capacity() * std::mem::size_of::<CompactBytes>()
+        std::mem::size_of::<Table>()
+            + self.members.capacity() * std::mem::size_of::<CompactBytes>()
             + self.index.allocation_size()
             + self.spilled
     }
@@ -357,10 +559,11 @@ impl Table {
 #[derive(Clone)]
 enum Repr {
     Ints(Ints),
-    Table(Table),
+    Packed(Packed),
+    Table(Box<Table>),
 }
 
-/// A Redis set value. Equality compares the encoding and the members in
+/// A Redis set value. Equality compares the layout and the members in
 /// iteration order (the state replicas must agree on), not set semantics.
 #[derive(Clone)]
 pub struct Set {
@@ -377,6 +580,7 @@ impl PartialEq for Set {
     fn eq(&self, other: &Self) -> bool {
         match (&self.repr, &other.repr) {
             (Repr::Ints(a), Repr::Ints(b)) => a == b,
+            (Repr::Packed(a), Repr::Packed(b)) => a == b,
             (Repr::Table(a), Repr::Table(b)) => a.members == b.members,
             _ => false,
         }
@@ -387,7 +591,12 @@ impl Eq for Set {}
 
 impl fmt::Debug for Set {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Set({}) ", self.encoding())?;
+        let layout = match self.repr {
+            Repr::Ints(_) => "intset",
+            Repr::Packed(_) => "packed",
+            Repr::Table(_) => "table",
+        };
+        write!(f, "Set({layout}) ")?;
         f.debug_list()
             .entries(
                 self.iter()
@@ -397,12 +606,37 @@ impl fmt::Debug for Set {
     }
 }
 
+/// The members of a set in iteration order.
+pub struct Iter<'a>(IterInner<'a>);
+
+enum IterInner<'a> {
+    Ints(&'a Ints, usize),
+    Packed(PackedIter<'a>),
+    Table(std::slice::Iter<'a, CompactBytes>),
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = Member<'a>;
+
+    fn next(&mut self) -> Option<Member<'a>> {
+        match &mut self.0 {
+            IterInner::Ints(ints, i) => {
+                let x = ints.get(*i)?;
+                *i += 1;
+                Some(Member::Int(x))
+            }
+            IterInner::Packed(p) => p.next().map(|(_, m)| Member::Bytes(m)),
+            IterInner::Table(t) => t.next().map(|m| Member::Bytes(m)),
+        }
+    }
+}
+
 impl Set {
     /// An empty set in the intset encoding (Redis creates sets this way and
     /// converts on the first non-integer member).
     pub fn new() -> Set {
         Set {
-            repr: Repr::Ints(Ints::I16(Vec::new())),
+            repr: Repr::Ints(Ints::I16(Box::default())),
         }
     }
 
@@ -410,6 +644,7 @@ impl Set {
     pub fn len(&self) -> usize {
         match &self.repr {
             Repr::Ints(v) => v.len(),
+            Repr::Packed(p) => p.len(),
             Repr::Table(t) => t.len(),
         }
     }
@@ -422,15 +657,16 @@ impl Set {
     pub fn heap_size(&self) -> usize {
         match &self.repr {
             Repr::Ints(v) => v.heap_size(),
+            Repr::Packed(p) => p.buf.len(),
             Repr::Table(t) => t.heap_size(),
         }
     }
 
-    /// What OBJECT ENCODING reports.
+    /// What OBJECT ENCODING reports: Redis 7.0's names.
     pub fn encoding(&self) -> &'static str {
         match &self.repr {
             Repr::Ints(_) => "intset",
-            Repr::Table(_) => "hashtable",
+            Repr::Packed(_) | Repr::Table(_) => "hashtable",
         }
     }
 
@@ -439,10 +675,18 @@ impl Set {
         matches!(self.repr, Repr::Ints(_))
     }
 
+    /// Whether the set is small and compact (intset or packed): scanned
+    /// whole rather than by cursor, and [`Set::get`] is not O(1) for a
+    /// packed set (collect [`Set::iter`] for many picks).
+    pub fn is_compact(&self) -> bool {
+        !matches!(self.repr, Repr::Table(_))
+    }
+
     /// Whether `m` is a member.
     pub fn contains(&self, m: &[u8]) -> bool {
         match &self.repr {
             Repr::Ints(v) => canonical_i64(m).is_some_and(|x| v.contains(x)),
+            Repr::Packed(p) => p.find(m).is_some(),
             Repr::Table(t) => t.find(m).is_some(),
         }
     }
@@ -451,38 +695,67 @@ impl Set {
     pub fn contains_member(&self, m: Member<'_>) -> bool {
         match (m, &self.repr) {
             (Member::Int(x), Repr::Ints(v)) => v.contains(x),
-            (Member::Int(x), Repr::Table(t)) => {
-                t.find(format_i64(x, &mut [0; I64_TEXT_MAX])).is_some()
-            }
-            (Member::Bytes(b), _) => self.contains(b),
+            (m, _) => m.with_bytes(|b| self.contains(b)),
         }
     }
 
-    /// Adds `m`, converting to a hashtable when `m` is not an integer or the
-    /// intset grows beyond `max_intset` members. False if already there.
-    pub fn insert(&mut self, m: &[u8], max_intset: usize) -> bool {
-        self.insert_member(Member::Bytes(m), max_intset)
+    /// Adds `m`, changing layout as `limits` say. False if already there.
+    pub fn insert(&mut self, m: &[u8], limits: &SetLimits) -> bool {
+        self.insert_member(Member::Bytes(m), limits)
     }
 
     /// [`Set::insert`] for a member taken from another set.
-    pub fn insert_member(&mut self, m: Member<'_>, max_intset: usize) -> bool {
+    pub fn insert_member(&mut self, m: Member<'_>, limits: &SetLimits) -> bool {
         match &mut self.repr {
             Repr::Ints(v) => match m.as_int() {
                 Some(x) => {
                     let added = v.insert(x);
-                    if added && v.len() > max_intset {
-                        self.repr = Repr::Table(Table::from_ints(v, 0));
+                    if added && v.len() > limits.max_intset_entries {
+                        self.repr = Self::grown_from_ints(v, None, limits);
                     }
                     added
                 }
                 None => {
-                    let mut t = Table::from_ints(v, 1);
-                    let added = m.with_bytes(|b| t.insert(b));
-                    self.repr = Repr::Table(t);
-                    added
+                    self.repr = Self::grown_from_ints(v, Some(m), limits);
+                    true
                 }
             },
+            Repr::Packed(p) => {
+                let fits = m.text_len() <= limits.max_packed_value;
+                if m.with_bytes(|b| p.find(b).is_some()) {
+                    return false;
+                }
+                if fits && p.has_room(limits.max_packed_entries) {
+                    m.with_bytes(|b| p.push(b));
+                } else {
+                    let mut t =
+                        Table::from_members(p.entries().map(|(_, e)| Member::Bytes(e)), p.len(), 1);
+                    m.with_bytes(|b| t.insert(b));
+                    self.repr = Repr::Table(Box::new(t));
+                }
+                true
+            }
             Repr::Table(t) => m.with_bytes(|b| t.insert(b)),
+        }
+    }
+
+    /// The layout an intset grows into, holding its members and `extra` (a
+    /// non-integer, so not among them): packed when everything fits the
+    /// packed limits, a table otherwise.
+    fn grown_from_ints(v: &Ints, extra: Option<Member<'_>>, limits: &SetLimits) -> Repr {
+        let n = v.len() + extra.is_some() as usize;
+        let ints = (0..v.len()).filter_map(|i| v.get(i)).map(Member::Int);
+        let fits = n <= limits.max_packed_entries.min(u32::MAX as usize)
+            && v.texts_fit(limits.max_packed_value)
+            && extra.is_none_or(|m| m.text_len() <= limits.max_packed_value);
+        if fits {
+            let mut p = Packed::default();
+            for m in ints.chain(extra) {
+                m.with_bytes(|b| p.push(b));
+            }
+            Repr::Packed(p)
+        } else {
+            Repr::Table(Box::new(Table::from_members(ints.chain(extra), n, 0)))
         }
     }
 
@@ -490,23 +763,27 @@ impl Set {
     pub fn remove(&mut self, m: &[u8]) -> bool {
         match &mut self.repr {
             Repr::Ints(v) => canonical_i64(m).is_some_and(|x| v.remove(x)),
+            Repr::Packed(p) => p.remove(m),
             Repr::Table(t) => t.remove(m),
         }
     }
 
-    /// The member at position `pos` of the iteration order.
+    /// The member at position `pos` of the iteration order: O(1), except
+    /// for a packed set (a scan of at most set-max-listpack-entries).
     pub fn get(&self, pos: usize) -> Option<Member<'_>> {
         match &self.repr {
             Repr::Ints(v) => v.get(pos).map(Member::Int),
+            Repr::Packed(p) => p.get(pos).map(Member::Bytes),
             Repr::Table(t) => t.members.get(pos).map(|m| Member::Bytes(m)),
         }
     }
 
     /// Removes and returns the member at position `pos` (SPOP). O(1) for a
-    /// hashtable; an intset shifts its tail, as Redis's does.
+    /// table; an intset or packed set shifts its tail, as Redis's do.
     pub fn take(&mut self, pos: usize) -> Option<Bytes> {
         match &mut self.repr {
             Repr::Ints(v) => v.remove_at(pos).map(|x| Member::Int(x).to_bytes()),
+            Repr::Packed(p) => p.remove_at(pos),
             Repr::Table(t) => t.remove_at(pos).map(|m| {
                 if m.spilled() {
                     Bytes::from(m.into_vec())
@@ -518,8 +795,12 @@ impl Set {
     }
 
     /// The members in iteration order (ascending for an intset).
-    pub fn iter(&self) -> impl Iterator<Item = Member<'_>> + '_ {
-        (0..self.len()).filter_map(move |i| self.get(i))
+    pub fn iter(&self) -> Iter<'_> {
+        Iter(match &self.repr {
+            Repr::Ints(v) => IterInner::Ints(v, 0),
+            Repr::Packed(p) => IterInner::Packed(p.entries()),
+            Repr::Table(t) => IterInner::Table(t.members.iter()),
+        })
     }
 }
 
@@ -528,7 +809,11 @@ mod tests {
     use super::*;
     use std::collections::BTreeSet;
 
-    const MAX: usize = 512;
+    const LIMITS: SetLimits = SetLimits {
+        max_intset_entries: 512,
+        max_packed_entries: 128,
+        max_packed_value: 64,
+    };
 
     fn texts(s: &Set) -> Vec<String> {
         s.iter()
@@ -536,11 +821,20 @@ mod tests {
             .collect()
     }
 
-    fn width(s: &Set) -> Option<u8> {
+    fn layout(s: &Set) -> String {
         match &s.repr {
-            Repr::Ints(v) => Some(v.width()),
-            Repr::Table(_) => None,
+            Repr::Ints(v) => format!("intset{}", v.width()),
+            Repr::Packed(_) => "packed".into(),
+            Repr::Table(_) => "table".into(),
         }
+    }
+
+    fn set_of(items: &[&str], limits: &SetLimits) -> Set {
+        let mut s = Set::new();
+        for m in items {
+            s.insert(m.as_bytes(), limits);
+        }
+        s
     }
 
     #[test]
@@ -552,18 +846,29 @@ mod tests {
     }
 
     #[test]
-    fn intset_is_sorted_and_widens_only() {
-        let mut s = Set::new();
-        assert_eq!(s.encoding(), "intset");
-        for x in ["5", "-3", "100", "5"] {
-            s.insert(x.as_bytes(), MAX);
+    fn varints_round_trip() {
+        for v in [0, 1, 127, 128, 300, 16_383, 16_384, usize::MAX] {
+            let mut out = Vec::new();
+            push_varint(&mut out, v);
+            assert_eq!(out.len(), varint_len(v));
+            assert_eq!(read_varint(&out, 0), Some((v, out.len())));
         }
+        assert_eq!(read_varint(&[0x80], 0), None);
+        assert_eq!(read_varint(&[], 0), None);
+        assert_eq!(read_varint(&[0xff; 12], 0), None);
+    }
+
+    #[test]
+    fn intset_is_sorted_exact_and_widens_only() {
+        let mut s = set_of(&["5", "-3", "100", "5"], &LIMITS);
+        assert_eq!(s.encoding(), "intset");
         assert_eq!(texts(&s), ["-3", "5", "100"]);
-        assert_eq!(width(&s), Some(16));
-        assert!(s.insert(b"70000", MAX));
-        assert_eq!(width(&s), Some(32));
-        assert!(s.insert(b"-9223372036854775808", MAX));
-        assert_eq!(width(&s), Some(64));
+        assert_eq!(layout(&s), "intset16");
+        assert_eq!(s.heap_size(), 3 * 2);
+        assert!(s.insert(b"70000", &LIMITS));
+        assert_eq!(layout(&s), "intset32");
+        assert!(s.insert(b"-9223372036854775808", &LIMITS));
+        assert_eq!(layout(&s), "intset64");
         assert_eq!(
             texts(&s),
             ["-9223372036854775808", "-3", "5", "100", "70000"]
@@ -571,7 +876,8 @@ mod tests {
         assert!(s.remove(b"-9223372036854775808"));
         assert!(s.remove(b"70000"));
         // Never narrows, like Redis.
-        assert_eq!(width(&s), Some(64));
+        assert_eq!(layout(&s), "intset64");
+        assert_eq!(s.heap_size(), 3 * 8);
         assert!(s.contains(b"100"));
         assert!(!s.contains(b"0100"));
         assert!(!s.contains(b"abc"));
@@ -581,12 +887,11 @@ mod tests {
 
     #[test]
     fn intset_lookups_outside_the_width() {
-        let mut s = Set::new();
-        s.insert(b"1", MAX);
+        let mut s = set_of(&["1"], &LIMITS);
         assert!(!s.contains(b"9223372036854775807"));
         assert!(!s.contains_member(Member::Int(i64::MIN)));
         assert!(!s.remove(b"70000"));
-        assert_eq!(width(&s), Some(16));
+        assert_eq!(layout(&s), "intset16");
     }
 
     #[test]
@@ -601,60 +906,124 @@ mod tests {
             "",
             "9223372036854775808",
         ] {
-            let mut s = Set::new();
-            assert!(s.insert(m.as_bytes(), MAX));
+            let s = set_of(&[m], &LIMITS);
             assert_eq!(s.encoding(), "hashtable", "{m:?}");
+            assert_eq!(layout(&s), "packed");
             assert!(s.contains(m.as_bytes()));
         }
     }
 
     #[test]
-    fn converts_past_the_intset_limit() {
-        let mut s = Set::new();
-        for i in 0..4 {
-            s.insert(i.to_string().as_bytes(), 4);
-        }
+    fn intset_past_its_limit_becomes_a_table() {
+        let limits = SetLimits {
+            max_intset_entries: 4,
+            ..LIMITS
+        };
+        let mut s = set_of(&["0", "1", "2", "3"], &limits);
         assert_eq!(s.encoding(), "intset");
         // Re-adding an existing member does not count.
-        assert!(!s.insert(b"3", 4));
+        assert!(!s.insert(b"3", &limits));
         assert_eq!(s.encoding(), "intset");
-        assert!(s.insert(b"4", 4));
-        assert_eq!(s.encoding(), "hashtable");
+        assert!(s.insert(b"4", &limits));
+        // 5 members fit the packed limits.
+        assert_eq!(layout(&s), "packed");
         assert_eq!(texts(&s), ["0", "1", "2", "3", "4"]);
+        let mut big = Set::new();
+        for i in 0..=512 {
+            big.insert(i.to_string().as_bytes(), &LIMITS);
+        }
+        assert_eq!(layout(&big), "table");
+        assert_eq!(big.len(), 513);
         // One-way: removing does not convert back.
-        s.remove(b"4");
-        s.remove(b"3");
-        assert_eq!(s.encoding(), "hashtable");
-        assert!(s.contains(b"2"));
-        assert!(s.contains_member(Member::Int(2)));
+        for i in 0..500 {
+            big.remove(i.to_string().as_bytes());
+        }
+        assert_eq!(layout(&big), "table");
+        assert!(big.contains(b"512"));
+        assert!(big.contains_member(Member::Int(511)));
     }
 
     #[test]
     fn a_string_member_converts_and_keeps_order() {
-        let mut s = Set::new();
-        for x in ["3", "1", "2"] {
-            s.insert(x.as_bytes(), MAX);
-        }
-        assert!(s.insert(b"a", MAX));
+        let mut s = set_of(&["3", "1", "2"], &LIMITS);
+        assert!(s.insert(b"a", &LIMITS));
+        assert_eq!(layout(&s), "packed");
         assert_eq!(s.encoding(), "hashtable");
         assert_eq!(texts(&s), ["1", "2", "3", "a"]);
-        assert!(!s.insert(b"2", MAX));
+        assert!(!s.insert(b"2", &LIMITS));
+        assert!(!s.insert(b"a", &LIMITS));
         assert_eq!(s.len(), 4);
+        // Too many ints for a packed set: straight to a table.
+        let mut many = Set::new();
+        for i in 0..200 {
+            many.insert(i.to_string().as_bytes(), &LIMITS);
+        }
+        many.insert(b"x", &LIMITS);
+        assert_eq!(layout(&many), "table");
+        assert_eq!(texts(&many)[..3], ["0", "1", "2"]);
+        assert_eq!(texts(&many)[200], "x");
+        // Long ints with a tiny value limit: a table too.
+        let tiny = SetLimits {
+            max_packed_value: 3,
+            ..LIMITS
+        };
+        let mut s = set_of(&["1", "12345"], &tiny);
+        s.insert(b"a", &tiny);
+        assert_eq!(layout(&s), "table");
     }
 
     #[test]
-    fn members_cross_encodings() {
-        let mut ints = Set::new();
-        ints.insert(b"7", MAX);
+    fn packed_becomes_a_table_past_its_limits() {
+        let mut s = Set::new();
+        for i in 0..128 {
+            assert!(s.insert(format!("m{i}").as_bytes(), &LIMITS));
+        }
+        assert_eq!(layout(&s), "packed");
+        assert!(!s.insert(b"m5", &LIMITS));
+        assert_eq!(layout(&s), "packed");
+        assert!(s.insert(b"m128", &LIMITS));
+        assert_eq!(layout(&s), "table");
+        let expected: Vec<String> = (0..129).map(|i| format!("m{i}")).collect();
+        assert_eq!(texts(&s), expected);
+        let mut s = set_of(&["a", "b"], &LIMITS);
+        let long = "x".repeat(65);
+        assert!(s.insert(long.as_bytes(), &LIMITS));
+        assert_eq!(layout(&s), "table");
+        assert_eq!(texts(&s), ["a", "b", long.as_str()]);
+        // Exactly at the value limit stays packed.
+        let s = set_of(&["a", &"y".repeat(64)], &LIMITS);
+        assert_eq!(layout(&s), "packed");
+        // Members longer than 127 bytes (2-byte length) in a packed set.
+        let roomy = SetLimits {
+            max_packed_value: 1000,
+            ..LIMITS
+        };
+        let big = "z".repeat(300);
+        let mut s = set_of(&["a", &big, "b"], &roomy);
+        assert_eq!(layout(&s), "packed");
+        assert_eq!(texts(&s), ["a", big.as_str(), "b"]);
+        assert!(s.remove(big.as_bytes()));
+        assert_eq!(texts(&s), ["a", "b"]);
+    }
+
+    #[test]
+    fn members_cross_layouts() {
+        let ints = set_of(&["7"], &LIMITS);
+        let packed = set_of(&["7", "x"], &LIMITS);
         let mut table = Set::new();
-        table.insert(b"7", MAX);
-        table.insert(b"x", MAX);
-        assert!(table.contains_member(Member::Int(7)));
+        for i in 0..200 {
+            table.insert(format!("t{i}").as_bytes(), &LIMITS);
+        }
+        table.insert(b"7", &LIMITS);
+        for s in [&packed, &table] {
+            assert!(s.contains_member(Member::Int(7)));
+            assert!(!s.contains_member(Member::Int(8)));
+        }
         assert!(ints.contains_member(Member::Bytes(b"7")));
         assert!(!ints.contains_member(Member::Bytes(b"x")));
         let mut out = Set::new();
-        for m in table.iter() {
-            out.insert_member(m, MAX);
+        for m in packed.iter() {
+            out.insert_member(m, &LIMITS);
         }
         assert_eq!(texts(&out), ["7", "x"]);
         assert_eq!(Member::Int(-12).as_int(), Some(-12));
@@ -664,31 +1033,29 @@ mod tests {
 
     #[test]
     fn take_by_position() {
-        let mut s = Set::new();
-        for x in ["10", "20", "30"] {
-            s.insert(x.as_bytes(), MAX);
-        }
+        let mut s = set_of(&["10", "20", "30"], &LIMITS);
         assert_eq!(s.take(1).as_deref(), Some(&b"20"[..]));
         assert_eq!(s.take(5), None);
+        let mut p = set_of(&["a", "b", "c"], &LIMITS);
+        assert_eq!(p.take(1).as_deref(), Some(&b"b"[..]));
+        assert_eq!(texts(&p), ["a", "c"]);
+        assert_eq!(p.get(1), Some(Member::Bytes(b"c")));
+        assert_eq!(p.take(2), None);
         let mut t = Set::new();
-        for x in ["a", "b", "c", "a-long-member-that-spills-to-the-heap"] {
-            t.insert(x.as_bytes(), MAX);
+        for i in 0..200 {
+            t.insert(format!("t{i}").as_bytes(), &LIMITS);
         }
-        assert_eq!(t.take(0).as_deref(), Some(&b"a"[..]));
+        let long = "a-long-member-that-spills-to-the-heap";
+        t.insert(long.as_bytes(), &LIMITS);
+        assert_eq!(t.take(0).as_deref(), Some(&b"t0"[..]));
         // The last member moved into the hole.
-        assert_eq!(
-            texts(&t),
-            ["a-long-member-that-spills-to-the-heap", "b", "c"]
-        );
-        assert_eq!(
-            t.take(0).as_deref(),
-            Some(&b"a-long-member-that-spills-to-the-heap"[..])
-        );
-        assert!(t.contains(b"b") && t.contains(b"c") && !t.contains(b"a"));
-        assert_eq!(t.take(3), None);
+        assert_eq!(t.get(0), Some(Member::Bytes(long.as_bytes())));
+        assert_eq!(t.take(0).as_deref(), Some(long.as_bytes()));
+        assert!(t.contains(b"t1") && !t.contains(b"t0"));
+        assert_eq!(t.take(1000), None);
     }
 
-    /// A tiny deterministic generator for the model test.
+    /// A tiny deterministic generator for the model tests.
     fn next(state: &mut u64) -> u64 {
         *state ^= *state << 13;
         *state ^= *state >> 7;
@@ -696,40 +1063,43 @@ mod tests {
         *state
     }
 
-    #[test]
-    fn table_matches_a_model_under_random_operations() {
+    /// Random inserts, removals and takes against a BTreeSet model, with
+    /// member names that move the set through every layout.
+    fn check_against_model(limits: &SetLimits, names: u64, seed: u64) -> BTreeSet<String> {
         let mut s = Set::new();
         let mut model = BTreeSet::new();
-        let mut rng = 0x1234_5678_9abc_def0u64;
+        let mut rng = seed;
+        let mut layouts = BTreeSet::new();
         for _ in 0..20_000 {
             let r = next(&mut rng);
-            let m = if r.is_multiple_of(5) {
-                format!("a-longer-member-name-{}", r % 300)
-            } else {
-                format!("m{}", r % 300)
+            let m = match r % 7 {
+                0 => format!("a-longer-member-name-{}", r % names),
+                1 | 2 => ((r >> 3) % names).to_string(),
+                _ => format!("m{}", (r >> 3) % names),
             };
             match (r >> 8) % 4 {
-                0 | 1 => assert_eq!(s.insert(m.as_bytes(), MAX), model.insert(m.clone())),
+                0 | 1 => assert_eq!(s.insert(m.as_bytes(), limits), model.insert(m.clone())),
                 2 => assert_eq!(s.remove(m.as_bytes()), model.remove(&m)),
                 _ => {
                     if !s.is_empty() {
                         let pos = (r >> 16) as usize % s.len();
-                        let got = s
-                            .take(pos)
-                            .map(|b| String::from_utf8_lossy(&b).into_owned());
-                        let got = got.expect("position in range");
-                        assert!(model.remove(&got));
+                        let got = s.take(pos).expect("position in range");
+                        assert!(model.remove(&*String::from_utf8_lossy(&got)));
                     }
                 }
             }
             assert_eq!(s.len(), model.len());
+            layouts.insert(layout(&s));
+            if s.is_empty() {
+                // Like the keyspace: an emptied set is gone.
+                s = Set::new();
+            }
         }
         for m in &model {
             assert!(s.contains(m.as_bytes()));
         }
         let all: BTreeSet<String> = texts(&s).into_iter().collect();
         assert_eq!(all, model);
-        // Every position resolves back to its member through the index.
         if let Repr::Table(t) = &s.repr {
             for (i, m) in t.members.iter().enumerate() {
                 assert_eq!(t.find(m), Some(i));
@@ -737,6 +1107,22 @@ mod tests {
             let spilled: usize = t.members.iter().map(spilled_size).sum();
             assert_eq!(t.spilled, spilled);
         }
+        layouts
+    }
+
+    #[test]
+    fn every_layout_matches_a_model() {
+        let big = check_against_model(&LIMITS, 400, 0x1234_5678_9abc_def0);
+        assert!(big.contains("table"), "{big:?}");
+        let small = check_against_model(&LIMITS, 40, 0x0fed_cba9_8765_4321);
+        assert!(small.contains("packed"), "{small:?}");
+        let tight = SetLimits {
+            max_intset_entries: 3,
+            max_packed_entries: 5,
+            max_packed_value: 8,
+        };
+        let all = check_against_model(&tight, 12, 0x5555_aaaa_1234_4321);
+        assert!(all.contains("intset16"), "{all:?}");
     }
 
     #[test]
@@ -744,6 +1130,10 @@ mod tests {
         let mut s = Set::new();
         let mut model = BTreeSet::new();
         let mut rng = 0x0fed_cba9_8765_4321u64;
+        let limits = SetLimits {
+            max_intset_entries: usize::MAX,
+            ..LIMITS
+        };
         for _ in 0..5000 {
             let r = next(&mut rng);
             let x = match r % 3 {
@@ -752,10 +1142,7 @@ mod tests {
                 _ => (r >> 2) as i64,
             };
             if (r >> 60).is_multiple_of(2) {
-                assert_eq!(
-                    s.insert(x.to_string().as_bytes(), usize::MAX),
-                    model.insert(x)
-                );
+                assert_eq!(s.insert(x.to_string().as_bytes(), &limits), model.insert(x));
             } else {
                 assert_eq!(s.remove(x.to_string().as_bytes()), model.remove(&x));
             }
@@ -769,7 +1156,7 @@ mod tests {
     fn shrinks_after_mass_removal_and_stays_consistent() {
         let mut s = Set::new();
         for i in 0..10_000 {
-            s.insert(format!("member:{i}").as_bytes(), MAX);
+            s.insert(format!("member:{i}").as_bytes(), &LIMITS);
         }
         let big = s.heap_size();
         while s.len() > 10 {
@@ -780,44 +1167,54 @@ mod tests {
             assert!(m.with_bytes(|b| s.remove(b)));
         }
         assert!(s.is_empty());
+        let mut p = set_of(&["aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"; 1], &LIMITS);
+        for i in 0..100 {
+            p.insert(format!("member-{i}").as_bytes(), &LIMITS);
+        }
+        let full = p.heap_size();
+        while p.len() > 2 {
+            p.take(1);
+        }
+        assert!(p.heap_size() * 10 < full, "{} vs {full}", p.heap_size());
     }
 
     #[test]
-    fn equality_is_by_encoding_and_order() {
-        let mut a = Set::new();
-        let mut b = Set::new();
-        for x in ["1", "2"] {
-            a.insert(x.as_bytes(), MAX);
-        }
-        for x in ["2", "1"] {
-            b.insert(x.as_bytes(), MAX);
-        }
-        assert_eq!(a, b); // intsets are sorted
-        a.insert(b"x", MAX);
-        b.insert(b"x", MAX);
-        assert_eq!(a, b);
-        let mut c = Set::new();
-        for x in ["x", "2", "1"] {
-            c.insert(x.as_bytes(), MAX);
-        }
-        assert_ne!(a, c);
+    fn equality_is_by_layout_and_order() {
+        assert_eq!(set_of(&["1", "2"], &LIMITS), set_of(&["2", "1"], &LIMITS));
+        assert_eq!(
+            set_of(&["1", "2", "x"], &LIMITS),
+            set_of(&["2", "1", "x"], &LIMITS)
+        );
+        assert_ne!(
+            set_of(&["x", "2", "1"], &LIMITS),
+            set_of(&["1", "2", "x"], &LIMITS)
+        );
+        let a = set_of(&["a", "b"], &LIMITS);
         assert_eq!(a.clone(), a);
-        assert!(format!("{a:?}").contains("hashtable"));
+        assert!(format!("{a:?}").contains("packed"));
     }
 
     #[test]
     fn memory_is_compact() {
         let mut ints = Set::new();
         for i in 0..512 {
-            ints.insert(i.to_string().as_bytes(), MAX);
+            ints.insert(i.to_string().as_bytes(), &LIMITS);
         }
-        // 2 bytes per member (plus growth slack).
-        assert!(ints.heap_size() <= 512 * 2 * 2, "{}", ints.heap_size());
+        // 2 bytes per member, no slack.
+        assert_eq!(ints.heap_size(), 512 * 2);
+        let small = set_of(&["alpha", "beta", "gamma"], &LIMITS);
+        assert_eq!(small.heap_size(), 4 + 3 + 5 + 4 + 5);
+        let mut packed = Set::new();
+        for i in 0..128 {
+            packed.insert(format!("element:{i}").as_bytes(), &LIMITS);
+        }
+        assert!(packed.heap_size() <= 4 + 128 * 13, "{}", packed.heap_size());
         let mut t = Set::new();
         for i in 0..100_000 {
-            t.insert(format!("element:{i}").as_bytes(), MAX);
+            t.insert(format!("element:{i}").as_bytes(), &LIMITS);
         }
         let per = t.heap_size() / t.len();
         assert!(per <= 64, "{per} bytes per member");
+        assert_eq!(std::mem::size_of::<Set>(), 24);
     }
 }

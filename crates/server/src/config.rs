@@ -26,6 +26,14 @@ pub struct Config {
     pub timeout: u64,
     pub maxmemory: u64,
     pub maxmemory_policy: String,
+    pub hash_max_listpack_entries: usize,
+    pub hash_max_listpack_value: usize,
+    pub set_max_intset_entries: usize,
+    pub set_max_listpack_entries: usize,
+    pub set_max_listpack_value: usize,
+    pub zset_max_listpack_entries: usize,
+    pub zset_max_listpack_value: usize,
+    pub list_max_listpack_size: i64,
 }
 
 impl Default for Config {
@@ -47,6 +55,14 @@ impl Default for Config {
             timeout: 0,
             maxmemory: 0,
             maxmemory_policy: "noeviction".to_string(),
+            hash_max_listpack_entries: 128,
+            hash_max_listpack_value: 64,
+            set_max_intset_entries: 512,
+            set_max_listpack_entries: 128,
+            set_max_listpack_value: 64,
+            zset_max_listpack_entries: 128,
+            zset_max_listpack_value: 64,
+            list_max_listpack_size: -2,
         }
     }
 }
@@ -60,6 +76,20 @@ pub enum SetError {
 }
 
 impl Config {
+    /// The encoding thresholds the state machine uses.
+    pub fn encoding_limits(&self) -> kvasir_core::EncodingLimits {
+        kvasir_core::EncodingLimits {
+            hash_max_listpack_entries: self.hash_max_listpack_entries,
+            hash_max_listpack_value: self.hash_max_listpack_value,
+            set_max_intset_entries: self.set_max_intset_entries,
+            set_max_listpack_entries: self.set_max_listpack_entries,
+            set_max_listpack_value: self.set_max_listpack_value,
+            zset_max_listpack_entries: self.zset_max_listpack_entries,
+            zset_max_listpack_value: self.zset_max_listpack_value,
+            list_max_listpack_size: self.list_max_listpack_size,
+        }
+    }
+
     /// Every (name, value) pair CONFIG GET can report.
     pub fn entries(&self) -> Vec<(&'static str, String)> {
         vec![
@@ -85,6 +115,14 @@ impl Config {
             ("timeout", self.timeout.to_string()),
             ("maxmemory", self.maxmemory.to_string()),
             ("maxmemory-policy", self.maxmemory_policy.clone()),
+            ("hash-max-listpack-entries", self.hash_max_listpack_entries.to_string()),
+            ("hash-max-listpack-value", self.hash_max_listpack_value.to_string()),
+            ("set-max-intset-entries", self.set_max_intset_entries.to_string()),
+            ("set-max-listpack-entries", self.set_max_listpack_entries.to_string()),
+            ("set-max-listpack-value", self.set_max_listpack_value.to_string()),
+            ("zset-max-listpack-entries", self.zset_max_listpack_entries.to_string()),
+            ("zset-max-listpack-value", self.zset_max_listpack_value.to_string()),
+            ("list-max-listpack-size", self.list_max_listpack_size.to_string()),
             ("appendonly", "no".to_string()),
             ("save", String::new()),
         ]
@@ -130,6 +168,15 @@ impl Config {
                 "noeviction" => self.maxmemory_policy = value.to_string(),
                 _ => return Err(SetError::Invalid("only noeviction is supported".into())),
             },
+            // Redis 7 still accepts the old ziplist names as aliases.
+            "hash-max-listpack-entries" | "hash-max-ziplist-entries" => self.hash_max_listpack_entries = memory(value)?,
+            "hash-max-listpack-value" | "hash-max-ziplist-value" => self.hash_max_listpack_value = memory(value)?,
+            "set-max-intset-entries" => self.set_max_intset_entries = memory(value)?,
+            "set-max-listpack-entries" => self.set_max_listpack_entries = memory(value)?,
+            "set-max-listpack-value" => self.set_max_listpack_value = memory(value)?,
+            "zset-max-listpack-entries" | "zset-max-ziplist-entries" => self.zset_max_listpack_entries = memory(value)?,
+            "zset-max-listpack-value" | "zset-max-ziplist-value" => self.zset_max_listpack_value = memory(value)?,
+            "list-max-listpack-size" | "list-max-ziplist-size" => self.list_max_listpack_size = num(value)?,
             "appendonly" | "save" => {}
             "port" | "bind" | "dir" | "io-threads" | "databases" => return Err(SetError::Immutable),
             _ => return Err(SetError::Unknown),

@@ -78,9 +78,12 @@ pub struct Server {
 impl Server {
     pub fn new(config: Config, port: u16) -> Server {
         let databases = config.databases;
+        let mut shard = Shard::new(databases);
+        let limits = config.encoding_limits();
+        shard.with_store(|store| store.limits = limits);
         Server {
             config: RefCell::new(config),
-            shard: RefCell::new(Shard::new(databases)),
+            shard: RefCell::new(shard),
             clients: RefCell::new(Clients::default()),
             slowlog: RefCell::new(SlowLog::default()),
             stats: RefCell::new(Stats::default()),

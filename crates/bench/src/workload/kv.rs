@@ -176,7 +176,9 @@ pub async fn run(
     if args.write_ratio.is_some() {
         // RheaKV's client report: all operations, gets, puts.
         println!();
-        println!("-- Timers ----------------------------------------------------------------------");
+        println!(
+            "-- Timers ----------------------------------------------------------------------"
+        );
         print!(
             "{}",
             timer_block(
@@ -187,7 +189,10 @@ pub async fn run(
                 run.duration_s
             )
         );
-        for (name, op) in [("get_benchmark_timer", READ), ("put_benchmark_timer", WRITE)] {
+        for (name, op) in [
+            ("get_benchmark_timer", READ),
+            ("put_benchmark_timer", WRITE),
+        ] {
             print!(
                 "{}",
                 timer_block(

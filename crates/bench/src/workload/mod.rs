@@ -171,13 +171,15 @@ pub async fn exec(client: &mut Client, batch: &Batch, replies: &mut Replies, m: 
     }
 }
 
+/// A reply or error text on one line: control bytes escaped, cut at 120.
 fn show(bytes: &[u8]) -> String {
-    let s = String::from_utf8_lossy(bytes);
-    let s = s.trim_end();
-    if s.len() > 120 {
-        format!("{}...", &s[..s.floor_char_boundary(120)])
+    let text = String::from_utf8_lossy(bytes);
+    let escaped: String = text.trim_end().escape_debug().collect();
+    if escaped.chars().count() > 120 {
+        let cut: String = escaped.chars().take(120).collect();
+        format!("{cut}...")
     } else {
-        s.to_string()
+        escaped
     }
 }
 
@@ -281,9 +283,7 @@ pub async fn load_keys(
                             .end();
                     }
                 } else {
-                    batch
-                        .begin(1 + 2 * (last - first) as usize)
-                        .arg(b"MSET");
+                    batch.begin(1 + 2 * (last - first) as usize).arg(b"MSET");
                     for id in first..last {
                         batch
                             .key_with(keys.len, |d| keys.write(id, d))

@@ -36,7 +36,11 @@ pub async fn run(env: &Env, args: &OnlineArgs, report: &mut Report) -> Result<()
         match op.to_ascii_uppercase().as_str() {
             "GET" => is_set.push(false),
             "SET" => is_set.push(true),
-            other => return Err(format!("--op-workload {other}: only GET and SET are supported")),
+            other => {
+                return Err(format!(
+                    "--op-workload {other}: only GET and SET are supported"
+                ))
+            }
         }
     }
     if args.op_percent.iter().sum::<u32>() != 100 {
@@ -45,9 +49,8 @@ pub async fn run(env: &Env, args: &OnlineArgs, report: &mut Report) -> Result<()
     if args.threads == 0 || args.batch == 0 || args.dbsize == 0 {
         return Err("--threads, --batch and --dbsize must be at least 1".into());
     }
-    if !(args.runtime > 0.0 && args.runtime.is_finite())
-        || !(args.report_interval > 0.0 && args.report_interval.is_finite())
-    {
+    let positive = |v: f64| v > 0.0 && v.is_finite();
+    if !positive(args.runtime) || !positive(args.report_interval) {
         return Err("--runtime and --report-interval must be positive".into());
     }
     let keys = KeyFormat::new(b"", args.keylength, args.dbsize)?;
@@ -92,7 +95,8 @@ pub async fn run(env: &Env, args: &OnlineArgs, report: &mut Report) -> Result<()
             online_line(t.cumulative, t.total_ops, t.interval_ops, t.sample.dt)
         );
     }));
-    let (batch_len, dbsize, vlen, seed) = (args.batch, args.dbsize, args.valuelength, args.common.seed);
+    let (batch_len, dbsize, vlen, seed) =
+        (args.batch, args.dbsize, args.valuelength, args.common.seed);
     let recorded = measure(
         metrics,
         opts,

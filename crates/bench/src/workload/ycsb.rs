@@ -40,27 +40,40 @@ const SCAN: usize = 4;
 /// The properties of YCSB's workload files (workloads/workloada ... f).
 pub fn workload_defaults(letter: char) -> Option<Vec<(&'static str, &'static str)>> {
     let common = [("recordcount", "1000"), ("operationcount", "1000")];
+    // Each file sets all five proportions (CoreWorkload's own defaults are
+    // read 0.95 / update 0.05).
     let specific: &[(&str, &str)] = match letter {
         'a' => &[
             ("readproportion", "0.5"),
             ("updateproportion", "0.5"),
+            ("scanproportion", "0"),
+            ("insertproportion", "0"),
             ("requestdistribution", "zipfian"),
         ],
         'b' => &[
             ("readproportion", "0.95"),
             ("updateproportion", "0.05"),
+            ("scanproportion", "0"),
+            ("insertproportion", "0"),
             ("requestdistribution", "zipfian"),
         ],
         'c' => &[
             ("readproportion", "1"),
+            ("updateproportion", "0"),
+            ("scanproportion", "0"),
+            ("insertproportion", "0"),
             ("requestdistribution", "zipfian"),
         ],
         'd' => &[
             ("readproportion", "0.95"),
+            ("updateproportion", "0"),
+            ("scanproportion", "0"),
             ("insertproportion", "0.05"),
             ("requestdistribution", "latest"),
         ],
         'e' => &[
+            ("readproportion", "0"),
+            ("updateproportion", "0"),
             ("scanproportion", "0.95"),
             ("insertproportion", "0.05"),
             ("requestdistribution", "zipfian"),
@@ -69,6 +82,9 @@ pub fn workload_defaults(letter: char) -> Option<Vec<(&'static str, &'static str
         ],
         'f' => &[
             ("readproportion", "0.5"),
+            ("updateproportion", "0"),
+            ("scanproportion", "0"),
+            ("insertproportion", "0"),
             ("readmodifywriteproportion", "0.5"),
             ("requestdistribution", "zipfian"),
         ],
@@ -117,7 +133,8 @@ impl Props {
         }
         let get = |k: &str, d: &str| p.get(k).cloned().unwrap_or_else(|| d.to_string());
         fn num<T: std::str::FromStr>(k: &str, v: String) -> Result<T, String> {
-            v.parse().map_err(|_| format!("property {k}={v} is not a number"))
+            v.parse()
+                .map_err(|_| format!("property {k}={v} is not a number"))
         }
         let boolean = |k: &str, d: &str| -> Result<bool, String> {
             match get(k, d).as_str() {
@@ -356,7 +373,11 @@ impl Worker {
         let only = if self.props().writeallfields {
             None
         } else {
-            Some(gen::uniform(0, self.props().fieldcount as u64 - 1, &mut self.rng))
+            Some(gen::uniform(
+                0,
+                self.props().fieldcount as u64 - 1,
+                &mut self.rng,
+            ))
         };
         self.encode_hmset(only);
         self.send().await && super::check_ok(self.replies.get(0), &self.m, "HMSET")
@@ -392,9 +413,18 @@ impl Worker {
                 self.shared.props.fieldlength,
                 &mut self.value,
             ),
-            Some(_) => match r.array().and_then(|mut it| it.next()).and_then(|v| v.bulk()) {
+            Some(_) => match r
+                .array()
+                .and_then(|mut it| it.next())
+                .and_then(|v| v.bulk())
+            {
                 Some(Some(v)) => {
-                    gen::ycsb_value(&self.key, &self.field, self.shared.props.fieldlength, &mut self.value);
+                    gen::ycsb_value(
+                        &self.key,
+                        &self.field,
+                        self.shared.props.fieldlength,
+                        &mut self.value,
+                    );
                     v == self.value.as_slice()
                 }
                 _ => false,
@@ -475,7 +505,13 @@ impl Worker {
         let p = &self.shared.props;
         let total = p.read + p.update + p.insert + p.scan + p.rmw;
         let mut x = rand::RngExt::random::<f64>(&mut self.rng) * total;
-        let weights = [(READ, p.read), (UPDATE, p.update), (INSERT, p.insert), (SCAN, p.scan), (RMW, p.rmw)];
+        let weights = [
+            (READ, p.read),
+            (UPDATE, p.update),
+            (INSERT, p.insert),
+            (SCAN, p.scan),
+            (RMW, p.rmw),
+        ];
         let mut op = READ;
         for (o, w) in weights {
             if x < w {
@@ -520,7 +556,13 @@ impl Worker {
 
 /// Checks an HGETALL reply: every field of the record with YCSB's
 /// deterministic value.
-fn check_record(r: Reply<'_>, key: &[u8], fieldcount: usize, fieldlength: usize, scratch: &mut Vec<u8>) -> bool {
+fn check_record(
+    r: Reply<'_>,
+    key: &[u8],
+    fieldcount: usize,
+    fieldlength: usize,
+    scratch: &mut Vec<u8>,
+) -> bool {
     let Some(mut items) = r.array() else {
         return false;
     };
@@ -562,23 +604,29 @@ async fn load(env: &Env, props: &Props, report: &mut Report) -> Result<(), Strin
     let next = Arc::new(AtomicU64::new(0));
     let count = props.recordcount;
     let seed = env.common.seed;
-    let recorded = measure(metrics, env.sampler(Duration::from_secs(1)), clients, None, |i, client, m| {
-        let shared = shared.clone();
-        let next = next.clone();
-        async move {
-            let mut w = Worker::new(client, shared, m, seed, 1000 + i as u64);
-            while !w.m.stopped() {
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                if k >= count {
-                    break;
+    let recorded = measure(
+        metrics,
+        env.sampler(Duration::from_secs(1)),
+        clients,
+        None,
+        |i, client, m| {
+            let shared = shared.clone();
+            let next = next.clone();
+            async move {
+                let mut w = Worker::new(client, shared, m, seed, 1000 + i as u64);
+                while !w.m.stopped() {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    if k >= count {
+                        break;
+                    }
+                    let t0 = Instant::now();
+                    w.insert(k).await;
+                    w.rec.push(INSERT, t0.elapsed());
+                    w.rec.flush(&w.m);
                 }
-                let t0 = Instant::now();
-                w.insert(k).await;
-                w.rec.push(INSERT, t0.elapsed());
-                w.rec.flush(&w.m);
             }
-        }
-    })
+        },
+    )
     .await;
     let run = RunReport::new(
         "ycsb load",
@@ -656,7 +704,11 @@ async fn run_phase(env: &Env, props: &Props, report: &mut Report) -> Result<Ycsb
 }
 
 pub async fn run(env: &Env, args: &YcsbArgs, report: &mut Report) -> Result<(), String> {
-    let letters: Vec<char> = match args.workload.to_ascii_lowercase().trim_start_matches("workload") {
+    let letters: Vec<char> = match args
+        .workload
+        .to_ascii_lowercase()
+        .trim_start_matches("workload")
+    {
         "all" => vec!['a', 'b', 'c', 'f', 'd', 'e'],
         w if w.len() == 1 && workload_defaults(w.chars().next().unwrap_or('?')).is_some() => {
             w.chars().collect()
@@ -689,10 +741,13 @@ pub async fn run(env: &Env, args: &YcsbArgs, report: &mut Report) -> Result<(), 
             print!("{}", latency_table(last));
         }
     }
-    let errors = report.runs.iter().fold(crate::metrics::Errors::default(), |mut e, r| {
-        e.add(&r.errors);
-        e
-    });
+    let errors = report
+        .runs
+        .iter()
+        .fold(crate::metrics::Errors::default(), |mut e, r| {
+            e.add(&r.errors);
+            e
+        });
     println!("Errors: {}", errors.describe());
     Ok(())
 }
@@ -710,6 +765,9 @@ mod tests {
         assert!(d.contains(&("requestdistribution", "latest")));
         let e = workload_defaults('e').unwrap();
         assert!(e.contains(&("maxscanlength", "100")));
+        assert!(e.contains(&("readproportion", "0")));
+        let c = workload_defaults('c').unwrap();
+        assert!(c.contains(&("updateproportion", "0")));
         assert!(workload_defaults('g').is_none());
     }
 
