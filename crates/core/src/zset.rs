@@ -135,13 +135,26 @@ fn delete_if_empty(store: &mut Store, db: usize, key: &[u8]) {
     }
 }
 
-/// Stores `items` (any order) as a new sorted set at `dst`, replacing any
+/// How a stored result picks its encoding, following Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Build {
+    /// Set operations: built as a skiplist, turned into a listpack when the
+    /// whole result fits (zsetConvertToListpackIfNeeded).
+    Whole,
+    /// ZRANGESTORE: a listpack unless the length known in advance exceeds
+    /// the entry limit, then converted on the way like ZADD.
+    Incremental { known_len: Option<usize> },
+}
+
+/// Stores `items` (in order) as a new sorted set at `dst`, replacing any
 /// value and TTL, or deletes `dst` when there are none. Returns the size.
+/// The encoding matters beyond OBJECT ENCODING: a listpack stores -0 as 0.
 fn store_result(
     store: &mut Store,
     db: usize,
     dst: &[u8],
     items: &[(Vec<u8>, f64)],
+    build: Build,
     ctx: &Ctx,
 ) -> usize {
     store.expire_if_needed(db, dst, ctx);
@@ -150,7 +163,18 @@ fn store_result(
         return 0;
     }
     let lim = limits(store);
-    let mut z = ZSet::new();
+    let indexed = match build {
+        Build::Whole => {
+            items.len() > lim.max_listpack_entries
+                || items.iter().any(|(m, _)| m.len() > lim.max_listpack_value)
+        }
+        Build::Incremental { known_len } => known_len.is_some_and(|n| n > lim.max_listpack_entries),
+    };
+    let mut z = if indexed {
+        ZSet::new_indexed()
+    } else {
+        ZSet::new()
+    };
     for (m, s) in items {
         z.insert(m, *s, lim);
     }
@@ -401,7 +425,7 @@ fn zadd_generic(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx, incr: b
         i += 1;
     }
     let pairs = &args[i..];
-    if pairs.is_empty() || pairs.len() % 2 != 0 {
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
     if f.nx && f.xx {
@@ -409,7 +433,7 @@ fn zadd_generic(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx, incr: b
             "ERR XX and NX options at the same time are not compatible",
         ));
     }
-    if (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt) {
+    if ((f.gt || f.lt) && f.nx) || (f.gt && f.lt) {
         return Err(CmdError::other(
             "ERR GT, LT, and/or NX options at the same time are not compatible",
         ));
@@ -750,7 +774,16 @@ fn zrangestore(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdRe
             .collect(),
         None => Vec::new(),
     };
-    let n = store_result(store, db, &args[1], &items, ctx);
+    // Redis knows the length in advance only for rank ranges.
+    let known_len = matches!(q.spec, Spec::Rank(..)).then_some(items.len());
+    let n = store_result(
+        store,
+        db,
+        &args[1],
+        &items,
+        Build::Incremental { known_len },
+        ctx,
+    );
     Ok(Reply::Int(n as i64))
 }
 
@@ -1036,8 +1069,8 @@ fn zrandmember(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult
             .map(|n| (ctx.random(n) % size as u64) as usize)
             .collect()
     } else if count >= size as u64 {
-        // The whole set, in order.
-        return Ok(items_reply(z.iter(), withscores));
+        // The whole set, highest first (as Redis 7.0 replies it).
+        return Ok(items_reply(z.iter_from(0, true), withscores));
     } else {
         let count = count as usize;
         if count * 3 > size {
@@ -1405,7 +1438,7 @@ fn setop_store(
         SetOpResult::Items(items, _) => items,
         SetOpResult::Card(_) => Vec::new(),
     };
-    let n = store_result(store, db, &args[1], &items, ctx);
+    let n = store_result(store, db, &args[1], &items, Build::Whole, ctx);
     Ok(Reply::Int(n as i64))
 }
 
@@ -2379,19 +2412,19 @@ mod tests {
         assert_eq!(read(&st, &["zrandmember", "nokey"]), Ok(Reply::Nil));
         assert_eq!(read(&st, &["zrandmember", "nokey", "3"]), Ok(arr(&[])));
         assert_eq!(read(&st, &["zrandmember", "z", "0"]), Ok(arr(&[])));
-        // A count at least the size: the whole set, in order.
+        // A count at least the size: the whole set, highest first.
         assert_eq!(
             read(&st, &["zrandmember", "z", "9"]),
-            Ok(arr(&["a", "b", "c", "d", "e"]))
+            Ok(arr(&["e", "d", "c", "b", "a"]))
         );
         assert_eq!(
             read(&st, &["zrandmember", "z", "5", "withscores"]),
             Ok(pairs(&[
-                ("a", 1.0),
-                ("b", 2.0),
-                ("c", 3.0),
+                ("e", 5.0),
                 ("d", 4.0),
-                ("e", 5.0)
+                ("c", 3.0),
+                ("b", 2.0),
+                ("a", 1.0)
             ]))
         );
         // Positive counts: distinct members.
@@ -2803,6 +2836,54 @@ mod tests {
         st.limits.zset_max_listpack_value = 2;
         ok(&mut st, &["zadd", "short", "1", "abc"]);
         assert_eq!(encoding(&st, "short"), "skiplist");
+    }
+
+    #[test]
+    fn stored_results_pick_their_encoding_like_redis() {
+        // Observable through -0, which only the skiplist encoding keeps
+        // (checked against redis-server 7.0.15).
+        let mut st = Store::default();
+        st.limits.zset_max_listpack_entries = 2;
+        ok(&mut st, &["zadd", "src", "1", "x", "1", "y", "1", "z"]);
+        ok(&mut st, &["zadd", "src", "-0", "a", "-0", "b", "-0", "c"]);
+        ok(&mut st, &["zrem", "src", "x", "y", "z"]);
+        let scores = |st: &Store, k: &str| -> Vec<String> {
+            match read(st, &["zrange", k, "0", "-1", "withscores"]) {
+                Ok(Reply::Pairs(p)) => p
+                    .iter()
+                    .map(|(_, s)| match s {
+                        Reply::Double(x) => format_double(*x),
+                        other => panic!("{other:?}"),
+                    })
+                    .collect(),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(scores(&st, "src"), ["-0", "-0", "-0"]);
+        ok(&mut st, &["zunionstore", "big", "1", "src"]);
+        assert_eq!(
+            (encoding(&st, "big"), scores(&st, "big")),
+            ("skiplist".into(), vec!["-0".to_string(); 3])
+        );
+        ok(&mut st, &["zrangestore", "small", "src", "0", "1"]);
+        assert_eq!(
+            (encoding(&st, "small"), scores(&st, "small")),
+            ("listpack".into(), vec!["0".to_string(); 2])
+        );
+        ok(&mut st, &["zrangestore", "r", "src", "0", "-1"]);
+        assert_eq!(scores(&st, "r"), ["-0", "-0", "-0"]);
+        // By score the length is unknown: a listpack first, converted on
+        // the third element.
+        ok(
+            &mut st,
+            &["zrangestore", "s", "src", "-inf", "+inf", "byscore"],
+        );
+        assert_eq!(
+            (encoding(&st, "s"), scores(&st, "s")),
+            ("skiplist".into(), vec!["0".into(), "0".into(), "-0".into()])
+        );
+        ok(&mut st, &["zinterstore", "i", "2", "src", "src"]);
+        assert_eq!(scores(&st, "i"), ["-0", "-0", "-0"]);
     }
 
     #[test]

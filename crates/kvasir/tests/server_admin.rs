@@ -891,11 +891,26 @@ fn config_set_encoding_thresholds_change_when_collections_convert() {
         "*2\r\n$25\r\nhash-max-listpack-entries\r\n$3\r\n128\r\n"
     );
     c.cmd_str(&["HSET", "small", "a", "1", "b", "2", "c", "3"]);
-    assert_eq!(c.cmd_str(&["OBJECT", "ENCODING", "small"]), "$8\r\nlistpack\r\n");
-    assert_eq!(c.cmd_str(&["CONFIG", "SET", "hash-max-listpack-entries", "2"]), "+OK\r\n");
+    assert_eq!(
+        c.cmd_str(&["OBJECT", "ENCODING", "small"]),
+        "$8\r\nlistpack\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "hash-max-listpack-entries", "2"]),
+        "+OK\r\n"
+    );
     c.cmd_str(&["HSET", "big", "a", "1", "b", "2", "c", "3"]);
-    assert_eq!(c.cmd_str(&["OBJECT", "ENCODING", "big"]), "$9\r\nhashtable\r\n");
-    assert_eq!(c.cmd_str(&["CONFIG", "SET", "zset-max-ziplist-entries", "1"]), "+OK\r\n");
+    assert_eq!(
+        c.cmd_str(&["OBJECT", "ENCODING", "big"]),
+        "$9\r\nhashtable\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "zset-max-ziplist-entries", "1"]),
+        "+OK\r\n"
+    );
     c.cmd_str(&["ZADD", "z", "1", "a", "2", "b"]);
-    assert_eq!(c.cmd_str(&["OBJECT", "ENCODING", "z"]), "$8\r\nskiplist\r\n");
+    assert_eq!(
+        c.cmd_str(&["OBJECT", "ENCODING", "z"]),
+        "$8\r\nskiplist\r\n"
+    );
 }

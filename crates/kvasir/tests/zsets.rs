@@ -441,7 +441,7 @@ fn zrandmember() {
     assert_eq!(three.iter().collect::<BTreeSet<_>>().len(), 3);
     assert_eq!(
         strs(&mut c, &["ZRANDMEMBER", "z", "10"]),
-        list(&["a", "b", "c", "d", "e"])
+        list(&["e", "d", "c", "b", "a"])
     );
     let many: Vec<String> = q(&mut c, &["ZRANDMEMBER", "z", "-12"]);
     assert_eq!(many.len(), 12);

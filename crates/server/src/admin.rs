@@ -454,7 +454,10 @@ fn config(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
             *s.server.config.borrow_mut() = next;
             // Under Raft this becomes a replicated entry, so that every
             // replica converts encodings at the same point.
-            s.server.shard.borrow_mut().with_store(|store| store.limits = limits);
+            s.server
+                .shard
+                .borrow_mut()
+                .with_store(|store| store.limits = limits);
             Ok(Reply::ok())
         }
         "resetstat" => {

@@ -115,14 +115,38 @@ impl Config {
             ("timeout", self.timeout.to_string()),
             ("maxmemory", self.maxmemory.to_string()),
             ("maxmemory-policy", self.maxmemory_policy.clone()),
-            ("hash-max-listpack-entries", self.hash_max_listpack_entries.to_string()),
-            ("hash-max-listpack-value", self.hash_max_listpack_value.to_string()),
-            ("set-max-intset-entries", self.set_max_intset_entries.to_string()),
-            ("set-max-listpack-entries", self.set_max_listpack_entries.to_string()),
-            ("set-max-listpack-value", self.set_max_listpack_value.to_string()),
-            ("zset-max-listpack-entries", self.zset_max_listpack_entries.to_string()),
-            ("zset-max-listpack-value", self.zset_max_listpack_value.to_string()),
-            ("list-max-listpack-size", self.list_max_listpack_size.to_string()),
+            (
+                "hash-max-listpack-entries",
+                self.hash_max_listpack_entries.to_string(),
+            ),
+            (
+                "hash-max-listpack-value",
+                self.hash_max_listpack_value.to_string(),
+            ),
+            (
+                "set-max-intset-entries",
+                self.set_max_intset_entries.to_string(),
+            ),
+            (
+                "set-max-listpack-entries",
+                self.set_max_listpack_entries.to_string(),
+            ),
+            (
+                "set-max-listpack-value",
+                self.set_max_listpack_value.to_string(),
+            ),
+            (
+                "zset-max-listpack-entries",
+                self.zset_max_listpack_entries.to_string(),
+            ),
+            (
+                "zset-max-listpack-value",
+                self.zset_max_listpack_value.to_string(),
+            ),
+            (
+                "list-max-listpack-size",
+                self.list_max_listpack_size.to_string(),
+            ),
             ("appendonly", "no".to_string()),
             ("save", String::new()),
         ]

@@ -51,12 +51,19 @@ pub fn after_write(server: &Server, db: usize, spec: &CommandSpec, args: &[Bytes
 /// runs as one unit, so no blocked client may pop between its commands
 /// (Redis also serves them after the whole transaction).
 pub fn begin_deferral(server: &Server) {
-    server.deferred_ready.borrow_mut().get_or_insert_with(Vec::new);
+    server
+        .deferred_ready
+        .borrow_mut()
+        .get_or_insert_with(Vec::new);
 }
 
 /// Serves what was held back since [`begin_deferral`].
 pub fn end_deferral(server: &Server) {
-    let pending = server.deferred_ready.borrow_mut().take().unwrap_or_default();
+    let pending = server
+        .deferred_ready
+        .borrow_mut()
+        .take()
+        .unwrap_or_default();
     for (db, keys) in pending {
         serve_blocked(server, db, keys);
     }

@@ -19,6 +19,9 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tracing::{info, warn};
 
+/// Keys of one database written while blocked-client serving was deferred.
+pub type ReadyKeys = (usize, Vec<bytes::Bytes>);
+
 /// Per-command counters for INFO commandstats.
 #[derive(Default, Clone, Copy)]
 pub struct CmdStat {
@@ -66,7 +69,7 @@ pub struct Server {
     pub blocking: RefCell<Blocking>,
     pub watches: RefCell<Watches>,
     /// Keys written inside EXEC, served to blocked clients after it.
-    pub deferred_ready: RefCell<Option<Vec<(usize, Vec<bytes::Bytes>)>>>,
+    pub deferred_ready: RefCell<Option<Vec<ReadyKeys>>>,
     pub shutdown: Notify,
     pub shutting_down: Cell<bool>,
     pub started: Instant,

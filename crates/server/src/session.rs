@@ -319,7 +319,7 @@ impl Session {
             }
             Outcome::Block(on) => {
                 self.account(&args, spec, &Reply::ok(), elapsed);
-                let Some((spec, _)) = spec else { return None };
+                let (spec, _) = spec?;
                 Some(self.park(spec, args, *on))
             }
         }
