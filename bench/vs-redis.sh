@@ -13,7 +13,9 @@
 #
 # Environment: N (requests per test, default 100000), REPEAT (default 3),
 # KEYS (default 1000000), CLIENTS (default 50), PIPELINES (default "1 16"),
-# TESTS (default "set,get,incr,lpush,lpop,sadd,spop,lrange"), BENCH_TIMEOUT.
+# TESTS (default: the seed report's redis-benchmark suite), BENCH_TIMEOUT,
+# MEMORY_CASES (default "keys zset hashes"), ZSET_MEMBERS (1000000),
+# HASHES (100000).
 # Needs redis-cli, redis-benchmark, redis-server: scripts/install-test-deps.sh.
 set -euo pipefail
 
@@ -22,7 +24,10 @@ REPEAT=${REPEAT:-3}
 KEYS=${KEYS:-1000000}
 CLIENTS=${CLIENTS:-50}
 PIPELINES=${PIPELINES:-"1 16"}
-TESTS=${TESTS:-"set,get,incr,lpush,lpop,sadd,spop,lrange"}
+TESTS=${TESTS:-"set,get,incr,lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,zpopmin,lrange,mset"}
+MEMORY_CASES=${MEMORY_CASES:-"keys zset hashes"}
+ZSET_MEMBERS=${ZSET_MEMBERS:-1000000}
+HASHES=${HASHES:-100000}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-900} # seconds per redis-benchmark run (it hangs if a server dies)
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -197,42 +202,65 @@ if [ "${#RUN_TESTS[@]}" -gt 0 ]; then
 fi
 
 # --- Memory --------------------------------------------------------------------
-echo "## Memory: $KEYS keys, 16-byte keys (key:%012d), 16-byte values (val:%012d)"
-echo
-echo "Loaded with \`redis-cli --pipe\` from a generated RESP file of SET commands;"
-echo "bytes/key = (used_memory after - used_memory before) / keys."
-echo
-LOAD="$WORK/load.resp"
-awk -v n="$KEYS" 'BEGIN {
-    for (i = 0; i < n; i++)
-        printf "*3\r\n$3\r\nSET\r\n$16\r\nkey:%012d\r\n$16\r\nval:%012d\r\n", i, i
-}' >"$LOAD"
-
+# Each case: a RESP file generated with awk, loaded with `redis-cli --pipe`
+# into each server in turn; per element = (used_memory after - before) / elements.
 used_memory() { redis-cli -p "$1" INFO memory | tr -d '\r' | awk -F: '$1=="used_memory"{print $2}'; }
 used_rss() { redis-cli -p "$1" INFO memory | tr -d '\r' | awk -F: '$1=="used_memory_rss"{print $2}'; }
 
-echo "| server | used_memory before | used_memory after | bytes/key | RSS after | DBSIZE |"
-echo "|---|---:|---:|---:|---:|---:|"
-declare -A PER_KEY
-for label in kvasir redis; do
-    if [ "$label" = kvasir ]; then port=$KP; else port=$RP; fi
-    redis-cli -p "$port" FLUSHALL >/dev/null
-    sleep 0.5
-    before=$(used_memory "$port")
-    summary=$(redis-cli -p "$port" --pipe <"$LOAD" 2>&1 | tail -1)
-    case "$summary" in
-        *"errors: 0, replies: $KEYS"*) ;;
-        *) echo "vs-redis: loading into $label failed: $summary" >&2; exit 1 ;;
+memory_case() { # title unit commands elements awk-program
+    local title=$1 unit=$2 commands=$3 elements=$4 program=$5
+    local load="$WORK/load.resp"
+    awk -v n="$commands" "BEGIN { $program }" >"$load"
+    echo "## Memory: $title"
+    echo
+    echo "Loaded with \`redis-cli --pipe\`; $unit = (used_memory after - used_memory before) / $elements."
+    echo
+    echo "| server | used_memory before | used_memory after | bytes/$unit | RSS after | DBSIZE |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    declare -A per_el
+    for label in kvasir redis; do
+        if [ "$label" = kvasir ]; then port=$KP; else port=$RP; fi
+        redis-cli -p "$port" FLUSHALL >/dev/null
+        sleep 0.5
+        before=$(used_memory "$port")
+        summary=$(redis-cli -p "$port" --pipe <"$load" 2>&1 | tail -1)
+        case "$summary" in
+            *"errors: 0, replies: $commands"*) ;;
+            *) echo "vs-redis: loading into $label failed: $summary" >&2; exit 1 ;;
+        esac
+        sleep 0.5
+        after=$(used_memory "$port")
+        rss=$(used_rss "$port")
+        dbsize=$(redis-cli -p "$port" DBSIZE)
+        per=$(awk -v a="$after" -v b="$before" -v n="$elements" 'BEGIN { printf "%.1f", (a - b) / n }')
+        per_el[$label]=$per
+        printf '| %s | %s | %s | %s | %s | %s |\n' "$label" "$before" "$after" "$per" "$rss" "$dbsize"
+        redis-cli -p "$port" FLUSHALL >/dev/null
+    done
+    echo
+    awk -v k="${per_el[kvasir]}" -v r="${per_el[redis]}" -v u="$unit" 'BEGIN {
+        if (r > 0) printf "bytes/%s ratio Kvasir / Redis: %.2f (below 1: Kvasir uses less memory)\n", u, k / r }'
+    echo
+}
+
+for case_name in $MEMORY_CASES; do
+    case "$case_name" in
+        keys)
+            memory_case "$KEYS keys, 16-byte keys (key:%012d), 16-byte values (val:%012d)" \
+                key "$KEYS" "$KEYS" \
+                'for (i = 0; i < n; i++) printf "*3\r\n$3\r\nSET\r\n$16\r\nkey:%012d\r\n$16\r\nval:%012d\r\n", i, i' ;;
+        zset)
+            memory_case "$ZSET_MEMBERS members in one sorted set (ZADD z <i> member:<i>)" \
+                member "$ZSET_MEMBERS" "$ZSET_MEMBERS" \
+                'for (i = 0; i < n; i++) { m = sprintf("member:%d", i); s = sprintf("%d", i);
+                   printf "*4\r\n$4\r\nZADD\r\n$1\r\nz\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", length(s), s, length(m), m }' ;;
+        hashes)
+            memory_case "$HASHES hashes of 10 fields of 100 bytes (YCSB records: HSET user<i> field0..field9)" \
+                hash "$HASHES" "$HASHES" \
+                'v = ""; for (j = 0; j < 100; j++) v = v "x";
+                 for (i = 0; i < n; i++) { k = sprintf("user%d", i);
+                   printf "*22\r\n$4\r\nHSET\r\n$%d\r\n%s\r\n", length(k), k;
+                   for (f = 0; f < 10; f++) printf "$6\r\nfield%d\r\n$100\r\n%s\r\n", f, v }' ;;
+        *) echo "vs-redis: unknown memory case $case_name" >&2; exit 1 ;;
     esac
-    sleep 0.5
-    after=$(used_memory "$port")
-    rss=$(used_rss "$port")
-    dbsize=$(redis-cli -p "$port" DBSIZE)
-    per=$(awk -v a="$after" -v b="$before" -v n="$KEYS" 'BEGIN { printf "%.1f", (a - b) / n }')
-    PER_KEY[$label]=$per
-    printf '| %s | %s | %s | %s | %s | %s |\n' "$label" "$before" "$after" "$per" "$rss" "$dbsize"
-    redis-cli -p "$port" FLUSHALL >/dev/null
 done
-echo
-awk -v k="${PER_KEY[kvasir]}" -v r="${PER_KEY[redis]}" 'BEGIN {
-    if (r > 0) printf "bytes/key ratio Kvasir / Redis: %.2f (below 1: Kvasir uses less memory)\n", k / r }'
