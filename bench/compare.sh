@@ -134,9 +134,10 @@ start_redis() {
 
 for peer in $PEERS; do "start_$peer"; done
 
-version_of() {
+version_of() { # kvasir_version when the server has one, else redis_version
     redis-cli -p "${PORT[$1]}" INFO server | tr -d '\r' |
-        awk -F: '$1=="redis_version" || $1=="kvasir_version" {print $1 "=" $2}' | tr '\n' ' '
+        awk -F: '$1=="redis_version" { r=$2 } $1=="kvasir_version" { k=$2 }
+            END { if (k != "") print "kvasir " k; else print "redis " r }'
 }
 
 json_field() { # file python-expression-on-d

@@ -194,7 +194,6 @@ mod tests {
             params: serde_json::json!({}),
             first_error: None,
             samples: vec![],
-            histograms: vec![],
         }
     }
 

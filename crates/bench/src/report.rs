@@ -63,8 +63,6 @@ pub struct RunReport {
     pub first_error: Option<String>,
     #[serde(skip)]
     pub samples: Vec<Sample>,
-    #[serde(skip)]
-    pub histograms: Vec<Histogram<u64>>,
 }
 
 /// Serialises name/value pairs as a JSON object (in their order).
@@ -173,7 +171,6 @@ impl RunReport {
             params,
             first_error: r.first_error.clone(),
             samples: r.samples.clone(),
-            histograms: r.totals.clone(),
         }
     }
 
