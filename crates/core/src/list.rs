@@ -172,6 +172,19 @@ fn bulk_replies<'a>(elems: impl ExactSizeIterator<Item = Elem<'a>>) -> Vec<Reply
         .collect()
 }
 
+/// The elements as one array reply backed by a single buffer (no handle
+/// per element): what LRANGE sends.
+fn bulk_array<'a>(elems: impl ExactSizeIterator<Item = Elem<'a>>) -> Reply {
+    let n = elems.len();
+    let mut buf = BytesMut::with_capacity(n.saturating_mul(16).min(1 << 20));
+    let mut ends = Vec::with_capacity(n);
+    for e in elems {
+        e.write_to(&mut buf);
+        ends.push(buf.len());
+    }
+    Reply::BulkArray(buf.freeze(), ends)
+}
+
 /// Removes up to `count` elements from `end` of `list` and returns them in
 /// pop order (for RPOP, the last element first).
 fn pop_many(list: &mut List, end: End, count: usize) -> Vec<Reply> {
@@ -335,9 +348,7 @@ fn lrange(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let Some((from, to)) = resolve_range(start, end, list.len()) else {
         return Ok(Reply::Array(Vec::new()));
     };
-    Ok(Reply::Array(bulk_replies(
-        list.iter_from(from).take(to - from + 1),
-    )))
+    Ok(bulk_array(list.iter_from(from).take(to - from + 1)))
 }
 
 /// LINDEX key index: a missing key answers nil before the index is parsed.

@@ -24,6 +24,14 @@ pub fn encode(reply: &Reply, proto: Protocol, out: &mut BytesMut) {
                 encode(item, proto, out);
             }
         }
+        Reply::BulkArray(data, ends) => {
+            int_line(out, b'*', ends.len() as i64);
+            let mut start = 0;
+            for &end in ends {
+                bulk(out, data.get(start..end).unwrap_or_default());
+                start = end;
+            }
+        }
         Reply::Double(d) => {
             let text = format_double(*d);
             match proto {
@@ -225,6 +233,19 @@ mod tests {
         assert_eq!(enc(&map, Protocol::Resp2), "*2\r\n$1\r\na\r\n:1\r\n");
         let v = Reply::Verbatim("txt", Bytes::from_static(b"hello"));
         assert_eq!(enc(&v, Protocol::Resp3), "=9\r\ntxt:hello\r\n");
+    }
+
+    #[test]
+    fn bulk_array_encodes_like_an_array_of_bulks() {
+        let packed = Reply::BulkArray(Bytes::from_static(b"abcde"), vec![1, 1, 5]);
+        let plain = Reply::Array(vec![
+            Reply::bulk_str("a"),
+            Reply::bulk_str(""),
+            Reply::bulk_str("bcde"),
+        ]);
+        for p in [Protocol::Resp2, Protocol::Resp3] {
+            assert_eq!(enc(&packed, p), enc(&plain, p));
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub enum Protocol {
 /// A reply. RESP3-only variants are downgraded by the encoder for RESP2
 /// clients exactly as Redis does (maps become flat arrays, doubles become
 /// bulk strings, booleans become integers, null becomes `$-1` or `*-1`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum Reply {
     /// `+OK`
     Simple(Cow<'static, str>),
@@ -27,6 +27,10 @@ pub enum Reply {
     /// A missing array: `*-1` in RESP2, `_` in RESP3.
     NilArray,
     Array(Vec<Reply>),
+    /// An array of bulk strings stored back to back in one buffer, element
+    /// `i` ending at `ends[i]`. The same bytes on the wire as an `Array` of
+    /// `Bulk`s, without a reference-counted handle per element (LRANGE).
+    BulkArray(Bytes, Vec<usize>),
     Double(f64),
     Bool(bool),
     Map(Vec<(Reply, Reply)>),
@@ -70,5 +74,44 @@ impl Reply {
 impl From<i64> for Reply {
     fn from(v: i64) -> Self {
         Reply::Int(v)
+    }
+}
+
+impl Reply {
+    /// The elements of a `BulkArray` as ordinary bulk replies.
+    fn bulk_array_items(data: &Bytes, ends: &[usize]) -> Vec<Reply> {
+        let mut start = 0;
+        ends.iter()
+            .map(|&end| {
+                let item = Reply::Bulk(data.slice(start.min(end)..end.min(data.len())));
+                start = end;
+                item
+            })
+            .collect()
+    }
+}
+
+/// Replies are equal when a client would read the same thing: a
+/// `BulkArray` equals the `Array` of the same bulk strings.
+impl PartialEq for Reply {
+    fn eq(&self, other: &Self) -> bool {
+        use Reply::*;
+        match (self, other) {
+            (BulkArray(d, e), BulkArray(d2, e2)) => d == d2 && e == e2,
+            (BulkArray(d, e), other) | (other, BulkArray(d, e)) => {
+                matches!(other, Array(items) if *items == Reply::bulk_array_items(d, e))
+            }
+            (Simple(a), Simple(b)) => a == b,
+            (Error(a), Error(b)) => a == b,
+            (Int(a), Int(b)) => a == b,
+            (Bulk(a), Bulk(b)) => a == b,
+            (Nil, Nil) | (NilArray, NilArray) => true,
+            (Array(a), Array(b)) | (Set(a), Set(b)) | (Push(a), Push(b)) => a == b,
+            (Double(a), Double(b)) => a == b,
+            (Bool(a), Bool(b)) => a == b,
+            (Map(a), Map(b)) | (Pairs(a), Pairs(b)) => a == b,
+            (Verbatim(f, a), Verbatim(g, b)) => f == g && a == b,
+            _ => false,
+        }
     }
 }
