@@ -6,28 +6,10 @@
 
 mod common;
 
-use common::{query_err, Kvasir};
-use redis::{Connection, FromRedisValue, Value};
+use common::{err, q, Kvasir};
+use redis::{Connection, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
-
-fn cmd(args: &[&str]) -> redis::Cmd {
-    let mut c = redis::cmd(args[0]);
-    for a in &args[1..] {
-        c.arg(*a);
-    }
-    c
-}
-
-fn q<T: FromRedisValue>(conn: &mut Connection, args: &[&str]) -> T {
-    cmd(args)
-        .query(conn)
-        .unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
-}
-
-fn err(conn: &mut Connection, args: &[&str]) -> String {
-    query_err(conn, &cmd(args))
-}
 
 fn sorted(mut v: Vec<String>) -> Vec<String> {
     v.sort();

@@ -7,26 +7,8 @@
 
 mod common;
 
-use common::{query_err, Kvasir};
-use redis::{Connection, FromRedisValue, Value};
-
-fn cmd(args: &[&str]) -> redis::Cmd {
-    let mut c = redis::cmd(args[0]);
-    for a in &args[1..] {
-        c.arg(*a);
-    }
-    c
-}
-
-fn q<T: FromRedisValue>(conn: &mut Connection, args: &[&str]) -> T {
-    cmd(args)
-        .query(conn)
-        .unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
-}
-
-fn err(conn: &mut Connection, args: &[&str]) -> String {
-    query_err(conn, &cmd(args))
-}
+use common::{err, q, Kvasir};
+use redis::{Connection, Value};
 
 fn strings(conn: &mut Connection, args: &[&str]) -> Vec<String> {
     q(conn, args)

@@ -5,28 +5,10 @@
 
 mod common;
 
-use common::{query_err, Kvasir};
+use common::{err, q, Kvasir};
 use redis::{Connection, FromRedisValue, Value};
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-fn cmd(args: &[&str]) -> redis::Cmd {
-    let mut c = redis::cmd(args[0]);
-    for a in &args[1..] {
-        c.arg(*a);
-    }
-    c
-}
-
-fn q<T: FromRedisValue>(conn: &mut Connection, args: &[&str]) -> T {
-    cmd(args)
-        .query(conn)
-        .unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
-}
-
-fn err(conn: &mut Connection, args: &[&str]) -> String {
-    query_err(conn, &cmd(args))
-}
 
 fn now_secs() -> u64 {
     SystemTime::now()

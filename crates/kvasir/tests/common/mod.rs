@@ -342,3 +342,24 @@ impl Kvasir {
         );
     }
 }
+
+/// A redis-rs command from string arguments (`cmd(&["SET", "k", "v"])`).
+pub fn cmd(args: &[&str]) -> redis::Cmd {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c
+}
+
+/// Runs a command and converts its reply; panics with the command on error.
+pub fn q<T: redis::FromRedisValue>(conn: &mut redis::Connection, args: &[&str]) -> T {
+    cmd(args)
+        .query(conn)
+        .unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
+}
+
+/// Runs a command that must fail and returns its error text.
+pub fn err(conn: &mut redis::Connection, args: &[&str]) -> String {
+    query_err(conn, &cmd(args))
+}
