@@ -6,36 +6,13 @@
 //! The sequence only uses commands present in the table when the test runs
 //! (families are being added over time), so it grows with the table.
 
-use bytes::Bytes;
+mod common;
+
+use common::{to_args, Rng};
 use kvasir_core::expire::ActiveExpire;
 use kvasir_core::{lookup, CmdError, Ctx, Store};
 use kvasir_resp::Reply;
 use std::collections::BTreeMap;
-
-/// A small fixed-seed generator (xorshift64*), so the sequence is the same
-/// on every run and platform without pulling in a crate.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len() as u64) as usize]
-    }
-}
 
 /// Commands the generator knows how to build, with their weights.
 const MENU: &[(&str, u64)] = &[
@@ -169,12 +146,6 @@ fn build(rng: &mut Rng, name: &str, now_ms: u64, scan_cursor: &str) -> Vec<Strin
         _ => {}
     }
     a
-}
-
-fn to_args(a: &[String]) -> Vec<Bytes> {
-    a.iter()
-        .map(|s| Bytes::copy_from_slice(s.as_bytes()))
-        .collect()
 }
 
 /// Two replicas applying the same sequence, each with its own expiry cycle

@@ -4,30 +4,12 @@
 //! identical states, encodings and field order included. And the picks
 //! really come from the context's seed: different seeds pick differently.
 
-use bytes::Bytes;
+mod common;
+
+use common::{to_args, Rng};
 use kvasir_core::{CmdError, Ctx, Store};
 use kvasir_resp::Reply;
 use std::collections::BTreeMap;
-
-/// A small fixed-seed generator (xorshift64*), the same on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 /// Commands and their weights: hash writes dominate; a few generic and
 /// string commands make keys vanish, expire or change type.
@@ -135,12 +117,6 @@ fn build(rng: &mut Rng, name: &str, cursor: &str) -> Vec<String> {
         _ => {}
     }
     a
-}
-
-fn to_args(a: &[String]) -> Vec<Bytes> {
-    a.iter()
-        .map(|s| Bytes::copy_from_slice(s.as_bytes()))
-        .collect()
 }
 
 fn run(stores: &mut [Store; 2], a: &[String], ctx: &Ctx, step: usize) -> Result<Reply, CmdError> {

@@ -8,35 +8,12 @@
 //! second test replays one sequence with different seeds on each store and
 //! still expects identical replies and state.
 
-use bytes::Bytes;
+mod common;
+
+use common::{to_args, Rng};
 use kvasir_core::{CmdError, Ctx, Store};
 use kvasir_resp::Reply;
 use std::collections::BTreeMap;
-
-/// A small fixed-seed generator (xorshift64*), so the sequence is the same
-/// on every run and platform.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len() as u64) as usize]
-    }
-}
 
 /// Commands with their weights. Pushes dominate so that lists grow past
 /// the listpack limit and exercise the quicklist.
@@ -184,12 +161,6 @@ fn build(rng: &mut Rng, name: &str) -> Vec<String> {
         _ => {}
     }
     a
-}
-
-fn to_args(a: &[String]) -> Vec<Bytes> {
-    a.iter()
-        .map(|s| Bytes::copy_from_slice(s.as_bytes()))
-        .collect()
 }
 
 fn pick_command(rng: &mut Rng) -> &'static str {

@@ -6,30 +6,12 @@
 //! exercised. And the picks really come from the context's seed: different
 //! seeds pick differently.
 
-use bytes::Bytes;
+mod common;
+
+use common::{to_args, Rng};
 use kvasir_core::{CmdError, Ctx, Store};
 use kvasir_resp::Reply;
 use std::collections::BTreeMap;
-
-/// A small fixed-seed generator (xorshift64*), the same on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 /// Commands and their weights; writes that grow the sets dominate so that
 /// some cross zset-max-listpack-entries.
@@ -234,12 +216,6 @@ fn build(rng: &mut Rng, name: &str, cursors: &BTreeMap<String, String>) -> Vec<S
         _ => {}
     }
     a
-}
-
-fn to_args(a: &[String]) -> Vec<Bytes> {
-    a.iter()
-        .map(|s| Bytes::copy_from_slice(s.as_bytes()))
-        .collect()
 }
 
 fn pick_command(rng: &mut Rng) -> &'static str {
