@@ -896,3 +896,45 @@ fn config_set_encoding_thresholds_change_when_collections_convert() {
         "$8\r\nskiplist\r\n"
     );
 }
+
+#[test]
+fn info_instantaneous_ops_per_sec_follows_the_load() {
+    let server = Kvasir::start(&[]);
+    let mut load = server.raw_conn();
+    let mut batch = Vec::new();
+    for _ in 0..2000 {
+        batch.extend(common::encode_cmd(&[b"PING"]));
+    }
+    let mut info = server.conn();
+    let rate = |c: &mut redis::Connection| -> u64 {
+        let text: String = redis::cmd("INFO").arg("stats").query(c).expect("info");
+        text.lines()
+            .find_map(|l| l.strip_prefix("instantaneous_ops_per_sec:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("instantaneous_ops_per_sec field")
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut seen = 0;
+    while std::time::Instant::now() < deadline && seen == 0 {
+        load.send(&batch);
+        for _ in 0..2000 {
+            load.read_reply();
+        }
+        seen = rate(&mut info);
+    }
+    assert!(seen > 0, "instantaneous_ops_per_sec stayed 0 under load");
+    // Idle again: the 1.6 s window drains (only INFO itself is counted).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut idle = seen;
+    while std::time::Instant::now() < deadline && idle > 10 {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        idle = rate(&mut info);
+    }
+    assert!(idle <= 10, "rate did not fall when idle: {idle}");
+    let text: String = redis::cmd("INFO")
+        .arg("stats")
+        .query(&mut info)
+        .expect("info");
+    assert!(text.contains("instantaneous_input_kbps:"), "{text}");
+    assert!(text.contains("instantaneous_output_kbps:"), "{text}");
+}

@@ -171,13 +171,17 @@ fn section(s: &Session, name: &str, out: &mut String) {
         "stats" => {
             let stats = server.stats.borrow();
             let store_stats = server.shard.borrow().store().stats.clone();
+            let (ops, in_kbps, out_kbps) = stats.rates.rates();
             let _ = write!(
                 out,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntotal_error_replies:{}\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntotal_error_replies:{}\r\n",
                 stats.total_connections_received,
                 stats.total_commands_processed,
+                ops.round() as u64,
                 stats.net_input_bytes,
                 stats.net_output_bytes,
+                in_kbps,
+                out_kbps,
                 stats.rejected_connections,
                 store_stats.expired_keys,
                 store_stats.keyspace_hits.get(),

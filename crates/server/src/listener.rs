@@ -42,9 +42,46 @@ impl CmdStat {
     }
 }
 
+/// Redis's instantaneous metrics: the server samples its counters every
+/// 100 ms and reports the rate over the last 16 samples.
+#[derive(Default)]
+pub struct RateSamples {
+    /// (when, commands processed, input bytes, output bytes)
+    samples: std::collections::VecDeque<(Instant, u64, u64, u64)>,
+}
+
+impl RateSamples {
+    const KEPT: usize = 16;
+
+    pub fn record(&mut self, at: Instant, commands: u64, input: u64, output: u64) {
+        if self.samples.len() == Self::KEPT {
+            self.samples.pop_front();
+        }
+        self.samples.push_back((at, commands, input, output));
+    }
+
+    /// (ops/sec, input KB/s, output KB/s) over the sampled window.
+    pub fn rates(&self) -> (f64, f64, f64) {
+        let (Some(first), Some(last)) = (self.samples.front(), self.samples.back()) else {
+            return (0.0, 0.0, 0.0);
+        };
+        let secs = last.0.duration_since(first.0).as_secs_f64();
+        if secs <= 0.0 {
+            return (0.0, 0.0, 0.0);
+        }
+        let per_sec = |a: u64, b: u64| b.saturating_sub(a) as f64 / secs;
+        (
+            per_sec(first.1, last.1),
+            per_sec(first.2, last.2) / 1024.0,
+            per_sec(first.3, last.3) / 1024.0,
+        )
+    }
+}
+
 /// Server-wide counters for INFO stats.
 #[derive(Default)]
 pub struct Stats {
+    pub rates: RateSamples,
     pub total_connections_received: u64,
     pub total_commands_processed: u64,
     pub rejected_connections: u64,
@@ -186,6 +223,20 @@ async fn accept_loop(server: Rc<Server>, listener: TcpListener) {
     }
 }
 
+/// Samples the counters behind INFO's instantaneous_* fields every 100 ms.
+async fn sample_rates(server: Rc<Server>) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut stats = server.stats.borrow_mut();
+        let (commands, input, output) = (
+            stats.total_commands_processed,
+            stats.net_input_bytes,
+            stats.net_output_bytes,
+        );
+        stats.rates.record(Instant::now(), commands, input, output);
+    }
+}
+
 /// Closes clients idle for longer than `timeout` seconds (Redis's
 /// clientsCron), so a CONFIG SET timeout also reaches existing connections.
 async fn clients_cron(server: Rc<Server>) {
@@ -209,6 +260,7 @@ async fn clients_cron(server: Rc<Server>) {
 /// 25% of a cycle; here the budget is a bound on entries visited.
 async fn expire_loop(server: Rc<Server>) {
     const MAX_VISITS_PER_CYCLE: usize = 20_000;
+    tokio::task::spawn_local(sample_rates(server.clone()));
     loop {
         let hz = server.config.borrow().hz.max(1);
         tokio::time::sleep(Duration::from_millis(1000 / hz as u64)).await;
