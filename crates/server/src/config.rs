@@ -193,12 +193,12 @@ impl Config {
                 _ => return Err(SetError::Invalid("only noeviction is supported".into())),
             },
             // Redis 7 still accepts the old ziplist names as aliases.
-            "hash-max-listpack-entries" | "hash-max-ziplist-entries" => self.hash_max_listpack_entries = memory(value)?,
+            "hash-max-listpack-entries" | "hash-max-ziplist-entries" => self.hash_max_listpack_entries = num(value)?,
             "hash-max-listpack-value" | "hash-max-ziplist-value" => self.hash_max_listpack_value = memory(value)?,
-            "set-max-intset-entries" => self.set_max_intset_entries = memory(value)?,
-            "set-max-listpack-entries" => self.set_max_listpack_entries = memory(value)?,
+            "set-max-intset-entries" => self.set_max_intset_entries = num(value)?,
+            "set-max-listpack-entries" => self.set_max_listpack_entries = num(value)?,
             "set-max-listpack-value" => self.set_max_listpack_value = memory(value)?,
-            "zset-max-listpack-entries" | "zset-max-ziplist-entries" => self.zset_max_listpack_entries = memory(value)?,
+            "zset-max-listpack-entries" | "zset-max-ziplist-entries" => self.zset_max_listpack_entries = num(value)?,
             "zset-max-listpack-value" | "zset-max-ziplist-value" => self.zset_max_listpack_value = memory(value)?,
             "list-max-listpack-size" | "list-max-ziplist-size" => self.list_max_listpack_size = num(value)?,
             "appendonly" | "save" => {}

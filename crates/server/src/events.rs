@@ -20,6 +20,11 @@ fn written_keys(spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
 
 /// Called after every successful write command.
 pub fn after_write(server: &Server, db: usize, spec: &CommandSpec, args: &[Bytes]) {
+    // The common case: nobody watches or waits, so nothing to compute on
+    // the write path.
+    if server.watches.borrow().is_empty() && server.blocking.borrow().is_empty() {
+        return;
+    }
     match spec.name {
         "flushdb" => server.watches.borrow().touch_db(Some(db)),
         "flushall" => server.watches.borrow().touch_db(None),

@@ -188,6 +188,7 @@ async fn serve(config: Config) -> std::io::Result<()> {
     }
     tokio::task::spawn_local(expire_loop(server.clone()));
     tokio::task::spawn_local(clients_cron(server.clone()));
+    tokio::task::spawn_local(sample_rates(server.clone()));
     info!("Ready to accept connections tcp");
 
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -260,7 +261,6 @@ async fn clients_cron(server: Rc<Server>) {
 /// 25% of a cycle; here the budget is a bound on entries visited.
 async fn expire_loop(server: Rc<Server>) {
     const MAX_VISITS_PER_CYCLE: usize = 20_000;
-    tokio::task::spawn_local(sample_rates(server.clone()));
     loop {
         let hz = server.config.borrow().hz.max(1);
         tokio::time::sleep(Duration::from_millis(1000 / hz as u64)).await;
