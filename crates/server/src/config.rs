@@ -254,6 +254,10 @@ mod tests {
         assert_eq!(c.set("port", "1"), Err(SetError::Immutable));
         assert_eq!(c.set("nope", "1"), Err(SetError::Unknown));
         assert!(c.set("maxmemory", "1gb").is_ok());
+        // Entry counts are integers; only sizes take memory units.
+        assert!(c.set("hash-max-listpack-entries", "1kb").is_err());
+        assert!(c.set("hash-max-listpack-value", "1kb").is_ok());
+        assert_eq!(c.hash_max_listpack_value, 1024);
         assert_eq!(c.maxmemory, 1 << 30);
     }
 }
