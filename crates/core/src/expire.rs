@@ -40,12 +40,13 @@ impl ActiveExpire {
                 continue;
             }
             let mut expired = Vec::new();
+            // Each entry is visited at most once per cycle, so a key can
+            // not be picked twice (no de-duplication needed), and a sparse
+            // TTL population cannot make the cycle walk a database twice.
+            let mut walked = 0;
             loop {
                 let mut sampled = 0;
                 let mut stale = 0;
-                // Bound the walk: a sparse TTL population must not make one
-                // sample scan the whole database.
-                let mut walked = 0;
                 while sampled < KEYS_PER_SAMPLE && walked < db.len() && visits < max_visits {
                     let pos = self.cursors[dbi] % db.len();
                     self.cursors[dbi] = pos + 1;
@@ -54,11 +55,7 @@ impl ActiveExpire {
                     let Some(e) = db.entry_at(pos) else { break };
                     if e.expire_at().is_some() {
                         sampled += 1;
-                        if e.is_expired(now_ms)
-                            && !expired
-                                .iter()
-                                .any(|k: &Bytes| k.as_ref() == e.key.as_slice())
-                        {
+                        if e.is_expired(now_ms) {
                             stale += 1;
                             expired.push(Bytes::copy_from_slice(&e.key));
                         }
@@ -67,7 +64,7 @@ impl ActiveExpire {
                 let keep_going = sampled > 0
                     && stale * 100 > sampled * ACCEPTABLE_STALE_PERCENT
                     && visits < max_visits
-                    && expired.len() < db.expires_count();
+                    && walked < db.len();
                 if !keep_going {
                     break;
                 }
