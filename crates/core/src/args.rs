@@ -52,6 +52,33 @@ pub fn parse_timeout(b: &[u8]) -> Result<u64, CmdError> {
     Ok(ms as u64)
 }
 
+/// Parses a SCAN-family cursor the way Redis does (strtoul): optional
+/// sign (a minus wraps, as in C), decimal digits only, no spaces, fits in
+/// u64; an empty argument is 0.
+pub fn parse_cursor(arg: &[u8]) -> Result<u64, CmdError> {
+    let invalid = || CmdError::other("ERR invalid cursor");
+    let (negative, digits) = match arg.split_first() {
+        None => return Ok(0),
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        Some(_) => (false, arg),
+    };
+    if digits.is_empty() {
+        return Err(invalid());
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return Err(invalid());
+        }
+        v = v
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(u64::from(c - b'0')))
+            .ok_or_else(invalid)?;
+    }
+    Ok(if negative { v.wrapping_neg() } else { v })
+}
+
 /// Case-insensitive comparison of an argument with an ASCII keyword.
 pub fn eq_ic(arg: &[u8], keyword: &str) -> bool {
     arg.eq_ignore_ascii_case(keyword.as_bytes())

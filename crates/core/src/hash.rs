@@ -379,7 +379,7 @@ const SCAN_DEFAULT_COUNT: u64 = 10;
 /// is checked first, then the key (a missing key answers `0 []` whatever
 /// the options), then the options. See [`Hash::scan`] for the cursor.
 fn hscan(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
-    let cursor = parse_cursor(&args[2])?;
+    let cursor = crate::args::parse_cursor(&args[2])?;
     let Some(h) = hash_ref(store, db, &args[1], ctx)? else {
         return Ok(scan_reply(0, Vec::new()));
     };
@@ -411,31 +411,6 @@ fn hscan(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 
 fn scan_reply(cursor: u64, items: Vec<Reply>) -> Reply {
     Reply::Array(vec![Reply::bulk(cursor.to_string()), Reply::Array(items)])
-}
-
-/// Parses a cursor as Redis's strtoul does: optional sign (a negative
-/// cursor wraps around), decimal digits, no spaces; empty means 0.
-fn parse_cursor(arg: &[u8]) -> Result<u64, CmdError> {
-    let invalid = || CmdError::other("ERR invalid cursor");
-    let (neg, digits) = match arg.first() {
-        Some(b'-') => (true, &arg[1..]),
-        Some(b'+') => (false, &arg[1..]),
-        _ => (false, arg),
-    };
-    if arg.is_empty() {
-        return Ok(0);
-    }
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(invalid());
-    }
-    let mut n: u64 = 0;
-    for &d in digits {
-        n = n
-            .checked_mul(10)
-            .and_then(|n| n.checked_add(u64::from(d - b'0')))
-            .ok_or_else(invalid)?;
-    }
-    Ok(if neg { n.wrapping_neg() } else { n })
 }
 
 #[cfg(test)]
@@ -1154,11 +1129,11 @@ mod tests {
 
     #[test]
     fn cursor_parsing() {
-        assert_eq!(parse_cursor(b""), Ok(0));
-        assert_eq!(parse_cursor(b"42"), Ok(42));
-        assert_eq!(parse_cursor(b"-1"), Ok(u64::MAX));
-        assert_eq!(parse_cursor(b"+7"), Ok(7));
-        assert!(parse_cursor(b"+").is_err());
-        assert!(parse_cursor(b"99999999999999999999").is_err());
+        assert_eq!(crate::args::parse_cursor(b""), Ok(0));
+        assert_eq!(crate::args::parse_cursor(b"42"), Ok(42));
+        assert_eq!(crate::args::parse_cursor(b"-1"), Ok(u64::MAX));
+        assert_eq!(crate::args::parse_cursor(b"+7"), Ok(7));
+        assert!(crate::args::parse_cursor(b"+").is_err());
+        assert!(crate::args::parse_cursor(b"99999999999999999999").is_err());
     }
 }

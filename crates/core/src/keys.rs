@@ -447,26 +447,13 @@ impl KeyFilter<'_> {
 /// whole iteration is never skipped. Keys added during it land past the
 /// cursor and may be missed, which SCAN allows.
 fn scan(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
-    let cursor = parse_cursor(&args[1])?;
+    let cursor = crate::args::parse_cursor(&args[1])?;
     let (filter, count) = parse_scan_options(&args[2..])?;
     let (next, keys) = scan_db(store.db(db), cursor, count, &filter, ctx.now_ms);
     Ok(Reply::Array(vec![
         Reply::bulk(next.to_string()),
         Reply::Array(keys),
     ]))
-}
-
-/// Redis parses the cursor with strtoul: decimal, no leading space (an
-/// empty cursor is 0).
-fn parse_cursor(arg: &[u8]) -> Result<u64, CmdError> {
-    if arg.is_empty() {
-        return Ok(0);
-    }
-    std::str::from_utf8(arg)
-        .ok()
-        .filter(|s| s.bytes().all(|c| c.is_ascii_digit()))
-        .and_then(|s| s.parse().ok())
-        .ok_or(CmdError::other("ERR invalid cursor"))
 }
 
 /// Redis's default SCAN COUNT.
@@ -1084,7 +1071,10 @@ mod tests {
     #[test]
     fn scan_errors() {
         let st = Store::default();
-        for bad in ["-1", "abc", " 1", "1 ", "18446744073709551616"] {
+        // Redis parses the cursor with strtoul: "-1" wraps instead of
+        // failing, and an empty database answers it like cursor 0.
+        assert_eq!(read(&st, &["SCAN", "-1"]), read(&st, &["SCAN", "0"]));
+        for bad in ["abc", " 1", "1 ", "-", "18446744073709551616"] {
             assert_eq!(
                 err(read(&st, &["SCAN", bad])),
                 "ERR invalid cursor",

@@ -577,7 +577,7 @@ const SCAN_DEFAULT_COUNT: u64 = 10;
 /// As in Redis, the cursor is checked first, a missing key answers an
 /// empty scan before the options are looked at, and the type before them.
 fn sscan(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
-    let cursor = parse_cursor(&args[2])?;
+    let cursor = crate::args::parse_cursor(&args[2])?;
     let Some(set) = read_set(store, db, &args[1], ctx)? else {
         return Ok(scan_reply(0, Vec::new()));
     };
@@ -621,33 +621,6 @@ fn sscan(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 
 fn scan_reply(cursor: u64, members: Vec<Reply>) -> Reply {
     Reply::Array(vec![Reply::bulk(cursor.to_string()), Reply::Array(members)])
-}
-
-/// Parses a cursor as Redis's parseScanCursorOrReply (strtoul): an optional
-/// sign then decimal digits, a negative value wrapping around, an empty
-/// string reading as 0; no spaces, no overflow.
-fn parse_cursor(arg: &[u8]) -> Result<u64, CmdError> {
-    let invalid = || CmdError::other("ERR invalid cursor");
-    let (negative, digits) = match arg.split_first() {
-        None => return Ok(0),
-        Some((b'-', rest)) => (true, rest),
-        Some((b'+', rest)) => (false, rest),
-        Some(_) => (false, arg),
-    };
-    if digits.is_empty() {
-        return Err(invalid());
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return Err(invalid());
-        }
-        v = v
-            .checked_mul(10)
-            .and_then(|v| v.checked_add(u64::from(c - b'0')))
-            .ok_or_else(invalid)?;
-    }
-    Ok(if negative { v.wrapping_neg() } else { v })
 }
 
 #[cfg(test)]
@@ -1308,8 +1281,8 @@ mod tests {
             let all = scan_reply(0, vec![bulk_str("1"), bulk_str("2")]);
             assert_eq!(read(&st, &["SSCAN", "s", c]), Ok(all), "{c:?}");
         }
-        assert_eq!(parse_cursor(b"-1"), Ok(u64::MAX));
-        assert_eq!(parse_cursor(b""), Ok(0));
+        assert_eq!(crate::args::parse_cursor(b"-1"), Ok(u64::MAX));
+        assert_eq!(crate::args::parse_cursor(b""), Ok(0));
         let syntax = "ERR syntax error";
         assert_eq!(err(read(&st, &["SSCAN", "s", "0", "COUNT", "0"])), syntax);
         assert_eq!(err(read(&st, &["SSCAN", "s", "0", "COUNT", "-1"])), syntax);

@@ -1026,7 +1026,7 @@ fn zrandmember(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult
         let Some(z) = read_zset(store, db, &args[1], ctx)? else {
             return Ok(Reply::Nil);
         };
-        let pick = (ctx.random(0) % z.len() as u64) as usize;
+        let pick = (ctx.random(0) % z.len().max(1) as u64) as usize;
         return Ok(z.get(pick).map_or(Reply::Nil, |(m, _)| bulk(m)));
     }
     let l = parse_i64(&args[2])?;
@@ -1041,6 +1041,15 @@ fn zrandmember(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult
     let withscores = args.len() == 4;
     if withscores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&l) {
         return Err(CmdError::other("ERR value is out of range"));
+    }
+    // Repeated picks are not bounded by the set's size: refuse what would
+    // allocate without bound (as SRANDMEMBER does).
+    if l < -crate::set::MAX_RANDOM_REPEATS {
+        return Err(CmdError::other(format!(
+            "ERR value is out of range, value must between -{} and {}",
+            crate::set::MAX_RANDOM_REPEATS,
+            i64::MAX
+        )));
     }
     let Some(z) = read_zset(store, db, &args[1], ctx)? else {
         return Ok(empty_array());
@@ -1066,7 +1075,7 @@ fn zrandmember(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult
     let ranks: Vec<usize> = if l < 0 || count == 1 {
         // With repetitions, in pick order.
         (0..count)
-            .map(|n| (ctx.random(n) % size as u64) as usize)
+            .map(|n| (ctx.random(n) % size.max(1) as u64) as usize)
             .collect()
     } else if count >= size as u64 {
         // The whole set, highest first (as Redis 7.0 replies it).
@@ -1104,31 +1113,9 @@ fn zrandmember(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult
 // ZSCAN
 // ---------------------------------------------------------------------------
 
-/// Redis parses a SCAN cursor with strtoul: optional sign (a negative one
-/// wraps), digits, no leading space; an empty cursor is 0.
-fn parse_cursor(arg: &[u8]) -> Result<u64, CmdError> {
-    let invalid = || CmdError::other("ERR invalid cursor");
-    if arg.is_empty() {
-        return Ok(0);
-    }
-    let (neg, digits) = match arg[0] {
-        b'-' => (true, &arg[1..]),
-        b'+' => (false, &arg[1..]),
-        _ => (false, arg),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(invalid());
-    }
-    let v: u64 = std::str::from_utf8(digits)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(invalid)?;
-    Ok(if neg { v.wrapping_neg() } else { v })
-}
-
 /// ZSCAN key cursor [MATCH pattern] [COUNT count].
 fn zscan(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
-    let cursor = parse_cursor(&args[2])?;
+    let cursor = crate::args::parse_cursor(&args[2])?;
     let Some(z) = read_zset(store, db, &args[1], ctx)? else {
         return Ok(Reply::Array(vec![Reply::bulk_str("0"), empty_array()]));
     };
@@ -2473,6 +2460,15 @@ mod tests {
             .map_err(|e| e.text()),
             Err("ERR value is out of range".into())
         );
+        // Huge negative counts are refused, not allocated.
+        assert_eq!(
+            read(&st, &["zrandmember", "z", "-9223372036854775807"]).map_err(|e| e.text()),
+            Err(
+                "ERR value is out of range, value must between -8388608 and 9223372036854775807"
+                    .into()
+            )
+        );
+        assert!(read(&st, &["zrandmember", "z", "-8388608"]).is_ok());
         ok(&mut st, &["set", "s", "x"]);
         assert_eq!(
             read(&st, &["zrandmember", "s"]).map_err(|e| e.text()),
@@ -3014,6 +3010,7 @@ mod tests {
             &["zscan", "z", "18446744073709551615", "count", max],
             &["zrandmember", "z", max],
             &["zrandmember", "z", "-4611686018427387903", "withscores"],
+            &["zrandmember", "z", "-9223372036854775807"],
         ] {
             let _ = run(&mut st, a);
         }
