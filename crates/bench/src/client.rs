@@ -268,20 +268,6 @@ impl Batch {
         });
     }
 
-    /// A whole command whose first argument after the name is its key
-    /// (keyless when it has no such argument).
-    pub fn cmd(&mut self, args: &[&[u8]]) {
-        self.begin(args.len());
-        for (i, a) in args.iter().enumerate() {
-            if i == 1 {
-                self.key(a);
-            } else {
-                self.arg(a);
-            }
-        }
-        self.end();
-    }
-
     fn cmd_bytes(&self, i: usize) -> &[u8] {
         let c = self.cmds[i];
         &self.buf[c.start..c.end]

@@ -150,7 +150,13 @@ pub fn reply_len(buf: &[u8]) -> Result<Option<usize>, ProtocolError> {
                 if n < 0 {
                     pos = after;
                 } else {
-                    let end = after + n as usize;
+                    // A length beyond the address space is malformed (and
+                    // must not overflow the arithmetic below).
+                    let end = usize::try_from(n)
+                        .ok()
+                        .and_then(|n| after.checked_add(n))
+                        .filter(|&end| end < usize::MAX - 2)
+                        .ok_or(ProtocolError("bad bulk length"))?;
                     if buf.len() < end + 2 {
                         return Ok(None);
                     }
@@ -165,11 +171,13 @@ pub fn reply_len(buf: &[u8]) -> Result<Option<usize>, ProtocolError> {
                     parse_int(&buf[pos + 1..cr]).ok_or(ProtocolError("bad aggregate length"))?;
                 if n > 0 {
                     let items = if kind == b'%' || kind == b'|' {
-                        2 * n
+                        2 * n as u64
                     } else {
-                        n
+                        n as u64
                     };
-                    pending += items as u64;
+                    pending = pending
+                        .checked_add(items)
+                        .ok_or(ProtocolError("bad aggregate length"))?;
                 }
                 pos = after;
             }
@@ -211,11 +219,6 @@ impl<'a> Reply<'a> {
         self.0 == b"+OK\r\n"
     }
 
-    /// Simple string payload.
-    pub fn simple(&self) -> Option<&'a [u8]> {
-        (self.kind() == b'+').then(|| self.line())
-    }
-
     /// Integer payload.
     pub fn int(&self) -> Option<i64> {
         (self.kind() == b':')
@@ -229,7 +232,9 @@ impl<'a> Reply<'a> {
         if n < 0 {
             return None;
         }
-        self.0.get(cr + 2..cr + 2 + n as usize)
+        let start = cr + 2;
+        self.0
+            .get(start..start.checked_add(usize::try_from(n).ok()?)?)
     }
 
     /// `Some(Some(bytes))` for a bulk string, `Some(None)` for a nil
@@ -253,7 +258,7 @@ impl<'a> Reply<'a> {
                 let n = if n < 0 {
                     0
                 } else if self.kind() == b'%' {
-                    2 * n as usize
+                    (n as usize).saturating_mul(2)
                 } else {
                     n as usize
                 };
@@ -315,6 +320,12 @@ mod tests {
         assert_eq!(reply_len(b"%1\r\n+a\r\n:1\r\n"), Ok(Some(12)));
         assert!(reply_len(b"?x\r\n").is_err());
         assert!(reply_len(b"$3\r\nabcd\r\n").is_err());
+        // Huge lengths wait for more bytes or are errors, never panics.
+        assert_eq!(reply_len(b"$9223372036854775807\r\nabc\r\n"), Ok(None));
+        assert_eq!(reply_len(b"*9223372036854775807\r\n:1\r\n"), Ok(None));
+        let nested = b"*9223372036854775807\r\n%9223372036854775807\r\n";
+        assert!(reply_len(nested).is_err());
+        assert_eq!(Reply(b"$9223372036854775807\r\nabc\r\n").bulk(), Some(None));
     }
 
     #[test]

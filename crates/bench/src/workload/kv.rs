@@ -6,14 +6,13 @@
 //! checked whichever writer wrote last. The key space is written first
 //! (batched MSET) so that reads always find a value.
 
-use super::{check_ok, count_error_reply, exec, load_keys, measure, wrong_value, Env, KeyFormat};
+use super::{check_kv, exec, load_keys, measure, push_kv, Env, KeyFormat};
 use crate::cli::KvArgs;
 use crate::client::Replies;
 use crate::gen;
 use crate::metrics::{LocalRec, Metrics};
 use crate::report::{latency_table, seed_table, timer_block, Report, RunReport};
 use rand::RngExt;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const READ: usize = 0;
@@ -117,20 +116,7 @@ pub async fn run(
                             Role::Reader => false,
                             Role::Mixed(r) => rng.random::<f64>() < r,
                         };
-                        if write {
-                            batch
-                                .begin(3)
-                                .arg(b"SET")
-                                .key_with(keys.len, |d| keys.write(id, d))
-                                .arg_with(value_size, |d| gen::kv_value(id, d))
-                                .end();
-                        } else {
-                            batch
-                                .begin(2)
-                                .arg(b"GET")
-                                .key_with(keys.len, |d| keys.write(id, d))
-                                .end();
-                        }
+                        push_kv(&mut batch, keys, value_size, id, write);
                         ids.push(id);
                         writes.push(write);
                     }
@@ -139,12 +125,7 @@ pub async fn run(
                         continue;
                     }
                     for k in 0..ids.len() {
-                        let r = replies.get(k);
-                        if writes[k] {
-                            check_ok(r, &m, "SET");
-                        } else {
-                            check_get(r, ids[k], value_size, keys, &m);
-                        }
+                        check_kv(replies.get(k), &m, keys, value_size, ids[k], writes[k]);
                         let at = replies.at(k).unwrap_or(t0);
                         rec.push(if writes[k] { WRITE } else { READ }, at - t0);
                     }
@@ -215,17 +196,4 @@ pub async fn run(
     );
     report.runs.push(run);
     Ok(())
-}
-
-fn check_get(r: crate::resp::Reply<'_>, id: u64, len: usize, keys: KeyFormat, m: &Arc<Metrics>) {
-    match r.bulk() {
-        Some(Some(v)) if gen::kv_value_matches(id, len, v) => {}
-        _ => {
-            if !count_error_reply(r, m, "GET") {
-                wrong_value(r, m, || {
-                    format!("GET {}", String::from_utf8_lossy(&keys.to_vec(id)))
-                });
-            }
-        }
-    }
 }

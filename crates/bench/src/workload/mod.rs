@@ -212,6 +212,51 @@ pub fn check_ok(r: Reply<'_>, m: &Metrics, what: &str) -> bool {
     false
 }
 
+/// Appends `SET key value` (`set`) or `GET key` for key `id`, with the
+/// value `gen::kv_value` makes for `id`.
+pub fn push_kv(batch: &mut Batch, keys: KeyFormat, value_len: usize, id: u64, set: bool) {
+    if set {
+        batch
+            .begin(3)
+            .arg(b"SET")
+            .key_with(keys.len, |d| keys.write(id, d))
+            .arg_with(value_len, |d| gen::kv_value(id, d))
+            .end();
+    } else {
+        batch
+            .begin(2)
+            .arg(b"GET")
+            .key_with(keys.len, |d| keys.write(id, d))
+            .end();
+    }
+}
+
+/// Checks the reply to `push_kv`'s command: `+OK` for a SET, for a GET the
+/// value of `id`; counts an error reply or a wrong value. True if right.
+pub fn check_kv(
+    r: Reply<'_>,
+    m: &Metrics,
+    keys: KeyFormat,
+    value_len: usize,
+    id: u64,
+    set: bool,
+) -> bool {
+    if set {
+        return check_ok(r, m, "SET");
+    }
+    match r.bulk() {
+        Some(Some(v)) if gen::kv_value_matches(id, value_len, v) => true,
+        _ => {
+            if !count_error_reply(r, m, "GET") {
+                wrong_value(r, m, || {
+                    format!("GET {}", String::from_utf8_lossy(&keys.to_vec(id)))
+                });
+            }
+            false
+        }
+    }
+}
+
 /// Fixed-size numeric keys: `prefix` + zero-padded id.
 #[derive(Clone, Copy, Debug)]
 pub struct KeyFormat {
@@ -260,7 +305,7 @@ pub async fn load_keys(
     let started = Instant::now();
     let cluster = env.cluster.is_some();
     let mut handles = Vec::new();
-    for (i, mut client) in clients.into_iter().enumerate() {
+    for mut client in clients {
         let next = next.clone();
         let m = metrics.clone();
         let mut batch = env.batch();
@@ -275,12 +320,7 @@ pub async fn load_keys(
                 batch.clear();
                 if cluster {
                     for id in first..last {
-                        batch
-                            .begin(3)
-                            .arg(b"SET")
-                            .key_with(keys.len, |d| keys.write(id, d))
-                            .arg_with(value_len, |d| gen::kv_value(id, d))
-                            .end();
+                        push_kv(&mut batch, keys, value_len, id, true);
                     }
                 } else {
                     batch.begin(1 + 2 * (last - first) as usize).arg(b"MSET");
@@ -305,7 +345,6 @@ pub async fn load_keys(
                     }
                 }
             }
-            let _ = i;
         }));
     }
     for h in handles {

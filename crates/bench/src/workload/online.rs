@@ -5,7 +5,7 @@
 //! latency in microseconds over the run so far, the total operations, the
 //! operations of the interval and the throughput in Kops/s.
 
-use super::{check_ok, count_error_reply, exec, load_keys, measure, wrong_value, Env, KeyFormat};
+use super::{check_kv, exec, load_keys, measure, push_kv, Env, KeyFormat};
 use crate::cli::OnlineArgs;
 use crate::client::{Batch, Replies};
 use crate::gen;
@@ -121,20 +121,7 @@ pub async fn run(env: &Env, args: &OnlineArgs, report: &mut Report) -> Result<()
                             .find(|(t, _)| roll < *t)
                             .map(|(_, s)| *s)
                             .unwrap_or(false);
-                        if set {
-                            batch
-                                .begin(3)
-                                .arg(b"SET")
-                                .key_with(keys.len, |d| keys.write(id, d))
-                                .arg_with(vlen, |d| gen::kv_value(id, d))
-                                .end();
-                        } else {
-                            batch
-                                .begin(2)
-                                .arg(b"GET")
-                                .key_with(keys.len, |d| keys.write(id, d))
-                                .end();
-                        }
+                        push_kv(&mut batch, keys, vlen, id, set);
                         ops.push((id, set));
                     }
                     let t0 = Instant::now();
@@ -142,24 +129,7 @@ pub async fn run(env: &Env, args: &OnlineArgs, report: &mut Report) -> Result<()
                         continue;
                     }
                     for (k, &(id, set)) in ops.iter().enumerate() {
-                        let r = replies.get(k);
-                        if set {
-                            check_ok(r, &m, "SET");
-                        } else {
-                            match r.bulk() {
-                                Some(Some(v)) if gen::kv_value_matches(id, vlen, v) => {}
-                                _ => {
-                                    if !count_error_reply(r, &m, "GET") {
-                                        wrong_value(r, &m, || {
-                                            format!(
-                                                "GET {}",
-                                                String::from_utf8_lossy(&keys.to_vec(id))
-                                            )
-                                        });
-                                    }
-                                }
-                            }
-                        }
+                        check_kv(replies.get(k), &m, keys, vlen, id, set);
                         rec.push(usize::from(set), replies.at(k).unwrap_or(t0) - t0);
                     }
                     rec.flush(&m);

@@ -4,7 +4,7 @@
 //! per round trip, and print Garnet's four lines per thread count.
 //! A "thread" is a connection (a task on the generator's runtime).
 
-use super::{check_ok, count_error_reply, exec, load_keys, measure, wrong_value, Env, KeyFormat};
+use super::{check_kv, exec, load_keys, measure, push_kv, Env, KeyFormat};
 use crate::cli::SweepArgs;
 use crate::client::{Batch, Replies};
 use crate::gen;
@@ -86,20 +86,7 @@ pub async fn run(env: &Env, args: &SweepArgs, report: &mut Report) -> Result<(),
                     ids.clear();
                     for _ in 0..batch_len {
                         let id = rng.random_range(0..dbsize);
-                        if set {
-                            batch
-                                .begin(3)
-                                .arg(b"SET")
-                                .key_with(keys.len, |d| keys.write(id, d))
-                                .arg_with(vlen, |d| gen::kv_value(id, d))
-                                .end();
-                        } else {
-                            batch
-                                .begin(2)
-                                .arg(b"GET")
-                                .key_with(keys.len, |d| keys.write(id, d))
-                                .end();
-                        }
+                        push_kv(&mut batch, keys, vlen, id, set);
                         ids.push(id);
                     }
                     let t0 = Instant::now();
@@ -107,24 +94,7 @@ pub async fn run(env: &Env, args: &SweepArgs, report: &mut Report) -> Result<(),
                         continue;
                     }
                     for (k, &id) in ids.iter().enumerate() {
-                        let r = replies.get(k);
-                        if set {
-                            check_ok(r, &m, "SET");
-                        } else {
-                            match r.bulk() {
-                                Some(Some(v)) if gen::kv_value_matches(id, vlen, v) => {}
-                                _ => {
-                                    if !count_error_reply(r, &m, "GET") {
-                                        wrong_value(r, &m, || {
-                                            format!(
-                                                "GET {}",
-                                                String::from_utf8_lossy(&keys.to_vec(id))
-                                            )
-                                        });
-                                    }
-                                }
-                            }
-                        }
+                        check_kv(replies.get(k), &m, keys, vlen, id, set);
                         rec.push(0, replies.at(k).unwrap_or(t0) - t0);
                     }
                     rec.flush(&m);
