@@ -7,8 +7,8 @@
 
 mod common;
 
-use common::{to_args, Rng};
-use kvasir_core::{CmdError, Ctx, Store};
+use common::{run_both, to_args, Rng};
+use kvasir_core::{Ctx, Store};
 use kvasir_resp::Reply;
 use std::collections::BTreeMap;
 
@@ -121,15 +121,6 @@ fn build(rng: &mut Rng, name: &str, cursor: &str) -> Vec<String> {
     a
 }
 
-fn run(stores: &mut [Store; 2], a: &[String], ctx: &Ctx, step: usize) -> Result<Reply, CmdError> {
-    let args = to_args(a);
-    let [s0, s1] = stores;
-    let r0 = s0.apply(0, &args, ctx);
-    let r1 = s1.apply(0, &args, ctx);
-    assert_eq!(r0, r1, "step {step} {a:?} at {ctx:?}");
-    r0
-}
-
 #[test]
 fn replicas_applying_the_same_set_commands_stay_identical() {
     let mut rng = Rng(0x7365_7473_2d64_6574);
@@ -146,7 +137,7 @@ fn replicas_applying_the_same_set_commands_stay_identical() {
         };
         let name = pick_command(&mut rng);
         let a = build(&mut rng, name, &cursor);
-        let reply = run(&mut stores, &a, &ctx, step);
+        let reply = run_both(&mut stores, &a, &ctx, step);
         if reply.is_ok() {
             *ok.entry(a[0].clone()).or_default() += 1;
         }

@@ -6,26 +6,12 @@
 
 mod common;
 
-use common::Kvasir;
+use common::{ChildGuard, Kvasir};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
-
-/// Kills (and reaps) a child process when dropped, also on panic.
-struct ChildGuard(Option<Child>);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            if matches!(child.try_wait(), Ok(None)) {
-                let _ = child.kill();
-            }
-            let _ = child.wait();
-        }
-    }
-}
 
 struct BenchRun {
     status: ExitStatus,

@@ -6,15 +6,10 @@
 
 mod common;
 
-use common::{err, q, Kvasir};
+use common::{err, q, sorted, Kvasir};
 use redis::{Connection, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
-
-fn sorted(mut v: Vec<String>) -> Vec<String> {
-    v.sort();
-    v
-}
 
 const NOT_INT: &str = "ERR value is not an integer or out of range";
 const NOT_FLOAT: &str = "ERR value is not a valid float";

@@ -6,35 +6,10 @@
 
 mod common;
 
-use common::{err, q, Kvasir};
+use common::{err, eventually, now_secs, q, sorted, Kvasir};
 use redis::{Connection, Value};
 use std::collections::{BTreeSet, HashMap};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn sorted(mut v: Vec<String>) -> Vec<String> {
-    v.sort();
-    v
-}
+use std::time::Duration;
 
 const SYNTAX: &str = "ERR syntax error";
 const NOT_INT: &str = "ERR value is not an integer or out of range";

@@ -8,10 +8,10 @@
 
 mod common;
 
-use common::Kvasir;
+use common::{ChildGuard, Kvasir};
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------
@@ -32,26 +32,6 @@ fn require(tool: &str) {
             "`{tool}` is not available ({e}); these tests need redis-cli, redis-benchmark \
              and redis-server: run scripts/install-test-deps.sh"
         ),
-    }
-}
-
-/// Kills (and reaps) a child process when dropped, also on panic.
-struct ChildGuard(Option<Child>);
-
-impl ChildGuard {
-    fn child(&mut self) -> &mut Child {
-        self.0.as_mut().expect("child")
-    }
-}
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            if matches!(child.try_wait(), Ok(None)) {
-                let _ = child.kill();
-            }
-            let _ = child.wait();
-        }
     }
 }
 

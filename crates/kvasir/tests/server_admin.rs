@@ -5,17 +5,10 @@
 
 mod common;
 
-use common::{err, q, Kvasir};
+use common::{err, now_secs, q, Kvasir};
 use redis::{Connection, FromRedisValue, Value};
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
 
 /// INFO text as `field -> value`.
 fn info_fields(text: &str) -> HashMap<String, String> {

@@ -6,29 +6,15 @@
 
 mod common;
 
-use common::{err, q, Kvasir};
+use common::{err, eventually, q, Kvasir};
 use redis::Value;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64
-}
-
-/// Polls `check` every 20 ms until it holds or `limit` passes.
-fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 const NOT_INT: &str = "ERR value is not an integer or out of range";

@@ -4,6 +4,8 @@
 #![allow(dead_code)]
 
 use bytes::Bytes;
+use kvasir_core::{CmdError, Ctx, Store};
+use kvasir_resp::Reply;
 
 /// A small fixed-seed generator (xorshift64*), the same on every run.
 pub struct Rng(pub u64);
@@ -37,4 +39,20 @@ pub fn to_args(a: &[String]) -> Vec<Bytes> {
     a.iter()
         .map(|s| Bytes::copy_from_slice(s.as_bytes()))
         .collect()
+}
+
+/// Applies `a` to db 0 of both stores, asserts the replies match and
+/// returns the first.
+pub fn run_both(
+    stores: &mut [Store; 2],
+    a: &[String],
+    ctx: &Ctx,
+    step: usize,
+) -> Result<Reply, CmdError> {
+    let args = to_args(a);
+    let [s0, s1] = stores;
+    let r0 = s0.apply(0, &args, ctx);
+    let r1 = s1.apply(0, &args, ctx);
+    assert_eq!(r0, r1, "step {step} {a:?} at {ctx:?}");
+    r0
 }

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub struct Kvasir {
     pub child: Child,
@@ -362,4 +362,52 @@ pub fn q<T: redis::FromRedisValue>(conn: &mut redis::Connection, args: &[&str]) 
 /// Runs a command that must fail and returns its error text.
 pub fn err(conn: &mut redis::Connection, args: &[&str]) -> String {
     query_err(conn, &cmd(args))
+}
+
+/// Polls `check` every 20 ms until it holds or `limit` passes.
+pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// `v` in ascending order.
+pub fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+/// Kills (and reaps) a child process when dropped, also on panic.
+pub struct ChildGuard(pub Option<Child>);
+
+impl ChildGuard {
+    pub fn child(&mut self) -> &mut Child {
+        self.0.as_mut().expect("child")
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            if matches!(child.try_wait(), Ok(None)) {
+                let _ = child.kill();
+            }
+            let _ = child.wait();
+        }
+    }
 }
