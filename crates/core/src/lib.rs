@@ -8,6 +8,8 @@
 //!   `Store::apply(db, args, ctx)` where [`Ctx`] carries the time and a random
 //!   seed chosen by whoever orders the writes (today the shard loop, under
 //!   Raft the leader), so replicas applying the same sequence end identical.
+//! - [`snapshot`]: the state-machine image for Raft snapshots (encode,
+//!   decode) and a content digest for comparing replicas.
 //! - [`error`]: typed command errors, rendered as Redis error text only at
 //!   the edge ([`CmdError::to_reply`]).
 //! - Families: [`string`], [`keys`], [`list`], [`hash`], [`set`], [`zset`],
@@ -27,6 +29,7 @@ pub mod keys;
 pub mod list;
 pub mod server;
 pub mod set;
+pub mod snapshot;
 pub mod store;
 pub mod string;
 pub mod table;

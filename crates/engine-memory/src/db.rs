@@ -55,6 +55,15 @@ impl Db {
         Db::default()
     }
 
+    /// Makes room for `additional` more keys (bulk loads such as restoring
+    /// a snapshot), so the entry vector and index grow once.
+    pub fn reserve(&mut self, additional: usize) {
+        self.entries.reserve(additional);
+        let entries = &self.entries;
+        self.index
+            .reserve(additional, |&i| hash_key(&entries[i as usize].key));
+    }
+
     /// Number of keys, including logically expired ones not yet removed.
     pub fn len(&self) -> usize {
         self.entries.len()

@@ -67,6 +67,16 @@ impl Hash {
         Hash::default()
     }
 
+    /// An empty hash already in the hashtable encoding, with room for
+    /// `capacity` pairs. For restoring a snapshot: a hash never converts
+    /// back, so one that shrank below the limits (or was built under other
+    /// limits) keeps the encoding its source had.
+    pub fn new_table(capacity: usize) -> Hash {
+        Hash {
+            repr: Repr::Table(Box::new(Table::with_capacity(capacity))),
+        }
+    }
+
     /// Number of fields.
     pub fn len(&self) -> usize {
         match &self.repr {

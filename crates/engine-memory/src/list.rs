@@ -607,6 +607,30 @@ impl List {
         l
     }
 
+    /// A list of `items`, front to back, in the listpack encoding whatever
+    /// their number and size. For restoring a snapshot: a list's encoding
+    /// depends on its history (the limits when it last grew, and it never
+    /// converts back), not only on its elements, so a replica restores the
+    /// encoding its source had.
+    pub fn listpack_from_items<T: AsRef<[u8]>>(items: &[T]) -> List {
+        let mut lp = Listpack::default();
+        for v in items {
+            lp.push(End::Back, Elem::from_bytes(v.as_ref()));
+        }
+        List {
+            repr: Repr::Packed(lp),
+        }
+    }
+
+    /// An empty list already in the quicklist encoding, for restoring a
+    /// snapshot of a list that became a quicklist (however short it got
+    /// since). Pushes then fill nodes as in any quicklist.
+    pub fn new_quicklist() -> List {
+        List {
+            repr: Repr::Quick(Box::default()),
+        }
+    }
+
     /// Number of elements.
     pub fn len(&self) -> usize {
         match &self.repr {

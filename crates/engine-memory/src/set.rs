@@ -640,6 +640,50 @@ impl Set {
         }
     }
 
+    /// An empty intset of `width` bits (16, 32 or 64; None otherwise). For
+    /// restoring a snapshot: an intset widens but never narrows, so its
+    /// width is part of its state (see [`Set::intset_width`]).
+    pub fn new_intset(width: u8) -> Option<Set> {
+        let ints = match width {
+            16 => Ints::I16(Box::default()),
+            32 => Ints::I32(Box::default()),
+            64 => Ints::I64(Box::default()),
+            _ => return None,
+        };
+        Some(Set {
+            repr: Repr::Ints(ints),
+        })
+    }
+
+    /// An empty set in the packed layout, for restoring a snapshot (the
+    /// layout depends on the set's history, not only on its members).
+    pub fn new_packed() -> Set {
+        Set {
+            repr: Repr::Packed(Packed::default()),
+        }
+    }
+
+    /// An empty set in the table layout with room for `capacity` members,
+    /// for restoring a snapshot.
+    pub fn new_table(capacity: usize) -> Set {
+        Set {
+            repr: Repr::Table(Box::new(Table::from_members(
+                std::iter::empty(),
+                0,
+                capacity,
+            ))),
+        }
+    }
+
+    /// The integer width in bits (16, 32 or 64) of an intset; None for the
+    /// other layouts.
+    pub fn intset_width(&self) -> Option<u8> {
+        match &self.repr {
+            Repr::Ints(v) => Some(v.width()),
+            Repr::Packed(_) | Repr::Table(_) => None,
+        }
+    }
+
     /// Number of elements.
     pub fn len(&self) -> usize {
         match &self.repr {

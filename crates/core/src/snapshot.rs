@@ -1,0 +1,790 @@
+//! A shard's state-machine image for Raft snapshots: [`encode`] writes
+//! everything replicated in a [`Store`] (every database, every key with its
+//! value and absolute expiry, and the [`EncodingLimits`]), [`decode`]
+//! rebuilds an identical store, and [`digest`] gives a content hash for
+//! comparing replicas (like Redis's DEBUG DIGEST).
+//!
+//! # Image format (version 1)
+//!
+//! All integers are little-endian; `uvar` is an unsigned LEB128 varint,
+//! `svar` a zigzag-encoded signed one, `bytes` is `uvar(len)` + the bytes.
+//!
+//! ```text
+//! header   magic "\x89KVSNAP\n" (8) | version u32 | body length u64 | crc32 of the 20 bytes before
+//! body     limits: 7 x uvar (hash entries, hash value, set intset entries,
+//!                  set listpack entries, set listpack value, zset entries,
+//!                  zset value) + svar (list-max-listpack-size)
+//!          uvar database count, then per database:
+//!            uvar key count, then per key, in the database's iteration order:
+//!              tag u8 (bit 7: has expiry) | [expiry u64, Unix ms] | bytes key | value
+//! trailer  crc32 of the body, u32
+//! ```
+//!
+//! Values by tag (collections: `uvar` count, then their elements):
+//!
+//! | tag | value                | elements                                     |
+//! |-----|----------------------|----------------------------------------------|
+//! | 0/1 | string Str / Raw     | `bytes`                                      |
+//! | 2   | string Int           | `svar`                                       |
+//! | 3/4 | list listpack / quicklist | `bytes` each, front to back             |
+//! | 5/6 | hash listpack / hashtable | `bytes` field, `bytes` value, iteration order |
+//! | 7   | set intset           | `u8` width (16/32/64) before the count; members as decimal `bytes`, ascending |
+//! | 8/9 | set packed / table   | `bytes` each, iteration order                |
+//! | 10  | zset listpack        | `bytes` member, `f64` score, score order     |
+//! | 11  | zset skiplist        | `bytes` member, `f64` score, slot order      |
+//!
+//! The body is one forward pass with every count ahead of what it counts, so
+//! an encoder can stream it and a decoder can size things up front; the
+//! header carries the body length so that a short image is reported as
+//! truncated rather than as a checksum failure. [`decode`] checks the frame
+//! and the checksum before interpreting anything, and still bounds-checks
+//! every read (a CRC is no defence against a deliberately forged image), so
+//! no input makes it panic, and no count is believed beyond what the rest
+//! of the image can hold (databases: at most [`MAX_DATABASES`]). Decoding
+//! costs what building the same values by commands costs: linear, except
+//! that compact encodings (listpacks, intsets, packed sets) are scanned per
+//! insert, as they are by HSET or ZADD, which is cheap at their sizes.
+//!
+//! # Encodings are restored, not re-derived
+//!
+//! Values are written as their logical contents and rebuilt through the
+//! engine's constructors and inserts, but into the encoding the source value
+//! had (which the image records), not the one the current limits would
+//! pick for the contents. The two differ whenever history matters, as it
+//! does in Redis: collections never convert back (a hash that grew past 128
+//! fields and shrank to 3 stays a hashtable), an intset never narrows, and
+//! a replicated CONFIG SET may change the limits after a value was built.
+//! Re-deriving would give a replica restored from a snapshot another
+//! OBJECT ENCODING than its leader, another member order (SPOP,
+//! HRANDFIELD and SCAN pick by position in that order) and another
+//! conversion point later: it would diverge. So after a restore OBJECT
+//! ENCODING and iteration order are exactly the source's, which are what
+//! the same commands produced there.
+//!
+//! Not carried: [`crate::store::Stats`] (local observations); a
+//! quicklist's node boundaries (rebuilt by the normal pushes under the
+//! restored `list-max-listpack-size`), whether a small hashtable has built
+//! its index yet, and buffers' allocation slack. No command tells these
+//! apart, except MEMORY USAGE by a few bytes.
+
+use crate::store::{EncodingLimits, Store};
+use kvasir_engine_memory::hash::HashLimits;
+use kvasir_engine_memory::list::{Elem, End};
+use kvasir_engine_memory::set::{format_i64, Member, SetLimits};
+use kvasir_engine_memory::value::canonical_i64;
+use kvasir_engine_memory::zset::ZSetLimits;
+use kvasir_engine_memory::{CompactBytes, Entry, Hash, List, Set, Value, ZSet};
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+
+/// First bytes of every image (PNG-style: a high byte and a newline catch
+/// 7-bit and line-ending mangling).
+pub const MAGIC: [u8; 8] = *b"\x89KVSNAP\n";
+/// The format version [`encode`] writes and [`decode`] reads.
+pub const VERSION: u32 = 1;
+/// Magic, version, body length, header checksum.
+pub const HEADER_LEN: usize = 24;
+/// The body checksum.
+pub const TRAILER_LEN: usize = 4;
+
+const T_STR: u8 = 0;
+const T_RAW: u8 = 1;
+const T_INT: u8 = 2;
+const T_LIST_LISTPACK: u8 = 3;
+const T_LIST_QUICKLIST: u8 = 4;
+const T_HASH_LISTPACK: u8 = 5;
+const T_HASH_TABLE: u8 = 6;
+const T_SET_INTSET: u8 = 7;
+const T_SET_PACKED: u8 = 8;
+const T_SET_TABLE: u8 = 9;
+const T_ZSET_LISTPACK: u8 = 10;
+const T_ZSET_SKIPLIST: u8 = 11;
+/// Tag bit: an expiry follows the tag.
+const HAS_EXPIRY: u8 = 0x80;
+
+/// Why an image could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SnapshotError {
+    /// The image does not start with [`MAGIC`].
+    BadMagic,
+    /// The image has a format version this build does not read.
+    UnsupportedVersion(u32),
+    /// The image ends at byte `at` but needs `needed` bytes.
+    Truncated { at: usize, needed: usize },
+    /// The image is `len` bytes, longer than the `expected` its header says.
+    TrailingBytes { len: usize, expected: usize },
+    /// The header's own checksum does not match.
+    HeaderChecksum,
+    /// The body's checksum does not match.
+    Checksum { stored: u32, computed: u32 },
+    /// The body passed its checksum but is malformed at byte `at`.
+    Corrupt { at: usize, what: &'static str },
+}
+
+impl fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SnapshotError::BadMagic => write!(f, "not a Kvasir snapshot (bad magic)"),
+            SnapshotError::UnsupportedVersion(v) => {
+                write!(
+                    f,
+                    "unsupported snapshot version {v} (this build reads {VERSION})"
+                )
+            }
+            SnapshotError::Truncated { at, needed } => {
+                write!(f, "snapshot truncated at byte {at} (needs {needed} bytes)")
+            }
+            SnapshotError::TrailingBytes { len, expected } => write!(
+                f,
+                "snapshot has {} trailing bytes ({len} bytes, header says {expected})",
+                len - expected
+            ),
+            SnapshotError::HeaderChecksum => write!(f, "snapshot header checksum mismatch"),
+            SnapshotError::Checksum { stored, computed } => write!(
+                f,
+                "snapshot checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
+            ),
+            SnapshotError::Corrupt { at, what } => {
+                write!(f, "snapshot corrupt at byte {at}: {what}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SnapshotError {}
+
+// ---------------------------------------------------------------------------
+// Encoding
+// ---------------------------------------------------------------------------
+
+fn put_uvar(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_svar(out: &mut Vec<u8>, v: i64) {
+    put_uvar(out, ((v << 1) ^ (v >> 63)) as u64);
+}
+
+fn put_len(out: &mut Vec<u8>, n: usize) {
+    put_uvar(out, n as u64);
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_len(out, b.len());
+    out.extend_from_slice(b);
+}
+
+fn put_elem(out: &mut Vec<u8>, e: Elem<'_>) {
+    match e {
+        Elem::Int(i) => put_bytes(out, format_i64(i, &mut [0; 20])),
+        Elem::Str(s) => put_bytes(out, s),
+    }
+}
+
+fn put_member(out: &mut Vec<u8>, m: Member<'_>) {
+    m.with_bytes(|b| put_bytes(out, b));
+}
+
+fn put_score(out: &mut Vec<u8>, score: f64) {
+    out.extend_from_slice(&score.to_bits().to_le_bytes());
+}
+
+/// Appends the image of `store` to `out`.
+pub fn encode(store: &Store, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.resize(start + HEADER_LEN, 0);
+    let body = out.len();
+
+    let l = &store.limits;
+    for v in [
+        l.hash_max_listpack_entries,
+        l.hash_max_listpack_value,
+        l.set_max_intset_entries,
+        l.set_max_listpack_entries,
+        l.set_max_listpack_value,
+        l.zset_max_listpack_entries,
+        l.zset_max_listpack_value,
+    ] {
+        put_len(out, v);
+    }
+    put_svar(out, l.list_max_listpack_size);
+
+    put_len(out, store.databases());
+    for i in 0..store.databases() {
+        let db = store.db(i);
+        put_len(out, db.len());
+        for e in db.iter() {
+            encode_entry(out, e);
+        }
+    }
+
+    let body_len = out.len() - body;
+    let crc = crc32fast::hash(&out[body..]);
+    out.extend_from_slice(&crc.to_le_bytes());
+
+    let header = &mut out[start..start + HEADER_LEN];
+    header[0..8].copy_from_slice(&MAGIC);
+    header[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    header[12..20].copy_from_slice(&(body_len as u64).to_le_bytes());
+    let header_crc = crc32fast::hash(&header[..20]);
+    header[20..24].copy_from_slice(&header_crc.to_le_bytes());
+}
+
+fn encode_entry(out: &mut Vec<u8>, e: &Entry) {
+    let tag = match &e.value {
+        Value::Str(_) => T_STR,
+        Value::Raw(_) => T_RAW,
+        Value::Int(_) => T_INT,
+        Value::List(l) if l.encoding() == "listpack" => T_LIST_LISTPACK,
+        Value::List(_) => T_LIST_QUICKLIST,
+        Value::Hash(h) if h.encoding() == "listpack" => T_HASH_LISTPACK,
+        Value::Hash(_) => T_HASH_TABLE,
+        Value::Set(s) if s.is_intset() => T_SET_INTSET,
+        Value::Set(s) if s.is_compact() => T_SET_PACKED,
+        Value::Set(_) => T_SET_TABLE,
+        Value::ZSet(z) if z.encoding() == "listpack" => T_ZSET_LISTPACK,
+        Value::ZSet(_) => T_ZSET_SKIPLIST,
+    };
+    match e.expire_at() {
+        Some(at) => {
+            out.push(tag | HAS_EXPIRY);
+            out.extend_from_slice(&at.to_le_bytes());
+        }
+        None => out.push(tag),
+    }
+    put_bytes(out, &e.key);
+    match &e.value {
+        Value::Str(s) | Value::Raw(s) => put_bytes(out, s),
+        Value::Int(i) => put_svar(out, *i),
+        Value::List(l) => {
+            put_len(out, l.len());
+            for el in l.iter() {
+                put_elem(out, el);
+            }
+        }
+        Value::Hash(h) => {
+            put_len(out, h.len());
+            for (f, v) in h.iter() {
+                put_bytes(out, f);
+                put_bytes(out, v);
+            }
+        }
+        Value::Set(s) => {
+            if let Some(width) = s.intset_width() {
+                out.push(width);
+            }
+            put_len(out, s.len());
+            for m in s.iter() {
+                put_member(out, m);
+            }
+        }
+        Value::ZSet(z) if tag == T_ZSET_LISTPACK => {
+            put_len(out, z.len());
+            for (m, score) in z.iter() {
+                put_bytes(out, m);
+                put_score(out, score);
+            }
+        }
+        Value::ZSet(z) => {
+            // Slot order (what ZSCAN walks), so the restored set numbers
+            // its slots as the source does; the tree re-sorts by score.
+            // `scan` from cursor 0 visits every slot, last first: encode
+            // them aside, then copy the records out in reverse.
+            let mut records = Vec::new();
+            let mut ends = Vec::with_capacity(z.len());
+            z.scan(0, usize::MAX, |m, score| {
+                put_bytes(&mut records, m);
+                put_score(&mut records, score);
+                ends.push(records.len());
+            });
+            put_len(out, ends.len());
+            for i in (0..ends.len()).rev() {
+                let start = if i == 0 { 0 } else { ends[i - 1] };
+                out.extend_from_slice(&records[start..ends[i]]);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Decoding
+// ---------------------------------------------------------------------------
+
+/// Limits under which inserts never change a value's encoding: restored
+/// values get the encoding their source had (see the module docs).
+const KEEP_HASH: HashLimits = HashLimits {
+    max_listpack_entries: usize::MAX,
+    max_listpack_value: usize::MAX,
+};
+const KEEP_SET: SetLimits = SetLimits {
+    max_intset_entries: usize::MAX,
+    max_packed_entries: usize::MAX,
+    max_packed_value: usize::MAX,
+};
+const KEEP_ZSET: ZSetLimits = ZSetLimits {
+    max_listpack_entries: usize::MAX,
+    max_listpack_value: usize::MAX,
+};
+
+/// Most databases an image may declare (the server's own limit).
+pub const MAX_DATABASES: usize = 1_000_000;
+
+/// Fewest body bytes an entry takes: tag, key length, a one-byte value.
+const MIN_ENTRY: usize = 3;
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    b.get(at..at + 4)?.try_into().ok().map(u32::from_le_bytes)
+}
+
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    b.get(at..at + 8)?.try_into().ok().map(u64::from_le_bytes)
+}
+
+/// Checks magic, version, length and both checksums; returns the body.
+fn check_frame(bytes: &[u8]) -> Result<&[u8], SnapshotError> {
+    let n = bytes.len();
+    let magic_len = n.min(MAGIC.len());
+    if bytes.get(..magic_len) != MAGIC.get(..magic_len) {
+        return Err(SnapshotError::BadMagic);
+    }
+    let truncated = |needed| SnapshotError::Truncated { at: n, needed };
+    let version = u32_at(bytes, 8).ok_or(truncated(HEADER_LEN))?;
+    if version != VERSION {
+        return Err(SnapshotError::UnsupportedVersion(version));
+    }
+    let header = bytes.get(..HEADER_LEN).ok_or(truncated(HEADER_LEN))?;
+    if u32_at(header, 20) != Some(crc32fast::hash(&header[..20])) {
+        return Err(SnapshotError::HeaderChecksum);
+    }
+    let total = u64_at(header, 12)
+        .and_then(|b| usize::try_from(b).ok())
+        .and_then(|b| b.checked_add(HEADER_LEN + TRAILER_LEN))
+        .ok_or(SnapshotError::Corrupt {
+            at: 12,
+            what: "body length out of range",
+        })?;
+    if n < total {
+        return Err(truncated(total));
+    }
+    if n > total {
+        return Err(SnapshotError::TrailingBytes {
+            len: n,
+            expected: total,
+        });
+    }
+    let body = &bytes[HEADER_LEN..total - TRAILER_LEN];
+    let stored = u32_at(bytes, total - TRAILER_LEN).unwrap_or_default();
+    let computed = crc32fast::hash(body);
+    if stored != computed {
+        return Err(SnapshotError::Checksum { stored, computed });
+    }
+    Ok(body)
+}
+
+/// A bounds-checked cursor over the body. Positions in errors are offsets
+/// in the whole image.
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+type Res<T> = Result<T, SnapshotError>;
+
+impl<'a> Reader<'a> {
+    fn corrupt(&self, at: usize, what: &'static str) -> SnapshotError {
+        SnapshotError::Corrupt {
+            at: HEADER_LEN + at,
+            what,
+        }
+    }
+
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    fn take(&mut self, n: usize) -> Res<&'a [u8]> {
+        let s = self
+            .pos
+            .checked_add(n)
+            .and_then(|end| self.buf.get(self.pos..end))
+            .ok_or_else(|| self.corrupt(self.pos, "data runs past the end of the body"))?;
+        self.pos += n;
+        Ok(s)
+    }
+
+    fn u8(&mut self) -> Res<u8> {
+        let b = *self
+            .buf
+            .get(self.pos)
+            .ok_or_else(|| self.corrupt(self.pos, "data runs past the end of the body"))?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn u64(&mut self) -> Res<u64> {
+        let b = self.take(8)?;
+        Ok(u64_at(b, 0).unwrap_or_default())
+    }
+
+    fn uvar(&mut self) -> Res<u64> {
+        let start = self.pos;
+        let mut v = 0u64;
+        for i in 0..10 {
+            let b = self.u8()?;
+            if i == 9 && b > 1 {
+                return Err(self.corrupt(start, "varint overflows 64 bits"));
+            }
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(self.corrupt(start, "varint overflows 64 bits"))
+    }
+
+    fn svar(&mut self) -> Res<i64> {
+        let u = self.uvar()?;
+        Ok((u >> 1) as i64 ^ -((u & 1) as i64))
+    }
+
+    fn usize(&mut self) -> Res<usize> {
+        let at = self.pos;
+        let v = self.uvar()?;
+        usize::try_from(v).map_err(|_| self.corrupt(at, "number too large for this machine"))
+    }
+
+    /// A count of things each taking at least `min` bytes: never more than
+    /// the rest of the body can hold, so nothing is sized beyond the image.
+    fn count(&mut self, min: usize) -> Res<usize> {
+        let at = self.pos;
+        let n = self.uvar()?;
+        if n > (self.remaining() / min.max(1)) as u64 {
+            return Err(self.corrupt(at, "count larger than the rest of the image"));
+        }
+        Ok(n as usize)
+    }
+
+    fn bytes(&mut self) -> Res<&'a [u8]> {
+        let n = self.usize()?;
+        self.take(n)
+    }
+
+    fn score(&mut self) -> Res<f64> {
+        let at = self.pos;
+        let s = f64::from_bits(self.u64()?);
+        if s.is_nan() {
+            return Err(self.corrupt(at, "NaN score"));
+        }
+        Ok(s)
+    }
+}
+
+/// Rebuilds a store from an image made by [`encode`]. Never panics: any
+/// malformed input gives an error.
+pub fn decode(bytes: &[u8]) -> Result<Store, SnapshotError> {
+    let body = check_frame(bytes)?;
+    let mut r = Reader { buf: body, pos: 0 };
+    let limits = EncodingLimits {
+        hash_max_listpack_entries: r.usize()?,
+        hash_max_listpack_value: r.usize()?,
+        set_max_intset_entries: r.usize()?,
+        set_max_listpack_entries: r.usize()?,
+        set_max_listpack_value: r.usize()?,
+        zset_max_listpack_entries: r.usize()?,
+        zset_max_listpack_value: r.usize()?,
+        list_max_listpack_size: r.svar()?,
+    };
+    let at = r.pos;
+    // Each database takes at least its one-byte key count.
+    let databases = r.count(1)?;
+    if databases == 0 || databases > MAX_DATABASES {
+        return Err(r.corrupt(at, "database count out of range"));
+    }
+    let mut store = Store::new(databases);
+    store.limits = limits;
+    let mut scratch: Vec<&[u8]> = Vec::new();
+    for i in 0..databases {
+        let n = r.count(MIN_ENTRY)?;
+        let db = store.db_mut(i);
+        db.reserve(n);
+        for _ in 0..n {
+            let at = r.pos;
+            let tag = r.u8()?;
+            if tag & !HAS_EXPIRY > T_ZSET_SKIPLIST {
+                return Err(r.corrupt(at, "unknown value type"));
+            }
+            let expire = if tag & HAS_EXPIRY != 0 {
+                match r.u64()? {
+                    0 => return Err(r.corrupt(at, "expiry of 0")),
+                    t => Some(t),
+                }
+            } else {
+                None
+            };
+            let key = r.bytes()?;
+            let value = decode_value(&mut r, tag & !HAS_EXPIRY, &limits, &mut scratch)?;
+            if db.set(key, value, expire).is_some() {
+                return Err(r.corrupt(at, "duplicate key"));
+            }
+        }
+    }
+    if r.remaining() != 0 {
+        return Err(r.corrupt(r.pos, "bytes after the last database"));
+    }
+    Ok(store)
+}
+
+fn decode_value<'a>(
+    r: &mut Reader<'a>,
+    tag: u8,
+    limits: &EncodingLimits,
+    scratch: &mut Vec<&'a [u8]>,
+) -> Res<Value> {
+    let at = r.pos;
+    let dup = |r: &Reader<'_>| r.corrupt(at, "duplicate element in a collection");
+    Ok(match tag {
+        T_STR => Value::Str(CompactBytes::from_slice(r.bytes()?)),
+        T_RAW => Value::Raw(CompactBytes::from_slice(r.bytes()?)),
+        T_INT => Value::Int(r.svar()?),
+        T_LIST_LISTPACK => {
+            let n = r.count(1)?;
+            scratch.clear();
+            for _ in 0..n {
+                scratch.push(r.bytes()?);
+            }
+            let l = List::listpack_from_items(scratch);
+            scratch.clear();
+            Value::List(Box::new(l))
+        }
+        T_LIST_QUICKLIST => {
+            let n = r.count(1)?;
+            let mut l = List::new_quicklist();
+            for _ in 0..n {
+                l.push(End::Back, &[r.bytes()?], limits.list_max_listpack_size);
+            }
+            Value::List(Box::new(l))
+        }
+        T_HASH_LISTPACK | T_HASH_TABLE => {
+            let n = r.count(2)?;
+            let mut h = if tag == T_HASH_TABLE {
+                Hash::new_table(n)
+            } else {
+                Hash::new()
+            };
+            for _ in 0..n {
+                let f = r.bytes()?;
+                let v = r.bytes()?;
+                if !h.set(f, v, KEEP_HASH) {
+                    return Err(dup(r));
+                }
+            }
+            Value::Hash(Box::new(h))
+        }
+        T_SET_INTSET | T_SET_PACKED | T_SET_TABLE => {
+            let width = if tag == T_SET_INTSET { r.u8()? } else { 0 };
+            let n = r.count(1)?;
+            let mut s = match tag {
+                T_SET_INTSET => {
+                    Set::new_intset(width).ok_or_else(|| r.corrupt(at, "bad intset width"))?
+                }
+                T_SET_PACKED => Set::new_packed(),
+                _ => Set::new_table(n),
+            };
+            for _ in 0..n {
+                let m_at = r.pos;
+                let m = r.bytes()?;
+                if tag == T_SET_INTSET && canonical_i64(m).is_none() {
+                    return Err(r.corrupt(m_at, "intset member is not an integer"));
+                }
+                if !s.insert(m, &KEEP_SET) {
+                    return Err(dup(r));
+                }
+            }
+            if tag == T_SET_INTSET && s.intset_width() != Some(width) {
+                return Err(r.corrupt(at, "intset member wider than the intset"));
+            }
+            Value::Set(Box::new(s))
+        }
+        T_ZSET_LISTPACK | T_ZSET_SKIPLIST => {
+            let n = r.count(9)?;
+            let mut z = if tag == T_ZSET_SKIPLIST {
+                ZSet::new_indexed()
+            } else {
+                ZSet::new()
+            };
+            for _ in 0..n {
+                let m = r.bytes()?;
+                let score = r.score()?;
+                if z.insert(m, score, KEEP_ZSET).is_some() {
+                    return Err(dup(r));
+                }
+            }
+            Value::ZSet(Box::new(z))
+        }
+        _ => return Err(r.corrupt(at, "unknown value type")),
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Digest
+// ---------------------------------------------------------------------------
+
+fn hasher() -> impl Hasher {
+    foldhash::quality::FixedState::with_seed(0x6b76_6173_6972_6467).build_hasher()
+}
+
+fn write_bytes(h: &mut impl Hasher, b: &[u8]) {
+    h.write_u64(b.len() as u64);
+    h.write(b);
+}
+
+fn hash_of(f: impl FnOnce(&mut dyn Hasher)) -> u64 {
+    let mut h = hasher();
+    f(&mut h);
+    h.finish()
+}
+
+/// A content digest of every key, value and expiry in every database:
+/// equal for stores with the same logical contents whatever their insertion
+/// order, encodings or internal layout (an intset and a hashtable set of the
+/// same members, Str/Raw/Int strings of the same text, a hash's field order
+/// all digest alike), and different, with overwhelming probability, as soon
+/// as a key, a value, an element, a score (by its bits: -0 and 0 differ, as
+/// ZSCORE shows), an expiry or a key's database differs. The encoding limits
+/// are configuration, not contents, and are left out. Like DEBUG DIGEST it
+/// is for comparing replicas (and tests), not for persisting: it may change
+/// between builds.
+pub fn digest(store: &Store) -> u64 {
+    // Entries (and the elements of unordered collections) are combined by
+    // wrapping addition of their own hashes, which does not depend on order.
+    let mut sum = 0u64;
+    let mut count = 0u64;
+    for i in 0..store.databases() {
+        for e in store.db(i).iter() {
+            sum = sum.wrapping_add(entry_digest(i, e));
+            count += 1;
+        }
+    }
+    let mut h = hasher();
+    h.write_u64(sum);
+    h.write_u64(count);
+    h.finish()
+}
+
+fn entry_digest(db: usize, e: &Entry) -> u64 {
+    let mut h = hasher();
+    h.write_u64(db as u64);
+    write_bytes(&mut h, &e.key);
+    h.write_u64(e.expire_at().unwrap_or(0));
+    match &e.value {
+        Value::Str(s) | Value::Raw(s) => {
+            h.write_u8(b's');
+            write_bytes(&mut h, s);
+        }
+        Value::Int(i) => {
+            h.write_u8(b's');
+            write_bytes(&mut h, format_i64(*i, &mut [0; 20]));
+        }
+        Value::List(l) => {
+            h.write_u8(b'l');
+            h.write_u64(l.len() as u64);
+            for el in l.iter() {
+                match el {
+                    Elem::Int(i) => write_bytes(&mut h, format_i64(i, &mut [0; 20])),
+                    Elem::Str(s) => write_bytes(&mut h, s),
+                }
+            }
+        }
+        Value::Hash(x) => {
+            h.write_u8(b'h');
+            h.write_u64(x.len() as u64);
+            let sum = x.iter().fold(0u64, |acc, (f, v)| {
+                acc.wrapping_add(hash_of(|h| {
+                    h.write_u64(f.len() as u64);
+                    h.write(f);
+                    h.write_u64(v.len() as u64);
+                    h.write(v);
+                }))
+            });
+            h.write_u64(sum);
+        }
+        Value::Set(s) => {
+            h.write_u8(b'S');
+            h.write_u64(s.len() as u64);
+            let sum = s.iter().fold(0u64, |acc, m| {
+                acc.wrapping_add(m.with_bytes(|b| {
+                    hash_of(|h| {
+                        h.write_u64(b.len() as u64);
+                        h.write(b);
+                    })
+                }))
+            });
+            h.write_u64(sum);
+        }
+        Value::ZSet(z) => {
+            h.write_u8(b'z');
+            h.write_u64(z.len() as u64);
+            // Score order is a function of the contents: hash in order.
+            for (m, score) in z.iter() {
+                write_bytes(&mut h, m);
+                h.write_u64(score.to_bits());
+            }
+        }
+    }
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_round_trip() {
+        for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX] {
+            let mut out = Vec::new();
+            put_uvar(&mut out, v);
+            let mut r = Reader { buf: &out, pos: 0 };
+            assert_eq!(r.uvar(), Ok(v));
+            assert_eq!(r.remaining(), 0);
+        }
+        for v in [0i64, -1, 1, i64::MIN, i64::MAX, -300] {
+            let mut out = Vec::new();
+            put_svar(&mut out, v);
+            let mut r = Reader { buf: &out, pos: 0 };
+            assert_eq!(r.svar(), Ok(v));
+        }
+        // Eleven continuation bytes, and a tenth byte above 1: errors.
+        let mut r = Reader {
+            buf: &[0xff; 11],
+            pos: 0,
+        };
+        assert!(r.uvar().is_err());
+        let mut bad = vec![0xff; 9];
+        bad.push(0x02);
+        let mut r = Reader { buf: &bad, pos: 0 };
+        assert!(r.uvar().is_err());
+    }
+
+    #[test]
+    fn empty_store_round_trips() {
+        let st = Store::default();
+        let mut img = Vec::new();
+        encode(&st, &mut img);
+        assert_eq!(&img[..8], &MAGIC);
+        let back = decode(&img).map_err(|e| e.to_string());
+        let back = back.as_ref().map(|s| (s.databases(), s.limits));
+        assert_eq!(back, Ok((st.databases(), st.limits)));
+    }
+
+    #[test]
+    fn encode_appends() {
+        let st = Store::new(2);
+        let mut img = b"prefix".to_vec();
+        encode(&st, &mut img);
+        assert!(decode(&img[6..]).is_ok());
+    }
+}
