@@ -30,6 +30,21 @@ const fn sub(
     cmd(name, arity, flags, NONE, acl, group, "2.4.0", summary, S)
 }
 
+const CLUSTER: &str = "cluster";
+
+#[rustfmt::skip]
+const CLUSTER_SUBS: &[CommandSpec] = &[
+    cmd("slots", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the mapping of cluster slots to nodes.", S),
+    cmd("shards", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "7.0.0", "Returns the mapping of cluster slots to shards.", S),
+    cmd("nodes", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the cluster configuration for a node.", S),
+    cmd("info", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns information about the state of a node.", S),
+    cmd("myid", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the ID of a node.", S),
+    cmd("keyslot", 3, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the hash slot for a key.", S),
+    cmd("countkeysinslot", 3, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the number of keys in a hash slot.", S),
+    cmd("getkeysinslot", 4, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the key names in a hash slot.", S),
+    cmd("help", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns helpful text about the different subcommands.", S),
+];
+
 #[rustfmt::skip]
 const CLIENT_SUBS: &[CommandSpec] = &[
     sub("id", 2, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Returns the unique client ID of the connection."),
@@ -113,5 +128,9 @@ pub const COMMANDS: &[CommandSpec] = &[
     container("slowlog", -2, &["slow"], SRV, "2.4.0", "A container for slow log commands.", SLOWLOG_SUBS),
     cmd("time", 1, FAST_STALE, NONE, &["fast"], SRV, "2.6.0", "Returns the server time.", S),
     cmd("lastsave", 1, FAST_STALE, NONE, &["admin", "fast", "dangerous"], SRV, "1.0.0", "Returns the Unix timestamp of the last successful save to disk.", S),
+    container("cluster", -2, &["slow"], CLUSTER, "3.0.0", "A container for Redis Cluster commands.", CLUSTER_SUBS),
+    cmd("readonly", 1, FAST_STALE, NONE, &["fast", "connection"], CLUSTER, "3.0.0", "Enables read-only queries for a connection to a Redis Cluster replica node.", S),
+    cmd("readwrite", 1, FAST_STALE, NONE, &["fast", "connection"], CLUSTER, "3.0.0", "Enables read-write queries for a connection to a Redis Cluster replica node.", S),
+    cmd("asking", 1, FAST_STALE, NONE, &["fast", "connection"], CLUSTER, "3.0.0", "Signals that a cluster client is following an -ASK redirect.", S),
     cmd("shutdown", -1, ADMIN.union(Flags::NO_MULTI).union(Flags::ALLOW_BUSY), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server.", S),
 ];

@@ -68,6 +68,42 @@ struct ServerArgs {
     /// Largest single argument in bytes (proto-max-bulk-len).
     #[arg(long)]
     proto_max_bulk_len: Option<usize>,
+    /// Cluster mode: this node's id in --initial-cluster.
+    #[arg(long)]
+    node_id: Option<u64>,
+    /// Cluster mode: the port peers reach this node on (must match this
+    /// node's entry in --initial-cluster).
+    #[arg(long)]
+    cluster_port: Option<u16>,
+    /// Cluster mode: every member, `1=127.0.0.1:17001,2=...`, the same on
+    /// every node.
+    #[arg(long)]
+    initial_cluster: Option<String>,
+    /// Replicas per shard (default 3).
+    #[arg(long)]
+    replicas: Option<usize>,
+    /// Shards per node at bootstrap (default 8).
+    #[arg(long)]
+    shards_per_node: Option<usize>,
+    /// Write-ahead log: fsync (default), async, none.
+    #[arg(long)]
+    wal: Option<String>,
+    /// Linearizable reads by readindex (default) or lease.
+    #[arg(long)]
+    read_mode: Option<String>,
+    /// Raft tick in milliseconds (default 50).
+    #[arg(long)]
+    raft_tick_ms: Option<u64>,
+    /// Election timeout in ticks (default 10; randomized up to twice that).
+    #[arg(long)]
+    election_ticks: Option<usize>,
+    /// Heartbeat interval in ticks (default 2).
+    #[arg(long)]
+    heartbeat_ticks: Option<usize>,
+    /// Applied entries after which a shard snapshots and compacts its log
+    /// (default 100000).
+    #[arg(long)]
+    snapshot_entries: Option<u64>,
 }
 
 fn load_config(args: &ServerArgs) -> Result<Config, String> {
@@ -107,6 +143,37 @@ fn load_config(args: &ServerArgs) -> Result<Config, String> {
     if let Some(v) = args.proto_max_bulk_len {
         config.proto_max_bulk_len = v;
     }
+    if args.node_id.is_some() {
+        config.node_id = args.node_id;
+    }
+    if let Some(v) = &args.initial_cluster {
+        config.initial_cluster = Some(v.clone());
+    }
+    if let Some(v) = args.replicas {
+        config.replicas = v;
+    }
+    if let Some(v) = args.shards_per_node {
+        config.shards_per_node = v;
+    }
+    if let Some(v) = &args.wal {
+        config.wal = v.clone();
+    }
+    if let Some(v) = &args.read_mode {
+        config.read_mode = v.clone();
+    }
+    if let Some(v) = args.raft_tick_ms {
+        config.raft_tick_ms = v;
+    }
+    if let Some(v) = args.election_ticks {
+        config.election_ticks = v;
+    }
+    if let Some(v) = args.heartbeat_ticks {
+        config.heartbeat_ticks = v;
+    }
+    if let Some(v) = args.snapshot_entries {
+        config.snapshot_entries = v;
+    }
+    check_cluster_flags(&config, args.cluster_port)?;
     if config.databases == 0 || config.databases > 1_000_000 {
         return Err("databases must be between 1 and 1000000".into());
     }
@@ -114,6 +181,46 @@ fn load_config(args: &ServerArgs) -> Result<Config, String> {
         return Err("threads must be at least 1".into());
     }
     Ok(config)
+}
+
+/// Cluster flags must agree with each other before anything starts.
+fn check_cluster_flags(config: &Config, cluster_port: Option<u16>) -> Result<(), String> {
+    let Some(initial) = &config.initial_cluster else {
+        if config.node_id.is_some() || cluster_port.is_some() {
+            return Err("--node-id and --cluster-port need --initial-cluster".into());
+        }
+        return Ok(());
+    };
+    let members = kvasir_cluster::parse_initial_cluster(initial)
+        .map_err(|e| format!("--initial-cluster: {e}"))?;
+    let Some(id) = config.node_id else {
+        return Err("--initial-cluster needs --node-id (this node's id in it)".into());
+    };
+    let Some((_, addr)) = members.iter().find(|(m, _)| *m == id) else {
+        return Err(format!(
+            "--node-id {id} is not a member of --initial-cluster {initial}"
+        ));
+    };
+    if let Some(p) = cluster_port {
+        let theirs = addr
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse::<u16>().ok());
+        if theirs != Some(p) {
+            return Err(format!(
+                "--cluster-port {p} does not match this node's entry {id}={addr} in --initial-cluster"
+            ));
+        }
+    }
+    if config.replicas == 0 || config.replicas > members.len() {
+        return Err(format!(
+            "--replicas must be between 1 and the number of members ({})",
+            members.len()
+        ));
+    }
+    if config.shards_per_node == 0 || config.shards_per_node * members.len() > 16384 {
+        return Err("--shards-per-node must be at least 1 and leave at most 16384 shards".into());
+    }
+    Ok(())
 }
 
 fn init_logging(level: &str) {
@@ -140,6 +247,14 @@ fn run_server(args: ServerArgs) -> ExitCode {
         }
     };
     init_logging(&config.log_level);
+    let mut config = config;
+    // The process moves into its data folder; keep the folder absolute so
+    // the Raft log does not end up in DIR/DIR.
+    if let Ok(abs) =
+        std::fs::create_dir_all(&config.dir).and_then(|_| std::fs::canonicalize(&config.dir))
+    {
+        config.dir = abs.to_string_lossy().into_owned();
+    }
     if config.threads > 1 {
         tracing::warn!(
             "threads={} requested: the keyspace is owned by one event-loop thread; running with 1",

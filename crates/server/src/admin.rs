@@ -21,6 +21,17 @@ pub fn run(
     args: &[Bytes],
 ) -> Outcome {
     if parent.is_none() {
+        if let Some(node) = s.server.cluster.clone() {
+            match spec.name {
+                "exec" if s.txn.in_multi() => {
+                    return crate::cluster::commands::exec(s, &node);
+                }
+                "watch" => {
+                    return Reply::error("ERR WATCH is not supported in cluster mode yet").into();
+                }
+                _ => {}
+            }
+        }
         if let Some(reply) = crate::transaction::run(s, spec.name, args) {
             return reply.into();
         }
@@ -51,6 +62,19 @@ pub fn run(
         (None, "time") => Ok(time()),
         (None, "lastsave") => Ok(Reply::Int((s.server.started_unix_ms / 1000) as i64)),
         (None, "shutdown") => shutdown(s, &args[1..]),
+        (None, "readonly") if s.server.cluster.is_some() => {
+            s.readonly = true;
+            Ok(Reply::ok())
+        }
+        (None, "readwrite") if s.server.cluster.is_some() => {
+            s.readonly = false;
+            Ok(Reply::ok())
+        }
+        (None, "asking") if s.server.cluster.is_some() => Ok(Reply::ok()),
+        (None, "readonly" | "readwrite" | "asking") => Err(CmdError::other(
+            "ERR This instance has cluster support disabled",
+        )),
+        (Some("cluster"), sub) => Ok(crate::cluster::commands::cluster(s, sub, args)),
         (None, "command") => Ok(command_all()),
         (Some("client"), sub) => client(s, sub, args),
         (Some("config"), sub) => config(s, sub, args),
@@ -73,6 +97,9 @@ fn ping(args: &[Bytes]) -> AdminResult {
 
 fn select(s: &mut Session, arg: &[u8]) -> AdminResult {
     let index = parse_i64(arg)?;
+    if s.server.cluster.is_some() && index != 0 {
+        return Err(CmdError::other("ERR SELECT is not allowed in cluster mode"));
+    }
     let databases = s.server.config.borrow().databases as i64;
     if index < 0 || index >= databases {
         return Err(CmdError::DbIndexOutOfRange);

@@ -34,6 +34,24 @@ pub struct Config {
     pub zset_max_listpack_entries: usize,
     pub zset_max_listpack_value: usize,
     pub list_max_listpack_size: i64,
+    /// Cluster mode (set with --initial-cluster): this node's id.
+    pub node_id: Option<u64>,
+    /// Every member as `id=host:cluster-port,...`, the same on every node.
+    pub initial_cluster: Option<String>,
+    /// Replicas per shard (Raft group size).
+    pub replicas: usize,
+    /// Shards per node at bootstrap (nodes x this = shards).
+    pub shards_per_node: usize,
+    /// fsync (acknowledge after a majority synced), async, or none.
+    pub wal: String,
+    /// readindex (default) or lease.
+    pub read_mode: String,
+    /// Raft timing: tick length and election / heartbeat in ticks.
+    pub raft_tick_ms: u64,
+    pub election_ticks: usize,
+    pub heartbeat_ticks: usize,
+    /// Applied entries after which a shard snapshots and compacts its log.
+    pub snapshot_entries: u64,
 }
 
 impl Default for Config {
@@ -63,6 +81,16 @@ impl Default for Config {
             zset_max_listpack_entries: 128,
             zset_max_listpack_value: 64,
             list_max_listpack_size: -2,
+            node_id: None,
+            initial_cluster: None,
+            replicas: 3,
+            shards_per_node: 8,
+            wal: "fsync".to_string(),
+            read_mode: "readindex".to_string(),
+            raft_tick_ms: 50,
+            election_ticks: 10,
+            heartbeat_ticks: 2,
+            snapshot_entries: 100_000,
         }
     }
 }

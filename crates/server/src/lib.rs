@@ -19,6 +19,7 @@
 pub mod admin;
 pub mod blocking;
 pub mod clients;
+pub mod cluster;
 pub mod config;
 pub mod events;
 pub mod info;

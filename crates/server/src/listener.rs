@@ -113,6 +113,8 @@ pub struct Server {
     pub started_unix_ms: u64,
     pub port: u16,
     pub peak_memory: Cell<u64>,
+    /// Cluster mode: this node's Raft groups and the cluster map.
+    pub cluster: Option<Rc<crate::cluster::ClusterNode>>,
 }
 
 impl Server {
@@ -137,6 +139,7 @@ impl Server {
             started_unix_ms: crate::shard::unix_ms(),
             port,
             peak_memory: Cell::new(0),
+            cluster: None,
         }
     }
 
@@ -177,10 +180,28 @@ async fn bind_all(config: &Config) -> std::io::Result<Vec<TcpListener>> {
 async fn serve(config: Config) -> std::io::Result<()> {
     let listeners = bind_all(&config).await?;
     let port = listeners[0].local_addr()?.port();
-    let server = Rc::new(Server::new(config, port));
+    let cell: crate::cluster::ServerCell = Rc::new(RefCell::new(std::rc::Weak::new()));
+    let cluster = match config.initial_cluster {
+        Some(_) => Some(
+            crate::cluster::ClusterNode::start(&config, port, cell.clone())
+                .await
+                .map_err(std::io::Error::other)?,
+        ),
+        None => None,
+    };
+    let mode = if cluster.is_some() {
+        "cluster"
+    } else {
+        "standalone"
+    };
+    let mut server = Server::new(config, port);
+    server.cluster = cluster;
+    let server = Rc::new(server);
+    *cell.borrow_mut() = Rc::downgrade(&server);
     info!(
-        "Kvasir {} running mode=standalone, port={}.",
+        "Kvasir {} running mode={}, port={}.",
         env!("CARGO_PKG_VERSION"),
+        mode,
         port
     );
     for listener in listeners {

@@ -317,6 +317,11 @@ pub fn run(s: &mut Session, parent: Option<&str>, name: &str, args: &[Bytes]) ->
         (None, "punsubscribe") => unsubscribe(s, &args[1..], true),
         (None, "publish") => {
             let n = s.server.pubsub.borrow().publish(&args[1], &args[2]);
+            if let Some(node) = &s.server.cluster {
+                // Subscribers on other nodes hear it too; the count is this
+                // node's, as in Redis Cluster.
+                node.publish(&args[1], &args[2]);
+            }
             Outcome::Reply(Reply::Int(n as i64))
         }
         (Some("pubsub"), sub) => {

@@ -45,6 +45,39 @@ pub struct Session {
     /// Where pub/sub messages for this connection are queued.
     pub push_tx: mpsc::Sender<Reply>,
     push_rx: mpsc::Receiver<Reply>,
+    /// Cluster mode: READONLY was sent (reads may be served by a replica).
+    pub readonly: bool,
+    /// Cluster mode: replies of this read batch in request order, some
+    /// still waiting for Raft. Consecutive writes (or consecutive reads)
+    /// are in flight together; anything else waits for them first.
+    pending: std::collections::VecDeque<Slot>,
+    pending_kind: Option<PendingKind>,
+}
+
+/// A reply in request order: ready, or waiting for its shard.
+enum Slot {
+    Ready(Reply),
+    Wait(Box<PendingOp>),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PendingKind {
+    Writes,
+    Reads,
+}
+
+/// A command handed to Raft (cluster mode): its result arrives on `rxs`
+/// (several for FLUSHALL over many shards).
+pub struct PendingOp {
+    pub rxs: Vec<oneshot::Receiver<Result<crate::cluster::sm::Out, kvasir_raft::RaftError>>>,
+    pub slot: Option<u16>,
+    pub shard: u64,
+    pub db: usize,
+    pub write: bool,
+    /// A blocking command: nothing may overtake it.
+    pub blocking: bool,
+    /// The command, kept to propose it again when a blocking pop wakes.
+    pub args: Option<Vec<Bytes>>,
 }
 
 /// What running one request produced.
@@ -54,6 +87,8 @@ pub enum Outcome {
     Replies(Vec<Reply>),
     /// A blocking command found nothing: park the client.
     Block(Box<BlockOn>),
+    /// Cluster mode: proposed or queued for a ReadIndex.
+    Pending(Box<PendingOp>),
 }
 
 impl From<Reply> for Outcome {
@@ -93,6 +128,9 @@ pub async fn run(server: Rc<Server>, mut stream: TcpStream, addr: SocketAddr) {
         patterns: BTreeSet::new(),
         push_tx,
         push_rx,
+        readonly: false,
+        pending: std::collections::VecDeque::new(),
+        pending_kind: None,
     };
     session.serve(&mut stream).await;
     session.cleanup();
@@ -160,6 +198,9 @@ impl Session {
                         if args.is_empty() {
                             continue;
                         }
+                        if !self.pending.is_empty() && !self.joins_pending(&args) {
+                            self.drain_pending(&mut out).await;
+                        }
                         if let Some(parked) = self.handle(args, &mut out, &mut clock) {
                             // Replies so far go out first; the blocked reply
                             // and everything after it wait.
@@ -195,6 +236,9 @@ impl Session {
                     }
                 }
             }
+            if !self.pending.is_empty() {
+                self.drain_pending(&mut out).await;
+            }
             self.info.qbuf.set(inbuf.len());
             if inbuf.len() > qbuf_limit {
                 tracing::warn!(
@@ -210,6 +254,130 @@ impl Session {
                 let _ = stream.shutdown().await;
                 return;
             }
+        }
+    }
+
+    /// Encodes a reply now, or queues it behind replies still in flight.
+    fn emit(&mut self, reply: Reply, out: &mut BytesMut) {
+        if self.pending.is_empty() {
+            encode(&reply, self.proto, out);
+        } else {
+            self.pending.push_back(Slot::Ready(reply));
+        }
+    }
+
+    /// Whether a command may be sent while the connection's earlier
+    /// commands are still in flight: writes behind writes and reads behind
+    /// reads keep their order (one log, one ReadIndex batch); a read behind
+    /// a write must see it, so it waits.
+    fn joins_pending(&self, args: &[Bytes]) -> bool {
+        let Some(kind) = self.pending_kind else {
+            return false;
+        };
+        if self.txn.in_multi() {
+            return false;
+        }
+        match resolve(args) {
+            Ok((spec, None)) => match spec.handler {
+                Handler::Write(_) => {
+                    kind == PendingKind::Writes && !spec.flags.contains(Flags::BLOCKING)
+                }
+                Handler::Read(_) => kind == PendingKind::Reads,
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
+    /// Waits for every reply in flight and encodes all queued replies.
+    async fn drain_pending(&mut self, out: &mut BytesMut) {
+        while let Some(slot) = self.pending.pop_front() {
+            let reply = match slot {
+                Slot::Ready(r) => r,
+                Slot::Wait(op) => self.finish_pending(*op).await,
+            };
+            encode(&reply, self.proto, out);
+        }
+        self.pending_kind = None;
+    }
+
+    /// The reply of a command handed to Raft. A blocking pop that found
+    /// nothing waits for a write to one of its keys (or its timeout) and is
+    /// proposed again.
+    async fn finish_pending(&mut self, mut op: PendingOp) -> Reply {
+        let Some(node) = self.server.cluster.clone() else {
+            return Reply::error("ERR cluster mode is off");
+        };
+        if op.rxs.len() != 1 {
+            let mut first_err = None;
+            for rx in op.rxs {
+                let r = match rx.await {
+                    Ok(r) => crate::cluster::commands::out_reply(&node, r, op.slot),
+                    Err(_) => Reply::error("ERR request dropped"),
+                };
+                if r.is_error() && first_err.is_none() {
+                    first_err = Some(r);
+                }
+            }
+            return first_err.unwrap_or_else(Reply::ok);
+        }
+        let mut deadline: Option<Option<tokio::time::Instant>> = None;
+        let kill = self.info.kill.notified();
+        tokio::pin!(kill);
+        loop {
+            let Some(rx) = op.rxs.pop() else {
+                return Reply::error("ERR request dropped");
+            };
+            let result = match rx.await {
+                Ok(r) => r,
+                Err(_) => return Reply::error("ERR request dropped"),
+            };
+            let (on, notify) = match result {
+                Ok(crate::cluster::sm::Out::Block(on, notify)) => (on, notify),
+                other => return crate::cluster::commands::out_reply(&node, other, op.slot),
+            };
+            let until = *deadline.get_or_insert_with(|| {
+                (on.timeout_ms > 0)
+                    .then(|| tokio::time::Instant::now() + Duration::from_millis(on.timeout_ms))
+            });
+            self.info.blocked.set(true);
+            let woke = tokio::select! {
+                _ = async {
+                    match &notify {
+                        Some(n) => n.notified().await,
+                        // Applied while this node was not leader: retry soon.
+                        None => tokio::time::sleep(Duration::from_millis(50)).await,
+                    }
+                } => true,
+                _ = async {
+                    match until {
+                        Some(d) => tokio::time::sleep_until(d).await,
+                        None => std::future::pending().await,
+                    }
+                } => false,
+                _ = &mut kill => false,
+            };
+            self.info.blocked.set(false);
+            if !woke {
+                return on.on_timeout;
+            }
+            let Some(args) = op.args.clone() else {
+                return on.on_timeout;
+            };
+            if !node.raft.is_leader(op.shard) {
+                if let Some(slot) = op.slot {
+                    return match node.leader_of(op.shard) {
+                        Some(l) if l != node.node_id => node.moved(slot, l),
+                        _ => kvasir_cluster::route::try_again(),
+                    };
+                }
+            }
+            let cmd = crate::cluster::sm::Cmd::Commands {
+                db: op.db,
+                cmds: vec![args],
+                multi: false,
+            };
+            op.rxs.push(node.propose(op.shard, &cmd));
         }
     }
 
@@ -288,11 +456,11 @@ impl Session {
     ) -> Option<Parked> {
         let resolved = resolve(&args);
         if let Some(reply) = crate::transaction::queue_if_in_multi(self, &resolved, &args) {
-            encode(&reply, self.proto, out);
+            self.emit(reply, out);
             return None;
         }
         if let Some(reply) = crate::pubsub::check_subscribed_mode(self, &resolved) {
-            encode(&reply, self.proto, out);
+            self.emit(reply, out);
             return None;
         }
         let (outcome, spec) = match resolved {
@@ -306,15 +474,30 @@ impl Session {
             Outcome::Reply(reply) => {
                 self.account(&args, spec, &reply, elapsed);
                 if !self.silent {
-                    encode(&reply, self.proto, out);
+                    self.emit(reply, out);
                 }
                 None
             }
             Outcome::Replies(replies) => {
                 self.account(&args, spec, &Reply::ok(), elapsed);
-                for r in &replies {
-                    encode(r, self.proto, out);
+                for r in replies {
+                    self.emit(r, out);
                 }
+                None
+            }
+            Outcome::Pending(op) => {
+                self.account(&args, spec, &Reply::ok(), elapsed);
+                let kind = if op.write {
+                    PendingKind::Writes
+                } else {
+                    PendingKind::Reads
+                };
+                self.pending_kind = Some(kind);
+                if op.blocking {
+                    // Nothing of this connection may overtake a blocked pop.
+                    self.pending_kind = None;
+                }
+                self.pending.push_back(Slot::Wait(op));
                 None
             }
             Outcome::Block(on) => {
@@ -364,6 +547,11 @@ impl Session {
         self.info
             .last_sub
             .set(if parent.is_some() { spec.name } else { "" });
+        if let Some(node) = self.server.cluster.clone() {
+            if matches!(spec.handler, Handler::Write(_) | Handler::Read(_)) {
+                return crate::cluster::commands::dispatch(self, &node, spec, args);
+            }
+        }
         match spec.handler {
             Handler::Write(_) => {
                 let result = self.server.shard.borrow_mut().execute(spec, self.db, args);

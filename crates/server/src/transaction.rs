@@ -144,6 +144,8 @@ fn exec(s: &mut Session) -> Reply {
             Outcome::Reply(r) => r,
             Outcome::Replies(rs) => Reply::Array(rs),
             Outcome::Block(on) => on.on_timeout,
+            // Only cluster mode hands commands to Raft; its EXEC is separate.
+            Outcome::Pending(_) => Reply::error("ERR internal: command left the transaction"),
         };
         replies.push(reply);
     }
@@ -185,6 +187,22 @@ fn unwatch(s: &mut Session) -> Reply {
     s.txn.unwatch_all(&server, s.info.id);
     s.info.watch_dirty.set(false);
     Reply::ok()
+}
+
+/// EXEC in cluster mode: ends the transaction and hands over the queued
+/// commands (spec, args), or the reply that ends it without running them.
+pub fn take_queue(s: &mut Session) -> Result<Vec<(&'static CommandSpec, Vec<Bytes>)>, Reply> {
+    let Some(queue) = s.txn.queue.take() else {
+        return Err(Reply::error("ERR EXEC without MULTI"));
+    };
+    let failed = s.txn.failed;
+    end_multi(s);
+    if failed {
+        return Err(Reply::error(
+            "EXECABORT Transaction discarded because of previous errors.",
+        ));
+    }
+    Ok(queue.into_iter().map(|q| (q.spec, q.args)).collect())
 }
 
 /// Clears MULTI and WATCH state (RESET, disconnect).

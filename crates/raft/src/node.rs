@@ -1,0 +1,970 @@
+//! The node loop: one task drives every Raft group of this node, TiKV
+//! style. Each round steps what peers sent, ticks, turns queued client
+//! proposals into one entry per group and queued reads into one ReadIndex
+//! request per group, collects every group's Ready, writes all their
+//! entries and hard states in ONE raft-engine batch with one fsync (group
+//! commit), then sends the messages that needed persistence, applies
+//! committed entries to each group's state machine and answers waiting
+//! clients. Sessions never touch a RawNode: they only queue work and wake
+//! the loop.
+
+use crate::entry::{self, EntryBuilder, EntryCtx};
+use crate::snapfile;
+use crate::storage::GroupStorage;
+use crate::transport::{BroadcastHandler, Inbox, Transport};
+use bytes::Bytes;
+use raft::eraftpb::{EntryType, Message, SnapshotMetadata};
+use raft::{RawNode, ReadOnlyOption, SnapshotStatus, StateRole, Storage};
+use raft_engine::{Engine, LogBatch};
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tracing::{error, info, warn};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WalMode {
+    /// Acknowledge only entries a majority has fsynced.
+    Fsync,
+    /// Write the log without waiting for fsync; synced once a second.
+    Async,
+    /// Pure cache: the log is written without sync and dropped at start.
+    None,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadMode {
+    ReadIndex,
+    Lease,
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub node_id: u64,
+    pub cluster_id: u64,
+    /// Every member (including this node): id and cluster address.
+    pub peers: Vec<(u64, String)>,
+    pub dir: PathBuf,
+    pub wal: WalMode,
+    pub read_mode: ReadMode,
+    pub tick: Duration,
+    pub election_ticks: usize,
+    pub heartbeat_ticks: usize,
+    /// Take a snapshot (and compact the log) after this many applied entries.
+    pub snapshot_entries: u64,
+    /// Largest entry payload built from batched proposals.
+    pub max_entry_bytes: usize,
+}
+
+/// Why a proposal or read got no result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RaftError {
+    /// This node does not lead the group; the leader if known.
+    NotLeader(Option<u64>),
+    /// Leadership changed before the entry committed: it may or may not
+    /// have been applied.
+    Dropped,
+    /// The log could not be written: nothing was acknowledged.
+    Storage(String),
+    /// The read or proposal waited too long for a quorum.
+    Timeout,
+}
+
+/// A group's replicated state machine.
+pub trait StateMachine: 'static {
+    type Cmd;
+    type Out;
+    fn encode(cmd: &Self::Cmd, out: &mut Vec<u8>);
+    /// Applies one proposal; must be deterministic in (state, ctx, bytes).
+    fn apply(&mut self, ctx: &EntryCtx, proposal: &[u8], is_leader: bool) -> Self::Out;
+    /// Serves a read at the current applied state.
+    fn read(&self, cmd: &Self::Cmd, now_ms: u64) -> Self::Out;
+    fn snapshot(&self) -> Vec<u8>;
+    fn restore(&mut self, image: &[u8]) -> Result<(), String>;
+}
+
+/// Bootstrap description of one group.
+pub struct GroupSpec<S> {
+    pub id: u64,
+    pub voters: Vec<u64>,
+    /// The node that should lead when healthy (leaders spread evenly).
+    pub preferred_leader: u64,
+    pub sm: S,
+}
+
+type Reply<S> = oneshot::Sender<Result<<S as StateMachine>::Out, RaftError>>;
+
+struct Waiter<S: StateMachine> {
+    index: u64,
+    term: u64,
+    replies: Vec<Reply<S>>,
+}
+
+struct ReadBatch<S: StateMachine> {
+    since: Instant,
+    reads: Vec<(S::Cmd, Reply<S>)>,
+}
+
+/// Counters for INFO raft.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct GroupStats {
+    pub proposals: u64,
+    pub entries: u64,
+    pub snapshots_taken: u64,
+    pub snapshots_installed: u64,
+    pub reads: u64,
+}
+
+struct Group<S: StateMachine> {
+    id: u64,
+    raw: RawNode<GroupStorage>,
+    sm: S,
+    preferred: u64,
+    proposals: Vec<(Vec<u8>, Reply<S>)>,
+    /// Proposals without a reply, forwarded to the leader by raft-rs when
+    /// this node follows (cluster-map updates from any node).
+    forwards: Vec<Vec<u8>>,
+    reads: Vec<(S::Cmd, Reply<S>)>,
+    waiters: VecDeque<Waiter<S>>,
+    reads_in_flight: HashMap<u64, ReadBatch<S>>,
+    reads_ready: Vec<(u64, ReadBatch<S>)>,
+    applied: u64,
+    applied_term: u64,
+    last_role: StateRole,
+    stats: GroupStats,
+}
+
+/// A snapshot of one group's state, for INFO and CLUSTER commands.
+#[derive(Clone, Debug)]
+pub struct GroupStatus {
+    pub id: u64,
+    pub role: StateRole,
+    pub leader: u64,
+    pub term: u64,
+    pub commit: u64,
+    pub applied: u64,
+    pub first_index: u64,
+    pub last_index: u64,
+    pub snapshot_index: u64,
+    pub voters: Vec<u64>,
+    /// Followers' matched index (leader only).
+    pub matched: Vec<(u64, u64)>,
+    pub stats: GroupStats,
+}
+
+struct Inner<S: StateMachine> {
+    groups: Vec<Group<S>>,
+    index: HashMap<u64, usize>,
+    next_read_id: u64,
+    seed: u64,
+    failed: Option<String>,
+    ticks: u64,
+}
+
+pub struct MultiRaft<S: StateMachine> {
+    cfg: Config,
+    engine: Arc<Engine>,
+    inner: RefCell<Inner<S>>,
+    inbox: Rc<Inbox>,
+    transport: Rc<Transport>,
+    pub fsyncs: Cell<u64>,
+    pub log_writes: Cell<u64>,
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Checks (or, on first start, writes) the data folder's identity file so a
+/// folder from another cluster or node is refused with a clear message.
+fn check_identity(dir: &Path, cluster_id: u64, node_id: u64) -> Result<(), String> {
+    let path = dir.join("kvasir-node.id");
+    let want = format!("cluster-id={cluster_id:016x}\nnode-id={node_id}\n");
+    match std::fs::read_to_string(&path) {
+        Ok(have) if have == want => Ok(()),
+        Ok(have) => Err(format!(
+            "data folder {} belongs to another cluster or node ({}), this node is cluster-id={cluster_id:016x} node-id={node_id}; refusing to start",
+            dir.display(),
+            have.trim().replace('\n', " ")
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let non_empty = std::fs::read_dir(dir)
+                .map(|mut d| d.next().is_some())
+                .unwrap_or(false);
+            if non_empty && dir.join("raft").exists() {
+                return Err(format!(
+                    "data folder {} has a Raft log but no identity file; refusing to start",
+                    dir.display()
+                ));
+            }
+            snapfile::write_synced(&path, want.as_bytes())
+                .map_err(|e| format!("writing {}: {e}", path.display()))
+        }
+        Err(e) => Err(format!("reading {}: {e}", path.display())),
+    }
+}
+
+impl<S: StateMachine> MultiRaft<S> {
+    /// Opens the node's log (recovering it), restores every group from its
+    /// snapshot, starts the transport and the node loop on the current
+    /// `LocalSet`.
+    pub async fn start(
+        cfg: Config,
+        listener: TcpListener,
+        specs: Vec<GroupSpec<S>>,
+        on_broadcast: BroadcastHandler,
+    ) -> Result<Rc<MultiRaft<S>>, String> {
+        std::fs::create_dir_all(&cfg.dir)
+            .map_err(|e| format!("creating {}: {e}", cfg.dir.display()))?;
+        let raft_dir = cfg.dir.join("raft");
+        let snap_dir = cfg.dir.join("snap");
+        if cfg.wal == WalMode::None {
+            let _ = std::fs::remove_dir_all(&raft_dir);
+            let _ = std::fs::remove_dir_all(&snap_dir);
+        }
+        check_identity(&cfg.dir, cfg.cluster_id, cfg.node_id)?;
+        std::fs::create_dir_all(&snap_dir)
+            .map_err(|e| format!("creating {}: {e}", snap_dir.display()))?;
+        let engine_cfg = raft_engine::Config {
+            dir: raft_dir.to_string_lossy().into_owned(),
+            recovery_mode: raft_engine::RecoveryMode::TolerateTailCorruption,
+            purge_threshold: raft_engine::ReadableSize::mb(256),
+            target_file_size: raft_engine::ReadableSize::mb(64),
+            ..Default::default()
+        };
+        let engine = tokio::task::spawn_blocking(move || Engine::open(engine_cfg))
+            .await
+            .map_err(|e| format!("opening the Raft log: {e}"))?
+            .map_err(|e| {
+                format!(
+                    "the Raft log in {} could not be recovered: {e}",
+                    raft_dir.display()
+                )
+            })?;
+        let engine = Arc::new(engine);
+        let mut groups = Vec::new();
+        let mut index = HashMap::new();
+        let mut init = LogBatch::default();
+        for spec in specs {
+            let mut storage = GroupStorage::open(engine.clone(), spec.id, &spec.voters)?;
+            let mut sm = spec.sm;
+            let snap_index = storage.snapshot_index();
+            if snap_index > 0 {
+                let path = snapfile::path(&snap_dir, spec.id);
+                let image = std::fs::read(&path).map_err(|e| {
+                    format!(
+                        "group {}: reading snapshot {}: {e}",
+                        spec.id,
+                        path.display()
+                    )
+                })?;
+                let data = snapfile::unwrap(&image)
+                    .map_err(|e| format!("group {}: snapshot {}: {e}", spec.id, path.display()))?;
+                sm.restore(data)
+                    .map_err(|e| format!("group {}: restoring snapshot: {e}", spec.id))?;
+                storage.load_snapshot_data(Bytes::copy_from_slice(data));
+            } else if storage.is_fresh() {
+                storage.persist_conf_state(&mut init)?;
+            }
+            let applied = snap_index;
+            let applied_term = storage.snapshot_meta().term;
+            let rcfg = raft::Config {
+                id: cfg.node_id,
+                election_tick: cfg.election_ticks,
+                heartbeat_tick: cfg.heartbeat_ticks,
+                applied,
+                max_size_per_msg: 1024 * 1024,
+                max_inflight_msgs: 256,
+                check_quorum: true,
+                pre_vote: true,
+                read_only_option: match cfg.read_mode {
+                    ReadMode::ReadIndex => ReadOnlyOption::Safe,
+                    ReadMode::Lease => ReadOnlyOption::LeaseBased,
+                },
+                max_committed_size_per_ready: 16 * 1024 * 1024,
+                ..Default::default()
+            };
+            let logger = slog::Logger::root(slog::Discard, slog::o!());
+            let raw = RawNode::new(&rcfg, storage, &logger)
+                .map_err(|e| format!("group {}: {e}", spec.id))?;
+            index.insert(spec.id, groups.len());
+            groups.push(Group {
+                id: spec.id,
+                raw,
+                sm,
+                preferred: spec.preferred_leader,
+                proposals: Vec::new(),
+                forwards: Vec::new(),
+                reads: Vec::new(),
+                waiters: VecDeque::new(),
+                reads_in_flight: HashMap::new(),
+                reads_ready: Vec::new(),
+                applied,
+                applied_term,
+                last_role: StateRole::Follower,
+                stats: GroupStats::default(),
+            });
+        }
+        if !init.is_empty() {
+            engine
+                .write(&mut init, true)
+                .map_err(|e| format!("writing the Raft log: {e}"))?;
+        }
+        let inbox = Rc::new(Inbox::default());
+        let transport = Transport::start(
+            cfg.node_id,
+            cfg.cluster_id,
+            listener,
+            &cfg.peers,
+            inbox.clone(),
+            on_broadcast,
+        );
+        let node = Rc::new(MultiRaft {
+            cfg,
+            engine,
+            inner: RefCell::new(Inner {
+                groups,
+                index,
+                next_read_id: 1,
+                seed: unix_ms() ^ 0x6b76_6173_6972_0001,
+                failed: None,
+                ticks: 0,
+            }),
+            inbox,
+            transport,
+            fsyncs: Cell::new(0),
+            log_writes: Cell::new(0),
+        });
+        tokio::task::spawn_local(node.clone().run());
+        if node.cfg.wal == WalMode::Async {
+            tokio::task::spawn_local(node.clone().sync_loop());
+        }
+        Ok(node)
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    pub fn transport(&self) -> &Transport {
+        &self.transport
+    }
+
+    /// Queues a write; the reply comes after the entry is committed and
+    /// applied here.
+    pub fn propose(
+        &self,
+        group: u64,
+        cmd: &S::Cmd,
+    ) -> oneshot::Receiver<Result<S::Out, RaftError>> {
+        let (tx, rx) = oneshot::channel();
+        let mut inner = self.inner.borrow_mut();
+        if let Some(e) = &inner.failed {
+            let _ = tx.send(Err(RaftError::Storage(e.clone())));
+            return rx;
+        }
+        match inner.index.get(&group).copied() {
+            Some(i) => {
+                let mut bytes = Vec::new();
+                S::encode(cmd, &mut bytes);
+                inner.groups[i].proposals.push((bytes, tx));
+                drop(inner);
+                self.inbox.wake.notify_one();
+            }
+            None => {
+                let _ = tx.send(Err(RaftError::NotLeader(None)));
+            }
+        }
+        rx
+    }
+
+    /// Queues a proposal whose outcome nobody waits for; a follower
+    /// forwards it to the leader. The caller checks the applied state.
+    pub fn propose_forwarded(&self, group: u64, cmd: &S::Cmd) {
+        let mut inner = self.inner.borrow_mut();
+        if let Some(i) = inner.index.get(&group).copied() {
+            let mut bytes = Vec::new();
+            S::encode(cmd, &mut bytes);
+            inner.groups[i].forwards.push(bytes);
+            drop(inner);
+            self.inbox.wake.notify_one();
+        }
+    }
+
+    /// Queues a linearizable read (ReadIndex or lease, per the config).
+    pub fn read(&self, group: u64, cmd: S::Cmd) -> oneshot::Receiver<Result<S::Out, RaftError>> {
+        let (tx, rx) = oneshot::channel();
+        let mut inner = self.inner.borrow_mut();
+        match inner.index.get(&group).copied() {
+            Some(i) => {
+                inner.groups[i].reads.push((cmd, tx));
+                drop(inner);
+                self.inbox.wake.notify_one();
+            }
+            None => {
+                let _ = tx.send(Err(RaftError::NotLeader(None)));
+            }
+        }
+        rx
+    }
+
+    /// Runs `f` on a group's local state machine (stale reads, admin);
+    /// `None` when this node holds no replica of the group.
+    pub fn with_sm<R>(&self, group: u64, f: impl FnOnce(Option<&S>) -> R) -> R {
+        let inner = self.inner.borrow();
+        let sm = inner.index.get(&group).map(|&i| &inner.groups[i].sm);
+        f(sm)
+    }
+
+    /// Runs `f` on every group's state machine mutably, outside of apply
+    /// (only for node-local, non-replicated state such as hooks).
+    pub fn for_each_sm(&self, mut f: impl FnMut(u64, &mut S)) {
+        let mut inner = self.inner.borrow_mut();
+        for g in &mut inner.groups {
+            f(g.id, &mut g.sm);
+        }
+    }
+
+    /// (is this node the leader, known leader id or 0).
+    pub fn leader_of(&self, group: u64) -> Option<u64> {
+        let inner = self.inner.borrow();
+        let g = &inner.groups[*inner.index.get(&group)?];
+        let l = g.raw.raft.leader_id;
+        (l != 0).then_some(l)
+    }
+
+    pub fn is_leader(&self, group: u64) -> bool {
+        let inner = self.inner.borrow();
+        inner
+            .index
+            .get(&group)
+            .is_some_and(|&i| inner.groups[i].raw.raft.state == StateRole::Leader)
+    }
+
+    pub fn status(&self) -> Vec<GroupStatus> {
+        let inner = self.inner.borrow();
+        inner
+            .groups
+            .iter()
+            .map(|g| {
+                let r = &g.raw.raft;
+                let store = g.raw.store();
+                let matched = if r.state == StateRole::Leader {
+                    r.prs().iter().map(|(id, p)| (*id, p.matched)).collect()
+                } else {
+                    Vec::new()
+                };
+                GroupStatus {
+                    id: g.id,
+                    role: r.state,
+                    leader: r.leader_id,
+                    term: r.term,
+                    commit: r.raft_log.committed,
+                    applied: g.applied,
+                    first_index: store.first_index().unwrap_or(0),
+                    last_index: r.raft_log.last_index(),
+                    snapshot_index: store.snapshot_index(),
+                    voters: store.conf_state().voters.clone(),
+                    matched,
+                    stats: g.stats,
+                }
+            })
+            .collect()
+    }
+
+    /// Bytes the Raft log uses on disk.
+    pub fn log_size(&self) -> usize {
+        self.engine.get_used_size()
+    }
+
+    /// The error that stopped this node's log, if any.
+    pub fn failure(&self) -> Option<String> {
+        self.inner.borrow().failed.clone()
+    }
+
+    async fn sync_loop(self: Rc<Self>) {
+        let mut t = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            t.tick().await;
+            let engine = self.engine.clone();
+            if let Ok(Err(e)) = tokio::task::spawn_blocking(move || engine.sync()).await {
+                error!("raft log sync failed: {e}");
+            }
+        }
+    }
+
+    async fn run(self: Rc<Self>) {
+        let mut ticker = tokio::time::interval(self.cfg.tick);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_purge = Instant::now();
+        loop {
+            let tick = tokio::select! {
+                _ = ticker.tick() => true,
+                _ = self.inbox.wake.notified() => false,
+            };
+            let (mut batch, readies) = self.round_begin(tick);
+            if !batch.is_empty() {
+                let engine = self.engine.clone();
+                let sync = self.cfg.wal == WalMode::Fsync;
+                let written =
+                    tokio::task::spawn_blocking(move || engine.write(&mut batch, sync).map(|_| ()))
+                        .await;
+                self.log_writes.set(self.log_writes.get() + 1);
+                if sync {
+                    self.fsyncs.set(self.fsyncs.get() + 1);
+                }
+                let err = match written {
+                    Ok(Ok(())) => None,
+                    Ok(Err(e)) => Some(e.to_string()),
+                    Err(e) => Some(e.to_string()),
+                };
+                if let Some(e) = err {
+                    self.fail(format!("Raft log write failed: {e}"));
+                    return;
+                }
+            }
+            self.round_finish(readies);
+            if last_purge.elapsed() > Duration::from_secs(10) {
+                last_purge = Instant::now();
+                let engine = self.engine.clone();
+                let _ = tokio::task::spawn_blocking(move || engine.purge_expired_files()).await;
+            }
+        }
+    }
+
+    /// The log cannot be written: every waiting client gets an error (none
+    /// was acknowledged), and the node stops taking work.
+    fn fail(&self, why: String) {
+        error!("{why}; this node stops serving writes and reads");
+        let mut inner = self.inner.borrow_mut();
+        inner.failed = Some(why.clone());
+        for g in &mut inner.groups {
+            for w in g.waiters.drain(..) {
+                for r in w.replies {
+                    let _ = r.send(Err(RaftError::Storage(why.clone())));
+                }
+            }
+            for (_, r) in g.proposals.drain(..) {
+                let _ = r.send(Err(RaftError::Storage(why.clone())));
+            }
+            for (_, r) in g.reads.drain(..) {
+                let _ = r.send(Err(RaftError::Storage(why.clone())));
+            }
+            for (_, b) in g.reads_in_flight.drain() {
+                for (_, r) in b.reads {
+                    let _ = r.send(Err(RaftError::Storage(why.clone())));
+                }
+            }
+        }
+    }
+
+    fn round_begin(&self, tick: bool) -> (LogBatch, Vec<(usize, raft::Ready)>) {
+        let mut inner = self.inner.borrow_mut();
+        let inner = &mut *inner;
+        let msgs = std::mem::take(&mut *self.inbox.messages.borrow_mut());
+        for (group, m) in msgs {
+            match inner.index.get(&group) {
+                Some(&i) => {
+                    let _ = inner.groups[i].raw.step(m);
+                }
+                None => warn!(group, from = m.from, "message for an unknown group dropped"),
+            }
+        }
+        for (group, to, ok) in std::mem::take(&mut *self.inbox.snapshot_reports.borrow_mut()) {
+            if let Some(&i) = inner.index.get(&group) {
+                let status = if ok {
+                    SnapshotStatus::Finish
+                } else {
+                    SnapshotStatus::Failure
+                };
+                inner.groups[i].raw.report_snapshot(to, status);
+            }
+        }
+        for (group, to) in std::mem::take(&mut *self.inbox.unreachable.borrow_mut()) {
+            if let Some(&i) = inner.index.get(&group) {
+                inner.groups[i].raw.report_unreachable(to);
+            }
+        }
+        if tick {
+            inner.ticks += 1;
+            for g in &mut inner.groups {
+                g.raw.tick();
+            }
+            if inner.ticks.is_multiple_of(20) {
+                self.rebalance(inner);
+            }
+            self.expire_reads(inner);
+        }
+        let now_ms = unix_ms();
+        for g in &mut inner.groups {
+            for bytes in std::mem::take(&mut g.forwards) {
+                inner.seed = inner.seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut b = EntryBuilder::new(now_ms, inner.seed);
+                b.push(&bytes);
+                let _ = g.raw.propose(Vec::new(), b.finish());
+            }
+            if !g.proposals.is_empty() {
+                inner.seed = inner.seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                Self::propose_batch(g, now_ms, inner.seed, self.cfg.max_entry_bytes);
+            }
+            if !g.reads.is_empty() {
+                if g.raw.raft.state == StateRole::Leader {
+                    let id = inner.next_read_id;
+                    inner.next_read_id += 1;
+                    let reads = std::mem::take(&mut g.reads);
+                    g.stats.reads += reads.len() as u64;
+                    g.raw.read_index(id.to_le_bytes().to_vec());
+                    g.reads_in_flight.insert(
+                        id,
+                        ReadBatch {
+                            since: Instant::now(),
+                            reads,
+                        },
+                    );
+                } else {
+                    let leader = g.raw.raft.leader_id;
+                    for (_, r) in g.reads.drain(..) {
+                        let _ = r.send(Err(RaftError::NotLeader((leader != 0).then_some(leader))));
+                    }
+                }
+            }
+        }
+        let mut batch = LogBatch::default();
+        let mut readies = Vec::new();
+        let snap_dir = self.cfg.dir.join("snap");
+        for (i, g) in inner.groups.iter_mut().enumerate() {
+            if !g.raw.has_ready() {
+                continue;
+            }
+            let mut rd = g.raw.ready();
+            if let Some(ss) = rd.ss() {
+                if ss.raft_state != StateRole::Leader && g.last_role == StateRole::Leader {
+                    Self::lost_leadership(g, ss.leader_id);
+                }
+                if ss.raft_state == StateRole::Leader && g.last_role != StateRole::Leader {
+                    info!(group = g.id, term = g.raw.raft.term, "became leader");
+                }
+                g.last_role = ss.raft_state;
+            }
+            let msgs = rd.take_messages();
+            if !msgs.is_empty() {
+                self.transport.send(g.id, msgs);
+            }
+            if !rd.snapshot().is_empty() {
+                Self::install_snapshot(g, rd.snapshot().clone(), &snap_dir, &mut batch);
+            }
+            if let Err(e) = g.raw.mut_store().append(rd.entries(), &mut batch) {
+                error!(group = g.id, "appending entries: {e}");
+            }
+            if let Some(hs) = rd.hs() {
+                let hs = hs.clone();
+                if let Err(e) = g.raw.mut_store().set_hard_state(&hs, &mut batch) {
+                    error!(group = g.id, "hard state: {e}");
+                }
+            }
+            for rs in rd.take_read_states() {
+                let mut id = [0u8; 8];
+                if rs.request_ctx.len() == 8 {
+                    id.copy_from_slice(&rs.request_ctx);
+                }
+                if let Some(b) = g.reads_in_flight.remove(&u64::from_le_bytes(id)) {
+                    g.reads_ready.push((rs.index, b));
+                }
+            }
+            readies.push((i, rd));
+        }
+        (batch, readies)
+    }
+
+    fn propose_batch(g: &mut Group<S>, now_ms: u64, seed: u64, max_bytes: usize) {
+        let proposals = std::mem::take(&mut g.proposals);
+        if g.raw.raft.state != StateRole::Leader {
+            let leader = g.raw.raft.leader_id;
+            for (_, r) in proposals {
+                let _ = r.send(Err(RaftError::NotLeader((leader != 0).then_some(leader))));
+            }
+            return;
+        }
+        g.stats.proposals += proposals.len() as u64;
+        let mut builder = EntryBuilder::new(now_ms, seed);
+        let mut replies = Vec::new();
+        let mut entry_seed = seed;
+        for (bytes, reply) in proposals {
+            if !builder.is_empty() && builder.len() + bytes.len() > max_bytes {
+                let full = std::mem::replace(&mut builder, {
+                    entry_seed = entry_seed.wrapping_add(0x2545_F491_4F6C_DD1D);
+                    EntryBuilder::new(now_ms, entry_seed)
+                });
+                Self::propose_entry(g, full, std::mem::take(&mut replies));
+            }
+            builder.push(&bytes);
+            replies.push(reply);
+        }
+        if !builder.is_empty() {
+            Self::propose_entry(g, builder, replies);
+        }
+    }
+
+    fn propose_entry(g: &mut Group<S>, builder: EntryBuilder, replies: Vec<Reply<S>>) {
+        match g.raw.propose(Vec::new(), builder.finish()) {
+            Ok(()) => {
+                g.stats.entries += 1;
+                g.waiters.push_back(Waiter {
+                    index: g.raw.raft.raft_log.last_index(),
+                    term: g.raw.raft.term,
+                    replies,
+                });
+            }
+            Err(_) => {
+                // Dropped by raft-rs, e.g. during a leadership transfer.
+                let leader = g.raw.raft.leader_id;
+                let err = if leader == 0 || leader == g.raw.raft.id {
+                    RaftError::NotLeader(None)
+                } else {
+                    RaftError::NotLeader(Some(leader))
+                };
+                for r in replies {
+                    let _ = r.send(Err(err.clone()));
+                }
+            }
+        }
+    }
+
+    /// Reads queued at a leader that lost its role never get a read state:
+    /// fail them so the client can retry at the new leader.
+    fn lost_leadership(g: &mut Group<S>, leader: u64) {
+        let hint = (leader != 0).then_some(leader);
+        for (_, b) in g.reads_in_flight.drain() {
+            for (_, r) in b.reads {
+                let _ = r.send(Err(RaftError::NotLeader(hint)));
+            }
+        }
+    }
+
+    fn expire_reads(&self, inner: &mut Inner<S>) {
+        let limit = self.cfg.tick * (self.cfg.election_ticks as u32) * 2;
+        for g in &mut inner.groups {
+            let stale: Vec<u64> = g
+                .reads_in_flight
+                .iter()
+                .filter(|(_, b)| b.since.elapsed() > limit)
+                .map(|(id, _)| *id)
+                .collect();
+            for id in stale {
+                if let Some(b) = g.reads_in_flight.remove(&id) {
+                    for (_, r) in b.reads {
+                        let _ = r.send(Err(RaftError::Timeout));
+                    }
+                }
+            }
+        }
+    }
+
+    fn install_snapshot(
+        g: &mut Group<S>,
+        snap: raft::eraftpb::Snapshot,
+        snap_dir: &Path,
+        batch: &mut LogBatch,
+    ) {
+        let meta: SnapshotMetadata = snap.get_metadata().clone();
+        let data = snap.data.clone();
+        if let Err(e) = g.sm.restore(&data) {
+            error!(group = g.id, "received snapshot does not restore: {e}");
+            return;
+        }
+        let path = snapfile::path(snap_dir, g.id);
+        if let Err(e) = snapfile::write_synced(&path, &snapfile::wrap(&data)) {
+            error!(group = g.id, "writing snapshot {}: {e}", path.display());
+        }
+        info!(
+            group = g.id,
+            index = meta.index,
+            bytes = data.len(),
+            "installed snapshot"
+        );
+        g.applied = meta.index;
+        g.applied_term = meta.term;
+        g.stats.snapshots_installed += 1;
+        // Entries this node proposed up to the snapshot have unknown fate.
+        while g.waiters.front().is_some_and(|w| w.index <= meta.index) {
+            if let Some(w) = g.waiters.pop_front() {
+                for r in w.replies {
+                    let _ = r.send(Err(RaftError::Dropped));
+                }
+            }
+        }
+        if let Err(e) = g.raw.mut_store().set_snapshot(meta, data, true, batch) {
+            error!(group = g.id, "recording snapshot: {e}");
+        }
+    }
+
+    fn round_finish(&self, readies: Vec<(usize, raft::Ready)>) {
+        let mut inner = self.inner.borrow_mut();
+        let inner = &mut *inner;
+        for (i, mut rd) in readies {
+            let g = &mut inner.groups[i];
+            let persisted = rd.take_persisted_messages();
+            if !persisted.is_empty() {
+                self.transport.send(g.id, persisted);
+            }
+            let committed = rd.take_committed_entries();
+            Self::apply_entries(g, committed);
+            let mut light = g.raw.advance(rd);
+            let msgs = light.take_messages();
+            if !msgs.is_empty() {
+                self.transport.send(g.id, msgs);
+            }
+            let committed = light.take_committed_entries();
+            Self::apply_entries(g, committed);
+            g.raw.advance_apply_to(g.applied);
+            Self::serve_reads(g);
+            if g.applied >= g.raw.store().snapshot_index() + self.cfg.snapshot_entries {
+                self.take_snapshot(g);
+            }
+        }
+        // Reads whose index was reached by an earlier round.
+        for g in &mut inner.groups {
+            if !g.reads_ready.is_empty() {
+                Self::serve_reads(g);
+            }
+        }
+    }
+
+    fn serve_reads(g: &mut Group<S>) {
+        if g.reads_ready.is_empty() {
+            return;
+        }
+        let now = unix_ms();
+        let applied = g.applied;
+        let mut keep = Vec::new();
+        for (index, batch) in std::mem::take(&mut g.reads_ready) {
+            if index <= applied {
+                for (cmd, r) in batch.reads {
+                    let _ = r.send(Ok(g.sm.read(&cmd, now)));
+                }
+            } else {
+                keep.push((index, batch));
+            }
+        }
+        g.reads_ready = keep;
+    }
+
+    fn apply_entries(g: &mut Group<S>, entries: Vec<raft::eraftpb::Entry>) {
+        let is_leader = g.raw.raft.state == StateRole::Leader;
+        for e in entries {
+            if e.index <= g.applied {
+                continue;
+            }
+            let mut outs = Vec::new();
+            if e.get_entry_type() == EntryType::EntryNormal && !e.data.is_empty() {
+                match entry::decode(&e.data) {
+                    Ok((now_ms, seed, proposals)) => {
+                        for (k, p) in proposals.iter().enumerate() {
+                            let ctx = EntryCtx {
+                                index: e.index,
+                                term: e.term,
+                                now_ms,
+                                seed: entry::proposal_seed(seed, k),
+                            };
+                            outs.push(g.sm.apply(&ctx, p, is_leader));
+                        }
+                    }
+                    Err(err) => error!(group = g.id, index = e.index, "skipping entry: {err}"),
+                }
+            }
+            g.applied = e.index;
+            g.applied_term = e.term;
+            while let Some(w) = g.waiters.front() {
+                if w.index > e.index {
+                    break;
+                }
+                let Some(w) = g.waiters.pop_front() else {
+                    break;
+                };
+                if w.index == e.index && w.term == e.term && w.replies.len() == outs.len() {
+                    for (r, out) in w.replies.into_iter().zip(outs.drain(..)) {
+                        let _ = r.send(Ok(out));
+                    }
+                } else {
+                    for r in w.replies {
+                        let _ = r.send(Err(RaftError::Dropped));
+                    }
+                }
+            }
+        }
+    }
+
+    fn take_snapshot(&self, g: &mut Group<S>) {
+        let image = g.sm.snapshot();
+        let path = snapfile::path(&self.cfg.dir.join("snap"), g.id);
+        if let Err(e) = snapfile::write_synced(&path, &snapfile::wrap(&image)) {
+            error!(group = g.id, "writing snapshot {}: {e}", path.display());
+            return;
+        }
+        let mut meta = SnapshotMetadata {
+            index: g.applied,
+            term: g.applied_term,
+            ..Default::default()
+        };
+        meta.set_conf_state(g.raw.store().conf_state().clone());
+        let mut batch = LogBatch::default();
+        if let Err(e) = g
+            .raw
+            .mut_store()
+            .set_snapshot(meta, Bytes::from(image), false, &mut batch)
+        {
+            error!(group = g.id, "recording snapshot: {e}");
+            return;
+        }
+        if let Err(e) = self.engine.write(&mut batch, true) {
+            error!(group = g.id, "compacting the log: {e}");
+            return;
+        }
+        g.stats.snapshots_taken += 1;
+        info!(
+            group = g.id,
+            index = g.applied,
+            "snapshot taken, log compacted"
+        );
+    }
+
+    /// Moves leadership back to each group's preferred node when that node
+    /// is caught up, so leaders stay spread evenly after a failover.
+    fn rebalance(&self, inner: &mut Inner<S>) {
+        for g in &mut inner.groups {
+            let r = &g.raw.raft;
+            if r.state != StateRole::Leader || g.preferred == r.id || r.lead_transferee.is_some() {
+                continue;
+            }
+            let caught_up = r
+                .prs()
+                .get(g.preferred)
+                .is_some_and(|p| p.recent_active && p.matched >= r.raft_log.committed);
+            if caught_up && self.transport.is_connected(g.preferred) {
+                info!(
+                    group = g.id,
+                    to = g.preferred,
+                    "transferring leadership to the preferred node"
+                );
+                g.raw.transfer_leader(g.preferred);
+            }
+        }
+    }
+
+    /// Sends a broadcast payload (PUBLISH) to every peer node.
+    pub fn broadcast(&self, payload: Bytes) {
+        self.transport.broadcast(payload);
+    }
+
+    /// Sends raft messages for a group right away (used by tests).
+    pub fn send_raw(&self, group: u64, msgs: Vec<Message>) {
+        self.transport.send(group, msgs);
+    }
+}

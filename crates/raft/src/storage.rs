@@ -1,0 +1,260 @@
+//! `raft::Storage` for one group over the node's shared raft-engine
+//! instance. Entries live in raft-engine; the hard state, the conf state
+//! and the latest snapshot's metadata are raft-engine key-values of the
+//! group; the snapshot image itself is a file (see `snapfile`), kept in
+//! memory once loaded so a leader can hand it to a lagging follower.
+
+use bytes::Bytes;
+use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
+use raft::{GetEntriesContext, RaftState, StorageError};
+use raft_engine::{Engine, LogBatch, MessageExt};
+use std::sync::Arc;
+
+/// Tells raft-engine how to find an entry's index.
+#[derive(Clone)]
+pub struct EntryExt;
+
+impl MessageExt for EntryExt {
+    type Entry = Entry;
+    fn index(e: &Entry) -> u64 {
+        e.index
+    }
+}
+
+pub const KEY_HARD_STATE: &[u8] = b"hs";
+pub const KEY_CONF_STATE: &[u8] = b"cs";
+pub const KEY_SNAPSHOT: &[u8] = b"snap";
+
+pub struct GroupStorage {
+    engine: Arc<Engine>,
+    group: u64,
+    hard_state: HardState,
+    conf_state: ConfState,
+    /// Metadata of the latest snapshot (index 0 = none).
+    snap_meta: SnapshotMetadata,
+    /// The latest snapshot's image (empty when none was taken).
+    snap_data: Bytes,
+}
+
+fn store_err(e: impl std::fmt::Display) -> raft::Error {
+    raft::Error::Store(StorageError::Other(e.to_string().into()))
+}
+
+impl GroupStorage {
+    /// Opens a group's storage from what raft-engine recovered; a group that
+    /// has never run starts with `voters` as its configuration.
+    pub fn open(engine: Arc<Engine>, group: u64, voters: &[u64]) -> Result<GroupStorage, String> {
+        let get_err =
+            |what: &str, e: raft_engine::Error| format!("group {group}: reading {what}: {e}");
+        let hard_state: Option<HardState> = engine
+            .get_message(group, KEY_HARD_STATE)
+            .map_err(|e| get_err("hard state", e))?;
+        let conf_state: Option<ConfState> = engine
+            .get_message(group, KEY_CONF_STATE)
+            .map_err(|e| get_err("conf state", e))?;
+        let snap_meta: Option<SnapshotMetadata> = engine
+            .get_message(group, KEY_SNAPSHOT)
+            .map_err(|e| get_err("snapshot metadata", e))?;
+        let conf_state = conf_state.unwrap_or_else(|| ConfState {
+            voters: voters.to_vec(),
+            ..Default::default()
+        });
+        Ok(GroupStorage {
+            engine,
+            group,
+            hard_state: hard_state.unwrap_or_default(),
+            conf_state,
+            snap_meta: snap_meta.unwrap_or_default(),
+            snap_data: Bytes::new(),
+        })
+    }
+
+    /// Whether the group had any persisted state before this start.
+    pub fn is_fresh(&self) -> bool {
+        self.hard_state.term == 0 && self.snap_meta.index == 0
+    }
+
+    pub fn snapshot_index(&self) -> u64 {
+        self.snap_meta.index
+    }
+
+    pub fn snapshot_meta(&self) -> &SnapshotMetadata {
+        &self.snap_meta
+    }
+
+    pub fn snapshot_data(&self) -> &Bytes {
+        &self.snap_data
+    }
+
+    pub fn conf_state(&self) -> &ConfState {
+        &self.conf_state
+    }
+
+    pub fn commit_index(&self) -> u64 {
+        self.hard_state.commit
+    }
+
+    /// Records a new hard state in `batch` and in memory.
+    pub fn set_hard_state(&mut self, hs: &HardState, batch: &mut LogBatch) -> Result<(), String> {
+        batch
+            .put_message(self.group, KEY_HARD_STATE.to_vec(), hs)
+            .map_err(|e| e.to_string())?;
+        self.hard_state = hs.clone();
+        Ok(())
+    }
+
+    /// Appends (or overwrites from their first index) entries in `batch`.
+    pub fn append(&mut self, entries: &[Entry], batch: &mut LogBatch) -> Result<(), String> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        batch
+            .add_entries::<EntryExt>(self.group, entries)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Makes `meta` + `data` the group's snapshot (one just taken locally or
+    /// one received from the leader), recording the metadata and dropping
+    /// the log up to it in `batch`. A received snapshot replaces the whole
+    /// log: entries past it may come from a stale term. The image must
+    /// already be on disk.
+    pub fn set_snapshot(
+        &mut self,
+        meta: SnapshotMetadata,
+        data: Bytes,
+        received: bool,
+        batch: &mut LogBatch,
+    ) -> Result<(), String> {
+        if received {
+            batch.add_command(self.group, raft_engine::Command::Clean);
+        } else {
+            batch.add_command(
+                self.group,
+                raft_engine::Command::Compact {
+                    index: meta.index + 1,
+                },
+            );
+        }
+        batch
+            .put_message(self.group, KEY_SNAPSHOT.to_vec(), &meta)
+            .map_err(|e| e.to_string())?;
+        if let Some(cs) = meta.conf_state.as_ref() {
+            self.conf_state = cs.clone();
+        }
+        batch
+            .put_message(self.group, KEY_CONF_STATE.to_vec(), &self.conf_state)
+            .map_err(|e| e.to_string())?;
+        if self.hard_state.commit < meta.index {
+            self.hard_state.commit = meta.index;
+            self.hard_state.term = self.hard_state.term.max(meta.term);
+        }
+        batch
+            .put_message(self.group, KEY_HARD_STATE.to_vec(), &self.hard_state)
+            .map_err(|e| e.to_string())?;
+        self.snap_meta = meta;
+        self.snap_data = data;
+        Ok(())
+    }
+
+    /// Loads the image of the persisted snapshot (at start).
+    pub fn load_snapshot_data(&mut self, data: Bytes) {
+        self.snap_data = data;
+    }
+
+    /// Records the conf state of a fresh group so a restart sees it.
+    pub fn persist_conf_state(&self, batch: &mut LogBatch) -> Result<(), String> {
+        batch
+            .put_message(self.group, KEY_CONF_STATE.to_vec(), &self.conf_state)
+            .map_err(|e| e.to_string())
+    }
+
+    fn engine_first(&self) -> Option<u64> {
+        self.engine.first_index(self.group)
+    }
+
+    fn engine_last(&self) -> Option<u64> {
+        self.engine.last_index(self.group)
+    }
+}
+
+impl raft::Storage for GroupStorage {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        Ok(RaftState {
+            hard_state: self.hard_state.clone(),
+            conf_state: self.conf_state.clone(),
+        })
+    }
+
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        _context: GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
+        let first = self.first_index()?;
+        if low < first {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        let last = self.last_index()?;
+        if high > last + 1 {
+            return Err(store_err(format!(
+                "entries [{low}, {high}) out of bound, last index {last}"
+            )));
+        }
+        let mut out = Vec::with_capacity((high - low) as usize);
+        let max = max_size.into().map(|m| m as usize);
+        self.engine
+            .fetch_entries_to::<EntryExt>(self.group, low, high, max, &mut out)
+            .map_err(store_err)?;
+        // raft-rs expects at least one entry when any is asked for.
+        if out.is_empty() && low < high {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        Ok(out)
+    }
+
+    fn term(&self, idx: u64) -> raft::Result<u64> {
+        if idx == self.snap_meta.index {
+            return Ok(self.snap_meta.term);
+        }
+        let first = self.first_index()?;
+        if idx < first {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if idx > self.last_index()? {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        match self.engine.get_entry::<EntryExt>(self.group, idx) {
+            Ok(Some(e)) => Ok(e.term),
+            Ok(None) => Err(raft::Error::Store(StorageError::Unavailable)),
+            Err(e) => Err(store_err(e)),
+        }
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        Ok(match self.engine_first() {
+            Some(i) => i.max(self.snap_meta.index + 1),
+            None => self.snap_meta.index + 1,
+        })
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        Ok(match self.engine_last() {
+            Some(i) => i.max(self.snap_meta.index),
+            None => self.snap_meta.index,
+        })
+    }
+
+    fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        if self.snap_meta.index == 0 {
+            return Err(raft::Error::Store(
+                StorageError::SnapshotTemporarilyUnavailable,
+            ));
+        }
+        let mut s = Snapshot::default();
+        s.set_data(self.snap_data.clone());
+        s.set_metadata(self.snap_meta.clone());
+        Ok(s)
+    }
+}

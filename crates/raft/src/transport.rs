@@ -1,0 +1,469 @@
+//! Peer transport: one outbound TCP connection per peer node carrying
+//! length-prefixed frames that batch Raft messages of many groups; inbound
+//! connections are read and handed to the node's inbox. Every connection
+//! starts with a handshake naming the cluster and both node ids, so a frame
+//! from another cluster or an unknown node is refused. Snapshot messages
+//! travel on a connection of their own so a large image never delays the
+//! heartbeats of other groups.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use protobuf::Message as _;
+use raft::eraftpb::Message;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Notify};
+use tracing::{debug, info, warn};
+
+const MAGIC: &[u8; 4] = b"KVR1";
+const KIND_RAFT: u8 = 1;
+const KIND_BROADCAST: u8 = 2;
+/// Largest frame accepted: a snapshot image travels in one frame.
+pub const MAX_FRAME: usize = 1 << 30;
+/// Most messages coalesced into one frame.
+const MAX_BATCH: usize = 4096;
+
+/// What arrived from peers, drained by the node loop each round.
+#[derive(Default)]
+pub struct Inbox {
+    pub messages: RefCell<Vec<(u64, Message)>>,
+    /// (group, peer, delivered) for snapshot sends.
+    pub snapshot_reports: RefCell<Vec<(u64, u64, bool)>>,
+    /// (group, peer) whose message could not be sent.
+    pub unreachable: RefCell<Vec<(u64, u64)>>,
+    pub wake: Notify,
+}
+
+/// Called with (from node, payload) for each broadcast frame (PUBLISH).
+pub type BroadcastHandler = Rc<dyn Fn(u64, Bytes)>;
+
+enum Out {
+    Raft(Vec<(u64, Message)>),
+    Broadcast(Bytes),
+}
+
+struct Peer {
+    addr: String,
+    tx: mpsc::UnboundedSender<Out>,
+    connected: Rc<Cell<bool>>,
+}
+
+pub struct Transport {
+    node_id: u64,
+    cluster_id: u64,
+    peers: HashMap<u64, Peer>,
+    inbox: Rc<Inbox>,
+    pub sent_messages: Cell<u64>,
+    pub received_messages: Rc<Cell<u64>>,
+}
+
+fn handshake(cluster_id: u64, from: u64, to: u64) -> [u8; 28] {
+    let mut h = [0u8; 28];
+    h[..4].copy_from_slice(MAGIC);
+    h[4..12].copy_from_slice(&cluster_id.to_le_bytes());
+    h[12..20].copy_from_slice(&from.to_le_bytes());
+    h[20..28].copy_from_slice(&to.to_le_bytes());
+    h
+}
+
+fn encode_raft(batch: &[(u64, Message)], out: &mut BytesMut) {
+    let start = out.len();
+    out.put_u32_le(0);
+    out.put_u8(KIND_RAFT);
+    out.put_u32_le(batch.len() as u32);
+    for (group, m) in batch {
+        out.put_u64_le(*group);
+        let len_at = out.len();
+        out.put_u32_le(0);
+        let body_at = out.len();
+        let ok = {
+            let mut w = (&mut *out).writer();
+            m.write_to_writer(&mut w).is_ok()
+        };
+        if !ok {
+            // Cannot happen for a well-formed message; drop it (Raft resends).
+            out.truncate(len_at - 8);
+            continue;
+        }
+        let n = (out.len() - body_at) as u32;
+        out[len_at..len_at + 4].copy_from_slice(&n.to_le_bytes());
+    }
+    let n = (out.len() - start - 4) as u32;
+    out[start..start + 4].copy_from_slice(&n.to_le_bytes());
+}
+
+fn encode_broadcast(payload: &[u8], out: &mut BytesMut) {
+    out.put_u32_le(payload.len() as u32 + 1);
+    out.put_u8(KIND_BROADCAST);
+    out.put_slice(payload);
+}
+
+/// Decodes a raft frame body (after the kind byte); errors on any
+/// malformed length instead of panicking.
+fn decode_raft(mut body: Bytes) -> Result<Vec<(u64, Message)>, String> {
+    if body.remaining() < 4 {
+        return Err("truncated raft frame".into());
+    }
+    let count = body.get_u32_le() as usize;
+    let mut out = Vec::with_capacity(count.min(MAX_BATCH));
+    for _ in 0..count {
+        if body.remaining() < 12 {
+            return Err("truncated raft frame".into());
+        }
+        let group = body.get_u64_le();
+        let len = body.get_u32_le() as usize;
+        if body.remaining() < len {
+            return Err("truncated raft message".into());
+        }
+        let msg = body.split_to(len);
+        let m = Message::parse_from_carllerche_bytes(&msg)
+            .map_err(|e| format!("bad raft message: {e}"))?;
+        out.push((group, m));
+    }
+    Ok(out)
+}
+
+impl Transport {
+    /// Starts the sender tasks (one per peer) and the accept loop on the
+    /// current `LocalSet`.
+    pub fn start(
+        node_id: u64,
+        cluster_id: u64,
+        listener: TcpListener,
+        peers: &[(u64, String)],
+        inbox: Rc<Inbox>,
+        on_broadcast: BroadcastHandler,
+    ) -> Rc<Transport> {
+        let mut map = HashMap::new();
+        for (id, addr) in peers {
+            if *id == node_id {
+                continue;
+            }
+            let (tx, rx) = mpsc::unbounded_channel();
+            let connected = Rc::new(Cell::new(false));
+            tokio::task::spawn_local(sender_loop(
+                node_id,
+                cluster_id,
+                *id,
+                addr.clone(),
+                rx,
+                inbox.clone(),
+                connected.clone(),
+            ));
+            map.insert(
+                *id,
+                Peer {
+                    addr: addr.clone(),
+                    tx,
+                    connected,
+                },
+            );
+        }
+        let known: Vec<u64> = map.keys().copied().collect();
+        let received = Rc::new(Cell::new(0));
+        tokio::task::spawn_local(accept_loop(
+            listener,
+            node_id,
+            cluster_id,
+            known,
+            inbox.clone(),
+            on_broadcast,
+            received.clone(),
+        ));
+        Rc::new(Transport {
+            node_id,
+            cluster_id,
+            peers: map,
+            inbox,
+            sent_messages: Cell::new(0),
+            received_messages: received,
+        })
+    }
+
+    /// Queues messages for their peers; snapshot messages go on their own
+    /// connection.
+    pub fn send(&self, group: u64, msgs: Vec<Message>) {
+        let mut per_peer: HashMap<u64, Vec<(u64, Message)>> = HashMap::new();
+        for m in msgs {
+            if m.get_msg_type() == raft::eraftpb::MessageType::MsgSnapshot {
+                self.send_snapshot(group, m);
+                continue;
+            }
+            per_peer.entry(m.to).or_default().push((group, m));
+        }
+        for (to, batch) in per_peer {
+            self.sent_messages
+                .set(self.sent_messages.get() + batch.len() as u64);
+            match self.peers.get(&to) {
+                Some(p) => {
+                    let _ = p.tx.send(Out::Raft(batch));
+                }
+                None => debug!(to, "message for an unknown node dropped"),
+            }
+        }
+    }
+
+    fn send_snapshot(&self, group: u64, m: Message) {
+        let to = m.to;
+        let Some(peer) = self.peers.get(&to) else {
+            return;
+        };
+        let addr = peer.addr.clone();
+        let hello = handshake(self.cluster_id, self.node_id, to);
+        let inbox = self.inbox.clone();
+        tokio::task::spawn_local(async move {
+            let mut buf = BytesMut::new();
+            encode_raft(&[(group, m)], &mut buf);
+            let size = buf.len();
+            let sent = async {
+                let mut s = TcpStream::connect(&addr).await?;
+                s.set_nodelay(true)?;
+                s.write_all(&hello).await?;
+                s.write_all(&buf).await?;
+                s.flush().await?;
+                // Wait for the peer to close: it has read the frame.
+                let mut probe = [0u8; 1];
+                let _ = tokio::time::timeout(Duration::from_secs(60), s.read(&mut probe)).await;
+                Ok::<_, std::io::Error>(())
+            }
+            .await;
+            match &sent {
+                Ok(()) => info!(group, to, bytes = size, "snapshot sent"),
+                Err(e) => warn!(group, to, "snapshot send failed: {e}"),
+            }
+            inbox
+                .snapshot_reports
+                .borrow_mut()
+                .push((group, to, sent.is_ok()));
+            inbox.wake.notify_one();
+        });
+    }
+
+    /// Sends a broadcast payload (e.g. a PUBLISH) to every peer.
+    pub fn broadcast(&self, payload: Bytes) {
+        for p in self.peers.values() {
+            let _ = p.tx.send(Out::Broadcast(payload.clone()));
+        }
+    }
+
+    pub fn is_connected(&self, node: u64) -> bool {
+        node == self.node_id || self.peers.get(&node).is_some_and(|p| p.connected.get())
+    }
+}
+
+async fn sender_loop(
+    me: u64,
+    cluster_id: u64,
+    to: u64,
+    addr: String,
+    mut rx: mpsc::UnboundedReceiver<Out>,
+    inbox: Rc<Inbox>,
+    connected: Rc<Cell<bool>>,
+) {
+    let mut backoff = Duration::from_millis(20);
+    let hello = handshake(cluster_id, me, to);
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    loop {
+        let stream = match TcpStream::connect(&addr).await {
+            Ok(s) => s,
+            Err(e) => {
+                debug!(to, %addr, "connect failed: {e}");
+                // Messages queued meanwhile are stale; Raft resends.
+                drain_unreachable(&mut rx, to, &inbox);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(500));
+                if rx.is_closed() {
+                    return;
+                }
+                continue;
+            }
+        };
+        let mut stream = stream;
+        let _ = stream.set_nodelay(true);
+        if stream.write_all(&hello).await.is_err() {
+            continue;
+        }
+        info!(to, %addr, "connected to peer");
+        connected.set(true);
+        backoff = Duration::from_millis(20);
+        loop {
+            let Some(first) = rx.recv().await else {
+                return;
+            };
+            buf.clear();
+            let mut raft: Vec<(u64, Message)> = Vec::new();
+            let push = |o: Out, buf: &mut BytesMut, raft: &mut Vec<(u64, Message)>| match o {
+                Out::Raft(mut b) => raft.append(&mut b),
+                Out::Broadcast(p) => encode_broadcast(&p, buf),
+            };
+            push(first, &mut buf, &mut raft);
+            while raft.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(o) => push(o, &mut buf, &mut raft),
+                    Err(_) => break,
+                }
+            }
+            if !raft.is_empty() {
+                encode_raft(&raft, &mut buf);
+            }
+            if let Err(e) = stream.write_all(&buf).await {
+                warn!(to, "peer connection lost: {e}");
+                connected.set(false);
+                for (g, _) in raft {
+                    inbox.unreachable.borrow_mut().push((g, to));
+                }
+                inbox.wake.notify_one();
+                break;
+            }
+        }
+    }
+}
+
+fn drain_unreachable(rx: &mut mpsc::UnboundedReceiver<Out>, to: u64, inbox: &Inbox) {
+    let mut any = false;
+    while let Ok(o) = rx.try_recv() {
+        if let Out::Raft(b) = o {
+            for (g, _) in b {
+                inbox.unreachable.borrow_mut().push((g, to));
+                any = true;
+            }
+        }
+    }
+    if any {
+        inbox.wake.notify_one();
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    me: u64,
+    cluster_id: u64,
+    known: Vec<u64>,
+    inbox: Rc<Inbox>,
+    on_broadcast: BroadcastHandler,
+    received: Rc<Cell<u64>>,
+) {
+    loop {
+        let Ok((stream, addr)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let known = known.clone();
+        let inbox = inbox.clone();
+        let on_broadcast = on_broadcast.clone();
+        let received = received.clone();
+        tokio::task::spawn_local(async move {
+            if let Err(e) = read_peer(
+                stream,
+                me,
+                cluster_id,
+                &known,
+                &inbox,
+                &on_broadcast,
+                &received,
+            )
+            .await
+            {
+                warn!(%addr, "peer connection closed: {e}");
+            }
+        });
+    }
+}
+
+async fn read_peer(
+    mut stream: TcpStream,
+    me: u64,
+    cluster_id: u64,
+    known: &[u64],
+    inbox: &Inbox,
+    on_broadcast: &BroadcastHandler,
+    received: &Cell<u64>,
+) -> Result<(), String> {
+    let mut hello = [0u8; 28];
+    tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut hello))
+        .await
+        .map_err(|_| "no handshake within 5 s".to_string())?
+        .map_err(|e| format!("handshake: {e}"))?;
+    let field = |i: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&hello[i..i + 8]);
+        u64::from_le_bytes(b)
+    };
+    if &hello[..4] != MAGIC {
+        return Err("rejected: not a Kvasir peer (bad magic)".into());
+    }
+    let (their_cluster, from, to) = (field(4), field(12), field(20));
+    if their_cluster != cluster_id {
+        return Err(format!(
+            "rejected node {from}: cluster id {their_cluster:016x} is not ours ({cluster_id:016x})"
+        ));
+    }
+    if to != me || !known.contains(&from) {
+        return Err(format!(
+            "rejected: frame from node {from} to node {to}, but this is node {me} and {from} is not a member"
+        ));
+    }
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    loop {
+        while buf.len() < 4 {
+            if stream.read_buf(&mut buf).await.map_err(|e| e.to_string())? == 0 {
+                return Ok(());
+            }
+        }
+        let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+        if len == 0 || len > MAX_FRAME {
+            return Err(format!("rejected frame of {len} bytes from node {from}"));
+        }
+        if buf.capacity() < len + 4 {
+            buf.reserve(len + 4 - buf.len());
+        }
+        while buf.len() < len + 4 {
+            if stream.read_buf(&mut buf).await.map_err(|e| e.to_string())? == 0 {
+                return Err("truncated frame".into());
+            }
+        }
+        buf.advance(4);
+        let mut body = buf.split_to(len).freeze();
+        let kind = body.get_u8();
+        match kind {
+            KIND_RAFT => {
+                let msgs = decode_raft(body).map_err(|e| format!("node {from}: {e}"))?;
+                received.set(received.get() + msgs.len() as u64);
+                inbox.messages.borrow_mut().extend(msgs);
+                inbox.wake.notify_one();
+            }
+            KIND_BROADCAST => on_broadcast(from, body),
+            k => return Err(format!("unknown frame kind {k} from node {from}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raft_frames_round_trip_and_reject_garbage() {
+        let mut m = Message::default();
+        m.to = 2;
+        m.from = 1;
+        m.term = 7;
+        let mut buf = BytesMut::new();
+        encode_raft(&[(3, m.clone()), (4, m.clone())], &mut buf);
+        let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+        assert_eq!(len + 4, buf.len());
+        assert_eq!(buf[4], KIND_RAFT);
+        let body = Bytes::copy_from_slice(&buf[5..]);
+        let got = decode_raft(body.clone()).unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].0, got[1].0), (3, 4));
+        assert_eq!(got[0].1.term, 7);
+        for cut in 0..body.len() {
+            assert!(decode_raft(body.slice(..cut)).is_err() || cut == body.len());
+        }
+    }
+}

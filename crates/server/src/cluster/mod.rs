@@ -1,0 +1,369 @@
+//! Cluster mode: this node's share of the multi-raft cluster. Keyed
+//! commands are routed by slot to their shard; the shard's leader proposes
+//! writes through Raft and serves reads by ReadIndex (or lease); any other
+//! node answers `-MOVED` to the leader, as Redis Cluster does. Group 0
+//! holds the cluster map (nodes and their client addresses, shards, slot
+//! ranges, replica sets).
+
+pub mod commands;
+pub mod sm;
+
+use crate::config::Config;
+use bytes::{BufMut, Bytes, BytesMut};
+use kvasir_cluster::{ClusterMap, NodeInfo, View};
+use kvasir_core::expire::ActiveExpire;
+use kvasir_core::Store;
+use kvasir_raft::{GroupSpec, MultiRaft, RaftError, ReadMode, WalMode};
+use kvasir_resp::Reply;
+use sm::{Cmd, MetaSm, NodeSm, Out, ShardSm, WriteHooks};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::{Rc, Weak};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tracing::info;
+
+/// The metadata group.
+pub const META_GROUP: u64 = 0;
+
+pub struct ClusterNode {
+    pub node_id: u64,
+    pub cluster_id: u64,
+    pub raft: Rc<MultiRaft<NodeSm>>,
+    /// The bootstrap layout: slot ranges and replica sets never change
+    /// after bootstrap (no resharding yet), so routing reads it directly.
+    layout: ClusterMap,
+    pub hooks: Rc<WriteHooks>,
+    pub host: String,
+    pub port: u16,
+    pub cluster_addr: String,
+}
+
+/// What the session should do with a keyed command.
+pub enum Route {
+    /// This node leads the slot's shard.
+    Leader(u64),
+    /// A READONLY connection reading from a replica.
+    LocalReplica(u64),
+    Redirect(Reply),
+}
+
+/// Renders a Raft failure for the client.
+pub fn raft_error_reply(node: &ClusterNode, e: RaftError, slot: Option<u16>) -> Reply {
+    match e {
+        RaftError::NotLeader(Some(leader)) => match slot {
+            Some(slot) => node.moved(slot, leader),
+            None => kvasir_cluster::route::try_again(),
+        },
+        RaftError::NotLeader(None) => Reply::error(
+            "CLUSTERDOWN The cluster is down: the slot's shard has no leader right now",
+        ),
+        RaftError::Dropped => Reply::error(
+            "ERR write outcome unknown: leadership changed before the entry committed (it may or may not have been applied)",
+        ),
+        RaftError::Timeout => {
+            Reply::error("TRYAGAIN no quorum answered in time; the read was not served")
+        }
+        RaftError::Storage(e) => Reply::error(format!("ERR {e}")),
+    }
+}
+
+fn parse_wal(s: &str) -> Result<WalMode, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "fsync" => Ok(WalMode::Fsync),
+        "async" => Ok(WalMode::Async),
+        "none" => Ok(WalMode::None),
+        other => Err(format!("wal must be fsync, async or none, not '{other}'")),
+    }
+}
+
+fn parse_read_mode(s: &str) -> Result<ReadMode, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "readindex" | "read-index" => Ok(ReadMode::ReadIndex),
+        "lease" => Ok(ReadMode::Lease),
+        other => Err(format!(
+            "read-mode must be readindex or lease, not '{other}'"
+        )),
+    }
+}
+
+/// Handles frames other nodes broadcast: PUBLISH reaches local subscribers.
+pub type ServerCell = Rc<RefCell<Weak<crate::Server>>>;
+
+pub fn encode_publish(channel: &[u8], message: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(8 + channel.len() + message.len());
+    b.put_u32_le(channel.len() as u32);
+    b.put_slice(channel);
+    b.put_slice(message);
+    b.freeze()
+}
+
+fn decode_publish(mut b: Bytes) -> Option<(Bytes, Bytes)> {
+    if b.len() < 4 {
+        return None;
+    }
+    let n = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+    let _ = b.split_to(4);
+    if b.len() < n {
+        return None;
+    }
+    let channel = b.split_to(n);
+    Some((channel, b))
+}
+
+impl ClusterNode {
+    /// Joins (or bootstraps) the cluster described by the config.
+    pub async fn start(
+        config: &Config,
+        client_port: u16,
+        server: ServerCell,
+    ) -> Result<Rc<ClusterNode>, String> {
+        let initial = config
+            .initial_cluster
+            .clone()
+            .ok_or("cluster mode needs --initial-cluster")?;
+        let members = kvasir_cluster::parse_initial_cluster(&initial)?;
+        let node_id = config
+            .node_id
+            .ok_or("cluster mode needs --node-id (this node's id in --initial-cluster)")?;
+        let Some((_, my_addr)) = members.iter().find(|(id, _)| *id == node_id) else {
+            return Err(format!(
+                "--node-id {node_id} is not one of the members of --initial-cluster ({initial})"
+            ));
+        };
+        let cluster_addr = my_addr.clone();
+        let cluster_id =
+            kvasir_cluster::cluster_id_from(&initial, config.shards_per_node, config.replicas);
+        let nodes: Vec<NodeInfo> = members
+            .iter()
+            .map(|(id, addr)| NodeInfo {
+                id: *id,
+                client_host: String::new(),
+                client_port: 0,
+                cluster_addr: addr.clone(),
+            })
+            .collect();
+        let layout =
+            ClusterMap::bootstrap(cluster_id, nodes, config.shards_per_node, config.replicas)?;
+        let host = config
+            .bind
+            .split_whitespace()
+            .next()
+            .unwrap_or("127.0.0.1")
+            .to_string();
+        let hooks = Rc::new(WriteHooks::default());
+        let mut specs = vec![GroupSpec {
+            id: META_GROUP,
+            voters: members.iter().map(|(id, _)| *id).collect(),
+            preferred_leader: members.iter().map(|(id, _)| *id).min().unwrap_or(node_id),
+            sm: NodeSm::Meta(MetaSm {
+                map: layout.clone(),
+            }),
+        }];
+        for shard in layout.shards_with_replica(node_id) {
+            let mut store = Store::new(1);
+            store.limits = config.encoding_limits();
+            specs.push(GroupSpec {
+                id: shard.id,
+                voters: shard.replicas.clone(),
+                preferred_leader: shard.preferred_leader().unwrap_or(node_id),
+                sm: NodeSm::Shard(ShardSm {
+                    id: shard.id,
+                    store,
+                    hooks: hooks.clone(),
+                }),
+            });
+        }
+        let listener = TcpListener::bind(&cluster_addr)
+            .await
+            .map_err(|e| format!("cluster port {cluster_addr}: {e}"))?;
+        let raft_cfg = kvasir_raft::Config {
+            node_id,
+            cluster_id,
+            peers: members.clone(),
+            dir: std::path::PathBuf::from(&config.dir),
+            wal: parse_wal(&config.wal)?,
+            read_mode: parse_read_mode(&config.read_mode)?,
+            tick: Duration::from_millis(config.raft_tick_ms.max(1)),
+            election_ticks: config.election_ticks.max(3),
+            heartbeat_ticks: config.heartbeat_ticks.max(1),
+            snapshot_entries: config.snapshot_entries.max(1),
+            max_entry_bytes: 1024 * 1024,
+        };
+        let on_broadcast: kvasir_raft::transport::BroadcastHandler =
+            Rc::new(move |_from, payload| {
+                if let (Some(server), Some((channel, message))) =
+                    (server.borrow().upgrade(), decode_publish(payload))
+                {
+                    server.pubsub.borrow().publish(&channel, &message);
+                }
+            });
+        let raft = MultiRaft::start(raft_cfg, listener, specs, on_broadcast).await?;
+        let node = Rc::new(ClusterNode {
+            node_id,
+            cluster_id,
+            raft,
+            layout,
+            hooks,
+            host,
+            port: client_port,
+            cluster_addr,
+        });
+        tokio::task::spawn_local(announce_loop(node.clone()));
+        tokio::task::spawn_local(expire_loop(node.clone()));
+        info!(
+            node_id,
+            cluster_id = format!("{cluster_id:016x}"),
+            shards = node.layout.shards.len(),
+            "cluster node started"
+        );
+        Ok(node)
+    }
+
+    /// Runs `f` on the current cluster map (group 0's state).
+    pub fn with_map<R>(&self, f: impl FnOnce(&ClusterMap) -> R) -> R {
+        self.raft.with_sm(META_GROUP, |sm| match sm {
+            Some(NodeSm::Meta(m)) => f(&m.map),
+            _ => f(&self.layout),
+        })
+    }
+
+    /// Runs `f` with the node's view of the cluster (CLUSTER commands).
+    pub fn with_view<R>(&self, f: impl FnOnce(&View) -> R) -> R {
+        let leader_of = |shard: u64| self.leader_of(shard);
+        let node_up = |n: u64| self.raft.transport().is_connected(n);
+        self.with_map(|map| {
+            f(&View {
+                map,
+                myself: self.node_id,
+                leader_of: &leader_of,
+                node_up: &node_up,
+            })
+        })
+    }
+
+    pub fn layout(&self) -> &ClusterMap {
+        &self.layout
+    }
+
+    pub fn leader_of(&self, shard: u64) -> Option<u64> {
+        self.raft.leader_of(shard)
+    }
+
+    pub fn shard_of_slot(&self, slot: u16) -> u64 {
+        self.layout.shard_of_slot(slot).id
+    }
+
+    /// `-MOVED slot host:port` towards `node`, or TRYAGAIN while its client
+    /// address is not known yet.
+    pub fn moved(&self, slot: u16, node: u64) -> Reply {
+        self.with_map(|m| match m.node(node) {
+            Some(n) if n.client_port != 0 => kvasir_cluster::route::moved_to(slot, n),
+            _ => kvasir_cluster::route::try_again(),
+        })
+    }
+
+    /// Where a keyed command for `slot` goes.
+    pub fn route(&self, slot: u16, write: bool, readonly_conn: bool) -> Route {
+        let shard = self.shard_of_slot(slot);
+        if self.raft.is_leader(shard) {
+            return Route::Leader(shard);
+        }
+        let replica = self
+            .layout
+            .shard(shard)
+            .is_some_and(|s| s.replicas.contains(&self.node_id));
+        if !write && readonly_conn && replica {
+            return Route::LocalReplica(shard);
+        }
+        match self.leader_of(shard) {
+            Some(l) if l != self.node_id => Route::Redirect(self.moved(slot, l)),
+            _ => Route::Redirect(Reply::error(
+                "CLUSTERDOWN The cluster is down: the slot's shard has no leader right now",
+            )),
+        }
+    }
+
+    /// Shards this node currently leads.
+    pub fn led_shards(&self) -> Vec<u64> {
+        self.layout
+            .shards
+            .iter()
+            .map(|s| s.id)
+            .filter(|&id| self.raft.is_leader(id))
+            .collect()
+    }
+
+    /// Runs `f` on a shard's local store (a possibly stale read).
+    pub fn with_store<R>(&self, shard: u64, f: impl FnOnce(&Store) -> R) -> Option<R> {
+        self.raft.with_sm(shard, |sm| match sm {
+            Some(NodeSm::Shard(s)) => Some(f(&s.store)),
+            _ => None,
+        })
+    }
+
+    pub fn propose(
+        &self,
+        shard: u64,
+        cmd: &Cmd,
+    ) -> tokio::sync::oneshot::Receiver<Result<Out, RaftError>> {
+        self.raft.propose(shard, cmd)
+    }
+
+    pub fn read(
+        &self,
+        shard: u64,
+        cmd: Cmd,
+    ) -> tokio::sync::oneshot::Receiver<Result<Out, RaftError>> {
+        self.raft.read(shard, cmd)
+    }
+
+    pub fn publish(&self, channel: &[u8], message: &[u8]) {
+        self.raft.broadcast(encode_publish(channel, message));
+    }
+}
+
+/// Makes sure group 0 knows where clients reach this node (for -MOVED).
+async fn announce_loop(node: Rc<ClusterNode>) {
+    loop {
+        let known = node.with_map(|m| {
+            m.node(node.node_id)
+                .is_some_and(|n| n.client_host == node.host && n.client_port == node.port)
+        });
+        if !known && node.raft.leader_of(META_GROUP).is_some() {
+            node.raft.propose_forwarded(
+                META_GROUP,
+                &Cmd::SetNodeAddr {
+                    node: node.node_id,
+                    host: node.host.clone(),
+                    port: node.port,
+                },
+            );
+        }
+        let pause = if known { 1000 } else { 200 };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+}
+
+/// The leader of each shard picks expired keys (a read of its state) and
+/// replicates their deletion, so every replica removes the same keys.
+async fn expire_loop(node: Rc<ClusterNode>) {
+    const MAX_VISITS: usize = 2_000;
+    let mut cursors: HashMap<u64, ActiveExpire> = HashMap::new();
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = crate::shard::unix_ms();
+        for shard in node.led_shards() {
+            let expire = cursors.entry(shard).or_default();
+            let picked = node
+                .with_store(shard, |store| expire.collect(store, now, MAX_VISITS))
+                .unwrap_or_default();
+            for (db, keys) in picked {
+                if !keys.is_empty() {
+                    // Fire and forget: a lost proposal is retried next cycle.
+                    drop(node.propose(shard, &Cmd::Expire { db, keys }));
+                }
+            }
+        }
+    }
+}
