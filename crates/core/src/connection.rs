@@ -42,6 +42,7 @@ const CLUSTER_SUBS: &[CommandSpec] = &[
     cmd("keyslot", 3, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the hash slot for a key.", S),
     cmd("countkeysinslot", 3, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the number of keys in a hash slot.", S),
     cmd("getkeysinslot", 4, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the key names in a hash slot.", S),
+    cmd("sharddigest", 3, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "7.0.15", "Kvasir: this node's replica of a shard: applied index, keys and content digest.", S),
     cmd("help", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns helpful text about the different subcommands.", S),
 ];
 

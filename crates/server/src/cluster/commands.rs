@@ -287,6 +287,8 @@ const CLUSTER_HELP: &[&str] = &[
     "SLOTS",
     "    Return information about slots range mappings. Each range is made of:",
     "    start, end, master and replicas IP addresses, ports and ids",
+    "SHARDDIGEST <shard-id>",
+    "    Kvasir: this node's replica of a shard: [applied index, keys, digest].",
     "HELP",
     "    Print this help.",
 ];
