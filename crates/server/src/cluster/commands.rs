@@ -354,6 +354,34 @@ pub fn cluster(s: &Session, sub: &str, args: &[Bytes]) -> Reply {
                 _ => Reply::error("ERR Invalid number of keys"),
             }
         }
+        "sharddigest" => shard_digest(&node, &args[2]),
         _ => Reply::error(format!("ERR unknown subcommand '{sub}'. Try CLUSTER HELP.")),
+    }
+}
+
+/// CLUSTER SHARDDIGEST <id>: this node's replica of a shard, to compare
+/// replicas: [applied index, keys, content digest].
+fn shard_digest(node: &ClusterNode, arg: &[u8]) -> Reply {
+    let id = match parse_i64(arg) {
+        Ok(n) if n > 0 => n as u64,
+        _ => return Reply::error("ERR Invalid shard id"),
+    };
+    let applied = node
+        .raft
+        .status()
+        .into_iter()
+        .find(|g| g.id == id)
+        .map(|g| g.applied);
+    let found = node.with_store(id, |st| {
+        let keys: usize = (0..st.databases()).map(|d| st.db(d).len()).sum();
+        (keys, kvasir_core::snapshot::digest(st))
+    });
+    match (applied, found) {
+        (Some(applied), Some((keys, digest))) => Reply::Array(vec![
+            Reply::Int(applied as i64),
+            Reply::Int(keys as i64),
+            Reply::Bulk(Bytes::from(format!("{digest:016x}"))),
+        ]),
+        _ => Reply::error("ERR this node holds no replica of that shard"),
     }
 }
