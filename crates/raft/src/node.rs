@@ -509,10 +509,13 @@ impl<S: StateMachine> MultiRaft<S> {
                 _ = ticker.tick() => true,
                 _ = self.inbox.wake.notified() => false,
             };
-            let (mut batch, readies) = self.round_begin(tick);
+            let (mut batch, readies, must_sync) = self.round_begin(tick);
             if !batch.is_empty() {
                 let engine = self.engine.clone();
-                let sync = self.cfg.wal == WalMode::Fsync;
+                // A round that only moves the commit index needs no fsync
+                // (raft-rs's must_sync): a lower commit after a crash is
+                // learnt again from the leader.
+                let sync = self.cfg.wal == WalMode::Fsync && must_sync;
                 let written =
                     tokio::task::spawn_blocking(move || engine.write(&mut batch, sync).map(|_| ()))
                         .await;
@@ -565,7 +568,7 @@ impl<S: StateMachine> MultiRaft<S> {
         }
     }
 
-    fn round_begin(&self, tick: bool) -> (LogBatch, Vec<(usize, raft::Ready)>) {
+    fn round_begin(&self, tick: bool) -> (LogBatch, Vec<(usize, raft::Ready)>, bool) {
         let mut inner = self.inner.borrow_mut();
         let inner = &mut *inner;
         let msgs = std::mem::take(&mut *self.inbox.messages.borrow_mut());
@@ -638,6 +641,7 @@ impl<S: StateMachine> MultiRaft<S> {
         }
         let mut batch = LogBatch::default();
         let mut readies = Vec::new();
+        let mut must_sync = false;
         let snap_dir = self.cfg.dir.join("snap");
         for (i, g) in inner.groups.iter_mut().enumerate() {
             if !g.raw.has_ready() {
@@ -657,9 +661,15 @@ impl<S: StateMachine> MultiRaft<S> {
             if !msgs.is_empty() {
                 self.transport.send(g.id, msgs);
             }
+            must_sync |= rd.must_sync();
             if !rd.snapshot().is_empty() {
                 Self::install_snapshot(g, rd.snapshot().clone(), &snap_dir, &mut batch);
             }
+            // Committed means a majority has the entries in a synced log:
+            // they apply (and their clients hear back) without waiting for
+            // this round's write, as raft-rs's own examples do.
+            let committed = rd.take_committed_entries();
+            Self::apply_entries(g, committed);
             if let Err(e) = g.raw.mut_store().append(rd.entries(), &mut batch) {
                 error!(group = g.id, "appending entries: {e}");
             }
@@ -680,7 +690,7 @@ impl<S: StateMachine> MultiRaft<S> {
             }
             readies.push((i, rd));
         }
-        (batch, readies)
+        (batch, readies, must_sync)
     }
 
     fn propose_batch(g: &mut Group<S>, now_ms: u64, seed: u64, max_bytes: usize) {
@@ -814,8 +824,6 @@ impl<S: StateMachine> MultiRaft<S> {
             if !persisted.is_empty() {
                 self.transport.send(g.id, persisted);
             }
-            let committed = rd.take_committed_entries();
-            Self::apply_entries(g, committed);
             let mut light = g.raw.advance(rd);
             let msgs = light.take_messages();
             if !msgs.is_empty() {
