@@ -478,6 +478,13 @@ fn config(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
                 }
             }
             let limits = next.encoding_limits();
+            if s.server.cluster.is_some() && limits != s.server.config.borrow().encoding_limits() {
+                // The thresholds are replicated state (they decide when a
+                // value converts), so a node-local change would diverge.
+                return Err(CmdError::other(
+                    "ERR CONFIG SET of encoding thresholds is not supported in cluster mode (set them at bootstrap)",
+                ));
+            }
             *s.server.config.borrow_mut() = next;
             // Under Raft this becomes a replicated entry, so that every
             // replica converts encodings at the same point.
