@@ -618,7 +618,10 @@ impl<S: StateMachine> MultiRaft<S> {
                 Self::propose_batch(g, now_ms, inner.seed, self.cfg.max_entry_bytes);
             }
             if !g.reads.is_empty() {
-                if g.raw.raft.state == StateRole::Leader {
+                if g.raw.raft.state == StateRole::Leader && !g.raw.raft.commit_to_current_term() {
+                    // raft-rs drops a ReadIndex until the leader's first
+                    // entry of its term commits; keep the reads queued.
+                } else if g.raw.raft.state == StateRole::Leader {
                     let id = inner.next_read_id;
                     inner.next_read_id += 1;
                     let reads = std::mem::take(&mut g.reads);
