@@ -729,8 +729,19 @@ impl<S: StateMachine> MultiRaft<S> {
         match g.raw.propose(Vec::new(), builder.finish()) {
             Ok(()) => {
                 g.stats.entries += 1;
+                let index = g.raw.raft.raft_log.last_index();
+                // Waiters at or past this index proposed entries our log no
+                // longer has (it was overwritten while we followed): they
+                // can never commit.
+                while g.waiters.back().is_some_and(|w| w.index >= index) {
+                    if let Some(w) = g.waiters.pop_back() {
+                        for r in w.replies {
+                            let _ = r.send(Err(RaftError::Dropped));
+                        }
+                    }
+                }
                 g.waiters.push_back(Waiter {
-                    index: g.raw.raft.raft_log.last_index(),
+                    index,
                     term: g.raw.raft.term,
                     replies,
                 });
