@@ -448,10 +448,12 @@ mod tests {
 
     #[test]
     fn raft_frames_round_trip_and_reject_garbage() {
-        let mut m = Message::default();
-        m.to = 2;
-        m.from = 1;
-        m.term = 7;
+        let m = Message {
+            to: 2,
+            from: 1,
+            term: 7,
+            ..Default::default()
+        };
         let mut buf = BytesMut::new();
         encode_raft(&[(3, m.clone()), (4, m.clone())], &mut buf);
         let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
