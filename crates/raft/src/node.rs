@@ -971,7 +971,9 @@ impl<S: StateMachine> MultiRaft<S> {
             let caught_up = r
                 .prs()
                 .get(g.preferred)
-                .is_some_and(|p| p.recent_active && p.matched >= r.raft_log.committed);
+                // Not `recent_active`: with check-quorum raft-rs clears it
+                // every election timeout, on the very tick this runs.
+                .is_some_and(|p| p.matched >= r.raft_log.committed);
             if caught_up && self.transport.is_connected(g.preferred) {
                 info!(
                     group = g.id,
