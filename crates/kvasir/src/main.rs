@@ -1,7 +1,12 @@
-//! The `kvasir` binary: `kvasir server` runs a node; `kvasir commands`
-//! prints the command table; `kvasir bench` runs the load generator.
+//! The `kvasir` binary: `kvasir server` runs a node; `kvasir demo` runs a
+//! three-node cluster locally; `kvasir cluster status` shows a cluster;
+//! `kvasir commands` prints the command table; `kvasir bench` runs the load
+//! generator.
 
+mod cluster_status;
 mod commands_doc;
+mod demo;
+mod resp_client;
 
 use clap::{Args, Parser, Subcommand};
 use kvasir_server::Config;
@@ -33,6 +38,25 @@ enum Command {
     },
     /// Load generator: kv, pipelined-kv, ycsb, sweep, online (see --help).
     Bench(kvasir_bench::cli::BenchArgs),
+    /// Run a three-node cluster on this machine (ports 7001-7003) until
+    /// Ctrl-C; its data stays in --dir for the next run.
+    Demo(demo::DemoArgs),
+    /// Inspect a running cluster.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClusterCommand {
+    /// Shards (slots, replicas, leader, applied index and lag) and nodes
+    /// (up/down) of the cluster a node belongs to.
+    Status {
+        /// Any node of the cluster, host:port of its client listener.
+        #[arg(long, default_value = "127.0.0.1:7001")]
+        node: String,
+    },
 }
 
 /// Flags of `kvasir server`; each overrides the same key of `--config`.
@@ -281,6 +305,10 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Server(args) => run_server(args),
         Command::Bench(args) => ExitCode::from(kvasir_bench::main(args) as u8),
+        Command::Demo(args) => demo::run(args),
+        Command::Cluster {
+            command: ClusterCommand::Status { node },
+        } => cluster_status::run(&node),
         Command::Commands { markdown } => {
             if markdown {
                 print!("{}", commands_doc::markdown());

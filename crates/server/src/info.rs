@@ -18,6 +18,7 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "replication",
     "cpu",
     "errorstats",
+    "cluster",
     "keyspace",
 ];
 const ALL_SECTIONS: &[&str] = &[
@@ -30,6 +31,8 @@ const ALL_SECTIONS: &[&str] = &[
     "cpu",
     "commandstats",
     "errorstats",
+    "cluster",
+    "raft",
     "keyspace",
 ];
 
@@ -120,8 +123,9 @@ fn section(s: &Session, name: &str, out: &mut String) {
                 .unwrap_or(0);
             let _ = write!(
                 out,
-                "# Server\r\nredis_version:{REDIS_VERSION}\r\nkvasir_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nrun_id:{:040x}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nexecutable:{}\r\n",
+                "# Server\r\nredis_version:{REDIS_VERSION}\r\nkvasir_version:{}\r\nredis_mode:{}\r\nos:{} {}\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nrun_id:{:040x}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nexecutable:{}\r\n",
                 env!("CARGO_PKG_VERSION"),
+                if server.cluster.is_some() { "cluster" } else { "standalone" },
                 std::env::consts::OS,
                 std::env::consts::ARCH,
                 std::process::id(),
@@ -252,6 +256,159 @@ fn section(s: &Session, name: &str, out: &mut String) {
                 }
             }
         }
+        "cluster" => cluster_section(s, out),
+        "raft" => raft_section(s, out),
         _ => {}
+    }
+}
+
+/// `# Cluster`, as Redis has it (`cluster_enabled`), plus this node's
+/// share of the multi-Raft cluster. Field names are unique across sections
+/// because clients (redis-py's `info()`) merge all sections into one map.
+fn cluster_section(s: &Session, out: &mut String) {
+    out.push_str("# Cluster\r\n");
+    let Some(node) = s.server.cluster.as_ref() else {
+        out.push_str("cluster_enabled:0\r\n");
+        return;
+    };
+    let info = node.with_view(kvasir_cluster::reply::cluster_info);
+    let state = info
+        .lines()
+        .find_map(|l| l.strip_prefix("cluster_state:"))
+        .unwrap_or("fail")
+        .trim()
+        .to_string();
+    let (known_nodes, shards) = node.with_map(|m| (m.nodes.len(), m.shards.len()));
+    let (mut led, mut followed, mut leaderless) = (0, 0, 0);
+    for g in node.raft.status() {
+        if g.id == crate::cluster::META_GROUP {
+            continue;
+        }
+        if g.leader == 0 {
+            leaderless += 1;
+        }
+        if g.role == kvasir_raft::StateRole::Leader {
+            led += 1;
+        } else {
+            followed += 1;
+        }
+    }
+    let peers_connected = node
+        .raft
+        .config()
+        .peers
+        .iter()
+        .filter(|(id, _)| *id != node.node_id && node.raft.transport().is_connected(*id))
+        .count();
+    let _ = write!(
+        out,
+        "cluster_enabled:1\r\ncluster_state:{state}\r\ncluster_node_id:{}\r\ncluster_node_name:{}\r\ncluster_id:{:016x}\r\ncluster_bus_addr:{}\r\ncluster_known_nodes:{known_nodes}\r\ncluster_peers_connected:{peers_connected}\r\ncluster_shards:{shards}\r\ncluster_shards_led:{led}\r\ncluster_shards_followed:{followed}\r\ncluster_shards_without_leader:{leaderless}\r\n",
+        node.node_id,
+        kvasir_cluster::map::node_name(node.cluster_id, node.node_id),
+        node.cluster_id,
+        node.cluster_addr,
+    );
+}
+
+thread_local! {
+    /// (when, proposals total, rate) at the last INFO raft sample at least
+    /// a second older than the one before.
+    static PROPOSAL_RATE: std::cell::Cell<Option<(std::time::Instant, u64, f64)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Proposals per second: averaged since the previous sample taken at least
+/// a second earlier (since start for the first INFO raft).
+fn proposals_per_sec(started: std::time::Instant, total: u64) -> f64 {
+    let now = std::time::Instant::now();
+    PROPOSAL_RATE.with(|cell| {
+        let (since, base, last_rate) = cell.get().unwrap_or((started, 0, 0.0));
+        let elapsed = now.duration_since(since).as_secs_f64();
+        if elapsed < 1.0 {
+            return last_rate;
+        }
+        let rate = total.saturating_sub(base) as f64 / elapsed;
+        cell.set(Some((now, total, rate)));
+        rate
+    })
+}
+
+/// `# Raft`: this node's Raft groups (group 0 holds the cluster map, the
+/// others are shards), totals and one line per group. Empty in standalone
+/// mode.
+fn raft_section(s: &Session, out: &mut String) {
+    let Some(node) = s.server.cluster.as_ref() else {
+        return;
+    };
+    out.push_str("# Raft\r\n");
+    let groups = node.raft.status();
+    let (mut led, mut following, mut candidates) = (0, 0, 0);
+    let (mut commit_sum, mut applied_sum) = (0u64, 0u64);
+    let mut totals = kvasir_raft::node::GroupStats::default();
+    for g in &groups {
+        commit_sum += g.commit;
+        applied_sum += g.applied;
+        totals.proposals += g.stats.proposals;
+        totals.entries += g.stats.entries;
+        totals.snapshots_taken += g.stats.snapshots_taken;
+        totals.snapshots_installed += g.stats.snapshots_installed;
+        totals.reads += g.stats.reads;
+        if g.id == crate::cluster::META_GROUP {
+            continue;
+        }
+        match g.role {
+            kvasir_raft::StateRole::Leader => led += 1,
+            kvasir_raft::StateRole::Follower => following += 1,
+            _ => candidates += 1,
+        }
+    }
+    let cfg = node.raft.config();
+    let log_size = node.raft.log_size() as u64;
+    let _ = write!(
+        out,
+        "raft_node_id:{}\r\nraft_wal:{}\r\nraft_read_mode:{}\r\nraft_groups:{}\r\nshards_led:{led}\r\nshards_following:{following}\r\nshards_candidate:{candidates}\r\ncommit_index_sum:{commit_sum}\r\napplied_index_sum:{applied_sum}\r\nraft_log_size_bytes:{log_size}\r\nraft_log_size_human:{}\r\nsnapshots_taken:{}\r\nsnapshots_installed:{}\r\nproposals_total:{}\r\nproposals_per_sec:{:.2}\r\nentries_proposed:{}\r\nlinearizable_reads:{}\r\nfsyncs:{}\r\nlog_writes:{}\r\n",
+        node.node_id,
+        format!("{:?}", cfg.wal).to_ascii_lowercase(),
+        format!("{:?}", cfg.read_mode).to_ascii_lowercase(),
+        groups.len(),
+        human(log_size),
+        totals.snapshots_taken,
+        totals.snapshots_installed,
+        totals.proposals,
+        proposals_per_sec(s.server.started, totals.proposals),
+        totals.entries,
+        totals.reads,
+        node.raft.fsyncs.get(),
+        node.raft.log_writes.get(),
+    );
+    let layout = node.layout();
+    let meta_preferred = cfg.peers.iter().map(|(id, _)| *id).min().unwrap_or(0);
+    for g in &groups {
+        let role = format!("{:?}", g.role).to_ascii_lowercase();
+        let voters: Vec<String> = g.voters.iter().map(|v| v.to_string()).collect();
+        // The node leadership returns to when it is caught up.
+        let (slots, preferred) = match layout.shard(g.id) {
+            Some(shard) if g.id != crate::cluster::META_GROUP => (
+                format!("{}-{}", shard.slots.0, shard.slots.1),
+                shard.preferred_leader().unwrap_or(0),
+            ),
+            _ => ("meta".to_string(), meta_preferred),
+        };
+        let _ = write!(
+            out,
+            "group{}:role={role},term={},leader={},preferred={preferred},commit={},applied={},first={},last={},snapshot={},voters={},slots={slots},proposals={},snapshots_taken={},snapshots_installed={}\r\n",
+            g.id,
+            g.term,
+            g.leader,
+            g.commit,
+            g.applied,
+            g.first_index,
+            g.last_index,
+            g.snapshot_index,
+            voters.join("/"),
+            g.stats.proposals,
+            g.stats.snapshots_taken,
+            g.stats.snapshots_installed,
+        );
     }
 }
