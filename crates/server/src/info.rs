@@ -240,6 +240,25 @@ fn section(s: &Session, name: &str, out: &mut String) {
                 let _ = write!(out, "errorstat_{code}:count={count}\r\n");
             }
         }
+        "keyspace" if server.cluster.is_some() => {
+            // As a Redis Cluster master reports its own slots: the keys of
+            // the shards this node leads.
+            out.push_str("# Keyspace\r\n");
+            if let Some(node) = &server.cluster {
+                let (mut keys, mut expires) = (0, 0);
+                for shard in node.led_shards() {
+                    if let Some((k, e)) =
+                        node.with_store(shard, |st| (st.db(0).len(), st.db(0).expires_count()))
+                    {
+                        keys += k;
+                        expires += e;
+                    }
+                }
+                if keys > 0 {
+                    let _ = write!(out, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
+                }
+            }
+        }
         "keyspace" => {
             out.push_str("# Keyspace\r\n");
             let shard = server.shard.borrow();
