@@ -1,0 +1,196 @@
+//! Cluster mode under a crash: kill -9 the leader of a slot while several
+//! tasks write increasing values through the redis-rs cluster client. Writes
+//! resume after a new leader is elected, no acknowledged value is lost or
+//! rolled back, and the killed node rejoins and catches up (every shard's
+//! three replicas end with the same content).
+
+#[path = "common/cluster.rs"]
+mod cluster;
+
+use cluster::{key_slot, Cluster};
+use redis::AsyncCommands;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Default, Clone, Copy, Debug)]
+struct KeyState {
+    /// Highest value sent (acknowledged or not).
+    attempted: u64,
+    /// Last value the server acknowledged.
+    acked: u64,
+}
+
+#[test]
+fn kill_leader_during_writes_loses_nothing_and_node_rejoins() {
+    let t0 = Instant::now();
+    let mut c = Cluster::start(&[]);
+    println!("cluster ready in {:?}", t0.elapsed());
+
+    let target_slot = key_slot(b"victim");
+    let victim = c.wait_leader_of_slot(target_slot, Duration::from_secs(20));
+    println!("slot {target_slot} is led by node {victim}");
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = c.cluster_client();
+    let conn = rt
+        .block_on(client.get_async_connection())
+        .expect("cluster connection");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let state: Arc<Mutex<HashMap<String, KeyState>>> = Arc::default();
+    let start = Instant::now();
+    // Kill time and first acknowledged write on the victim's slot invoked
+    // after it, as offsets from `start`.
+    let killed_at: Arc<Mutex<Option<Duration>>> = Arc::default();
+    let resumed_at: Arc<Mutex<Option<Duration>>> = Arc::default();
+    let errors = Arc::new(Mutex::new(Vec::<String>::new()));
+
+    let mut tasks = Vec::new();
+    for t in 0..4 {
+        // Two keys in the victim's slot, two spread elsewhere.
+        let keys = vec![
+            format!("{{victim}}w{t}a"),
+            format!("{{victim}}w{t}b"),
+            format!("spread:{t}:x"),
+            format!("spread:{t}:y"),
+        ];
+        let (mut conn, stop, state, killed_at, resumed_at, errors) = (
+            conn.clone(),
+            stop.clone(),
+            state.clone(),
+            killed_at.clone(),
+            resumed_at.clone(),
+            errors.clone(),
+        );
+        tasks.push(rt.spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                for k in &keys {
+                    state
+                        .lock()
+                        .unwrap()
+                        .entry(k.clone())
+                        .or_default()
+                        .attempted = n;
+                    let invoked = start.elapsed();
+                    let r: redis::RedisResult<()> =
+                        tokio::time::timeout(Duration::from_secs(20), conn.set(k.as_str(), n))
+                            .await
+                            .unwrap_or_else(|_| {
+                                Err(redis::RedisError::from((
+                                    redis::ErrorKind::Io,
+                                    "client timeout",
+                                )))
+                            });
+                    match r {
+                        Ok(()) => {
+                            state.lock().unwrap().get_mut(k).unwrap().acked = n;
+                            let k_at = *killed_at.lock().unwrap();
+                            if let Some(k_at) = k_at {
+                                if invoked >= k_at && k.starts_with("{victim}") {
+                                    let mut r = resumed_at.lock().unwrap();
+                                    if r.is_none() {
+                                        *r = Some(start.elapsed());
+                                    }
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            let mut errs = errors.lock().unwrap();
+                            if errs.len() < 50 {
+                                errs.push(format!("SET {k} {n}: {e}"));
+                            }
+                        }
+                    }
+                }
+            }
+        }));
+    }
+
+    // Let the writers run, then kill the leader mid-stream.
+    std::thread::sleep(Duration::from_millis(1500));
+    let before: u64 = state.lock().unwrap().values().map(|s| s.acked).sum();
+    assert!(before > 0, "no write acknowledged before the kill");
+    // The kill reaps the process: only writes invoked after it count.
+    c.kill(victim);
+    *killed_at.lock().unwrap() = Some(start.elapsed());
+    let kill_instant = Instant::now();
+    println!("killed node {victim} (leader of slot {target_slot})");
+
+    let resumed = cluster::wait_until(Duration::from_secs(30), || {
+        resumed_at.lock().unwrap().is_some()
+    });
+    let new_leader = c.wait_leader_of_slot(target_slot, Duration::from_secs(20));
+    assert_ne!(new_leader, victim);
+    // Keep writing a little on the new leader, then stop.
+    std::thread::sleep(Duration::from_millis(1500));
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        rt.block_on(t).expect("writer task");
+    }
+    let errors = errors.lock().unwrap().clone();
+    println!(
+        "{} write errors, e.g. {:?}",
+        errors.len(),
+        errors.iter().take(5).collect::<Vec<_>>()
+    );
+    assert!(
+        resumed,
+        "no write on slot {target_slot} succeeded within 30 s of the kill"
+    );
+    let resume = resumed_at.lock().unwrap().unwrap() - killed_at.lock().unwrap().unwrap();
+    println!(
+        "time to first successful write after the kill: {resume:?} (new leader: node {new_leader}, observed {:?} after kill)",
+        kill_instant.elapsed()
+    );
+    assert!(
+        resume < Duration::from_secs(5),
+        "writes resumed only after {resume:?}"
+    );
+
+    // Every acknowledged value is there (or a later attempted one), never older.
+    let check = |conn: &mut redis::cluster_async::ClusterConnection, when: &str| {
+        let snapshot = state.lock().unwrap().clone();
+        let mut acked_after_kill = 0;
+        for (k, s) in &snapshot {
+            let v: Option<u64> = rt
+                .block_on(conn.get(k.as_str()))
+                .unwrap_or_else(|e| panic!("GET {k} ({when}): {e}"));
+            let v = v.unwrap_or(0);
+            assert!(
+                v >= s.acked && v <= s.attempted,
+                "{when}: {k} = {v}, but last acknowledged = {}, last attempted = {}",
+                s.acked,
+                s.attempted
+            );
+            acked_after_kill += s.acked;
+        }
+        acked_after_kill
+    };
+    let mut conn2 = conn.clone();
+    let total = check(&mut conn2, "after failover");
+    assert!(total > before, "nothing acknowledged after the kill");
+
+    // The killed node comes back, catches up, and all replicas agree.
+    let t = Instant::now();
+    c.restart(victim);
+    c.wait_ready(Duration::from_secs(60));
+    c.wait_digests_equal(Duration::from_secs(90));
+    println!(
+        "node {victim} rejoined and replicas converged in {:?}",
+        t.elapsed()
+    );
+    let fresh = rt
+        .block_on(c.cluster_client().get_async_connection())
+        .expect("cluster connection");
+    let mut fresh = fresh;
+    check(&mut fresh, "after the restart");
+    println!("total {:?}", t0.elapsed());
+}
