@@ -277,7 +277,6 @@ fn damaged_log_tail(c: &mut Cluster, how: Damage, acked: usize) {
 }
 
 #[test]
-#[ignore = "server bug: after raft-engine truncates corrupted (acknowledged) records the node's raft loop panics (raft-rs: to_commit N is out of range [last_index M]) and the process keeps running without it"]
 fn corrupted_recent_log_records_recover_or_refuse() {
     let t0 = Instant::now();
     let mut c = Cluster::start(&[]);

@@ -254,6 +254,17 @@ impl<S: StateMachine> MultiRaft<S> {
         let mut init = LogBatch::default();
         for spec in specs {
             let mut storage = GroupStorage::open(engine.clone(), spec.id, &spec.voters)?;
+            let last = storage.last_index().unwrap_or(0);
+            if last < storage.commit_index() {
+                // raft-engine dropped damaged records this node had already
+                // persisted (and acknowledged): running on would break Raft.
+                return Err(format!(
+                    "the Raft log in {} is damaged: group {} ends at index {last} but index {} was committed (corrupted records were dropped at recovery); this node cannot safely rejoin with it (replacing a node's data is not supported yet: restore the folder from a backup)",
+                    cfg.dir.join("raft").display(),
+                    spec.id,
+                    storage.commit_index()
+                ));
+            }
             let mut sm = spec.sm;
             let snap_index = storage.snapshot_index();
             if snap_index > 0 {
@@ -342,7 +353,14 @@ impl<S: StateMachine> MultiRaft<S> {
             fsyncs: Cell::new(0),
             log_writes: Cell::new(0),
         });
-        tokio::task::spawn_local(node.clone().run());
+        let driver = tokio::task::spawn_local(node.clone().run());
+        tokio::task::spawn_local(async move {
+            // A node whose Raft loop died must not keep answering clients.
+            if let Err(e) = driver.await {
+                error!("the Raft loop stopped unexpectedly ({e}); exiting");
+                std::process::exit(70);
+            }
+        });
         if node.cfg.wal == WalMode::Async {
             tokio::task::spawn_local(node.clone().sync_loop());
         }
@@ -578,7 +596,23 @@ impl<S: StateMachine> MultiRaft<S> {
         for (group, m) in msgs {
             match inner.index.get(&group) {
                 Some(&i) => {
-                    let _ = inner.groups[i].raw.step(m);
+                    let raw = &mut inner.groups[i].raw;
+                    if m.get_msg_type() == raft::eraftpb::MessageType::MsgHeartbeat
+                        && m.term >= raw.raft.term
+                        && m.commit > raw.raft.raft_log.last_index()
+                    {
+                        // The leader only sends a commit this node has
+                        // acknowledged: our log lost persisted entries
+                        // (damaged and truncated at recovery).
+                        error!(
+                            "the Raft log in {} lost acknowledged entries: group {group} ends at index {} but the leader has index {} stored here; the data folder is damaged and this node cannot safely rejoin with it (the leaders remember what it acknowledged; replacing a node's data is not supported yet: restore the folder from a backup)",
+                            self.cfg.dir.join("raft").display(),
+                            raw.raft.raft_log.last_index(),
+                            m.commit
+                        );
+                        std::process::exit(1);
+                    }
+                    let _ = raw.step(m);
                 }
                 None => warn!(group, from = m.from, "message for an unknown group dropped"),
             }
