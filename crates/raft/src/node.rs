@@ -153,6 +153,10 @@ pub struct GroupStatus {
     pub voters: Vec<u64>,
     /// Followers' matched index (leader only).
     pub matched: Vec<(u64, u64)>,
+    /// Entries proposed here whose clients still wait for the apply.
+    pub waiting_entries: usize,
+    /// Reads sent for a ReadIndex or waiting for the applied index.
+    pub reads_in_flight: usize,
     pub stats: GroupStats,
 }
 
@@ -491,6 +495,8 @@ impl<S: StateMachine> MultiRaft<S> {
                     snapshot_index: store.snapshot_index(),
                     voters: store.conf_state().voters.clone(),
                     matched,
+                    waiting_entries: g.waiters.len(),
+                    reads_in_flight: g.reads_in_flight.len() + g.reads_ready.len() + g.reads.len(),
                     stats: g.stats,
                 }
             })

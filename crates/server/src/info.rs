@@ -415,7 +415,7 @@ fn raft_section(s: &Session, out: &mut String) {
         };
         let _ = write!(
             out,
-            "group{}:role={role},term={},leader={},preferred={preferred},commit={},applied={},first={},last={},snapshot={},voters={},slots={slots},proposals={},snapshots_taken={},snapshots_installed={}\r\n",
+            "group{}:role={role},term={},leader={},preferred={preferred},commit={},applied={},first={},last={},snapshot={},voters={},slots={slots},proposals={},snapshots_taken={},snapshots_installed={},waiting_entries={},reads_in_flight={}\r\n",
             g.id,
             g.term,
             g.leader,
@@ -428,6 +428,8 @@ fn raft_section(s: &Session, out: &mut String) {
             g.stats.proposals,
             g.stats.snapshots_taken,
             g.stats.snapshots_installed,
+            g.waiting_entries,
+            g.reads_in_flight,
         );
     }
 }
