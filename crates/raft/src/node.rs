@@ -889,6 +889,7 @@ impl<S: StateMachine> MultiRaft<S> {
             let committed = light.take_committed_entries();
             Self::apply_entries(g, committed);
             g.raw.advance_apply_to(g.applied);
+            Self::drop_overwritten_waiters(g);
             Self::serve_reads(g);
             if g.applied >= g.raw.store().snapshot_index() + self.cfg.snapshot_entries {
                 self.take_snapshot(g);
@@ -898,6 +899,28 @@ impl<S: StateMachine> MultiRaft<S> {
         for g in &mut inner.groups {
             if !g.reads_ready.is_empty() {
                 Self::serve_reads(g);
+            }
+        }
+    }
+
+    /// A deposed leader's entries that a new leader overwrote: their
+    /// index may never be reached again if no one writes to the shard, so
+    /// answer their clients now (outcome unknown) instead of waiting.
+    fn drop_overwritten_waiters(g: &mut Group<S>) {
+        if g.waiters.is_empty() || g.raw.raft.state == StateRole::Leader {
+            return;
+        }
+        let log = &g.raw.raft.raft_log;
+        let applied = g.applied;
+        let gone = |w: &Waiter<S>| {
+            w.index > applied
+                && (w.index > log.last_index() || log.term(w.index).ok() != Some(w.term))
+        };
+        let (dropped, keep): (Vec<_>, Vec<_>) = g.waiters.drain(..).partition(gone);
+        g.waiters = keep.into();
+        for w in dropped {
+            for r in w.replies {
+                let _ = r.send(Err(RaftError::Dropped));
             }
         }
     }
