@@ -42,8 +42,10 @@ fn err_text(r: redis::RedisResult<redis::Value>) -> String {
 
 /// Requests in flight at once through the cluster client. With 100, the
 /// redis-rs cluster client intermittently stalls for its whole 15 s budget
-/// when two clusters run side by side on 2 cores while every node's Raft
-/// state shows nothing outstanding (open: see the issue 5 closing note).
+/// when two clusters run side by side on 2 cores, while every node's Raft
+/// state shows nothing outstanding and CLIENT LIST shows the client's one
+/// connection per node idle with an empty query buffer (open: see the
+/// issue 5 closing note).
 const CONCURRENCY: usize = 10;
 
 #[test]
