@@ -72,6 +72,8 @@ pub enum RaftError {
     Storage(String),
     /// The read or proposal waited too long for a quorum.
     Timeout,
+    /// Leadership is being handed to another node; nothing was proposed.
+    Transferring,
 }
 
 /// A group's replicated state machine.
@@ -792,7 +794,9 @@ impl<S: StateMachine> MultiRaft<S> {
             Err(_) => {
                 // Dropped by raft-rs, e.g. during a leadership transfer.
                 let leader = g.raw.raft.leader_id;
-                let err = if leader == 0 || leader == g.raw.raft.id {
+                let err = if g.raw.raft.lead_transferee.is_some() {
+                    RaftError::Transferring
+                } else if leader == 0 || leader == g.raw.raft.id {
                     RaftError::NotLeader(None)
                 } else {
                     RaftError::NotLeader(Some(leader))

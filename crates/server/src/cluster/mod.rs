@@ -65,6 +65,9 @@ pub fn raft_error_reply(node: &ClusterNode, e: RaftError, slot: Option<u16>) -> 
             Reply::error("TRYAGAIN no quorum answered in time; the read was not served")
         }
         RaftError::Storage(e) => Reply::error(format!("ERR {e}")),
+        RaftError::Transferring => {
+            Reply::error("TRYAGAIN the slot's leadership is moving to another node; retry")
+        }
     }
 }
 
