@@ -13,7 +13,7 @@ use crate::snapfile;
 use crate::storage::GroupStorage;
 use crate::transport::{BroadcastHandler, Inbox, Transport};
 use bytes::Bytes;
-use raft::eraftpb::{EntryType, Message, SnapshotMetadata};
+use raft::eraftpb::{EntryType, SnapshotMetadata};
 use raft::{RawNode, ReadOnlyOption, SnapshotStatus, StateRole, Storage};
 use raft_engine::{Engine, LogBatch};
 use std::cell::{Cell, RefCell};
@@ -447,16 +447,7 @@ impl<S: StateMachine> MultiRaft<S> {
         f(sm)
     }
 
-    /// Runs `f` on every group's state machine mutably, outside of apply
-    /// (only for node-local, non-replicated state such as hooks).
-    pub fn for_each_sm(&self, mut f: impl FnMut(u64, &mut S)) {
-        let mut inner = self.inner.borrow_mut();
-        for g in &mut inner.groups {
-            f(g.id, &mut g.sm);
-        }
-    }
-
-    /// (is this node the leader, known leader id or 0).
+    /// The group's leader as this node knows it.
     pub fn leader_of(&self, group: u64) -> Option<u64> {
         let inner = self.inner.borrow();
         let g = &inner.groups[*inner.index.get(&group)?];
@@ -508,11 +499,6 @@ impl<S: StateMachine> MultiRaft<S> {
     /// Bytes the Raft log uses on disk.
     pub fn log_size(&self) -> usize {
         self.engine.get_used_size()
-    }
-
-    /// The error that stopped this node's log, if any.
-    pub fn failure(&self) -> Option<String> {
-        self.inner.borrow().failed.clone()
     }
 
     async fn sync_loop(self: Rc<Self>) {
@@ -612,8 +598,13 @@ impl<S: StateMachine> MultiRaft<S> {
                         // The leader only sends a commit this node has
                         // acknowledged: our log lost persisted entries
                         // (damaged and truncated at recovery).
+                        let why = if self.cfg.wal == WalMode::None {
+                            "with --wal none a node restarted alone comes back empty and cannot rejoin: restart the whole cluster"
+                        } else {
+                            "the data folder is damaged and this node cannot safely rejoin with it (the leaders remember what it acknowledged; replacing a node's data is not supported yet: restore the folder from a backup)"
+                        };
                         error!(
-                            "the Raft log in {} lost acknowledged entries: group {group} ends at index {} but the leader has index {} stored here; the data folder is damaged and this node cannot safely rejoin with it (the leaders remember what it acknowledged; replacing a node's data is not supported yet: restore the folder from a backup)",
+                            "the Raft log in {} lost acknowledged entries: group {group} ends at index {} but the leader has index {} stored here; {why}",
                             self.cfg.dir.join("raft").display(),
                             raw.raft.raft_log.last_index(),
                             m.commit
@@ -680,9 +671,9 @@ impl<S: StateMachine> MultiRaft<S> {
                         },
                     );
                 } else {
-                    let leader = g.raw.raft.leader_id;
+                    let hint = Self::leader_hint(g);
                     for (_, r) in g.reads.drain(..) {
-                        let _ = r.send(Err(RaftError::NotLeader((leader != 0).then_some(leader))));
+                        let _ = r.send(Err(RaftError::NotLeader(hint)));
                     }
                 }
             }
@@ -744,22 +735,20 @@ impl<S: StateMachine> MultiRaft<S> {
     fn propose_batch(g: &mut Group<S>, now_ms: u64, seed: u64, max_bytes: usize) {
         let proposals = std::mem::take(&mut g.proposals);
         if g.raw.raft.state != StateRole::Leader {
-            let leader = g.raw.raft.leader_id;
+            let hint = Self::leader_hint(g);
             for (_, r) in proposals {
-                let _ = r.send(Err(RaftError::NotLeader((leader != 0).then_some(leader))));
+                let _ = r.send(Err(RaftError::NotLeader(hint)));
             }
             return;
         }
         g.stats.proposals += proposals.len() as u64;
+        let mut seed = seed;
         let mut builder = EntryBuilder::new(now_ms, seed);
         let mut replies = Vec::new();
-        let mut entry_seed = seed;
         for (bytes, reply) in proposals {
             if !builder.is_empty() && builder.len() + bytes.len() > max_bytes {
-                let full = std::mem::replace(&mut builder, {
-                    entry_seed = entry_seed.wrapping_add(0x2545_F491_4F6C_DD1D);
-                    EntryBuilder::new(now_ms, entry_seed)
-                });
+                seed = seed.wrapping_add(0x2545_F491_4F6C_DD1D);
+                let full = std::mem::replace(&mut builder, EntryBuilder::new(now_ms, seed));
                 Self::propose_entry(g, full, std::mem::take(&mut replies));
             }
             builder.push(&bytes);
@@ -793,13 +782,10 @@ impl<S: StateMachine> MultiRaft<S> {
             }
             Err(_) => {
                 // Dropped by raft-rs, e.g. during a leadership transfer.
-                let leader = g.raw.raft.leader_id;
                 let err = if g.raw.raft.lead_transferee.is_some() {
                     RaftError::Transferring
-                } else if leader == 0 || leader == g.raw.raft.id {
-                    RaftError::NotLeader(None)
                 } else {
-                    RaftError::NotLeader(Some(leader))
+                    RaftError::NotLeader(Self::leader_hint(g))
                 };
                 for r in replies {
                     let _ = r.send(Err(err.clone()));
@@ -808,10 +794,16 @@ impl<S: StateMachine> MultiRaft<S> {
         }
     }
 
+    /// The leader a client should be sent to, if known.
+    fn leader_hint(g: &Group<S>) -> Option<u64> {
+        let l = g.raw.raft.leader_id;
+        (l != 0 && l != g.raw.raft.id).then_some(l)
+    }
+
     /// Reads queued at a leader that lost its role never get a read state:
     /// fail them so the client can retry at the new leader.
     fn lost_leadership(g: &mut Group<S>, leader: u64) {
-        let hint = (leader != 0).then_some(leader);
+        let hint = (leader != 0 && leader != g.raw.raft.id).then_some(leader);
         for (_, b) in g.reads_in_flight.drain() {
             for (_, r) in b.reads {
                 let _ = r.send(Err(RaftError::NotLeader(hint)));
@@ -1055,10 +1047,5 @@ impl<S: StateMachine> MultiRaft<S> {
     /// Sends a broadcast payload (PUBLISH) to every peer node.
     pub fn broadcast(&self, payload: Bytes) {
         self.transport.broadcast(payload);
-    }
-
-    /// Sends raft messages for a group right away (used by tests).
-    pub fn send_raw(&self, group: u64, msgs: Vec<Message>) {
-        self.transport.send(group, msgs);
     }
 }

@@ -82,10 +82,6 @@ impl GroupStorage {
         &self.snap_meta
     }
 
-    pub fn snapshot_data(&self) -> &Bytes {
-        &self.snap_data
-    }
-
     pub fn conf_state(&self) -> &ConfState {
         &self.conf_state
     }

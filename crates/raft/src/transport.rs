@@ -73,10 +73,11 @@ fn encode_raft(batch: &[(u64, Message)], out: &mut BytesMut) {
     let start = out.len();
     out.put_u32_le(0);
     out.put_u8(KIND_RAFT);
-    out.put_u32_le(batch.len() as u32);
+    out.put_u32_le(0);
+    let mut count: u32 = 0;
     for (group, m) in batch {
+        let at = out.len();
         out.put_u64_le(*group);
-        let len_at = out.len();
         out.put_u32_le(0);
         let body_at = out.len();
         let ok = {
@@ -85,14 +86,16 @@ fn encode_raft(batch: &[(u64, Message)], out: &mut BytesMut) {
         };
         if !ok {
             // Cannot happen for a well-formed message; drop it (Raft resends).
-            out.truncate(len_at - 8);
+            out.truncate(at);
             continue;
         }
         let n = (out.len() - body_at) as u32;
-        out[len_at..len_at + 4].copy_from_slice(&n.to_le_bytes());
+        out[body_at - 4..body_at].copy_from_slice(&n.to_le_bytes());
+        count += 1;
     }
     let n = (out.len() - start - 4) as u32;
     out[start..start + 4].copy_from_slice(&n.to_le_bytes());
+    out[start + 5..start + 9].copy_from_slice(&count.to_le_bytes());
 }
 
 fn encode_broadcast(payload: &[u8], out: &mut BytesMut) {
@@ -186,13 +189,18 @@ impl Transport {
     /// Queues messages for their peers; snapshot messages go on their own
     /// connection.
     pub fn send(&self, group: u64, msgs: Vec<Message>) {
-        let mut per_peer: HashMap<u64, Vec<(u64, Message)>> = HashMap::new();
+        // A group's messages of one round go to at most a few peers: a
+        // short list beats a map allocated per call.
+        let mut per_peer: Vec<(u64, Vec<(u64, Message)>)> = Vec::new();
         for m in msgs {
             if m.get_msg_type() == raft::eraftpb::MessageType::MsgSnapshot {
                 self.send_snapshot(group, m);
                 continue;
             }
-            per_peer.entry(m.to).or_default().push((group, m));
+            match per_peer.iter_mut().find(|(to, _)| *to == m.to) {
+                Some((_, batch)) => batch.push((group, m)),
+                None => per_peer.push((m.to, vec![(group, m)])),
+            }
         }
         for (to, batch) in per_peer {
             self.sent_messages
@@ -465,7 +473,7 @@ mod tests {
         assert_eq!((got[0].0, got[1].0), (3, 4));
         assert_eq!(got[0].1.term, 7);
         for cut in 0..body.len() {
-            assert!(decode_raft(body.slice(..cut)).is_err() || cut == body.len());
+            assert!(decode_raft(body.slice(..cut)).is_err(), "cut at {cut}");
         }
     }
 }

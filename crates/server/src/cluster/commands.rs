@@ -67,7 +67,8 @@ pub fn dispatch(
                     .read(s.db, args, &now_ctx())
                     .unwrap_or_else(|e| e.to_reply())
             })
-            .unwrap_or_else(|| node.moved(slot, node.node_id))
+            // route() only picks a replica this node holds.
+            .unwrap_or_else(kvasir_cluster::route::try_again)
             .into(),
         Route::Redirect(reply) => reply.into(),
     }

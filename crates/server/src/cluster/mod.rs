@@ -33,7 +33,6 @@ pub struct ClusterNode {
     /// The bootstrap layout: slot ranges and replica sets never change
     /// after bootstrap (no resharding yet), so routing reads it directly.
     layout: ClusterMap,
-    pub hooks: Rc<WriteHooks>,
     pub host: String,
     pub port: u16,
     pub cluster_addr: String,
@@ -154,6 +153,11 @@ impl ClusterNode {
             .next()
             .unwrap_or("127.0.0.1")
             .to_string();
+        if config.encoding_limits() != kvasir_core::EncodingLimits::default() {
+            tracing::warn!(
+                "encoding thresholds from the config are ignored in cluster mode: shards use Redis's defaults on every replica"
+            );
+        }
         let hooks = Rc::new(WriteHooks::default());
         let mut specs = vec![GroupSpec {
             id: META_GROUP,
@@ -164,8 +168,9 @@ impl ClusterNode {
             }),
         }];
         for shard in layout.shards_with_replica(node_id) {
-            let mut store = Store::new(1);
-            store.limits = config.encoding_limits();
+            // Encoding thresholds are replicated state: every replica must
+            // start from the same ones, whatever its local config says.
+            let store = Store::new(1);
             specs.push(GroupSpec {
                 id: shard.id,
                 voters: shard.replicas.clone(),
@@ -207,7 +212,6 @@ impl ClusterNode {
             cluster_id,
             raft,
             layout,
-            hooks,
             host,
             port: client_port,
             cluster_addr,
