@@ -107,7 +107,7 @@ cluster_init() { # extra server flags for this cluster
     for i in "${NODES[@]}"; do
         PORT[i]=${ports[$((2 * i - 2))]}
         BUS[i]=${ports[$((2 * i - 1))]}
-        INITIAL="${INITIAL:+$INITIAL,}$i=127.0.0.1:${BUS[i]}"
+        INITIAL="${INITIAL:+$INITIAL,}$i=127.0.0.1:${PORT[i]}@${BUS[i]}"
     done
 }
 

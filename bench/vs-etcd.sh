@@ -165,7 +165,7 @@ start_kvasir3() {
     local ports i cluster=""
     read -r -a ports <<<"$(free_ports 6)"
     for i in 1 2 3; do
-        cluster="${cluster:+$cluster,}$i=127.0.0.1:${ports[$((2 * i - 1))]}"
+        cluster="${cluster:+$cluster,}$i=127.0.0.1:${ports[$((2 * i - 2))]}@${ports[$((2 * i - 1))]}"
     done
     KVASIR3_PORTS=""
     for i in 1 2 3; do

@@ -16,7 +16,10 @@ pub mod reply;
 pub mod route;
 pub mod slot;
 
-pub use map::{cluster_id_from, node_name, parse_initial_cluster, ClusterMap, NodeInfo, ShardInfo};
+pub use map::{
+    cluster_id_from, node_name, parse_initial_cluster, parse_members, ClusterMap, Member, NodeInfo,
+    ShardInfo,
+};
 pub use reply::View;
 pub use route::{command_slot, RouteError};
 pub use slot::{crc16, key_slot, SLOTS};

@@ -431,14 +431,49 @@ pub fn node_name(cluster_id: u64, node_id: u64) -> String {
     format!("{prefix:08x}{cluster_id:016x}{node_id:016x}")
 }
 
-/// Parses `--initial-cluster`: `id=host:port` entries (the cluster bus
-/// address of each node) separated by commas. Ids are positive integers,
-/// ids and addresses are unique. Entries are returned in the given order.
-pub fn parse_initial_cluster(s: &str) -> Result<Vec<(u64, String)>, String> {
+/// One entry of `--initial-cluster`: a node id, its cluster bus address
+/// and, when the entry is written in Redis's `ip:port@cport` form, where its
+/// clients connect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    pub id: u64,
+    /// `host:port` of the cluster bus (Raft transport).
+    pub bus_addr: String,
+    /// `(host, port)` of the client listener, if the entry gives it.
+    pub client: Option<(String, u16)>,
+}
+
+fn parse_host_port(addr: &str) -> Option<(&str, u16)> {
+    let (host, port) = addr.rsplit_once(':')?;
+    let port = port.parse::<u16>().ok().filter(|&p| p > 0)?;
+    (!host.is_empty()).then_some((host, port))
+}
+
+/// The 40-hex-character id of a node's shard in the Redis model (CLUSTER
+/// MYSHARDID, Redis 7.2): every node is the master of its own shard, so it
+/// is derived from the node, distinct from its name.
+pub fn shard_name(cluster_id: u64, node_id: u64) -> String {
+    let mut both = [0u8; 17];
+    both[..8].copy_from_slice(&cluster_id.to_be_bytes());
+    both[8..16].copy_from_slice(&node_id.to_be_bytes());
+    both[16] = b's';
+    let a = fnv1a64(&both);
+    let b = fnv1a64(&a.to_be_bytes());
+    format!("{:08x}{a:016x}{b:016x}", (b >> 32) as u32)
+}
+
+/// Parses `--initial-cluster`: comma-separated entries, each either
+/// `id=host:port` (the cluster bus address; the node announces its client
+/// address once the cluster runs) or `id=host:port@cport` (the client
+/// address and the cluster bus port on the same host, as CLUSTER NODES
+/// writes a node), which makes every client address known from the start.
+/// Ids are positive integers, ids and addresses are unique. Entries are
+/// returned in the given order.
+pub fn parse_members(s: &str) -> Result<Vec<Member>, String> {
     if s.trim().is_empty() {
         return Err("the initial cluster is empty (expected id=host:port,...)".into());
     }
-    let mut out: Vec<(u64, String)> = Vec::new();
+    let mut out: Vec<Member> = Vec::new();
     for entry in s.split(',') {
         let entry = entry.trim();
         if entry.is_empty() {
@@ -446,7 +481,7 @@ pub fn parse_initial_cluster(s: &str) -> Result<Vec<(u64, String)>, String> {
         }
         let Some((id, addr)) = entry.split_once('=') else {
             return Err(format!(
-                "initial cluster entry '{entry}' has no '=' (expected id=host:port)"
+                "initial cluster entry '{entry}' has no '=' (expected id=host:port or id=host:port@cport)"
             ));
         };
         let (id, addr) = (id.trim(), addr.trim());
@@ -458,25 +493,62 @@ pub fn parse_initial_cluster(s: &str) -> Result<Vec<(u64, String)>, String> {
                 ))
             }
         };
-        let port_ok = addr.rsplit_once(':').is_some_and(|(host, port)| {
-            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
-        });
-        if !port_ok {
-            return Err(format!(
-                "bad address '{addr}' in initial cluster entry '{entry}' (expected host:port)"
-            ));
-        }
-        if out.iter().any(|(i, _)| *i == id) {
+        let bad = || {
+            format!(
+                "bad address '{addr}' in initial cluster entry '{entry}' (expected host:port or host:port@cport)"
+            )
+        };
+        let (bus_addr, client) = match addr.split_once('@') {
+            Some((client, cport)) => {
+                let (host, port) = parse_host_port(client).ok_or_else(bad)?;
+                let cport = cport
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|&p| p > 0)
+                    .ok_or_else(bad)?;
+                if cport == port {
+                    return Err(format!(
+                        "initial cluster entry '{entry}' uses port {port} for both clients and the cluster bus"
+                    ));
+                }
+                (format!("{host}:{cport}"), Some((host.to_string(), port)))
+            }
+            None => {
+                parse_host_port(addr).ok_or_else(bad)?;
+                (addr.to_string(), None)
+            }
+        };
+        if out.iter().any(|m| m.id == id) {
             return Err(format!("node id {id} appears twice in the initial cluster"));
         }
-        if out.iter().any(|(_, a)| a == addr) {
+        if out.iter().any(|m| m.bus_addr == bus_addr) {
             return Err(format!(
-                "address {addr} appears twice in the initial cluster"
+                "address {bus_addr} appears twice in the initial cluster"
             ));
         }
-        out.push((id, addr.to_string()));
+        if let Some(c) = &client {
+            if out.iter().any(|m| m.client.as_ref() == Some(c)) {
+                return Err(format!(
+                    "client address {}:{} appears twice in the initial cluster",
+                    c.0, c.1
+                ));
+            }
+        }
+        out.push(Member {
+            id,
+            bus_addr,
+            client,
+        });
     }
     Ok(out)
+}
+
+/// The `(id, cluster bus address)` pairs of `--initial-cluster`.
+pub fn parse_initial_cluster(s: &str) -> Result<Vec<(u64, String)>, String> {
+    Ok(parse_members(s)?
+        .into_iter()
+        .map(|m| (m.id, m.bus_addr))
+        .collect())
 }
 
 #[cfg(test)]
@@ -812,5 +884,45 @@ mod tests {
         assert!(err("1=:80").contains("bad address"));
         assert!(err("1=a:1,1=b:2").contains("node id 1 appears twice"));
         assert!(err("1=a:1,2=a:1").contains("address a:1 appears twice"));
+    }
+
+    #[test]
+    fn initial_cluster_with_client_addresses() {
+        let m = parse_members("1=127.0.0.1:7001@17001, 2=10.0.0.2:6379@16379,3=c:9").unwrap();
+        assert_eq!(
+            m,
+            vec![
+                Member {
+                    id: 1,
+                    bus_addr: "127.0.0.1:17001".into(),
+                    client: Some(("127.0.0.1".into(), 7001)),
+                },
+                Member {
+                    id: 2,
+                    bus_addr: "10.0.0.2:16379".into(),
+                    client: Some(("10.0.0.2".into(), 6379)),
+                },
+                Member {
+                    id: 3,
+                    bus_addr: "c:9".into(),
+                    client: None,
+                },
+            ]
+        );
+        // The cluster id depends on the bus addresses only, so writing the
+        // client addresses into the list keeps an existing cluster's id.
+        assert_eq!(
+            cluster_id_from("1=h:7001@17001,2=h:7002@17002", 8, 3),
+            cluster_id_from("1=h:17001,2=h:17002", 8, 3)
+        );
+        let err = |s| parse_members(s).unwrap_err();
+        assert!(err("1=h:7001@").contains("bad address"));
+        assert!(err("1=h:7001@0").contains("bad address"));
+        assert!(err("1=h:@17001").contains("bad address"));
+        assert!(err("1=h:7001@7001").contains("both clients and the cluster bus"));
+        assert!(
+            err("1=h:7001@17001,2=h:7001@17002").contains("client address h:7001 appears twice")
+        );
+        assert!(err("1=h:7001@17001,2=h:7002@17001").contains("address h:17001 appears twice"));
     }
 }

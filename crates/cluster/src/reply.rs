@@ -10,7 +10,7 @@
 
 use kvasir_resp::Reply;
 
-use crate::map::{node_name, ClusterMap, NodeInfo, ShardInfo};
+use crate::map::{node_name, shard_name, ClusterMap, ShardInfo};
 use crate::slot::SLOTS;
 
 /// The map as one node sees it right now.
@@ -30,19 +30,44 @@ impl View<'_> {
         (self.leader_of)(shard.id).filter(|id| self.map.node(*id).is_some())
     }
 
-    /// The shard's nodes as clients should see them: the leader first
-    /// (`replicas[0]` when there is none), then the other replicas in
-    /// placement order. The flag says whether the first is a real leader.
-    fn ordered_replicas<'m>(&'m self, shard: &ShardInfo) -> (bool, Vec<&'m NodeInfo>) {
-        let leader = self.leader(shard);
-        let first = leader.or(shard.replicas.first().copied());
-        let order = first
-            .into_iter()
-            .chain(shard.replicas.iter().copied().filter(|r| Some(*r) != first));
-        (
-            leader.is_some(),
-            order.filter_map(|id| self.map.node(id)).collect(),
-        )
+    /// The node clients should send the shard's commands to: its leader,
+    /// or while it has none (an election) its preferred leader, which
+    /// holds the request until a leader is known and redirects if needed.
+    pub fn master(&self, shard: &ShardInfo) -> Option<u64> {
+        self.leader(shard)
+            .or_else(|| shard.preferred_leader())
+            .filter(|id| self.map.node(*id).is_some())
+    }
+
+    /// Slot ranges in slot order with the node that masters each; adjacent
+    /// shards with the same master are merged, as Redis writes a master's
+    /// contiguous slots as one range.
+    pub fn master_ranges(&self) -> Vec<(u16, u16, u64)> {
+        let mut out: Vec<(u16, u16, u64)> = Vec::new();
+        for shard in &self.map.shards {
+            let Some(master) = self.master(shard) else {
+                continue;
+            };
+            match out.last_mut() {
+                Some(last)
+                    if last.2 == master && u32::from(last.1) + 1 == u32::from(shard.slots.0) =>
+                {
+                    last.1 = shard.slots.1
+                }
+                _ => out.push((shard.slots.0, shard.slots.1, master)),
+            }
+        }
+        out
+    }
+
+    /// Whether every slot has a master whose client address is known: the
+    /// only topology a client may be given (a port 0 would be cached).
+    pub fn resolved(&self) -> bool {
+        self.map.shards.iter().all(|shard| {
+            self.master(shard)
+                .and_then(|id| self.map.node(id))
+                .is_some_and(|n| n.client_port != 0)
+        })
     }
 
     fn name(&self, node: u64) -> String {
@@ -50,88 +75,91 @@ impl View<'_> {
     }
 }
 
-/// `CLUSTER SLOTS`: one entry per shard, in slot order, so every slot
-/// appears exactly once: `[start, end, master, replicas...]`, each node as
-/// `[ip, port, name, {}]` (the trailing map is Redis 7's "additional
-/// networking metadata", empty without hostnames). As in Redis, replicas
-/// that are down are left out; the master is always listed.
+/// The answer to a topology request while some master's client address is
+/// still unknown (only before the first announcement of a cluster started
+/// without client addresses in `--initial-cluster`).
+fn not_ready() -> Reply {
+    Reply::error("CLUSTERDOWN The cluster is down: client addresses are not known yet")
+}
+
+/// `CLUSTER SLOTS`: `[start, end, master]` for every range of slots in
+/// slot order, each slot exactly once, the node as `[ip, port, name, {}]`
+/// (the trailing map is Redis 7's "additional networking metadata", empty
+/// without hostnames).
+///
+/// Only masters are listed. In Kvasir every node leads some shards and
+/// follows in others; listing followers as replicas would make each node
+/// appear both as a master and as a replica, which clients that keep one
+/// role per address (redis-py, go-redis) resolve by demoting masters. A
+/// follower still serves reads of its shards to READONLY connections.
 pub fn cluster_slots(view: &View) -> Reply {
+    if !view.resolved() {
+        return not_ready();
+    }
     let entries = view
-        .map
-        .shards
-        .iter()
-        .map(|shard| {
-            let (_, nodes) = view.ordered_replicas(shard);
-            let mut entry = vec![
-                Reply::Int(i64::from(shard.slots.0)),
-                Reply::Int(i64::from(shard.slots.1)),
-            ];
-            for (i, node) in nodes.into_iter().enumerate() {
-                if i > 0 && !(view.node_up)(node.id) {
-                    continue;
-                }
-                entry.push(Reply::Array(vec![
+        .master_ranges()
+        .into_iter()
+        .filter_map(|(start, end, master)| {
+            let node = view.map.node(master)?;
+            Some(Reply::Array(vec![
+                Reply::Int(i64::from(start)),
+                Reply::Int(i64::from(end)),
+                Reply::Array(vec![
                     Reply::bulk_str(&node.client_host),
                     Reply::Int(i64::from(node.client_port)),
                     Reply::bulk_str(&view.name(node.id)),
                     Reply::Map(Vec::new()),
-                ]));
-            }
-            Reply::Array(entry)
+                ]),
+            ]))
         })
         .collect();
     Reply::Array(entries)
 }
 
-/// `CLUSTER SHARDS`: one map per shard, `slots` as a flat `[start, end]`
-/// list and `nodes` as maps with Redis 7's fields in Redis 7's order (id,
-/// port, ip, endpoint, role, replication-offset, health). Maps become flat
-/// arrays for RESP2 clients, as in Redis.
+/// `CLUSTER SHARDS`: one map per node, as Redis has one shard per master:
+/// `slots` as a flat `[start, end, ...]` list of the ranges it masters and
+/// `nodes` holding that node with Redis 7's fields in Redis 7's order (id,
+/// port, ip, endpoint, role, replication-offset, health). A node that
+/// masters nothing is a shard without slots. Maps become flat arrays for
+/// RESP2 clients, as in Redis.
 pub fn cluster_shards(view: &View) -> Reply {
+    if !view.resolved() {
+        return not_ready();
+    }
+    let ranges = view.master_ranges();
     let shards = view
         .map
-        .shards
+        .nodes
         .iter()
-        .map(|shard| {
-            let (_, nodes) = view.ordered_replicas(shard);
-            let nodes = nodes
-                .into_iter()
-                .enumerate()
-                .map(|(i, node)| {
-                    let health = if (view.node_up)(node.id) {
-                        "online"
-                    } else {
-                        "failed"
-                    };
-                    Reply::Map(vec![
-                        (Reply::bulk_str("id"), Reply::bulk_str(&view.name(node.id))),
-                        (
-                            Reply::bulk_str("port"),
-                            Reply::Int(i64::from(node.client_port)),
-                        ),
-                        (Reply::bulk_str("ip"), Reply::bulk_str(&node.client_host)),
-                        (
-                            Reply::bulk_str("endpoint"),
-                            Reply::bulk_str(&node.client_host),
-                        ),
-                        (
-                            Reply::bulk_str("role"),
-                            Reply::bulk_str(if i == 0 { "master" } else { "replica" }),
-                        ),
-                        (Reply::bulk_str("replication-offset"), Reply::Int(0)),
-                        (Reply::bulk_str("health"), Reply::bulk_str(health)),
-                    ])
-                })
+        .map(|node| {
+            let slots = ranges
+                .iter()
+                .filter(|r| r.2 == node.id)
+                .flat_map(|r| [Reply::Int(i64::from(r.0)), Reply::Int(i64::from(r.1))])
                 .collect();
-            Reply::Map(vec![
+            let health = if node.id == view.myself || (view.node_up)(node.id) {
+                "online"
+            } else {
+                "failed"
+            };
+            let me = Reply::Map(vec![
+                (Reply::bulk_str("id"), Reply::bulk_str(&view.name(node.id))),
                 (
-                    Reply::bulk_str("slots"),
-                    Reply::Array(vec![
-                        Reply::Int(i64::from(shard.slots.0)),
-                        Reply::Int(i64::from(shard.slots.1)),
-                    ]),
+                    Reply::bulk_str("port"),
+                    Reply::Int(i64::from(node.client_port)),
                 ),
-                (Reply::bulk_str("nodes"), Reply::Array(nodes)),
+                (Reply::bulk_str("ip"), Reply::bulk_str(&node.client_host)),
+                (
+                    Reply::bulk_str("endpoint"),
+                    Reply::bulk_str(&node.client_host),
+                ),
+                (Reply::bulk_str("role"), Reply::bulk_str("master")),
+                (Reply::bulk_str("replication-offset"), Reply::Int(0)),
+                (Reply::bulk_str("health"), Reply::bulk_str(health)),
+            ]);
+            Reply::Map(vec![
+                (Reply::bulk_str("slots"), Reply::Array(slots)),
+                (Reply::bulk_str("nodes"), Reply::Array(vec![me])),
             ])
         })
         .collect();
@@ -140,29 +168,15 @@ pub fn cluster_shards(view: &View) -> Reply {
 
 /// `CLUSTER NODES`: one line per node, `\n`-terminated, in Redis's format
 /// `<name> <ip:port@cport> <flags> - 0 0 <epoch> <link> <slot ranges>`.
-/// Every node is a master; its slots are those of the shards it leads now
-/// (adjacent ranges merged, single slots written alone, as Redis writes
-/// them). A node that leads nothing is a master without slots; a node that
-/// is down carries the `fail` flag and a `disconnected` link.
+/// Every node is a master; its slots are the ranges it masters now (see
+/// [`View::master`]), written as Redis writes them (adjacent ranges merged,
+/// single slots alone). A node that masters nothing is a master without
+/// slots; a node that is down carries the `fail` flag and a
+/// `disconnected` link.
 pub fn cluster_nodes(view: &View) -> String {
-    // Slot ranges led by each node, in slot order.
-    let mut led: Vec<Vec<(u16, u16)>> = vec![Vec::new(); view.map.nodes.len()];
-    for shard in &view.map.shards {
-        let Some(leader) = view.leader(shard) else {
-            continue;
-        };
-        let Some(i) = view.map.nodes.iter().position(|n| n.id == leader) else {
-            continue;
-        };
-        match led[i].last_mut() {
-            Some(last) if u32::from(last.1) + 1 == u32::from(shard.slots.0) => {
-                last.1 = shard.slots.1
-            }
-            _ => led[i].push(shard.slots),
-        }
-    }
+    let ranges = view.master_ranges();
     let mut out = String::new();
-    for (node, ranges) in view.map.nodes.iter().zip(&led) {
+    for node in &view.map.nodes {
         let me = node.id == view.myself;
         let up = me || (view.node_up)(node.id);
         out.push_str(&format!(
@@ -176,7 +190,7 @@ pub fn cluster_nodes(view: &View) -> String {
             view.map.epoch,
             if up { "connected" } else { "disconnected" },
         ));
-        for &(a, b) in ranges {
+        for &(a, b, _) in ranges.iter().filter(|r| r.2 == node.id) {
             if a == b {
                 out.push_str(&format!(" {a}"));
             } else {
@@ -188,17 +202,28 @@ pub fn cluster_nodes(view: &View) -> String {
     out
 }
 
+/// `CLUSTER NODES` for the client: the text, or CLUSTERDOWN while a
+/// master's address is unknown.
+pub fn cluster_nodes_checked(view: &View) -> Reply {
+    if !view.resolved() {
+        return not_ready();
+    }
+    cluster_nodes_reply(view)
+}
+
 /// `CLUSTER INFO`, CRLF-terminated lines as Redis 7.0 writes them. A slot
 /// is ok when its shard's leader is up, pfail when the leader is known but
-/// unreachable, fail when the shard has no leader; the state is `fail` as
-/// soon as one shard has no leader. `cluster_size` counts the nodes that
+/// unreachable, fail when the shard has no leader (or its client address
+/// is unknown); the state is `fail` as soon as one slot fails, so `ok`
+/// means a client gets a complete, address-resolved map. `cluster_size` counts the nodes that
 /// lead at least one shard (Redis: masters serving at least one slot).
 pub fn cluster_info(view: &View) -> String {
     let (mut ok, mut pfail, mut fail) = (0u32, 0u32, 0u32);
     let mut leaders: Vec<u64> = Vec::new();
     for shard in &view.map.shards {
         let count = u32::from(shard.slots.1 - shard.slots.0) + 1;
-        match view.leader(shard) {
+        let addressed = |id: u64| view.map.node(id).is_some_and(|n| n.client_port != 0);
+        match view.leader(shard).filter(|&l| addressed(l)) {
             Some(l) => {
                 if (view.node_up)(l) || l == view.myself {
                     ok += count;
@@ -252,9 +277,57 @@ pub fn cluster_myid(view: &View) -> Reply {
     Reply::bulk_str(&view.name(view.myself))
 }
 
+/// `CLUSTER MYSHARDID`: the id of the answering node's shard in the Redis
+/// model, where every node is the one master of its own shard.
+pub fn cluster_myshardid(view: &View) -> Reply {
+    Reply::bulk_str(&shard_name(view.map.cluster_id, view.myself))
+}
+
+/// `CLUSTER LINKS`: one outbound link per reachable peer, with Redis 7's
+/// fields (Kvasir keeps one bus connection per peer; buffer sizes and
+/// creation times are not tracked and read 0).
+pub fn cluster_links(view: &View) -> Reply {
+    let links = view
+        .map
+        .nodes
+        .iter()
+        .filter(|n| n.id != view.myself && (view.node_up)(n.id))
+        .map(|n| {
+            Reply::Map(vec![
+                (Reply::bulk_str("direction"), Reply::bulk_str("to")),
+                (Reply::bulk_str("node"), Reply::bulk_str(&view.name(n.id))),
+                (Reply::bulk_str("create-time"), Reply::Int(0)),
+                (Reply::bulk_str("events"), Reply::bulk_str("rw")),
+                (Reply::bulk_str("send-buffer-allocated"), Reply::Int(0)),
+                (Reply::bulk_str("send-buffer-used"), Reply::Int(0)),
+            ])
+        })
+        .collect();
+    Reply::Array(links)
+}
+
+/// `CLUSTER REPLICAS <node-id>`: a known node has no replicas in the Redis
+/// model Kvasir presents; an unknown one is Redis's error.
+pub fn cluster_replicas(view: &View, name: &[u8]) -> Reply {
+    let known = view
+        .map
+        .nodes
+        .iter()
+        .any(|n| view.name(n.id).as_bytes() == name);
+    if known {
+        Reply::Array(Vec::new())
+    } else {
+        Reply::error(format!(
+            "ERR Unknown node {}",
+            String::from_utf8_lossy(name)
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::map::{shard_name, NodeInfo};
     use kvasir_resp::{encode, Protocol};
 
     fn nodes(n: u64) -> Vec<NodeInfo> {
@@ -308,7 +381,7 @@ mod tests {
     }
 
     #[test]
-    fn slots_cover_every_slot_once_leader_first() {
+    fn slots_cover_every_slot_once_master_only() {
         let m = map(3, 8, 3);
         let leader = preferred(&m);
         let view = View {
@@ -325,7 +398,7 @@ mod tests {
             let e = items(entry);
             assert_eq!(ints(&e[0]), next);
             next = ints(&e[1]) + 1;
-            assert_eq!(e.len(), 2 + 3);
+            assert_eq!(e.len(), 3, "masters only");
             let master = items(&e[2]);
             assert_eq!(master.len(), 4);
             assert_eq!(bulk(&master[0]), "127.0.0.1");
@@ -337,7 +410,7 @@ mod tests {
         let first = wire(&entries[0], Protocol::Resp2);
         assert!(
             first.starts_with(&format!(
-                "*5\r\n:0\r\n:682\r\n*4\r\n$9\r\n127.0.0.1\r\n:7001\r\n$40\r\n{}\r\n*0\r\n",
+                "*3\r\n:0\r\n:682\r\n*4\r\n$9\r\n127.0.0.1\r\n:7001\r\n$40\r\n{}\r\n*0\r\n",
                 node_name(5, 1)
             )),
             "{first}"
@@ -347,9 +420,10 @@ mod tests {
     }
 
     #[test]
-    fn slots_follow_the_live_leader_and_skip_down_replicas() {
+    fn slots_follow_the_live_leader_and_merge_ranges() {
         let m = map(3, 1, 3);
-        // Shard 1 is led by node 3; shard 2 has no leader; node 2 is down.
+        // Shard 1 is led by node 3; shard 2 has no leader (its preferred
+        // leader, node 2, stands in); shard 3 is led by node 3.
         let leader = |s: u64| match s {
             1 => Some(3),
             2 => None,
@@ -363,23 +437,70 @@ mod tests {
             node_up: &up,
         };
         let reply = cluster_slots(&view);
-        let ports = |i: usize| -> Vec<i64> {
-            items(&items(&reply)[i])[2..]
-                .iter()
-                .map(|n| ints(&items(n)[1]))
-                .collect()
+        let entry = |i: usize| -> (i64, i64, i64) {
+            let e = items(&items(&reply)[i]);
+            (ints(&e[0]), ints(&e[1]), ints(&items(&e[2])[1]))
         };
-        // Shard 1: replicas [1, 2, 3] led by 3, 2 is down.
-        assert_eq!(ports(0), vec![7003, 7001]);
-        // Shard 2: replicas [2, 3, 1], no leader: replicas[0] first even if down.
-        assert_eq!(ports(1), vec![7002, 7003, 7001]);
-        assert_eq!(ports(2), vec![7003, 7001]);
+        assert_eq!(items(&reply).len(), 3);
+        assert_eq!(entry(0), (0, 5460, 7003));
+        assert_eq!(entry(1), (5461, 10922, 7002));
+        assert_eq!(entry(2), (10923, 16383, 7003));
+        // Adjacent shards with one master are one range.
+        let all3 = |_: u64| Some(3);
+        let view = View {
+            map: &m,
+            myself: 1,
+            leader_of: &all3,
+            node_up: &all_up,
+        };
+        let reply = cluster_slots(&view);
+        assert_eq!(items(&reply).len(), 1);
+        assert_eq!(ints(&items(&items(&reply)[0])[1]), 16383);
+    }
+
+    #[test]
+    fn no_topology_with_unknown_addresses() {
+        let mut ns = nodes(3);
+        ns[1].client_host = String::new();
+        ns[1].client_port = 0;
+        let m = ClusterMap::bootstrap(5, ns, 1, 3).unwrap();
+        let leader = preferred(&m);
+        let view = View {
+            map: &m,
+            myself: 1,
+            leader_of: &leader,
+            node_up: &all_up,
+        };
+        assert!(!view.resolved());
+        for r in [
+            cluster_slots(&view),
+            cluster_shards(&view),
+            cluster_nodes_checked(&view),
+        ] {
+            assert!(
+                matches!(&r, Reply::Error(e) if e.starts_with("CLUSTERDOWN")),
+                "{r:?}"
+            );
+        }
+        assert!(cluster_info(&view).starts_with("cluster_state:fail\r\n"));
+        // Once the shard node 2 would stand in for is led by node 1, no
+        // master lacks an address and the map is served.
+        let others = |s: u64| Some(if s == 2 { 1 } else { s });
+        let view = View {
+            map: &m,
+            myself: 1,
+            leader_of: &others,
+            node_up: &all_up,
+        };
+        assert!(view.resolved());
+        assert!(matches!(cluster_slots(&view), Reply::Array(_)));
     }
 
     #[test]
     fn shards_have_redis_7_fields() {
         let m = map(3, 1, 2);
-        let leader = |s: u64| Some(if s == 1 { 2 } else { s });
+        // Node 2 leads shards 1 and 2, node 3 leads shard 3, node 1 none.
+        let leader = |s: u64| Some(if s == 3 { 3 } else { 2 });
         let up = |n: u64| n != 1;
         let view = View {
             map: &m,
@@ -389,17 +510,12 @@ mod tests {
         };
         let reply = cluster_shards(&view);
         assert_eq!(items(&reply).len(), 3);
-        let Reply::Map(first) = &items(&reply)[0] else {
-            panic!("shard is not a map")
+        let shard = |i: usize| -> &[(Reply, Reply)] {
+            match &items(&reply)[i] {
+                Reply::Map(kv) => kv,
+                _ => panic!("shard is not a map"),
+            }
         };
-        assert_eq!(bulk(&first[0].0), "slots");
-        assert_eq!(
-            first[0].1,
-            Reply::Array(vec![Reply::Int(0), Reply::Int(5460)])
-        );
-        assert_eq!(bulk(&first[1].0), "nodes");
-        let nodes = items(&first[1].1);
-        assert_eq!(nodes.len(), 2);
         let fields = |n: &Reply| -> Vec<(String, String)> {
             let Reply::Map(kv) = n else {
                 panic!("node is not a map")
@@ -414,14 +530,13 @@ mod tests {
                 })
                 .collect()
         };
-        let name2 = node_name(5, 2);
-        let expect = |id: &str, port: &str, role: &str, health: &str| {
+        let expect = |id: &str, port: &str, health: &str| {
             [
                 ("id", id),
                 ("port", port),
                 ("ip", "127.0.0.1"),
                 ("endpoint", "127.0.0.1"),
-                ("role", role),
+                ("role", "master"),
                 ("replication-offset", "0"),
                 ("health", health),
             ]
@@ -429,25 +544,35 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect::<Vec<_>>()
         };
+        // Node 1: no slots, down.
+        assert_eq!(bulk(&shard(0)[0].0), "slots");
+        assert_eq!(shard(0)[0].1, Reply::Array(vec![]));
+        assert_eq!(bulk(&shard(0)[1].0), "nodes");
+        let n1 = items(&shard(0)[1].1);
+        assert_eq!(n1.len(), 1);
+        assert_eq!(fields(&n1[0]), expect(&node_name(5, 1), "7001", "failed"));
+        // Node 2: shards 1 and 2 merged.
         assert_eq!(
-            fields(&nodes[0]),
-            expect(&name2, "7002", "master", "online")
+            shard(1)[0].1,
+            Reply::Array(vec![Reply::Int(0), Reply::Int(10922)])
         );
-        let name1 = node_name(5, 1);
+        let n2 = items(&shard(1)[1].1);
+        assert_eq!(fields(&n2[0]), expect(&node_name(5, 2), "7002", "online"));
         assert_eq!(
-            fields(&nodes[1]),
-            expect(&name1, "7001", "replica", "failed")
+            shard(2)[0].1,
+            Reply::Array(vec![Reply::Int(10923), Reply::Int(16383)])
         );
         // RESP2 flattens maps, as Redis does.
-        let w = wire(&items(&reply)[0], Protocol::Resp2);
-        assert!(w.starts_with("*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:5460\r\n$5\r\nnodes\r\n*2\r\n*14\r\n$2\r\nid\r\n"), "{w}");
+        let w = wire(&items(&reply)[1], Protocol::Resp2);
+        assert!(w.starts_with("*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:10922\r\n$5\r\nnodes\r\n*1\r\n*14\r\n$2\r\nid\r\n"), "{w}");
     }
 
     #[test]
     fn nodes_lines_are_parseable() {
         let m = map(3, 2, 3);
-        // Node 1 leads shards 1 and 2 (adjacent: merged), node 2 leads 5,
-        // node 3 leads nothing, shards 3, 4 and 6 have no leader.
+        // Node 1 leads shards 1 and 2 (adjacent: merged), node 2 leads 5;
+        // shards 3, 4 and 6 have no leader, so their preferred leaders
+        // (3, 1 and 3) stand in.
         let leader = |s: u64| match s {
             1 | 2 => Some(1),
             5 => Some(2),
@@ -468,9 +593,11 @@ mod tests {
         assert_eq!(
             lines[0],
             format!(
-                "{} 127.0.0.1:7001@17001 master - 0 0 1 connected 0-{}",
+                "{} 127.0.0.1:7001@17001 master - 0 0 1 connected 0-{} {}-{}",
                 node_name(5, 1),
-                s(1).1
+                s(1).1,
+                s(3).0,
+                s(3).1
             )
         );
         assert_eq!(
@@ -485,8 +612,12 @@ mod tests {
         assert_eq!(
             lines[2],
             format!(
-                "{} 127.0.0.1:7003@17003 master,fail - 0 0 1 disconnected",
-                node_name(5, 3)
+                "{} 127.0.0.1:7003@17003 master,fail - 0 0 1 disconnected {}-{} {}-{}",
+                node_name(5, 3),
+                s(2).0,
+                s(2).1,
+                s(5).0,
+                s(5).1
             )
         );
         for line in &lines {
@@ -617,6 +748,40 @@ mod tests {
     }
 
     #[test]
+    fn shard_ids_links_and_replicas() {
+        let m = map(3, 1, 3);
+        let leader = preferred(&m);
+        let down3 = |n: u64| n != 3;
+        let view = View {
+            map: &m,
+            myself: 1,
+            leader_of: &leader,
+            node_up: &down3,
+        };
+        let shard_id = bulk(&cluster_myshardid(&view));
+        assert_eq!(shard_id.len(), 40);
+        assert!(shard_id.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(shard_id, bulk(&cluster_myid(&view)));
+        assert_ne!(shard_id, shard_name(5, 2));
+        // One link per reachable peer.
+        let links = cluster_links(&view);
+        assert_eq!(items(&links).len(), 1);
+        let Reply::Map(kv) = &items(&links)[0] else {
+            panic!("link is not a map")
+        };
+        assert_eq!(bulk(&kv[1].1), node_name(5, 2));
+        // No replicas of a known node; Redis's error for an unknown one.
+        assert_eq!(
+            cluster_replicas(&view, node_name(5, 2).as_bytes()),
+            Reply::Array(vec![])
+        );
+        assert_eq!(
+            cluster_replicas(&view, b"nope"),
+            Reply::error("ERR Unknown node nope")
+        );
+    }
+
+    #[test]
     fn unknown_leaders_are_ignored() {
         let m = map(3, 1, 3);
         let leader = |_: u64| Some(99);
@@ -627,7 +792,9 @@ mod tests {
             node_up: &all_up,
         };
         assert!(cluster_info(&view).starts_with("cluster_state:fail"));
+        // The preferred leaders stand in for the unknown one.
         let reply = cluster_slots(&view);
-        assert_eq!(items(&items(&reply)[0]).len(), 5);
+        assert_eq!(items(&items(&reply)[0]).len(), 3);
+        assert_eq!(ints(&items(&items(&items(&reply)[0])[2])[1]), 7001);
     }
 }

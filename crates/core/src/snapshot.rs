@@ -642,10 +642,53 @@ fn write_bytes(h: &mut impl Hasher, b: &[u8]) {
     h.write(b);
 }
 
-fn hash_of(f: impl FnOnce(&mut dyn Hasher)) -> u64 {
-    let mut h = hasher();
+fn hash_of<H: Hasher>(new: fn() -> H, f: impl FnOnce(&mut dyn Hasher)) -> u64 {
+    let mut h = new();
     f(&mut h);
     h.finish()
+}
+
+/// FNV-1a, 64 bits, integers written little-endian: a hash whose output
+/// is fixed forever, for digests that travel in the Raft log and are
+/// compared by replicas that may run different builds.
+struct StableHasher(u64);
+
+impl StableHasher {
+    fn new() -> StableHasher {
+        StableHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for StableHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.write(&[i]);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.write(&i.to_le_bytes());
+    }
+}
+
+/// What WATCH remembers of a key in cluster mode: a digest of its logical
+/// contents and expiry at `now_ms` (0 for a missing or expired key), by a
+/// hash that never changes between builds. The EXEC entry carries the
+/// digests seen at WATCH time and every replica compares them with its
+/// own state when it applies the entry, so all replicas abort alike.
+pub fn watch_digest(store: &Store, db: usize, key: &[u8], now_ms: u64) -> u64 {
+    if db >= store.databases() {
+        return 0;
+    }
+    match store.db(db).get(key) {
+        Some(e) if !e.is_expired(now_ms) => entry_digest_with(db, e, StableHasher::new) | 1,
+        _ => 0,
+    }
 }
 
 /// A content digest of every key, value and expiry in every database:
@@ -676,7 +719,11 @@ pub fn digest(store: &Store) -> u64 {
 }
 
 fn entry_digest(db: usize, e: &Entry) -> u64 {
-    let mut h = hasher();
+    entry_digest_with(db, e, hasher)
+}
+
+fn entry_digest_with<H: Hasher>(db: usize, e: &Entry, new: fn() -> H) -> u64 {
+    let mut h = new();
     h.write_u64(db as u64);
     write_bytes(&mut h, &e.key);
     h.write_u64(e.expire_at().unwrap_or(0));
@@ -703,7 +750,7 @@ fn entry_digest(db: usize, e: &Entry) -> u64 {
             h.write_u8(b'h');
             h.write_u64(x.len() as u64);
             let sum = x.iter().fold(0u64, |acc, (f, v)| {
-                acc.wrapping_add(hash_of(|h| {
+                acc.wrapping_add(hash_of(new, |h| {
                     h.write_u64(f.len() as u64);
                     h.write(f);
                     h.write_u64(v.len() as u64);
@@ -717,7 +764,7 @@ fn entry_digest(db: usize, e: &Entry) -> u64 {
             h.write_u64(s.len() as u64);
             let sum = s.iter().fold(0u64, |acc, m| {
                 acc.wrapping_add(m.with_bytes(|b| {
-                    hash_of(|h| {
+                    hash_of(new, |h| {
                         h.write_u64(b.len() as u64);
                         h.write(b);
                     })

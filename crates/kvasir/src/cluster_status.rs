@@ -1,6 +1,8 @@
 //! `kvasir cluster status --node HOST:PORT`: the cluster as one node sees
-//! it (CLUSTER SHARDS, CLUSTER NODES), completed with every reachable
-//! node's INFO raft (leaders, applied indexes, lag).
+//! it (CLUSTER NODES, CLUSTER INFO), completed with every reachable node's
+//! INFO raft (shards as Raft groups: slots, replicas, leaders, applied
+//! indexes, lag). CLUSTER SHARDS shows the Redis Cluster model (one shard
+//! per master), so the Raft groups come from INFO raft.
 
 use crate::resp_client::{info_fields, info_get, Conn, Value};
 use std::collections::BTreeMap;
@@ -29,6 +31,7 @@ struct Group {
     commit: u64,
     applied: u64,
     slots: String,
+    voters: Vec<u64>,
 }
 
 /// What one node told us about itself.
@@ -83,6 +86,7 @@ fn parse_group(v: &str) -> Group {
             "commit" => g.commit = n(),
             "applied" => g.applied = n(),
             "slots" => g.slots = v.to_string(),
+            "voters" => g.voters = v.split('/').filter_map(|x| x.parse().ok()).collect(),
             _ => {}
         }
     }
@@ -120,18 +124,6 @@ fn report_of(addr: &str) -> NodeReport {
     r
 }
 
-/// Slot ranges of a CLUSTER SHARDS entry as `a-b` strings.
-fn slot_ranges(shard: &Value) -> Vec<String> {
-    let nums: Vec<i64> = shard
-        .field("slots")
-        .map(|s| s.items().iter().filter_map(Value::int).collect())
-        .unwrap_or_default();
-    nums.chunks(2)
-        .filter(|c| c.len() == 2)
-        .map(|c| format!("{}-{}", c[0], c[1]))
-        .collect()
-}
-
 pub fn run(node: &str) -> ExitCode {
     match status(node) {
         Ok(text) => {
@@ -148,15 +140,15 @@ pub fn run(node: &str) -> ExitCode {
 fn status(node: &str) -> Result<String, String> {
     let mut conn = Conn::connect(node, TIMEOUT)
         .map_err(|e| format!("{e} (is a Kvasir node listening there?)"))?;
-    let shards = match conn.call(&["CLUSTER", "SHARDS"])? {
+    match conn.call(&["CLUSTER", "MYID"])? {
         Value::Error(e) if e.contains("cluster support disabled") => {
             return Err(format!(
                 "{node} is not in cluster mode (it was started without --initial-cluster)"
             ))
         }
-        Value::Error(e) => return Err(format!("{node}: CLUSTER SHARDS: {e}")),
-        v => v,
-    };
+        Value::Error(e) => return Err(format!("{node}: CLUSTER MYID: {e}")),
+        _ => {}
+    }
     let nodes = parse_nodes(&conn.call_text(&["CLUSTER", "NODES"])?);
     let info = info_fields(&conn.call_text(&["CLUSTER", "INFO"])?);
     drop(conn);
@@ -171,12 +163,15 @@ fn status(node: &str) -> Result<String, String> {
         };
         reports.insert(n.id, report_of(&addr));
     }
-    // Shard id by slot range, from any node's INFO raft.
-    let mut id_by_slots: BTreeMap<String, u64> = BTreeMap::new();
+    // Every shard (Raft group) any reachable node holds, with its slots
+    // and replicas.
+    let mut shards: BTreeMap<u64, (String, Vec<u64>)> = BTreeMap::new();
     for r in reports.values() {
         for (id, g) in &r.groups {
             if g.slots != "meta" && !g.slots.is_empty() {
-                id_by_slots.insert(g.slots.clone(), *id);
+                shards
+                    .entry(*id)
+                    .or_insert_with(|| (g.slots.clone(), g.voters.clone()));
             }
         }
     }
@@ -186,7 +181,7 @@ fn status(node: &str) -> Result<String, String> {
         "Cluster as seen by {node}: cluster_state:{}, {} nodes, {} shards, slots ok {}/16384\n\n",
         info_get(&info, "cluster_state").unwrap_or("?"),
         nodes.len(),
-        shards.items().len(),
+        shards.len(),
         info_get(&info, "cluster_slots_ok").unwrap_or("?"),
     ));
     out.push_str(&format!(
@@ -194,23 +189,7 @@ fn status(node: &str) -> Result<String, String> {
         "SHARD", "SLOTS", "REPLICAS", "LEADER", "TERM", "COMMIT", "MAX_LAG", "APPLIED (node=index)"
     ));
     let mut leaderless = 0;
-    for (i, shard) in shards.items().iter().enumerate() {
-        let ranges = slot_ranges(shard);
-        let slots = ranges.join(",");
-        let id = ranges
-            .first()
-            .and_then(|r| id_by_slots.get(r).copied())
-            .unwrap_or(i as u64 + 1);
-        let replicas: Vec<u64> = shard
-            .field("nodes")
-            .map(|ns| {
-                ns.items()
-                    .iter()
-                    .filter_map(|n| n.field("id").and_then(Value::text))
-                    .filter_map(|name| id_of_name(&name))
-                    .collect()
-            })
-            .unwrap_or_default();
+    for (&id, (slots, replicas)) in &shards {
         let mut sorted = replicas.clone();
         sorted.sort_unstable();
         // The leader is the replica that says so itself.
@@ -302,8 +281,8 @@ fn status(node: &str) -> Result<String, String> {
     }
     out.push_str(&format!(
         "\n{} of {} shards have a leader; {} of {} nodes up\n",
-        shards.items().len() - leaderless,
-        shards.items().len(),
+        shards.len() - leaderless,
+        shards.len(),
         nodes.len() - down,
         nodes.len()
     ));
@@ -332,5 +311,6 @@ mod tests {
         assert_eq!(g.role, "leader");
         assert_eq!((g.term, g.leader, g.commit, g.applied), (2, 1, 10, 9));
         assert_eq!(g.slots, "0-682");
+        assert_eq!(g.voters, vec![1, 2, 3]);
     }
 }

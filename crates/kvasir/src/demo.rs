@@ -221,7 +221,7 @@ async fn demo(args: DemoArgs) -> ExitCode {
     let initial_cluster: Vec<String> = ports
         .iter()
         .enumerate()
-        .map(|(i, (_, c))| format!("{}=127.0.0.1:{c}", i + 1))
+        .map(|(i, (p, c))| format!("{}=127.0.0.1:{p}@{c}", i + 1))
         .collect();
     let initial_cluster = initial_cluster.join(",");
     println!(

@@ -215,16 +215,25 @@ fn check_cluster_flags(config: &Config, cluster_port: Option<u16>) -> Result<(),
         }
         return Ok(());
     };
-    let members = kvasir_cluster::parse_initial_cluster(initial)
-        .map_err(|e| format!("--initial-cluster: {e}"))?;
+    let members =
+        kvasir_cluster::parse_members(initial).map_err(|e| format!("--initial-cluster: {e}"))?;
     let Some(id) = config.node_id else {
         return Err("--initial-cluster needs --node-id (this node's id in it)".into());
     };
-    let Some((_, addr)) = members.iter().find(|(m, _)| *m == id) else {
+    let Some(me) = members.iter().find(|m| m.id == id) else {
         return Err(format!(
             "--node-id {id} is not a member of --initial-cluster {initial}"
         ));
     };
+    let addr = &me.bus_addr;
+    if let Some((_, port)) = &me.client {
+        if *port != config.port {
+            return Err(format!(
+                "--port {} does not match node {id}'s client port {port} in --initial-cluster",
+                config.port
+            ));
+        }
+    }
     if let Some(p) = cluster_port {
         let theirs = addr
             .rsplit_once(':')

@@ -25,28 +25,6 @@ impl Value {
             _ => None,
         }
     }
-
-    pub fn int(&self) -> Option<i64> {
-        match self {
-            Value::Int(n) => Some(*n),
-            _ => self.text().and_then(|t| t.parse().ok()),
-        }
-    }
-
-    pub fn items(&self) -> &[Value] {
-        match self {
-            Value::Array(Some(v)) => v,
-            _ => &[],
-        }
-    }
-
-    /// A field of a RESP2-flattened map (`[k1, v1, k2, v2, ...]`).
-    pub fn field(&self, name: &str) -> Option<&Value> {
-        self.items()
-            .chunks(2)
-            .find(|kv| kv.len() == 2 && kv[0].text().as_deref() == Some(name))
-            .map(|kv| &kv[1])
-    }
 }
 
 pub struct Conn {
@@ -178,9 +156,13 @@ mod tests {
     fn parses_nested_replies() {
         let raw = b"*3\r\n$5\r\nslots\r\n*2\r\n:0\r\n:682\r\n-ERR no\r\n";
         let v = read_value(&mut &raw[..]).unwrap();
-        assert_eq!(v.items().len(), 3);
-        assert_eq!(v.field("slots").map(|s| s.items().len()), Some(2));
-        assert_eq!(v.items()[2], Value::Error("ERR no".into()));
+        let Value::Array(Some(items)) = v else {
+            panic!("not an array: {v:?}")
+        };
+        assert_eq!(items.len(), 3);
+        assert_eq!(items[0].text().as_deref(), Some("slots"));
+        assert!(matches!(&items[1], Value::Array(Some(a)) if a.len() == 2));
+        assert_eq!(items[2], Value::Error("ERR no".into()));
         let nil = read_value(&mut &b"$-1\r\n"[..]).unwrap();
         assert_eq!(nil, Value::Bulk(None));
     }

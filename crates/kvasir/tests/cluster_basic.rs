@@ -40,16 +40,9 @@ fn err_text(r: redis::RedisResult<redis::Value>) -> String {
     }
 }
 
-/// Requests in flight at once through the cluster client. With 100, the
-/// redis-rs cluster client intermittently stalls for its whole 15 s budget
-/// when two clusters run side by side on 2 cores, while every node's Raft
-/// state shows nothing outstanding and CLIENT LIST shows the client's one
-/// connection per node idle with an empty query buffer. A packet capture of
-/// such a run showed every request answered exactly once and in order (the
-/// last replies a burst of MOVED and one CLUSTERDOWN during a leader move),
-/// after which the client sent nothing more: the stall is on the client's
-/// side (see the issue 5 closing note).
-const CONCURRENCY: usize = 10;
+/// Requests in flight at once through the cluster client (see
+/// cluster_redis_rs_inflight.rs for why this once had to be 10).
+const CONCURRENCY: usize = 100;
 
 #[test]
 fn cluster_serves_all_slots_through_moved() {
@@ -57,8 +50,10 @@ fn cluster_serves_all_slots_through_moved() {
     let mut c = Cluster::start(&[]);
     println!("cluster ready in {:?}", t0.elapsed());
 
-    // CLUSTER SLOTS on every node: 0..=16383 covered exactly once, three
-    // distinct nodes per range, leaders spread over the three nodes.
+    // CLUSTER SLOTS on every node: 0..=16383 covered exactly once, each
+    // range with its master only (a node listed as a replica anywhere
+    // would lose its master role in redis-py and go-redis), masters
+    // spread over the three nodes.
     for id in 1..=NODES {
         let mut slots = c.slots(id).expect("CLUSTER SLOTS");
         slots.sort_by_key(|r| r.start);
@@ -67,11 +62,7 @@ fn cluster_serves_all_slots_through_moved() {
             assert_eq!(r.start as u32, next, "gap or overlap at {r:?} on node {id}");
             assert!(r.end >= r.start);
             next = r.end as u32 + 1;
-            assert_eq!(r.ports.len(), 3, "replicas of {r:?}");
-            let mut p = r.ports.clone();
-            p.sort();
-            p.dedup();
-            assert_eq!(p.len(), 3, "replicas on distinct nodes: {r:?}");
+            assert_eq!(r.ports.len(), 1, "masters only: {r:?}");
             assert!(r.ports.iter().all(|p| c.id_of_port(*p).is_some()));
         }
         assert_eq!(next, 16384, "slots end at {next} on node {id}");

@@ -633,7 +633,27 @@ impl<S: StateMachine> MultiRaft<S> {
         }
         if tick {
             inner.ticks += 1;
+            let me = self.cfg.node_id;
+            let ticks = inner.ticks;
+            // After a start, a group's first leader should be its preferred
+            // node: it campaigns at once, and the other replicas hold their
+            // election timers for two election timeouts while it is
+            // reachable. Otherwise whoever times out first wins, and the
+            // rebalancer moves a third of the leaders a second later, a
+            // burst of MOVED for every client.
+            let grace = ticks <= 2 * self.cfg.election_ticks as u64;
             for g in &mut inner.groups {
+                let leaderless = g.raw.raft.leader_id == raft::INVALID_ID;
+                if leaderless && ticks == 2 && g.preferred == me {
+                    let _ = g.raw.campaign();
+                }
+                if grace
+                    && leaderless
+                    && g.preferred != me
+                    && self.transport.is_connected(g.preferred)
+                {
+                    continue;
+                }
                 g.raw.tick();
             }
             if inner.ticks.is_multiple_of(20) {

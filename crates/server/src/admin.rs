@@ -27,7 +27,7 @@ pub fn run(
                     return crate::cluster::commands::exec(s, &node);
                 }
                 "watch" => {
-                    return Reply::error("ERR WATCH is not supported in cluster mode yet").into();
+                    return crate::cluster::commands::watch(s, &node, &args[1..]);
                 }
                 _ => {}
             }
@@ -60,6 +60,13 @@ pub fn run(
         (None, "reset") => Ok(reset(s)),
         (None, "info") => Ok(crate::info::render(s, &args[1..])),
         (None, "time") => Ok(time()),
+        // Every Kvasir node is a master (see docs/operations.md), with no
+        // Redis-style replicas: Raft replicates below the Redis model.
+        (None, "role") => Ok(Reply::Array(vec![
+            Reply::bulk_str("master"),
+            Reply::Int(0),
+            Reply::Array(Vec::new()),
+        ])),
         (None, "lastsave") => Ok(Reply::Int((s.server.started_unix_ms / 1000) as i64)),
         (None, "shutdown") => shutdown(s, &args[1..]),
         (None, "readonly") if s.server.cluster.is_some() => {
@@ -199,7 +206,14 @@ fn hello(s: &mut Session, rest: &[Bytes]) -> AdminResult {
             Reply::Int(if proto == Protocol::Resp3 { 3 } else { 2 }),
         ),
         (Reply::bulk_str("id"), Reply::Int(s.info.id as i64)),
-        (Reply::bulk_str("mode"), Reply::bulk_str("standalone")),
+        (
+            Reply::bulk_str("mode"),
+            Reply::bulk_str(if s.server.cluster.is_some() {
+                "cluster"
+            } else {
+                "standalone"
+            }),
+        ),
         (Reply::bulk_str("role"), Reply::bulk_str("master")),
         (Reply::bulk_str("modules"), Reply::Array(Vec::new())),
     ]))

@@ -33,6 +33,7 @@ pub struct ClientInfo {
     pub blocked: Cell<bool>,
     pub subscriptions: Cell<usize>,
     pub psubscriptions: Cell<usize>,
+    pub ssubscriptions: Cell<usize>,
     /// Commands queued by MULTI, or -1 outside a transaction.
     pub multi: Cell<i64>,
 }
@@ -53,7 +54,7 @@ impl ClientInfo {
         if self.blocked.get() {
             flags.push('b');
         }
-        if self.subscriptions.get() + self.psubscriptions.get() > 0 {
+        if self.subscriptions.get() + self.psubscriptions.get() + self.ssubscriptions.get() > 0 {
             flags.push('P');
         }
         if self.multi.get() >= 0 {
@@ -66,7 +67,7 @@ impl ClientInfo {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -78,6 +79,7 @@ impl ClientInfo {
             self.db.get(),
             self.subscriptions.get(),
             self.psubscriptions.get(),
+            self.ssubscriptions.get(),
             self.multi.get(),
             self.qbuf.get(),
             if cmd.is_empty() { "NULL" } else { &cmd },
@@ -116,6 +118,7 @@ impl Clients {
             blocked: Cell::new(false),
             subscriptions: Cell::new(0),
             psubscriptions: Cell::new(0),
+            ssubscriptions: Cell::new(0),
             multi: Cell::new(-1),
         });
         self.open.insert(info.id, info.clone());

@@ -46,29 +46,39 @@ impl Subscriber {
 pub struct PubSub {
     channels: BTreeMap<Bytes, BTreeMap<u64, Subscriber>>,
     patterns: BTreeMap<Bytes, BTreeMap<u64, Subscriber>>,
+    /// Shard channels (SSUBSCRIBE, Redis 7): a namespace of their own.
+    shard_channels: BTreeMap<Bytes, BTreeMap<u64, Subscriber>>,
+}
+
+/// Which of the registry's namespaces a subscription is in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Channel,
+    Pattern,
+    Shard,
 }
 
 impl PubSub {
+    fn map_mut(&mut self, kind: Kind) -> &mut BTreeMap<Bytes, BTreeMap<u64, Subscriber>> {
+        match kind {
+            Kind::Channel => &mut self.channels,
+            Kind::Pattern => &mut self.patterns,
+            Kind::Shard => &mut self.shard_channels,
+        }
+    }
+
     /// Adds a subscription; false if it already existed.
-    pub fn subscribe(&mut self, channel: &Bytes, sub: &Subscriber, pattern: bool) -> bool {
-        let map = if pattern {
-            &mut self.patterns
-        } else {
-            &mut self.channels
-        };
-        map.entry(channel.clone())
+    pub fn subscribe(&mut self, channel: &Bytes, sub: &Subscriber, kind: Kind) -> bool {
+        self.map_mut(kind)
+            .entry(channel.clone())
             .or_default()
             .insert(sub.info.id, sub.clone())
             .is_none()
     }
 
     /// Removes a subscription; false if there was none.
-    pub fn unsubscribe(&mut self, channel: &[u8], client: u64, pattern: bool) -> bool {
-        let map = if pattern {
-            &mut self.patterns
-        } else {
-            &mut self.channels
-        };
+    pub fn unsubscribe(&mut self, channel: &[u8], client: u64, kind: Kind) -> bool {
+        let map = self.map_mut(kind);
         let Some(subs) = map.get_mut(channel) else {
             return false;
         };
@@ -77,6 +87,36 @@ impl PubSub {
             map.remove(channel);
         }
         removed
+    }
+
+    /// Sends `message` to every subscriber of the shard channel `channel`;
+    /// returns how many received it.
+    pub fn spublish(&self, channel: &Bytes, message: &Bytes) -> usize {
+        let Some(subs) = self.shard_channels.get(channel) else {
+            return 0;
+        };
+        subs.values()
+            .map(|s| {
+                s.deliver(Reply::Push(vec![
+                    Reply::bulk_str("smessage"),
+                    Reply::Bulk(channel.clone()),
+                    Reply::Bulk(message.clone()),
+                ])) as usize
+            })
+            .sum()
+    }
+
+    /// Active shard channels matching `pattern`.
+    pub fn shard_channels(&self, pattern: Option<&[u8]>) -> Vec<Bytes> {
+        self.shard_channels
+            .keys()
+            .filter(|c| pattern.is_none_or(|p| kvasir_core::glob::matches(p, c, false)))
+            .cloned()
+            .collect()
+    }
+
+    pub fn shard_numsub(&self, channel: &[u8]) -> usize {
+        self.shard_channels.get(channel).map_or(0, |s| s.len())
     }
 
     /// Sends `message` to every subscriber of `channel` and of every
@@ -150,6 +190,7 @@ fn subscription_count(s: &Session) -> usize {
 fn sync_counts(s: &Session) {
     s.info.subscriptions.set(s.channels.len());
     s.info.psubscriptions.set(s.patterns.len());
+    s.info.ssubscriptions.set(s.shard_channels.len());
 }
 
 fn confirmation(kind: &'static str, name: Option<&Bytes>, count: usize) -> Reply {
@@ -163,7 +204,7 @@ fn confirmation(kind: &'static str, name: Option<&Bytes>, count: usize) -> Reply
 /// In RESP2 a subscribed connection may only (un)subscribe, PING, QUIT or
 /// RESET; anything else gets Redis's error.
 pub fn check_subscribed_mode(s: &Session, resolved: &Resolved) -> Option<Reply> {
-    if s.proto != Protocol::Resp2 || subscription_count(s) == 0 {
+    if s.proto != Protocol::Resp2 || subscription_count(s) + s.shard_channels.len() == 0 {
         return None;
     }
     let Ok((spec, parent)) = resolved else {
@@ -172,7 +213,15 @@ pub fn check_subscribed_mode(s: &Session, resolved: &Resolved) -> Option<Reply> 
     let top = parent.unwrap_or(spec);
     let allowed = matches!(
         top.name,
-        "subscribe" | "unsubscribe" | "psubscribe" | "punsubscribe" | "ping" | "quit" | "reset"
+        "subscribe"
+            | "unsubscribe"
+            | "psubscribe"
+            | "punsubscribe"
+            | "ssubscribe"
+            | "sunsubscribe"
+            | "ping"
+            | "quit"
+            | "reset"
     );
     if allowed {
         return None;
@@ -188,7 +237,7 @@ pub fn check_subscribed_mode(s: &Session, resolved: &Resolved) -> Option<Reply> 
 
 /// Whether PING must answer in the subscribed-mode shape (RESP2 only).
 pub fn ping_in_subscribed_mode(s: &Session) -> bool {
-    s.proto == Protocol::Resp2 && subscription_count(s) > 0
+    s.proto == Protocol::Resp2 && subscription_count(s) + s.shard_channels.len() > 0
 }
 
 fn subscriber(s: &Session) -> Subscriber {
@@ -198,54 +247,64 @@ fn subscriber(s: &Session) -> Subscriber {
     }
 }
 
-fn subscribe(s: &mut Session, names: &[Bytes], pattern: bool) -> Outcome {
+fn subscribed_to(s: &mut Session, kind: Kind) -> &mut std::collections::BTreeSet<Bytes> {
+    match kind {
+        Kind::Channel => &mut s.channels,
+        Kind::Pattern => &mut s.patterns,
+        Kind::Shard => &mut s.shard_channels,
+    }
+}
+
+/// The count a (un)subscribe confirmation carries: channels and patterns
+/// together, shard channels on their own (as Redis 7 counts them).
+fn confirmation_count(s: &Session, kind: Kind) -> usize {
+    match kind {
+        Kind::Shard => s.shard_channels.len(),
+        _ => subscription_count(s),
+    }
+}
+
+fn subscribe(s: &mut Session, names: &[Bytes], kind: Kind) -> Outcome {
     let sub = subscriber(s);
     let mut replies = Vec::with_capacity(names.len());
     for name in names {
-        let mine = if pattern {
-            &mut s.patterns
-        } else {
-            &mut s.channels
-        };
-        if mine.insert(name.clone()) {
-            s.server.pubsub.borrow_mut().subscribe(name, &sub, pattern);
+        if subscribed_to(s, kind).insert(name.clone()) {
+            s.server.pubsub.borrow_mut().subscribe(name, &sub, kind);
         }
-        let kind = if pattern { "psubscribe" } else { "subscribe" };
-        replies.push(confirmation(kind, Some(name), subscription_count(s)));
+        let verb = match kind {
+            Kind::Channel => "subscribe",
+            Kind::Pattern => "psubscribe",
+            Kind::Shard => "ssubscribe",
+        };
+        replies.push(confirmation(verb, Some(name), confirmation_count(s, kind)));
     }
     sync_counts(s);
     Outcome::Replies(replies)
 }
 
-fn unsubscribe(s: &mut Session, names: &[Bytes], pattern: bool) -> Outcome {
-    let kind = if pattern {
-        "punsubscribe"
-    } else {
-        "unsubscribe"
+fn unsubscribe(s: &mut Session, names: &[Bytes], kind: Kind) -> Outcome {
+    let verb = match kind {
+        Kind::Channel => "unsubscribe",
+        Kind::Pattern => "punsubscribe",
+        Kind::Shard => "sunsubscribe",
     };
     let targets: Vec<Bytes> = if names.is_empty() {
-        let mine = if pattern { &s.patterns } else { &s.channels };
-        mine.iter().cloned().collect()
+        subscribed_to(s, kind).iter().cloned().collect()
     } else {
         names.to_vec()
     };
     if targets.is_empty() {
-        return Outcome::Replies(vec![confirmation(kind, None, subscription_count(s))]);
+        return Outcome::Replies(vec![confirmation(verb, None, confirmation_count(s, kind))]);
     }
     let mut replies = Vec::with_capacity(targets.len());
     for name in &targets {
-        let mine = if pattern {
-            &mut s.patterns
-        } else {
-            &mut s.channels
-        };
-        if mine.remove(name) {
+        if subscribed_to(s, kind).remove(name) {
             s.server
                 .pubsub
                 .borrow_mut()
-                .unsubscribe(name, s.info.id, pattern);
+                .unsubscribe(name, s.info.id, kind);
         }
-        replies.push(confirmation(kind, Some(name), subscription_count(s)));
+        replies.push(confirmation(verb, Some(name), confirmation_count(s, kind)));
     }
     sync_counts(s);
     Outcome::Replies(replies)
@@ -255,10 +314,13 @@ fn unsubscribe(s: &mut Session, names: &[Bytes], pattern: bool) -> Outcome {
 pub fn unsubscribe_all(s: &mut Session) {
     let mut registry = s.server.pubsub.borrow_mut();
     for c in std::mem::take(&mut s.channels) {
-        registry.unsubscribe(&c, s.info.id, false);
+        registry.unsubscribe(&c, s.info.id, Kind::Channel);
     }
     for p in std::mem::take(&mut s.patterns) {
-        registry.unsubscribe(&p, s.info.id, true);
+        registry.unsubscribe(&p, s.info.id, Kind::Pattern);
+    }
+    for c in std::mem::take(&mut s.shard_channels) {
+        registry.unsubscribe(&c, s.info.id, Kind::Shard);
     }
     drop(registry);
     sync_counts(s);
@@ -280,18 +342,39 @@ fn pubsub_container(s: &Session, sub: &str, args: &[Bytes]) -> Result<Reply, Cmd
                     .collect(),
             ))
         }
-        "numsub" => Ok(Reply::Map(
+        // A flat [channel, count, ...] array in RESP2 and RESP3 alike, as
+        // Redis 7 answers it (not a map).
+        "numsub" => Ok(Reply::Array(
             args[2..]
                 .iter()
-                .map(|c| {
-                    (
-                        Reply::Bulk(c.clone()),
-                        Reply::Int(registry.numsub(c) as i64),
-                    )
-                })
+                .flat_map(|c| [Reply::Bulk(c.clone()), Reply::Int(registry.numsub(c) as i64)])
                 .collect(),
         )),
         "numpat" => Ok(Reply::Int(registry.numpat() as i64)),
+        "shardchannels" => {
+            if args.len() > 3 {
+                return Err(CmdError::WrongArity("pubsub|shardchannels".into()));
+            }
+            let pattern = args.get(2).map(|p| p.as_ref());
+            Ok(Reply::Array(
+                registry
+                    .shard_channels(pattern)
+                    .into_iter()
+                    .map(Reply::Bulk)
+                    .collect(),
+            ))
+        }
+        "shardnumsub" => Ok(Reply::Array(
+            args[2..]
+                .iter()
+                .flat_map(|c| {
+                    [
+                        Reply::Bulk(c.clone()),
+                        Reply::Int(registry.shard_numsub(c) as i64),
+                    ]
+                })
+                .collect(),
+        )),
         "help" => Ok(kvasir_core::table::help_reply(&[
             "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "CHANNELS [<pattern>]",
@@ -301,6 +384,10 @@ fn pubsub_container(s: &Session, sub: &str, args: &[Bytes]) -> Result<Reply, Cmd
             "NUMSUB [<channel> ...]",
             "    Return the number of subscribers for the specified channels, excluding",
             "    pattern subscriptions(default: no channels).",
+            "SHARDCHANNELS [<pattern>]",
+            "    Return the currently active shard level channels matching a <pattern> (default: '*').",
+            "SHARDNUMSUB [<shardchannel> ...]",
+            "    Return the number of subscribers for the specified shard level channel(s)",
             "HELP",
             "    Print this help.",
         ])),
@@ -308,13 +395,54 @@ fn pubsub_container(s: &Session, sub: &str, args: &[Bytes]) -> Result<Reply, Cmd
     }
 }
 
+/// Cluster mode: shard channels of one call must share a slot, and that
+/// slot must be served here (its shard's leader, or a replica of it for a
+/// READONLY subscriber); otherwise Redis Cluster's CROSSSLOT or MOVED.
+fn shard_channel_check(s: &Session, channels: &[Bytes], publish: bool) -> Option<Reply> {
+    let node = s.server.cluster.as_ref()?;
+    let mut slot = None;
+    for c in channels {
+        let cs = kvasir_cluster::key_slot(c);
+        if slot.is_some_and(|x| x != cs) {
+            return Some(kvasir_cluster::RouteError::CrossSlot.reply());
+        }
+        slot = Some(cs);
+    }
+    let slot = slot?;
+    match node.route(slot, publish, s.readonly) {
+        crate::cluster::Route::Leader(_) | crate::cluster::Route::LocalReplica(_) => None,
+        crate::cluster::Route::Redirect(r) => Some(r),
+        crate::cluster::Route::NoLeader(_) => Some(crate::cluster::ClusterNode::no_leader_reply()),
+    }
+}
+
 /// Runs a pub/sub command; None if `name` is not one.
 pub fn run(s: &mut Session, parent: Option<&str>, name: &str, args: &[Bytes]) -> Option<Outcome> {
     Some(match (parent, name) {
-        (None, "subscribe") => subscribe(s, &args[1..], false),
-        (None, "psubscribe") => subscribe(s, &args[1..], true),
-        (None, "unsubscribe") => unsubscribe(s, &args[1..], false),
-        (None, "punsubscribe") => unsubscribe(s, &args[1..], true),
+        (None, "subscribe") => subscribe(s, &args[1..], Kind::Channel),
+        (None, "psubscribe") => subscribe(s, &args[1..], Kind::Pattern),
+        (None, "unsubscribe") => unsubscribe(s, &args[1..], Kind::Channel),
+        (None, "punsubscribe") => unsubscribe(s, &args[1..], Kind::Pattern),
+        (None, "ssubscribe") => match shard_channel_check(s, &args[1..], false) {
+            Some(refusal) => Outcome::Reply(refusal),
+            None => subscribe(s, &args[1..], Kind::Shard),
+        },
+        (None, "sunsubscribe") => match shard_channel_check(s, &args[1..], false) {
+            Some(refusal) => Outcome::Reply(refusal),
+            None => unsubscribe(s, &args[1..], Kind::Shard),
+        },
+        (None, "spublish") => match shard_channel_check(s, &args[1..2], true) {
+            Some(refusal) => Outcome::Reply(refusal),
+            None => {
+                let n = s.server.pubsub.borrow().spublish(&args[1], &args[2]);
+                if let Some(node) = &s.server.cluster {
+                    // READONLY subscribers on the shard's other replicas
+                    // hear it too; the count is this node's, as in Redis.
+                    node.spublish(&args[1], &args[2]);
+                }
+                Outcome::Reply(Reply::Int(n as i64))
+            }
+        },
         (None, "publish") => {
             let n = s.server.pubsub.borrow().publish(&args[1], &args[2]);
             if let Some(node) = &s.server.cluster {

@@ -42,6 +42,8 @@ pub struct Session {
     /// Channels and patterns this connection subscribes to.
     pub channels: BTreeSet<Bytes>,
     pub patterns: BTreeSet<Bytes>,
+    /// Shard channels (SSUBSCRIBE).
+    pub shard_channels: BTreeSet<Bytes>,
     /// Where pub/sub messages for this connection are queued.
     pub push_tx: mpsc::Sender<Reply>,
     push_rx: mpsc::Receiver<Reply>,
@@ -78,6 +80,9 @@ pub struct PendingOp {
     pub blocking: bool,
     /// The command, kept to propose it again when a blocking pop wakes.
     pub args: Option<Vec<Bytes>>,
+    /// WATCH in cluster mode: the keys whose digests the read returns, to
+    /// remember in the transaction state.
+    pub watch: Option<Vec<Bytes>>,
 }
 
 /// What running one request produced.
@@ -126,6 +131,7 @@ pub async fn run(server: Rc<Server>, mut stream: TcpStream, addr: SocketAddr) {
         txn: Transaction::default(),
         channels: BTreeSet::new(),
         patterns: BTreeSet::new(),
+        shard_channels: BTreeSet::new(),
         push_tx,
         push_rx,
         readonly: false,
@@ -322,7 +328,8 @@ impl Session {
             return first_err.unwrap_or_else(Reply::ok);
         }
         let mut deadline: Option<Option<tokio::time::Instant>> = None;
-        let kill = self.info.kill.notified();
+        let info = self.info.clone();
+        let kill = info.kill.notified();
         tokio::pin!(kill);
         loop {
             let Some(rx) = op.rxs.pop() else {
@@ -334,6 +341,12 @@ impl Session {
             };
             let (on, notify) = match result {
                 Ok(crate::cluster::sm::Out::Block(on, notify)) => (on, notify),
+                Ok(crate::cluster::sm::Out::Reply(Reply::Array(digests))) if op.watch.is_some() => {
+                    let (Some(keys), Some(slot)) = (op.watch.take(), op.slot) else {
+                        return Reply::error("ERR request dropped");
+                    };
+                    return crate::cluster::commands::watched(self, slot, keys, &digests);
+                }
                 other => return crate::cluster::commands::out_reply(&node, other, op.slot),
             };
             let until = *deadline.get_or_insert_with(|| {

@@ -33,6 +33,16 @@ pub struct Transaction {
     pub executing: bool,
     /// (db, key) pairs this connection watches.
     watched: Vec<(usize, Bytes)>,
+    /// Cluster mode: the keys this connection watches, all in one slot,
+    /// with the digest each had when it was watched.
+    pub cluster_watch: Option<ClusterWatch>,
+}
+
+/// WATCH in cluster mode: EXEC carries these digests into the Raft log and
+/// every replica compares them with its state when it applies the block.
+pub struct ClusterWatch {
+    pub slot: u16,
+    pub keys: Vec<(Bytes, u64)>,
 }
 
 impl Transaction {
@@ -41,6 +51,7 @@ impl Transaction {
     }
 
     pub fn unwatch_all(&mut self, server: &Server, client: u64) {
+        self.cluster_watch = None;
         let mut watches = server.watches.borrow_mut();
         for (db, key) in self.watched.drain(..) {
             watches.unwatch(db, &key, client);

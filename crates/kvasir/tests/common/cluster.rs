@@ -231,7 +231,13 @@ impl Cluster {
         let root = unique_root();
         let ports = free_ports(2 * NODES as usize);
         let initial_cluster = (1..=NODES)
-            .map(|id| format!("{id}=127.0.0.1:{}", ports[(NODES + id - 1) as usize]))
+            .map(|id| {
+                format!(
+                    "{id}=127.0.0.1:{}@{}",
+                    ports[(id - 1) as usize],
+                    ports[(NODES + id - 1) as usize]
+                )
+            })
             .collect::<Vec<_>>()
             .join(",");
         let nodes = (1..=NODES)

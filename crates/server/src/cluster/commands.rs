@@ -12,8 +12,10 @@ use kvasir_cluster::{command_slot, key_slot, SLOTS};
 use kvasir_core::args::parse_i64;
 use kvasir_core::table::{help_reply, Handler};
 use kvasir_core::{CommandSpec, Ctx};
+use kvasir_raft::RaftError;
 use kvasir_resp::Reply;
 use std::rc::Rc;
+use tokio::sync::oneshot;
 
 fn now_ctx() -> Ctx {
     let now = crate::shard::unix_ms();
@@ -38,40 +40,74 @@ pub fn dispatch(
     let Some(slot) = slot else {
         return keyless(s, node, spec, args);
     };
-    match node.route(slot, write, s.readonly) {
-        Route::Leader(shard) => {
-            let cmd = Cmd::Commands {
-                db: s.db,
-                cmds: vec![args.to_vec()],
-                multi: false,
-            };
-            let rx = if write {
-                node.propose(shard, &cmd)
-            } else {
-                node.read(shard, cmd)
-            };
-            let blocking = spec.flags.contains(kvasir_core::table::Flags::BLOCKING);
-            Outcome::Pending(Box::new(PendingOp {
-                rxs: vec![rx],
-                slot: Some(slot),
-                shard,
-                db: s.db,
-                write,
-                blocking,
-                args: blocking.then(|| args.to_vec()),
-            }))
-        }
-        Route::LocalReplica(shard) => node
-            .with_store(shard, |store| {
-                store
-                    .read(s.db, args, &now_ctx())
-                    .unwrap_or_else(|e| e.to_reply())
-            })
-            // route() only picks a replica this node holds.
-            .unwrap_or_else(kvasir_cluster::route::try_again)
-            .into(),
-        Route::Redirect(reply) => reply.into(),
-    }
+    let cmd = Cmd::Commands {
+        db: s.db,
+        cmds: vec![args.to_vec()],
+        multi: false,
+    };
+    let rx = match node.route(slot, write, s.readonly) {
+        Route::Leader(shard) if write => node.propose(shard, &cmd),
+        Route::Leader(shard) => node.read(shard, cmd),
+        Route::LocalReplica(shard) => return local_read(node, shard, s.db, args).into(),
+        Route::Redirect(reply) => return reply.into(),
+        Route::NoLeader(_) => held(node, slot, write, s.readonly, cmd),
+    };
+    let blocking = spec.flags.contains(kvasir_core::table::Flags::BLOCKING);
+    Outcome::Pending(Box::new(PendingOp {
+        rxs: vec![rx],
+        slot: Some(slot),
+        shard: node.shard_of_slot(slot),
+        db: s.db,
+        write,
+        blocking,
+        args: blocking.then(|| args.to_vec()),
+        watch: None,
+    }))
+}
+
+/// A read served by this node's replica (READONLY connections).
+fn local_read(node: &ClusterNode, shard: u64, db: usize, args: &[Bytes]) -> Reply {
+    node.with_store(shard, |store| {
+        store
+            .read(db, args, &now_ctx())
+            .unwrap_or_else(|e| e.to_reply())
+    })
+    // route() only picks a replica this node holds.
+    .unwrap_or_else(kvasir_cluster::route::try_again)
+}
+
+type Answer = oneshot::Receiver<Result<Out, RaftError>>;
+
+/// A request for a shard without a leader (an election at start or after
+/// a failure): held until the shard has one, then proposed, read or
+/// redirected as usual, so clients see a slower reply instead of an error.
+/// CLUSTERDOWN only if no leader appears within the node's leader wait.
+fn held(node: &Rc<ClusterNode>, slot: u16, write: bool, readonly: bool, cmd: Cmd) -> Answer {
+    let (tx, rx) = oneshot::channel();
+    let node = node.clone();
+    tokio::task::spawn_local(async move {
+        let result = match node.route_when_led(slot, write, readonly).await {
+            Some(Route::Leader(shard)) => {
+                let rx = if write {
+                    node.propose(shard, &cmd)
+                } else {
+                    node.read(shard, cmd)
+                };
+                rx.await.unwrap_or(Err(RaftError::Dropped))
+            }
+            Some(Route::LocalReplica(shard)) => {
+                let Cmd::Commands { db, cmds, .. } = &cmd else {
+                    return;
+                };
+                let args = cmds.first().cloned().unwrap_or_default();
+                Ok(Out::Reply(local_read(&node, shard, *db, &args)))
+            }
+            Some(Route::Redirect(reply)) => Ok(Out::Reply(reply)),
+            Some(Route::NoLeader(_)) | None => Ok(Out::Reply(ClusterNode::no_leader_reply())),
+        };
+        let _ = tx.send(result);
+    });
+    rx
 }
 
 /// Commands without keys act on the shards this node leads, as a Redis
@@ -143,6 +179,7 @@ fn keyless(
                 write: true,
                 blocking: false,
                 args: None,
+                watch: None,
             }))
         }
         name => Reply::error(format!("ERR '{name}' is not supported in cluster mode")).into(),
@@ -205,14 +242,80 @@ fn scan(s: &Session, node: &ClusterNode, led: &[u64], args: &[Bytes]) -> Outcome
     .into()
 }
 
-/// EXEC in cluster mode: every queued command must hash to one slot; the
-/// block is one proposal, applied atomically on every replica.
+/// WATCH in cluster mode: every watched key must hash to one slot (the
+/// slot of keys watched before too). The slot's leader reads the keys'
+/// digests linearizably (ReadIndex); EXEC carries them into the log.
+pub fn watch(s: &mut Session, node: &Rc<ClusterNode>, keys: &[Bytes]) -> Outcome {
+    if s.txn.in_multi() {
+        return Reply::error("ERR WATCH inside MULTI is not allowed").into();
+    }
+    let mut slot = s.txn.cluster_watch.as_ref().map(|w| w.slot);
+    for k in keys {
+        let ks = key_slot(k);
+        if slot.is_some_and(|x| x != ks) {
+            return kvasir_cluster::RouteError::CrossSlot.reply().into();
+        }
+        slot = Some(ks);
+    }
+    let Some(slot) = slot else {
+        return Reply::error("ERR wrong number of arguments for 'watch' command").into();
+    };
+    let cmd = Cmd::WatchDigests {
+        db: s.db,
+        keys: keys.to_vec(),
+    };
+    let rx = match node.route(slot, false, false) {
+        Route::Leader(shard) => node.read(shard, cmd),
+        Route::LocalReplica(_) => return kvasir_cluster::route::try_again().into(),
+        Route::Redirect(r) => return r.into(),
+        Route::NoLeader(_) => held(node, slot, false, false, cmd),
+    };
+    Outcome::Pending(Box::new(PendingOp {
+        rxs: vec![rx],
+        slot: Some(slot),
+        shard: node.shard_of_slot(slot),
+        db: s.db,
+        write: false,
+        blocking: false,
+        args: None,
+        watch: Some(keys.to_vec()),
+    }))
+}
+
+/// The digests of a WATCH arrived: remember them (a key watched twice
+/// keeps the digest of its first WATCH, as Redis keeps the first watch).
+pub fn watched(s: &mut Session, slot: u16, keys: Vec<Bytes>, digests: &[Reply]) -> Reply {
+    if digests.len() != keys.len() {
+        return Reply::error("ERR WATCH read returned a damaged reply");
+    }
+    let w = s
+        .txn
+        .cluster_watch
+        .get_or_insert_with(|| crate::transaction::ClusterWatch {
+            slot,
+            keys: Vec::new(),
+        });
+    for (key, d) in keys.into_iter().zip(digests) {
+        let Reply::Int(d) = d else {
+            return Reply::error("ERR WATCH read returned a damaged reply");
+        };
+        if !w.keys.iter().any(|(k, _)| *k == key) {
+            w.keys.push((key, *d as u64));
+        }
+    }
+    Reply::ok()
+}
+
+/// EXEC in cluster mode: every queued command (and every watched key) must
+/// hash to one slot; the block is one proposal, applied atomically on
+/// every replica, after the replica checked the watched keys.
 pub fn exec(s: &mut Session, node: &Rc<ClusterNode>) -> Outcome {
+    let watch = s.txn.cluster_watch.take();
     let queue = match crate::transaction::take_queue(s) {
         Ok(q) => q,
         Err(reply) => return reply.into(),
     };
-    let mut slot = None;
+    let mut slot = watch.as_ref().map(|w| w.slot);
     for (spec, args) in &queue {
         if !matches!(spec.handler, Handler::Write(_) | Handler::Read(_)) {
             return Reply::error(format!(
@@ -231,36 +334,44 @@ pub fn exec(s: &mut Session, node: &Rc<ClusterNode>) -> Outcome {
         }
     }
     let Some(slot) = slot else {
+        if queue.is_empty() {
+            return Reply::Array(Vec::new()).into();
+        }
         return Reply::error("ERR a transaction in cluster mode needs at least one key").into();
     };
-    match node.route(slot, true, false) {
-        Route::Leader(shard) => {
-            let cmd = Cmd::Commands {
-                db: s.db,
-                cmds: queue.into_iter().map(|(_, a)| a).collect(),
-                multi: true,
-            };
-            Outcome::Pending(Box::new(PendingOp {
-                rxs: vec![node.propose(shard, &cmd)],
-                slot: Some(slot),
-                shard,
-                db: s.db,
-                write: true,
-                blocking: false,
-                args: None,
-            }))
-        }
-        Route::LocalReplica(_) => kvasir_cluster::route::try_again().into(),
-        Route::Redirect(r) => r.into(),
-    }
+    let cmds = queue.into_iter().map(|(_, a)| a).collect();
+    let cmd = match watch {
+        Some(w) => Cmd::WatchedExec {
+            db: s.db,
+            cmds,
+            watched: w.keys,
+        },
+        None => Cmd::Commands {
+            db: s.db,
+            cmds,
+            multi: true,
+        },
+    };
+    let rx = match node.route(slot, true, false) {
+        Route::Leader(shard) => node.propose(shard, &cmd),
+        Route::LocalReplica(_) => return kvasir_cluster::route::try_again().into(),
+        Route::Redirect(r) => return r.into(),
+        Route::NoLeader(_) => held(node, slot, true, false, cmd),
+    };
+    Outcome::Pending(Box::new(PendingOp {
+        rxs: vec![rx],
+        slot: Some(slot),
+        shard: node.shard_of_slot(slot),
+        db: s.db,
+        write: true,
+        blocking: false,
+        args: None,
+        watch: None,
+    }))
 }
 
 /// Turns a finished proposal or read into the client's reply.
-pub fn out_reply(
-    node: &ClusterNode,
-    r: Result<Out, kvasir_raft::RaftError>,
-    slot: Option<u16>,
-) -> Reply {
+pub fn out_reply(node: &ClusterNode, r: Result<Out, RaftError>, slot: Option<u16>) -> Reply {
     match r {
         Ok(Out::Reply(r)) => r,
         Ok(Out::Block(on, _)) => on.on_timeout,
@@ -278,11 +389,18 @@ const CLUSTER_HELP: &[&str] = &[
     "    Return information about the cluster.",
     "KEYSLOT <key>",
     "    Return the hash slot for <key>.",
+    "LINKS",
+    "    Return information about all network links between this node and its peers.",
+    "    Output format is an array where each array element is a map containing attributes of a link",
     "MYID",
     "    Return the node id.",
+    "MYSHARDID",
+    "    Return the node's shard id.",
     "NODES",
     "    Return cluster configuration seen by node. Output format:",
     "    <id> <ip:port@bus-port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+    "REPLICAS <node-id>",
+    "    Return <node-id> replicas.",
     "SHARDS",
     "    Return information about slot range mappings and the nodes associated with them.",
     "SLOTS",
@@ -294,11 +412,13 @@ const CLUSTER_HELP: &[&str] = &[
     "    Print this help.",
 ];
 
-fn parse_slot(arg: &[u8]) -> Result<u16, Reply> {
-    match parse_i64(arg) {
-        Ok(n) if (0..SLOTS as i64).contains(&n) => Ok(n as u16),
-        _ => Err(Reply::error("ERR Invalid or out of range slot")),
-    }
+/// An integer argument, or Redis's not-an-integer error.
+fn int_arg(arg: &[u8]) -> Result<i64, Reply> {
+    parse_i64(arg).map_err(|e| e.to_reply())
+}
+
+fn slot_in_range(n: i64) -> Option<u16> {
+    (0..SLOTS as i64).contains(&n).then_some(n as u16)
 }
 
 /// Keys of `slot` in this node's replica of its shard (up to `limit`).
@@ -332,29 +452,33 @@ pub fn cluster(s: &Session, sub: &str, args: &[Bytes]) -> Reply {
     match sub {
         "slots" => node.with_view(creply::cluster_slots),
         "shards" => node.with_view(creply::cluster_shards),
-        "nodes" => node.with_view(creply::cluster_nodes_reply),
+        "nodes" => node.with_view(creply::cluster_nodes_checked),
         "info" => node.with_view(creply::cluster_info_reply),
         "myid" => node.with_view(creply::cluster_myid),
         "keyslot" => Reply::Int(key_slot(&args[2]) as i64),
-        "countkeysinslot" => match parse_slot(&args[2]) {
-            Ok(slot) => Reply::Int(keys_in_slot(&node, slot, usize::MAX).len() as i64),
+        "countkeysinslot" => match int_arg(&args[2]).map(slot_in_range) {
+            Ok(Some(slot)) => Reply::Int(keys_in_slot(&node, slot, usize::MAX).len() as i64),
+            Ok(None) => Reply::error("ERR Invalid slot"),
             Err(r) => r,
         },
         "getkeysinslot" => {
-            let slot = match parse_slot(&args[2]) {
-                Ok(s) => s,
-                Err(r) => return r,
+            let (slot, count) = match (int_arg(&args[2]), int_arg(&args[3])) {
+                (Ok(slot), Ok(count)) => (slot, count),
+                (Err(r), _) | (_, Err(r)) => return r,
             };
-            match parse_i64(&args[3]) {
-                Ok(n) if n >= 0 => Reply::Array(
-                    keys_in_slot(&node, slot, n as usize)
+            match slot_in_range(slot) {
+                Some(slot) if count >= 0 => Reply::Array(
+                    keys_in_slot(&node, slot, count as usize)
                         .into_iter()
                         .map(Reply::Bulk)
                         .collect(),
                 ),
-                _ => Reply::error("ERR Invalid number of keys"),
+                _ => Reply::error("ERR Invalid slot or number of keys"),
             }
         }
+        "myshardid" => node.with_view(creply::cluster_myshardid),
+        "links" => node.with_view(creply::cluster_links),
+        "replicas" | "slaves" => node.with_view(|v| creply::cluster_replicas(v, &args[2])),
         "sharddigest" => shard_digest(&node, &args[2]),
         _ => Reply::error(format!("ERR unknown subcommand '{sub}'. Try CLUSTER HELP.")),
     }

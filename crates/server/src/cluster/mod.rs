@@ -36,6 +36,9 @@ pub struct ClusterNode {
     pub host: String,
     pub port: u16,
     pub cluster_addr: String,
+    /// How long a request for a shard without a leader waits for one
+    /// (about three election timeouts) before it answers CLUSTERDOWN.
+    pub leader_wait: Duration,
 }
 
 /// What the session should do with a keyed command.
@@ -45,6 +48,9 @@ pub enum Route {
     /// A READONLY connection reading from a replica.
     LocalReplica(u64),
     Redirect(Reply),
+    /// The shard has no leader this node knows of (an election), or the
+    /// leader's client address is not known yet: hold the request.
+    NoLeader(u64),
 }
 
 /// Renders a Raft failure for the client.
@@ -92,25 +98,42 @@ fn parse_read_mode(s: &str) -> Result<ReadMode, String> {
 /// Handles frames other nodes broadcast: PUBLISH reaches local subscribers.
 pub type ServerCell = Rc<RefCell<Weak<crate::Server>>>;
 
-pub fn encode_publish(channel: &[u8], message: &[u8]) -> Bytes {
-    let mut b = BytesMut::with_capacity(8 + channel.len() + message.len());
+/// A message broadcast to every node: PUBLISH (every subscriber of the
+/// cluster hears it) or SPUBLISH (READONLY shard-channel subscribers on
+/// the shard's followers hear it).
+const BROADCAST_PUBLISH: u8 = 0;
+const BROADCAST_SPUBLISH: u8 = 1;
+
+pub fn encode_publish(shard: bool, channel: &[u8], message: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(9 + channel.len() + message.len());
+    b.put_u8(if shard {
+        BROADCAST_SPUBLISH
+    } else {
+        BROADCAST_PUBLISH
+    });
     b.put_u32_le(channel.len() as u32);
     b.put_slice(channel);
     b.put_slice(message);
     b.freeze()
 }
 
-fn decode_publish(mut b: Bytes) -> Option<(Bytes, Bytes)> {
-    if b.len() < 4 {
+/// (shard channel?, channel, message), `None` for a damaged frame.
+fn decode_publish(mut b: Bytes) -> Option<(bool, Bytes, Bytes)> {
+    if b.len() < 5 {
         return None;
     }
-    let n = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
-    let _ = b.split_to(4);
+    let shard = match b[0] {
+        BROADCAST_PUBLISH => false,
+        BROADCAST_SPUBLISH => true,
+        _ => return None,
+    };
+    let n = u32::from_le_bytes([b[1], b[2], b[3], b[4]]) as usize;
+    let _ = b.split_to(5);
     if b.len() < n {
         return None;
     }
     let channel = b.split_to(n);
-    Some((channel, b))
+    Some((shard, channel, b))
 }
 
 impl ClusterNode {
@@ -124,35 +147,43 @@ impl ClusterNode {
             .initial_cluster
             .clone()
             .ok_or("cluster mode needs --initial-cluster")?;
-        let members = kvasir_cluster::parse_initial_cluster(&initial)?;
+        let members = kvasir_cluster::parse_members(&initial)?;
         let node_id = config
             .node_id
             .ok_or("cluster mode needs --node-id (this node's id in --initial-cluster)")?;
-        let Some((_, my_addr)) = members.iter().find(|(id, _)| *id == node_id) else {
+        let Some(me) = members.iter().find(|m| m.id == node_id) else {
             return Err(format!(
                 "--node-id {node_id} is not one of the members of --initial-cluster ({initial})"
             ));
         };
-        let cluster_addr = my_addr.clone();
+        let cluster_addr = me.bus_addr.clone();
         let cluster_id =
             kvasir_cluster::cluster_id_from(&initial, config.shards_per_node, config.replicas);
+        // Client addresses written in the list are known to every node from
+        // the start; the others are announced through group 0 once it runs.
         let nodes: Vec<NodeInfo> = members
             .iter()
-            .map(|(id, addr)| NodeInfo {
-                id: *id,
-                client_host: String::new(),
-                client_port: 0,
-                cluster_addr: addr.clone(),
+            .map(|m| {
+                let (client_host, client_port) = m.client.clone().unwrap_or_default();
+                NodeInfo {
+                    id: m.id,
+                    client_host,
+                    client_port,
+                    cluster_addr: m.bus_addr.clone(),
+                }
             })
             .collect();
         let layout =
             ClusterMap::bootstrap(cluster_id, nodes, config.shards_per_node, config.replicas)?;
-        let host = config
-            .bind
-            .split_whitespace()
-            .next()
-            .unwrap_or("127.0.0.1")
-            .to_string();
+        let host = match &me.client {
+            Some((host, _)) => host.clone(),
+            None => config
+                .bind
+                .split_whitespace()
+                .next()
+                .unwrap_or("127.0.0.1")
+                .to_string(),
+        };
         if config.encoding_limits() != kvasir_core::EncodingLimits::default() {
             tracing::warn!(
                 "encoding thresholds from the config are ignored in cluster mode: shards use Redis's defaults on every replica"
@@ -161,8 +192,8 @@ impl ClusterNode {
         let hooks = Rc::new(WriteHooks::default());
         let mut specs = vec![GroupSpec {
             id: META_GROUP,
-            voters: members.iter().map(|(id, _)| *id).collect(),
-            preferred_leader: members.iter().map(|(id, _)| *id).min().unwrap_or(node_id),
+            voters: members.iter().map(|m| m.id).collect(),
+            preferred_leader: members.iter().map(|m| m.id).min().unwrap_or(node_id),
             sm: NodeSm::Meta(MetaSm {
                 map: layout.clone(),
             }),
@@ -188,7 +219,7 @@ impl ClusterNode {
         let raft_cfg = kvasir_raft::Config {
             node_id,
             cluster_id,
-            peers: members.clone(),
+            peers: members.iter().map(|m| (m.id, m.bus_addr.clone())).collect(),
             dir: std::path::PathBuf::from(&config.dir),
             wal: parse_wal(&config.wal)?,
             read_mode: parse_read_mode(&config.read_mode)?,
@@ -200,10 +231,15 @@ impl ClusterNode {
         };
         let on_broadcast: kvasir_raft::transport::BroadcastHandler =
             Rc::new(move |_from, payload| {
-                if let (Some(server), Some((channel, message))) =
+                if let (Some(server), Some((shard, channel, message))) =
                     (server.borrow().upgrade(), decode_publish(payload))
                 {
-                    server.pubsub.borrow().publish(&channel, &message);
+                    let pubsub = server.pubsub.borrow();
+                    if shard {
+                        pubsub.spublish(&channel, &message);
+                    } else {
+                        pubsub.publish(&channel, &message);
+                    }
                 }
             });
         let raft = MultiRaft::start(raft_cfg, listener, specs, on_broadcast).await?;
@@ -215,6 +251,9 @@ impl ClusterNode {
             host,
             port: client_port,
             cluster_addr,
+            leader_wait: Duration::from_millis(
+                config.raft_tick_ms.max(1) * config.election_ticks.max(3) as u64 * 3,
+            ),
         });
         tokio::task::spawn_local(announce_loop(node.clone()));
         tokio::task::spawn_local(expire_loop(node.clone()));
@@ -270,6 +309,10 @@ impl ClusterNode {
         })
     }
 
+    fn knows_address(&self, node: u64) -> bool {
+        self.with_map(|m| m.node(node).is_some_and(|n| n.client_port != 0))
+    }
+
     /// Where a keyed command for `slot` goes.
     pub fn route(&self, slot: u16, write: bool, readonly_conn: bool) -> Route {
         let shard = self.shard_of_slot(slot);
@@ -284,10 +327,54 @@ impl ClusterNode {
             return Route::LocalReplica(shard);
         }
         match self.leader_of(shard) {
-            Some(l) if l != self.node_id => Route::Redirect(self.moved(slot, l)),
-            _ => Route::Redirect(Reply::error(
-                "CLUSTERDOWN The cluster is down: the slot's shard has no leader right now",
-            )),
+            // A leader this node has lost its link to (killed, cut off) is
+            // most likely being replaced: hold the request for the election
+            // rather than send the client to a dead address.
+            Some(l)
+                if l != self.node_id
+                    && self.knows_address(l)
+                    && self.raft.transport().is_connected(l) =>
+            {
+                Route::Redirect(self.moved(slot, l))
+            }
+            _ => Route::NoLeader(shard),
+        }
+    }
+
+    /// The reply for a shard that stayed without a leader for
+    /// `leader_wait`.
+    pub fn no_leader_reply() -> Reply {
+        Reply::error("CLUSTERDOWN The cluster is down: the slot's shard has no leader right now")
+    }
+
+    /// Waits (up to `leader_wait`) until the shard of `slot` has a leader
+    /// with a known address that this node can reach, then routes again:
+    /// the route, or `None` if the wait ran out with no leader known. Elections (at start, after a failure) are thus
+    /// hidden from clients instead of answered with CLUSTERDOWN.
+    pub async fn route_when_led(
+        &self,
+        slot: u16,
+        write: bool,
+        readonly_conn: bool,
+    ) -> Option<Route> {
+        let deadline = tokio::time::Instant::now() + self.leader_wait;
+        loop {
+            match self.route(slot, write, readonly_conn) {
+                Route::NoLeader(_) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(10)).await
+                }
+                Route::NoLeader(shard) => {
+                    // Still the old leader after the wait: it may well be
+                    // alive behind a broken link; let the client try it.
+                    return match self.leader_of(shard) {
+                        Some(l) if l != self.node_id && self.knows_address(l) => {
+                            Some(Route::Redirect(self.moved(slot, l)))
+                        }
+                        _ => None,
+                    };
+                }
+                route => return Some(route),
+            }
         }
     }
 
@@ -326,7 +413,11 @@ impl ClusterNode {
     }
 
     pub fn publish(&self, channel: &[u8], message: &[u8]) {
-        self.raft.broadcast(encode_publish(channel, message));
+        self.raft.broadcast(encode_publish(false, channel, message));
+    }
+
+    pub fn spublish(&self, channel: &[u8], message: &[u8]) {
+        self.raft.broadcast(encode_publish(true, channel, message));
     }
 }
 

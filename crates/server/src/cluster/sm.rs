@@ -31,6 +31,17 @@ pub enum Cmd {
     Expire { db: usize, keys: Vec<Bytes> },
     /// Group 0: a node announces where clients reach it.
     SetNodeAddr { node: u64, host: String, port: u16 },
+    /// EXEC after WATCH: the block runs only if every watched key still has
+    /// the digest the client saw when it watched it (checked when applied,
+    /// identically on every replica); otherwise it answers a nil array.
+    WatchedExec {
+        db: usize,
+        cmds: Vec<Vec<Bytes>>,
+        watched: Vec<(Bytes, u64)>,
+    },
+    /// A read for WATCH: the digests of keys (see
+    /// `kvasir_core::snapshot::watch_digest`), as an array of integers.
+    WatchDigests { db: usize, keys: Vec<Bytes> },
 }
 
 /// The result of one proposal or read.
@@ -127,6 +138,8 @@ impl<'a> Reader<'a> {
 const TAG_COMMANDS: u8 = 1;
 const TAG_EXPIRE: u8 = 2;
 const TAG_NODE_ADDR: u8 = 3;
+const TAG_WATCHED_EXEC: u8 = 4;
+const TAG_WATCH_DIGESTS: u8 = 5;
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_le_bytes());
@@ -139,13 +152,7 @@ pub fn encode(cmd: &Cmd, out: &mut Vec<u8>) {
             out.push(TAG_COMMANDS);
             out.extend_from_slice(&(*db as u32).to_le_bytes());
             out.push(*multi as u8);
-            out.extend_from_slice(&(cmds.len() as u32).to_le_bytes());
-            for args in cmds {
-                out.extend_from_slice(&(args.len() as u32).to_le_bytes());
-                for a in args {
-                    put_bytes(out, a);
-                }
-            }
+            put_cmds(out, cmds);
         }
         Cmd::Expire { db, keys } => {
             out.push(TAG_EXPIRE);
@@ -161,7 +168,49 @@ pub fn encode(cmd: &Cmd, out: &mut Vec<u8>) {
             out.extend_from_slice(&port.to_le_bytes());
             put_bytes(out, host.as_bytes());
         }
+        Cmd::WatchedExec { db, cmds, watched } => {
+            out.push(TAG_WATCHED_EXEC);
+            out.extend_from_slice(&(*db as u32).to_le_bytes());
+            put_cmds(out, cmds);
+            out.extend_from_slice(&(watched.len() as u32).to_le_bytes());
+            for (key, digest) in watched {
+                put_bytes(out, key);
+                out.extend_from_slice(&digest.to_le_bytes());
+            }
+        }
+        Cmd::WatchDigests { db, keys } => {
+            out.push(TAG_WATCH_DIGESTS);
+            out.extend_from_slice(&(*db as u32).to_le_bytes());
+            out.extend_from_slice(&(keys.len() as u32).to_le_bytes());
+            for k in keys {
+                put_bytes(out, k);
+            }
+        }
     }
+}
+
+fn put_cmds(out: &mut Vec<u8>, cmds: &[Vec<Bytes>]) {
+    out.extend_from_slice(&(cmds.len() as u32).to_le_bytes());
+    for args in cmds {
+        out.extend_from_slice(&(args.len() as u32).to_le_bytes());
+        for a in args {
+            put_bytes(out, a);
+        }
+    }
+}
+
+fn read_cmds(r: &mut Reader) -> Option<Vec<Vec<Bytes>>> {
+    let n = r.u32()? as usize;
+    let mut cmds = Vec::with_capacity(n.min(r.b.len() / 4));
+    for _ in 0..n {
+        let argc = r.u32()? as usize;
+        let mut args = Vec::with_capacity(argc.min(r.b.len() / 4));
+        for _ in 0..argc {
+            args.push(r.bytes()?);
+        }
+        cmds.push(args);
+    }
+    Some(cmds)
 }
 
 /// Decodes a proposal; `None` for damaged bytes (never a panic).
@@ -171,16 +220,7 @@ pub fn decode(b: &[u8]) -> Option<Cmd> {
         TAG_COMMANDS => {
             let db = r.u32()? as usize;
             let multi = r.u8()? != 0;
-            let n = r.u32()? as usize;
-            let mut cmds = Vec::with_capacity(n.min(r.b.len() / 4));
-            for _ in 0..n {
-                let argc = r.u32()? as usize;
-                let mut args = Vec::with_capacity(argc.min(r.b.len() / 4));
-                for _ in 0..argc {
-                    args.push(r.bytes()?);
-                }
-                cmds.push(args);
-            }
+            let cmds = read_cmds(&mut r)?;
             Cmd::Commands { db, cmds, multi }
         }
         TAG_EXPIRE => {
@@ -198,6 +238,26 @@ pub fn decode(b: &[u8]) -> Option<Cmd> {
             let port = u16::from_le_bytes([p[0], p[1]]);
             let host = String::from_utf8(r.bytes()?.to_vec()).ok()?;
             Cmd::SetNodeAddr { node, host, port }
+        }
+        TAG_WATCHED_EXEC => {
+            let db = r.u32()? as usize;
+            let cmds = read_cmds(&mut r)?;
+            let n = r.u32()? as usize;
+            let mut watched = Vec::with_capacity(n.min(r.b.len() / 12));
+            for _ in 0..n {
+                let key = r.bytes()?;
+                watched.push((key, r.u64()?));
+            }
+            Cmd::WatchedExec { db, cmds, watched }
+        }
+        TAG_WATCH_DIGESTS => {
+            let db = r.u32()? as usize;
+            let n = r.u32()? as usize;
+            let mut keys = Vec::with_capacity(n.min(r.b.len() / 4));
+            for _ in 0..n {
+                keys.push(r.bytes()?);
+            }
+            Cmd::WatchDigests { db, keys }
         }
         _ => return None,
     };
@@ -310,6 +370,16 @@ impl StateMachine for NodeSm {
             (NodeSm::Meta(m), Cmd::SetNodeAddr { node, host, port }) => {
                 m.set_node_addr(node, host, port)
             }
+            (NodeSm::Shard(s), Cmd::WatchedExec { db, cmds, watched }) => {
+                let changed = watched.iter().any(|(key, seen)| {
+                    kvasir_core::snapshot::watch_digest(&s.store, db, key, ctx.now_ms) != *seen
+                });
+                if changed {
+                    Out::Reply(Reply::NilArray)
+                } else {
+                    s.run(db, &cmds, true, &ctx, is_leader)
+                }
+            }
             _ => Out::Reply(Reply::error("ERR command sent to the wrong group")),
         }
     }
@@ -318,6 +388,17 @@ impl StateMachine for NodeSm {
         let NodeSm::Shard(s) = self else {
             return Out::Reply(Reply::error("ERR not a shard"));
         };
+        if let Cmd::WatchDigests { db, keys } = cmd {
+            return Out::Reply(Reply::Array(
+                keys.iter()
+                    .map(|k| {
+                        let d = kvasir_core::snapshot::watch_digest(&s.store, *db, k, now_ms);
+                        // Carried as the integer's bits.
+                        Reply::Int(d as i64)
+                    })
+                    .collect(),
+            ));
+        }
         let Cmd::Commands { db, cmds, .. } = cmd else {
             return Out::Reply(Reply::error("ERR not a read"));
         };
@@ -367,6 +448,121 @@ impl StateMachine for NodeSm {
 mod tests {
     use super::*;
 
+    fn shard() -> NodeSm {
+        NodeSm::Shard(ShardSm {
+            id: 1,
+            store: Store::new(1),
+            hooks: Rc::new(WriteHooks::default()),
+        })
+    }
+
+    fn args(words: &[&str]) -> Vec<Bytes> {
+        words
+            .iter()
+            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+            .collect()
+    }
+
+    fn apply(sm: &mut NodeSm, now_ms: u64, cmd: &Cmd) -> Reply {
+        let mut b = Vec::new();
+        encode(cmd, &mut b);
+        let ectx = EntryCtx {
+            index: 1,
+            term: 1,
+            now_ms,
+            seed: 7,
+        };
+        match sm.apply(&ectx, &b, true) {
+            Out::Reply(r) => r,
+            Out::Block(..) => panic!("blocked"),
+        }
+    }
+
+    fn digests(sm: &NodeSm, now_ms: u64, keys: &[&str]) -> Vec<(Bytes, u64)> {
+        let cmd = Cmd::WatchDigests {
+            db: 0,
+            keys: args(keys),
+        };
+        let Out::Reply(Reply::Array(ds)) = sm.read(&cmd, now_ms) else {
+            panic!("digests")
+        };
+        args(keys)
+            .into_iter()
+            .zip(ds)
+            .map(|(k, d)| match d {
+                Reply::Int(d) => (k, d as u64),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    fn exec(watched: Vec<(Bytes, u64)>) -> Cmd {
+        Cmd::WatchedExec {
+            db: 0,
+            cmds: vec![args(&["INCR", "n"]), args(&["GET", "n"])],
+            watched,
+        }
+    }
+
+    fn set(words: &[&str]) -> Cmd {
+        Cmd::Commands {
+            db: 0,
+            cmds: vec![args(words)],
+            multi: false,
+        }
+    }
+
+    #[test]
+    fn watched_exec_runs_only_if_the_watched_keys_are_unchanged() {
+        let mut a = shard();
+        apply(&mut a, 1000, &set(&["SET", "n", "1"]));
+        let seen = digests(&a, 1000, &["n", "missing"]);
+        assert_ne!(seen[0].1, 0);
+        assert_eq!(seen[1].1, 0, "a missing key digests to 0");
+        // Unchanged: the block runs.
+        assert_eq!(
+            apply(&mut a, 1001, &exec(seen.clone())),
+            Reply::Array(vec![Reply::Int(2), Reply::bulk_str("2")])
+        );
+        // The block itself changed n: the old digests no longer hold.
+        assert_eq!(apply(&mut a, 1002, &exec(seen)), Reply::NilArray);
+        // A write between WATCH and EXEC, even back to the same type.
+        let seen = digests(&a, 1003, &["n"]);
+        apply(&mut a, 1004, &set(&["SET", "n", "9"]));
+        assert_eq!(apply(&mut a, 1005, &exec(seen)), Reply::NilArray);
+        // A key created between WATCH and EXEC.
+        let seen = digests(&a, 1006, &["fresh"]);
+        apply(&mut a, 1007, &set(&["SET", "fresh", "x"]));
+        assert_eq!(apply(&mut a, 1008, &exec(seen)), Reply::NilArray);
+        // A TTL change is a change.
+        let seen = digests(&a, 1009, &["n"]);
+        apply(&mut a, 1010, &set(&["PEXPIRE", "n", "100000"]));
+        assert_eq!(apply(&mut a, 1011, &exec(seen)), Reply::NilArray);
+    }
+
+    #[test]
+    fn watched_key_expiring_before_exec_aborts_on_every_replica() {
+        let (mut a, mut b) = (shard(), shard());
+        for sm in [&mut a, &mut b] {
+            apply(sm, 1000, &set(&["SET", "n", "5", "PX", "100"]));
+        }
+        // Watched while alive; the EXEC entry is stamped after the expiry.
+        let seen = digests(&a, 1050, &["n"]);
+        for sm in [&mut a, &mut b] {
+            assert_eq!(apply(sm, 1200, &exec(seen.clone())), Reply::NilArray);
+        }
+        // A key already expired when watched stays "missing": no abort.
+        let seen = digests(&a, 1300, &["n"]);
+        assert_eq!(seen[0].1, 0);
+        for sm in [&mut a, &mut b] {
+            assert_eq!(
+                apply(sm, 1400, &exec(seen.clone())),
+                Reply::Array(vec![Reply::Int(1), Reply::bulk_str("1")])
+            );
+        }
+        assert_eq!(a.snapshot(), b.snapshot());
+    }
+
     #[test]
     fn proposals_round_trip_and_damage_is_refused() {
         let cmds = [
@@ -383,6 +579,15 @@ mod tests {
                 node: 2,
                 host: "127.0.0.1".into(),
                 port: 7002,
+            },
+            Cmd::WatchedExec {
+                db: 3,
+                cmds: vec![vec![Bytes::from("INCR"), Bytes::from("k")]],
+                watched: vec![(Bytes::from("k"), u64::MAX), (Bytes::from("j"), 0)],
+            },
+            Cmd::WatchDigests {
+                db: 1,
+                keys: vec![Bytes::from("k"), Bytes::new()],
             },
         ];
         for c in &cmds {

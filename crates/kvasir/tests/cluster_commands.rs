@@ -1,0 +1,323 @@
+//! Cluster mode as Redis Cluster clients and tools see it: WATCH/MULTI/EXEC
+//! within one slot (aborting on a change, an expiry, and identically on
+//! every replica), sharded pub/sub, HELLO/INFO/ROLE in cluster mode, the
+//! CLUSTER subcommands with Redis 7's error texts, and
+//! `redis-cli --cluster check` on a fresh cluster.
+
+#[path = "common/cluster.rs"]
+mod cluster;
+
+use cluster::{key_slot, Cluster, NODES};
+use std::io::{BufRead, BufReader, Write};
+use std::time::Duration;
+
+fn err_text(r: redis::RedisResult<redis::Value>) -> String {
+    match r {
+        Ok(v) => panic!("expected an error, got {v:?}"),
+        Err(e) => match (e.code(), e.detail()) {
+            (Some(c), Some(d)) => format!("{c} {d}"),
+            (Some(c), None) => c.to_string(),
+            _ => e.to_string(),
+        },
+    }
+}
+
+fn cmd(conn: &mut redis::Connection, args: &[&str]) -> redis::RedisResult<redis::Value> {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c.query(conn)
+}
+
+fn ok(conn: &mut redis::Connection, args: &[&str]) -> redis::Value {
+    cmd(conn, args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+/// Two keys of one slot, led by `leader`, and a key of another slot.
+fn keys_and_leader(c: &mut Cluster) -> (u64, u16) {
+    let slot = key_slot(b"acct");
+    (c.wait_leader_of_slot(slot, Duration::from_secs(20)), slot)
+}
+
+#[test]
+fn watch_multi_exec_in_one_slot() {
+    let mut c = Cluster::start(&[]);
+    let (leader, slot) = keys_and_leader(&mut c);
+    let mut a = c.conn(leader);
+    let mut b = c.conn(leader);
+    ok(&mut a, &["SET", "{acct}balance", "100"]);
+
+    // Unchanged between WATCH and EXEC: the block runs.
+    ok(&mut a, &["WATCH", "{acct}balance", "{acct}other"]);
+    ok(&mut a, &["MULTI"]);
+    ok(&mut a, &["DECRBY", "{acct}balance", "30"]);
+    ok(&mut a, &["INCRBY", "{acct}other", "30"]);
+    assert_eq!(
+        ok(&mut a, &["EXEC"]),
+        redis::Value::Array(vec![redis::Value::Int(70), redis::Value::Int(30)])
+    );
+
+    // Changed by another client between WATCH and EXEC: nil, nothing runs.
+    ok(&mut a, &["WATCH", "{acct}balance"]);
+    ok(&mut b, &["INCR", "{acct}balance"]);
+    ok(&mut a, &["MULTI"]);
+    ok(&mut a, &["SET", "{acct}balance", "0"]);
+    assert_eq!(ok(&mut a, &["EXEC"]), redis::Value::Nil);
+    assert_eq!(
+        ok(&mut a, &["GET", "{acct}balance"]),
+        redis::Value::BulkString(b"71".to_vec())
+    );
+
+    // A write to another key of the slot does not abort (WATCH is per key).
+    ok(&mut a, &["WATCH", "{acct}balance"]);
+    ok(&mut b, &["SET", "{acct}unrelated", "x"]);
+    ok(&mut a, &["MULTI"]);
+    ok(&mut a, &["INCR", "{acct}balance"]);
+    assert_eq!(
+        ok(&mut a, &["EXEC"]),
+        redis::Value::Array(vec![redis::Value::Int(72)])
+    );
+
+    // Expiry between WATCH and EXEC aborts; a key already expired when
+    // watched does not.
+    ok(&mut a, &["SET", "{acct}lease", "me", "PX", "150"]);
+    ok(&mut a, &["WATCH", "{acct}lease"]);
+    std::thread::sleep(Duration::from_millis(300));
+    ok(&mut a, &["MULTI"]);
+    ok(&mut a, &["SET", "{acct}lease", "again"]);
+    assert_eq!(ok(&mut a, &["EXEC"]), redis::Value::Nil);
+    ok(&mut a, &["WATCH", "{acct}lease"]);
+    ok(&mut a, &["MULTI"]);
+    ok(&mut a, &["SET", "{acct}lease", "again"]);
+    assert_eq!(
+        ok(&mut a, &["EXEC"]),
+        redis::Value::Array(vec![redis::Value::Okay])
+    );
+
+    // UNWATCH forgets; DISCARD ends the block and the watches.
+    ok(&mut a, &["WATCH", "{acct}balance"]);
+    ok(&mut b, &["INCR", "{acct}balance"]);
+    ok(&mut a, &["UNWATCH"]);
+    ok(&mut a, &["MULTI"]);
+    ok(&mut a, &["INCR", "{acct}balance"]);
+    assert_eq!(
+        ok(&mut a, &["EXEC"]),
+        redis::Value::Array(vec![redis::Value::Int(74)])
+    );
+    ok(&mut a, &["WATCH", "{acct}balance"]);
+    ok(&mut a, &["MULTI"]);
+    ok(&mut a, &["DISCARD"]);
+    ok(&mut b, &["INCR", "{acct}balance"]);
+    ok(&mut a, &["MULTI"]);
+    ok(&mut a, &["INCR", "{acct}balance"]);
+    assert_eq!(
+        ok(&mut a, &["EXEC"]),
+        redis::Value::Array(vec![redis::Value::Int(76)])
+    );
+
+    // Bad input: Redis Cluster's errors.
+    assert_ne!(key_slot(b"a"), key_slot(b"b"));
+    assert_eq!(
+        err_text(cmd(&mut a, &["WATCH", "a", "b"])),
+        "CROSSSLOT Keys in request don't hash to the same slot"
+    );
+    ok(&mut a, &["WATCH", "{acct}balance"]);
+    assert_eq!(
+        err_text(cmd(&mut a, &["WATCH", "elsewhere"])),
+        "CROSSSLOT Keys in request don't hash to the same slot"
+    );
+    ok(&mut a, &["MULTI"]);
+    assert_eq!(
+        err_text(cmd(&mut a, &["WATCH", "{acct}balance"])),
+        "ERR WATCH inside MULTI is not allowed"
+    );
+    ok(&mut a, &["SET", "{other}k", "1"]);
+    // Watched and queued keys in different slots.
+    assert_eq!(
+        err_text(cmd(&mut a, &["EXEC"])),
+        "CROSSSLOT Keys in request don't hash to the same slot"
+    );
+    // WATCH of a slot led elsewhere: MOVED to its leader.
+    let other = (1..=NODES).find(|&n| n != leader).unwrap();
+    let mut o = c.conn(other);
+    assert_eq!(
+        err_text(cmd(&mut o, &["WATCH", "{acct}balance"])),
+        format!("MOVED {slot} 127.0.0.1:{}", c.port(leader))
+    );
+
+    // Every replica applied the same blocks and aborts.
+    c.wait_digests_equal(Duration::from_secs(20));
+}
+
+/// Reads one RESP reply line by line (enough for the push frames here).
+fn read_frame(r: &mut BufReader<std::net::TcpStream>) -> Vec<String> {
+    let mut line = String::new();
+    r.read_line(&mut line).expect("read");
+    let n: usize = line
+        .trim_start_matches(['*', '>'])
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let mut head = String::new();
+        r.read_line(&mut head).expect("read");
+        if head.starts_with('$') {
+            let mut body = String::new();
+            r.read_line(&mut body).expect("read");
+            out.push(body.trim_end().to_string());
+        } else {
+            out.push(head.trim_end().to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn sharded_pubsub_and_cluster_introspection() {
+    let mut c = Cluster::start(&[]);
+    let slot = key_slot(b"news");
+    let leader = c.wait_leader_of_slot(slot, Duration::from_secs(20));
+    let other = (1..=NODES).find(|&n| n != leader).unwrap();
+
+    // A subscriber on the channel's leader receives SPUBLISH.
+    let sock = std::net::TcpStream::connect(("127.0.0.1", c.port(leader))).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut w = sock.try_clone().unwrap();
+    let mut r = BufReader::new(sock);
+    w.write_all(b"*2\r\n$10\r\nSSUBSCRIBE\r\n$6\r\n{news}\r\n")
+        .unwrap();
+    assert_eq!(read_frame(&mut r), vec!["ssubscribe", "{news}", ":1"]);
+    let mut p = c.conn(leader);
+    assert_eq!(
+        ok(&mut p, &["SPUBLISH", "{news}", "hello"]),
+        redis::Value::Int(1)
+    );
+    assert_eq!(read_frame(&mut r), vec!["smessage", "{news}", "hello"]);
+    assert_eq!(
+        ok(&mut p, &["PUBSUB", "SHARDCHANNELS"]),
+        redis::Value::Array(vec![redis::Value::BulkString(b"{news}".to_vec())])
+    );
+    assert_eq!(
+        ok(&mut p, &["PUBSUB", "SHARDNUMSUB", "{news}", "none"]),
+        redis::Value::Array(vec![
+            redis::Value::BulkString(b"{news}".to_vec()),
+            redis::Value::Int(1),
+            redis::Value::BulkString(b"none".to_vec()),
+            redis::Value::Int(0),
+        ])
+    );
+    // A shard-channel subscriber is in subscribed mode (RESP2).
+    w.write_all(b"*2\r\n$3\r\nGET\r\n$1\r\nx\r\n").unwrap();
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.starts_with("-ERR Can't execute 'get'"), "{line}");
+
+    // MOVED on another node, CROSSSLOT for channels of two slots.
+    let mut o = c.conn(other);
+    let moved = format!("MOVED {slot} 127.0.0.1:{}", c.port(leader));
+    assert_eq!(err_text(cmd(&mut o, &["SPUBLISH", "{news}", "x"])), moved);
+    assert_eq!(err_text(cmd(&mut o, &["SSUBSCRIBE", "{news}"])), moved);
+    assert_eq!(
+        err_text(cmd(&mut p, &["SSUBSCRIBE", "a", "b"])),
+        "CROSSSLOT Keys in request don't hash to the same slot"
+    );
+
+    // HELLO, INFO, ROLE say cluster mode; every node is a master.
+    for id in 1..=NODES {
+        let mut conn = c.conn(id);
+        let hello = ok(&mut conn, &["HELLO", "2"]);
+        let redis::Value::Array(fields) = hello else {
+            panic!("HELLO: {hello:?}")
+        };
+        let mode = fields
+            .iter()
+            .position(|v| *v == redis::Value::BulkString(b"mode".to_vec()))
+            .map(|i| fields[i + 1].clone());
+        assert_eq!(mode, Some(redis::Value::BulkString(b"cluster".to_vec())));
+        let info: String = c.query(id, &["INFO", "cluster"]).unwrap();
+        assert!(info.contains("cluster_enabled:1"), "{info}");
+        let role = ok(&mut conn, &["ROLE"]);
+        assert_eq!(
+            role,
+            redis::Value::Array(vec![
+                redis::Value::BulkString(b"master".to_vec()),
+                redis::Value::Int(0),
+                redis::Value::Array(vec![]),
+            ])
+        );
+    }
+
+    // CLUSTER subcommands and their errors, as Redis 7 answers them.
+    let mut n = c.conn(1);
+    let myid: String = c.query(1, &["CLUSTER", "MYID"]).unwrap();
+    let shard: String = c.query(1, &["CLUSTER", "MYSHARDID"]).unwrap();
+    assert_eq!(shard.len(), 40);
+    assert_ne!(shard, myid);
+    let links = ok(&mut n, &["CLUSTER", "LINKS"]);
+    let redis::Value::Array(links) = links else {
+        panic!("LINKS: {links:?}")
+    };
+    assert_eq!(links.len(), 2, "one link per peer");
+    assert_eq!(
+        ok(&mut n, &["CLUSTER", "REPLICAS", &myid]),
+        redis::Value::Array(vec![])
+    );
+    assert_eq!(
+        err_text(cmd(&mut n, &["CLUSTER", "REPLICAS", "abc"])),
+        "ERR Unknown node abc"
+    );
+    for (args, want) in [
+        (
+            vec!["CLUSTER", "GETKEYSINSLOT", "0", "-1"],
+            "ERR Invalid slot or number of keys",
+        ),
+        (
+            vec!["CLUSTER", "GETKEYSINSLOT", "16384", "1"],
+            "ERR Invalid slot or number of keys",
+        ),
+        (
+            vec!["CLUSTER", "GETKEYSINSLOT", "x", "1"],
+            "ERR value is not an integer or out of range",
+        ),
+        (
+            vec!["CLUSTER", "GETKEYSINSLOT", "0", "99999999999999999999"],
+            "ERR value is not an integer or out of range",
+        ),
+        (
+            vec!["CLUSTER", "COUNTKEYSINSLOT", "16384"],
+            "ERR Invalid slot",
+        ),
+        (vec!["CLUSTER", "COUNTKEYSINSLOT", "-1"], "ERR Invalid slot"),
+        (
+            vec!["CLUSTER", "NOSUCH"],
+            "ERR unknown subcommand 'NOSUCH'. Try CLUSTER HELP.",
+        ),
+    ] {
+        assert_eq!(err_text(cmd(&mut n, &args)), want, "{args:?}");
+    }
+    // A huge count is fine: it is a limit, not an allocation.
+    assert_eq!(
+        ok(
+            &mut n,
+            &["CLUSTER", "GETKEYSINSLOT", "0", "9223372036854775807"]
+        ),
+        redis::Value::Array(vec![])
+    );
+
+    // redis-cli's cluster checker accepts the topology.
+    let out = std::process::Command::new("redis-cli")
+        .args(["--cluster", "check", &format!("127.0.0.1:{}", c.port(1))])
+        .output()
+        .expect("redis-cli is needed for this test");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("[OK] All nodes agree about slots configuration."),
+        "{text}"
+    );
+    assert!(text.contains("[OK] All 16384 slots covered."), "{text}");
+    assert_eq!(text.matches("M: ").count(), 3, "three masters: {text}");
+    assert!(text.contains("keys in 3 masters."), "{text}");
+}
