@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs Kvasir's whole test suite: installs what the tests need (Debian's
-# redis-tools for redis-cli / redis-benchmark, redis-py in a virtualenv),
-# then every crate's tests, then the Python client tests.
+# redis-tools for redis-cli / redis-benchmark, redis-py in a virtualenv,
+# go-redis / ioredis / Jedis for the cluster-client tests), then every crate's
+# tests, then the Python client tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-test-deps.sh
@@ -13,5 +14,7 @@ if [ ! -x "$VENV/bin/pytest" ] || ! "$VENV/bin/python" -c "import redis" 2>/dev/
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install --quiet --disable-pip-version-check "redis>=5,<6" "pytest>=7"
 fi
+# go-redis, ioredis and Jedis for tests/python/test_cluster_clients.py.
+bash scripts/install-client-deps.sh
 cargo build -q -p kvasir
 KVASIR_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/kvasir" "$VENV/bin/pytest" -q -p no:cacheprovider tests/python

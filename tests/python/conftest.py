@@ -57,3 +57,19 @@ def r(server):
     client.flushall()
     yield client
     client.close()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A three-node cluster (24 shards, RF=3) per test module, ready
+    (`cluster_state:ok` on every node) before the first test runs."""
+    from kvcluster import Cluster
+
+    c = Cluster().start()
+    try:
+        c.wait_ok()
+    except Exception:
+        c.stop()
+        raise
+    yield c
+    c.stop()

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Installs what the cluster-client smoke tests (tests/python/test_cluster_clients.py)
+# need, from the package registries into the usual per-user caches, so that
+# the tests themselves build and run offline:
+#   - go-redis v9 for tests/clients/go: `go mod download` into the Go module
+#     cache (GOMODCACHE, ~/go/pkg/mod by default);
+#   - ioredis for tests/clients/node: `npm ci` into tests/clients/node/node_modules
+#     (gitignored; npm keeps its download cache in ~/.npm);
+#   - Jedis for tests/clients/java: `mvn package` (dependencies and plugins into
+#     ~/.m2), which also builds tests/clients/java/target/kvclient-java.jar.
+# Idempotent and quick when the caches are warm: each step is skipped when an
+# offline check shows it is already done. Needs go, node/npm, java 17 and mvn
+# on PATH.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CLIENTS=tests/clients
+
+for tool in go node npm java mvn; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        echo "install-client-deps: $tool not found on PATH" >&2
+        exit 1
+    fi
+done
+
+# Go: the module cache is shared across checkouts; go.sum pins every module.
+(
+    cd "$CLIENTS/go"
+    if GOFLAGS="${GOFLAGS:-} -mod=readonly" GOPROXY=off go build -o /dev/null . >/dev/null 2>&1; then
+        echo "install-client-deps: go modules already cached"
+    else
+        GOFLAGS="${GOFLAGS:-} -mod=readonly" go mod download
+        GOFLAGS="${GOFLAGS:-} -mod=readonly" GOPROXY=off go build -o /dev/null .
+        echo "install-client-deps: go modules downloaded"
+    fi
+)
+
+# Node: node_modules is rebuilt only when package-lock.json changed.
+(
+    cd "$CLIENTS/node"
+    stamp=node_modules/.kvasir-lock.sha256
+    want=$(sha256sum package-lock.json | cut -d' ' -f1)
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -d node_modules/ioredis ]; then
+        echo "install-client-deps: node_modules up to date"
+    else
+        npm ci --no-audit --no-fund --loglevel=error
+        echo "$want" >"$stamp"
+        echo "install-client-deps: npm ci done (ioredis $(node -p 'require("ioredis/package.json").version'))"
+    fi
+)
+
+# Java: try offline first; go online only for what ~/.m2 lacks.
+(
+    cd "$CLIENTS/java"
+    if mvn -q -B -o -Dstyle.color=never package >/dev/null 2>&1; then
+        echo "install-client-deps: maven dependencies already cached"
+    else
+        mvn -q -B -Dstyle.color=never package
+        echo "install-client-deps: maven dependencies downloaded"
+    fi
+    test -f target/kvclient-java.jar
+)
+echo "install-client-deps: go-redis, ioredis and jedis ready"

@@ -1,0 +1,206 @@
+"""Cluster-client smoke tests: go-redis v9, ioredis and Jedis against a real
+three-node Kvasir cluster (the `cluster` fixture).
+
+Each client program lives in tests/clients/<lang>/, prints PASS/FAIL lines and
+exits non-zero on failure; these tests build it (offline, from the caches that
+scripts/install-client-deps.sh fills), run it with a timeout and show its
+output when it fails. The failover test kills a node and restarts it, so it
+runs last.
+"""
+
+import os
+import queue
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+CLIENTS = os.path.join(ROOT, "tests", "clients")
+GO_DIR = os.path.join(CLIENTS, "go")
+NODE_DIR = os.path.join(CLIENTS, "node")
+JAVA_DIR = os.path.join(CLIENTS, "java")
+INSTALL_HINT = "run scripts/install-client-deps.sh first"
+
+
+def _tool(name):
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} not found on PATH; {INSTALL_HINT}")
+    return path
+
+
+def _run(cmd, timeout, cwd=None, env=None, what=None):
+    """Runs cmd to completion (killed after timeout); returns (rc, output, secs)."""
+    what = what or " ".join(cmd)
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(
+            cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        pytest.fail(f"{what}: killed after {timeout}s\n{out}")
+    secs = time.monotonic() - t0
+    print(f"--- {what} (exit {p.returncode}, {secs:.1f}s)\n{p.stdout}")
+    return p.returncode, p.stdout, secs
+
+
+def _assert_passed(rc, out, what):
+    assert rc == 0, f"{what} failed (exit {rc}):\n{out}"
+    lines = out.splitlines()
+    assert not any(l.startswith("FAIL") for l in lines), f"{what} printed a FAIL line:\n{out}"
+    assert any(l.startswith("PASS") for l in lines), f"{what} printed no PASS line:\n{out}"
+
+
+def _seeds(cluster):
+    return [str(p) for p in cluster.ports]
+
+
+@pytest.fixture(scope="module")
+def go_client():
+    go = _tool("go")
+    out_dir = tempfile.mkdtemp(prefix="kvclient-go-")
+    binary = os.path.join(out_dir, "kvclient-go")
+    # Offline: the module cache is filled by the installer.
+    goflags = (os.environ.get("GOFLAGS", "") + " -mod=readonly").strip()
+    env = dict(os.environ, GOFLAGS=goflags, GOPROXY="off")
+    rc, out, _ = _run([go, "build", "-o", binary, "."], 300, cwd=GO_DIR, env=env, what="go build")
+    if rc != 0:
+        pytest.fail(f"go build failed ({INSTALL_HINT}):\n{out}")
+    yield binary
+    shutil.rmtree(out_dir, ignore_errors=True)
+
+
+def _newest_source_mtime(root):
+    newest = os.path.getmtime(os.path.join(root, "pom.xml"))
+    for d, _, files in os.walk(os.path.join(root, "src")):
+        for f in files:
+            newest = max(newest, os.path.getmtime(os.path.join(d, f)))
+    return newest
+
+
+@pytest.fixture(scope="module")
+def java_client():
+    _tool("java")
+    jar = os.path.join(JAVA_DIR, "target", "kvclient-java.jar")
+    # The installer builds the jar; rebuild (offline) only if a source changed.
+    if not os.path.exists(jar) or os.path.getmtime(jar) < _newest_source_mtime(JAVA_DIR):
+        mvn = _tool("mvn")
+        rc, out, _ = _run(
+            [mvn, "-q", "-B", "-o", "-Dstyle.color=never", "package"], 300, cwd=JAVA_DIR, what="mvn -o package"
+        )
+        if rc != 0 or not os.path.exists(jar):
+            pytest.fail(f"mvn -o package failed ({INSTALL_HINT}):\n{out}")
+    return jar
+
+
+def test_go_redis_basic(cluster, go_client):
+    rc, out, _ = _run([go_client, "basic", *_seeds(cluster)], 90, what="go-redis basic")
+    _assert_passed(rc, out, "go-redis basic")
+
+
+def test_go_redis_watch(cluster, go_client):
+    rc, out, _ = _run([go_client, "watch", *_seeds(cluster)], 90, what="go-redis watch")
+    _assert_passed(rc, out, "go-redis watch")
+
+
+def test_ioredis(cluster):
+    node = _tool("node")
+    if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "ioredis")):
+        pytest.fail(f"tests/clients/node/node_modules/ioredis missing; {INSTALL_HINT}")
+    rc, out, _ = _run([node, "cluster_smoke.js", *_seeds(cluster)], 90, cwd=NODE_DIR, what="ioredis")
+    _assert_passed(rc, out, "ioredis")
+
+
+def test_jedis(cluster, java_client):
+    java = _tool("java")
+    rc, out, _ = _run([java, "-jar", java_client, *_seeds(cluster)], 90, what="jedis")
+    _assert_passed(rc, out, "jedis")
+
+
+# Runs last in this module: it kills a node and restarts it.
+def test_go_redis_failover(cluster, go_client):
+    """The program prints KILL host:port + READY, then RESTART; after doing
+    each, the test answers GO on the program's stdin."""
+    proc = subprocess.Popen(
+        [go_client, "failover", *_seeds(cluster)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    lines = queue.Queue()
+    output = []
+    t0 = time.monotonic()
+
+    def pump():
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+
+    def note(msg):
+        output.append(f"[pytest {time.monotonic() - t0:6.2f}s] {msg}\n")
+
+    def read_until(marker, timeout):
+        """Collects output until a line equal to marker (True) or EOF/timeout (False)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            try:
+                line = lines.get(timeout=left)
+            except queue.Empty:
+                return False
+            if line is None:
+                return False
+            output.append(line)
+            if marker is not None and line.strip() == marker:
+                return True
+
+    def say_go():
+        proc.stdin.write("GO\n")
+        proc.stdin.flush()
+
+    killed = None
+    try:
+        reached = read_until("READY", 60)
+        victims = [l.split()[1] for l in output if l.startswith("KILL ")]
+        assert reached and victims, "go-redis failover did not reach READY:\n" + "".join(output)
+        port = int(victims[0].rsplit(":", 1)[1])
+        assert port in cluster.ports, f"victim {victims[0]} is not a cluster node:\n" + "".join(output)
+        killed = cluster.ports.index(port)
+        cluster.kill(killed)
+        note(f"killed node {killed + 1} ({victims[0]})")
+        say_go()
+
+        if read_until("RESTART", 90):
+            cluster.start_node(killed)
+            restarted, killed = killed, None
+            cluster.wait_ok(timeout=60)
+            note(f"restarted node {restarted + 1}; cluster_state:ok on every node")
+            say_go()
+
+        read_until(None, 120)
+        try:
+            rc = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            rc = None
+        out = "".join(output)
+        print(f"--- go-redis failover (exit {rc}, {time.monotonic() - t0:.1f}s)\n{out}")
+        assert rc is not None, "go-redis failover did not finish in time:\n" + out
+        _assert_passed(rc, out, "go-redis failover")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        if killed is not None:
+            cluster.start_node(killed)
+            try:
+                cluster.wait_ok(timeout=60)
+            except RuntimeError as e:
+                print(f"[pytest] restarted node {killed + 1} but: {e}")
