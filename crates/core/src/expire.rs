@@ -5,7 +5,7 @@
 //! budget. Here the cycle only *chooses* keys (a read of the store); the
 //! shard then applies them through [`Store::apply_expired`] like any other
 //! write, so under Raft the leader proposes the deletions and followers
-//! replay them (DESIGN.md invariant 1). Sampling walks each database with a
+//! replay them (determinism, docs/architecture.md). Sampling walks each database with a
 //! moving cursor instead of random picks, which keeps it reproducible.
 
 use crate::store::Store;

@@ -1,7 +1,7 @@
 //! The state machine: 16 databases and the single entry points through
 //! which commands read ([`Store::read`]) and write ([`Store::apply`]) them.
 //!
-//! Determinism (DESIGN.md invariant 1): a write's outcome depends only on
+//! Determinism (docs/architecture.md): a write's outcome depends only on
 //! the store, the arguments and the [`Ctx`] (time and seed chosen by the
 //! orderer). Reads treat logically expired keys as missing and never remove
 //! them; removal happens in writes (lazily, at `ctx.now_ms`) or through the

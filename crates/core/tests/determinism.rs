@@ -1,4 +1,4 @@
-//! DESIGN.md invariant 1: a command sequence with the same contexts (time,
+//! Determinism (docs/architecture.md): a command sequence with the same contexts (time,
 //! seed) applies identically on every replica. Two fresh stores replay one
 //! long pseudo-random sequence, active expiry cycles included, and must give
 //! the same replies and end in the same state.

@@ -1,4 +1,4 @@
-//! DESIGN.md invariant 1 for the hash family: two replicas applying one
+//! Determinism (docs/architecture.md) for the hash family: two replicas applying one
 //! long pseudo-random sequence of hash commands (HRANDFIELD included) with
 //! identical contexts give identical replies at every step and end in
 //! identical states, encodings and field order included. And the picks

@@ -1,4 +1,4 @@
-//! DESIGN.md invariant 1 for the list family: two fresh stores applying the
+//! Determinism (docs/architecture.md) for the list family: two fresh stores applying the
 //! same long pseudo-random sequence of list commands (every one, blocking
 //! forms included) with the same contexts give the same replies at every
 //! step and end in the same state, across both encodings and changes of

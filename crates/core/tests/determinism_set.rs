@@ -1,4 +1,4 @@
-//! DESIGN.md invariant 1 for the set family: two replicas applying one long
+//! Determinism (docs/architecture.md) for the set family: two replicas applying one long
 //! pseudo-random sequence of set commands (random picks included: SPOP,
 //! SRANDMEMBER) with identical contexts give identical replies at every
 //! step and end in identical states, encodings and member order included.

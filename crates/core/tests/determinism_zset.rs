@@ -1,4 +1,4 @@
-//! DESIGN.md invariant 1 for the sorted set family: two replicas applying
+//! Determinism (docs/architecture.md) for the sorted set family: two replicas applying
 //! one long pseudo-random sequence of sorted set commands (random picks
 //! included: ZRANDMEMBER) with identical contexts give identical replies at
 //! every step and end in identical states, encodings included. Sets grow
