@@ -19,9 +19,9 @@ use kvasir_engine_memory::hash::HashLimits;
 use kvasir_engine_memory::{Hash, Value};
 use kvasir_resp::Reply;
 
-const W: Flags = Flags::WRITE.union(Flags::DENYOOM);
-const WF: Flags = W.union(Flags::FAST);
-const WF_NO_OOM: Flags = Flags::WRITE.union(Flags::FAST);
+const W_OOM: Flags = Flags::WRITE.union(Flags::DENYOOM);
+const WF_OOM: Flags = W_OOM.union(Flags::FAST);
+const WF: Flags = Flags::WRITE.union(Flags::FAST);
 const R: Flags = Flags::READONLY;
 const RF: Flags = Flags::READONLY.union(Flags::FAST);
 const ACL_WF: &[&str] = &["write", "hash", "fast"];
@@ -32,20 +32,20 @@ const ONE_KEY: (i32, i32, i32) = (1, 1, 1);
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("hdel", -3, WF_NO_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Delete one or more hash fields", Handler::Write(hdel)),
+    cmd("hdel", -3, WF, ONE_KEY, ACL_WF, G, "2.0.0", "Delete one or more hash fields", Handler::Write(hdel)),
     cmd("hexists", 3, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Determine if a hash field exists", Handler::Read(hexists)),
     cmd("hget", 3, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Get the value of a hash field", Handler::Read(hget)),
     cmd("hgetall", 2, R, ONE_KEY, ACL_R, G, "2.0.0", "Get all the fields and values in a hash", Handler::Read(hgetall)),
-    cmd("hincrby", 4, WF, ONE_KEY, ACL_WF, G, "2.0.0", "Increment the integer value of a hash field by the given number", Handler::Write(hincrby)),
-    cmd("hincrbyfloat", 4, WF, ONE_KEY, ACL_WF, G, "2.6.0", "Increment the float value of a hash field by the given amount", Handler::Write(hincrbyfloat)),
+    cmd("hincrby", 4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Increment the integer value of a hash field by the given number", Handler::Write(hincrby)),
+    cmd("hincrbyfloat", 4, WF_OOM, ONE_KEY, ACL_WF, G, "2.6.0", "Increment the float value of a hash field by the given amount", Handler::Write(hincrbyfloat)),
     cmd("hkeys", 2, R, ONE_KEY, ACL_R, G, "2.0.0", "Get all the fields in a hash", Handler::Read(hkeys)),
     cmd("hlen", 2, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Get the number of fields in a hash", Handler::Read(hlen)),
     cmd("hmget", -3, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Get the values of all the given hash fields", Handler::Read(hmget)),
-    cmd("hmset", -4, WF, ONE_KEY, ACL_WF, G, "2.0.0", "Set multiple hash fields to multiple values", Handler::Write(hmset)),
+    cmd("hmset", -4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set multiple hash fields to multiple values", Handler::Write(hmset)),
     cmd("hrandfield", -2, R, ONE_KEY, ACL_R, G, "6.2.0", "Get one or multiple random fields from a hash", Handler::Read(hrandfield)),
     cmd("hscan", -3, R, ONE_KEY, ACL_R, G, "2.8.0", "Incrementally iterate hash fields and associated values", Handler::Read(hscan)),
-    cmd("hset", -4, WF, ONE_KEY, ACL_WF, G, "2.0.0", "Set the string value of a hash field", Handler::Write(hset)),
-    cmd("hsetnx", 4, WF, ONE_KEY, ACL_WF, G, "2.0.0", "Set the value of a hash field, only if the field does not exist", Handler::Write(hsetnx)),
+    cmd("hset", -4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set the string value of a hash field", Handler::Write(hset)),
+    cmd("hsetnx", 4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set the value of a hash field, only if the field does not exist", Handler::Write(hsetnx)),
     cmd("hstrlen", 3, RF, ONE_KEY, ACL_RF, G, "3.2.0", "Get the length of the value of a hash field", Handler::Read(hstrlen)),
     cmd("hvals", 2, R, ONE_KEY, ACL_R, G, "2.0.0", "Get all the values in a hash", Handler::Read(hvals)),
 ];

@@ -28,9 +28,9 @@ use std::collections::HashSet;
 const G: &str = "set";
 const R: Flags = Flags::READONLY;
 const RF: Flags = Flags::READONLY.union(Flags::FAST);
-const W: Flags = Flags::WRITE.union(Flags::DENYOOM);
+const W_OOM: Flags = Flags::WRITE.union(Flags::DENYOOM);
 const WF: Flags = Flags::WRITE.union(Flags::FAST);
-const WF_OOM: Flags = W.union(Flags::FAST);
+const WF_OOM: Flags = W_OOM.union(Flags::FAST);
 const ACL_R: &[&str] = &["read", "set", "slow"];
 const ACL_RF: &[&str] = &["read", "set", "fast"];
 const ACL_W: &[&str] = &["write", "set", "slow"];
@@ -43,13 +43,13 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("sadd", -3, WF_OOM, KEY, ACL_WF, G, "1.0.0", "Add one or more members to a set", Handler::Write(sadd)),
     cmd("scard", 2, RF, KEY, ACL_RF, G, "1.0.0", "Get the number of members in a set", Handler::Read(scard)),
     cmd("sdiff", -2, R, ALL_KEYS, ACL_R, G, "1.0.0", "Subtract multiple sets", Handler::Read(sdiff)),
-    cmd("sdiffstore", -3, W, ALL_KEYS, ACL_W, G, "1.0.0", "Subtract multiple sets and store the resulting set in a key", Handler::Write(sdiffstore)),
+    cmd("sdiffstore", -3, W_OOM, ALL_KEYS, ACL_W, G, "1.0.0", "Subtract multiple sets and store the resulting set in a key", Handler::Write(sdiffstore)),
     cmd("sinter", -2, R, ALL_KEYS, ACL_R, G, "1.0.0", "Intersect multiple sets", Handler::Read(sinter)),
     CommandSpec {
         key_finder: Some(keys_after_numkeys::<1>),
         ..cmd("sintercard", -3, R.union(Flags::MOVABLEKEYS), (0, 0, 0), ACL_R, G, "7.0.0", "Intersect multiple sets and return the cardinality of the result", Handler::Read(sintercard))
     },
-    cmd("sinterstore", -3, W, ALL_KEYS, ACL_W, G, "1.0.0", "Intersect multiple sets and store the resulting set in a key", Handler::Write(sinterstore)),
+    cmd("sinterstore", -3, W_OOM, ALL_KEYS, ACL_W, G, "1.0.0", "Intersect multiple sets and store the resulting set in a key", Handler::Write(sinterstore)),
     cmd("sismember", 3, RF, KEY, ACL_RF, G, "1.0.0", "Determine if a given value is a member of a set", Handler::Read(sismember)),
     cmd("smembers", 2, R, KEY, ACL_R, G, "1.0.0", "Get all the members in a set", Handler::Read(smembers)),
     cmd("smismember", -3, RF, KEY, ACL_RF, G, "6.2.0", "Returns the membership associated with the given elements for a set", Handler::Read(smismember)),
@@ -59,7 +59,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("srem", -3, WF, KEY, ACL_WF, G, "1.0.0", "Remove one or more members from a set", Handler::Write(srem)),
     cmd("sscan", -3, R, KEY, ACL_R, G, "2.8.0", "Incrementally iterate Set elements", Handler::Read(sscan)),
     cmd("sunion", -2, R, ALL_KEYS, ACL_R, G, "1.0.0", "Add multiple sets", Handler::Read(sunion)),
-    cmd("sunionstore", -3, W, ALL_KEYS, ACL_W, G, "1.0.0", "Add multiple sets and store the resulting set in a key", Handler::Write(sunionstore)),
+    cmd("sunionstore", -3, W_OOM, ALL_KEYS, ACL_W, G, "1.0.0", "Add multiple sets and store the resulting set in a key", Handler::Write(sunionstore)),
 ];
 
 /// SRANDMEMBER with a negative count may repeat members, so the reply is not

@@ -14,9 +14,9 @@ use kvasir_engine_memory::{CompactBytes, Value};
 use kvasir_resp::Reply;
 use std::borrow::Cow;
 
-const W: Flags = Flags::WRITE.union(Flags::DENYOOM);
-const WF: Flags = W.union(Flags::FAST);
-const WF_NO_OOM: Flags = Flags::WRITE.union(Flags::FAST);
+const W_OOM: Flags = Flags::WRITE.union(Flags::DENYOOM);
+const WF_OOM: Flags = W_OOM.union(Flags::FAST);
+const WF: Flags = Flags::WRITE.union(Flags::FAST);
 const R: Flags = Flags::READONLY;
 const RF: Flags = Flags::READONLY.union(Flags::FAST);
 const ACL_W: &[&str] = &["write", "string", "slow"];
@@ -28,26 +28,26 @@ const ONE_KEY: (i32, i32, i32) = (1, 1, 1);
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("append", 3, WF, ONE_KEY, ACL_WF, G, "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist.", Handler::Write(append)),
-    cmd("decr", 2, WF, ONE_KEY, ACL_WF, G, "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", Handler::Write(decr)),
-    cmd("decrby", 3, WF, ONE_KEY, ACL_WF, G, "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.", Handler::Write(decrby)),
+    cmd("append", 3, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist.", Handler::Write(append)),
+    cmd("decr", 2, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", Handler::Write(decr)),
+    cmd("decrby", 3, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.", Handler::Write(decrby)),
     cmd("get", 2, RF, ONE_KEY, ACL_RF, G, "1.0.0", "Returns the string value of a key.", Handler::Read(get)),
-    cmd("getdel", 2, WF_NO_OOM, ONE_KEY, ACL_WF, G, "6.2.0", "Returns the string value of a key after deleting the key.", Handler::Write(getdel)),
-    cmd("getex", -2, WF_NO_OOM, ONE_KEY, ACL_WF, G, "6.2.0", "Returns the string value of a key after setting its expiration time.", Handler::Write(getex)),
+    cmd("getdel", 2, WF, ONE_KEY, ACL_WF, G, "6.2.0", "Returns the string value of a key after deleting the key.", Handler::Write(getdel)),
+    cmd("getex", -2, WF, ONE_KEY, ACL_WF, G, "6.2.0", "Returns the string value of a key after setting its expiration time.", Handler::Write(getex)),
     cmd("getrange", 4, R, ONE_KEY, ACL_R, G, "2.4.0", "Returns a substring of the string stored at a key.", Handler::Read(getrange)),
-    cmd("getset", 3, WF, ONE_KEY, ACL_WF, G, "1.0.0", "Returns the previous string value of a key after setting it to a new value.", Handler::Write(getset)),
-    cmd("incr", 2, WF, ONE_KEY, ACL_WF, G, "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", Handler::Write(incr)),
-    cmd("incrby", 3, WF, ONE_KEY, ACL_WF, G, "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.", Handler::Write(incrby)),
-    cmd("incrbyfloat", 3, WF, ONE_KEY, ACL_WF, G, "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.", Handler::Write(incrbyfloat)),
+    cmd("getset", 3, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Returns the previous string value of a key after setting it to a new value.", Handler::Write(getset)),
+    cmd("incr", 2, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", Handler::Write(incr)),
+    cmd("incrby", 3, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.", Handler::Write(incrby)),
+    cmd("incrbyfloat", 3, WF_OOM, ONE_KEY, ACL_WF, G, "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.", Handler::Write(incrbyfloat)),
     cmd("lcs", -3, R, (1, 2, 1), ACL_R, G, "7.0.0", "Finds the longest common substring.", Handler::Read(lcs)),
     cmd("mget", -2, RF, (1, -1, 1), ACL_RF, G, "1.0.0", "Atomically returns the string values of one or more keys.", Handler::Read(mget)),
-    cmd("mset", -3, W, (1, -1, 2), ACL_W, G, "1.0.1", "Atomically creates or modifies the string values of one or more keys.", Handler::Write(mset)),
-    cmd("msetnx", -3, W, (1, -1, 2), ACL_W, G, "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist.", Handler::Write(msetnx)),
-    cmd("psetex", 4, W, ONE_KEY, ACL_W, G, "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", Handler::Write(psetex)),
-    cmd("set", -3, W, ONE_KEY, ACL_W, G, "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", Handler::Write(set)),
-    cmd("setex", 4, W, ONE_KEY, ACL_W, G, "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", Handler::Write(setex)),
-    cmd("setnx", 3, WF, ONE_KEY, ACL_WF, G, "1.0.0", "Set the string value of a key only when the key doesn't exist.", Handler::Write(setnx)),
-    cmd("setrange", 4, W, ONE_KEY, ACL_W, G, "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", Handler::Write(setrange)),
+    cmd("mset", -3, W_OOM, (1, -1, 2), ACL_W, G, "1.0.1", "Atomically creates or modifies the string values of one or more keys.", Handler::Write(mset)),
+    cmd("msetnx", -3, W_OOM, (1, -1, 2), ACL_W, G, "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist.", Handler::Write(msetnx)),
+    cmd("psetex", 4, W_OOM, ONE_KEY, ACL_W, G, "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", Handler::Write(psetex)),
+    cmd("set", -3, W_OOM, ONE_KEY, ACL_W, G, "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", Handler::Write(set)),
+    cmd("setex", 4, W_OOM, ONE_KEY, ACL_W, G, "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", Handler::Write(setex)),
+    cmd("setnx", 3, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Set the string value of a key only when the key doesn't exist.", Handler::Write(setnx)),
+    cmd("setrange", 4, W_OOM, ONE_KEY, ACL_W, G, "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", Handler::Write(setrange)),
     cmd("strlen", 2, RF, ONE_KEY, ACL_RF, G, "2.2.0", "Returns the length of a string value.", Handler::Read(strlen)),
     cmd("substr", 4, R, ONE_KEY, ACL_R, G, "1.0.0", "Returns a substring from a string value.", Handler::Read(getrange)),
 ];

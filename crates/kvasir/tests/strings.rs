@@ -572,7 +572,6 @@ fn active_expiry_removes_keys_nobody_touches() {
     });
     assert!(db9_dropped, "active expiry skipped db 9");
     let _: () = q(&mut c, &["SELECT", "0"]);
-    assert!(q::<i64>(&mut c, &["DBSIZE"]) >= 1);
     // DBSIZE counts keys that expired but were not removed yet, so only
     // the background cycle can bring it down to 1 here.
     let dropped = eventually(Duration::from_secs(5), || {

@@ -9,6 +9,6 @@ pub mod transport;
 
 pub use entry::EntryCtx;
 pub use node::{
-    Config, GroupSpec, GroupStatus, MultiRaft, RaftError, ReadMode, StateMachine, WalMode,
+    Config, Fatal, GroupSpec, GroupStatus, MultiRaft, RaftError, ReadMode, StateMachine, WalMode,
 };
 pub use raft::StateRole;

@@ -171,12 +171,33 @@ struct Inner<S: StateMachine> {
     ticks: u64,
 }
 
+/// Why a node's Raft side stopped for good. The library never exits the
+/// process itself: the binary waits on [`MultiRaft::fatal`] and decides.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fatal {
+    /// The node loop ended (a panic inside it).
+    LoopStopped(String),
+    /// The recovered log lacks entries this node had acknowledged.
+    LostAcknowledgedEntries(String),
+}
+
+impl std::fmt::Display for Fatal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fatal::LoopStopped(why) => write!(f, "the Raft loop stopped unexpectedly ({why})"),
+            Fatal::LostAcknowledgedEntries(why) => f.write_str(why),
+        }
+    }
+}
+
 pub struct MultiRaft<S: StateMachine> {
     cfg: Config,
     engine: Arc<Engine>,
     inner: RefCell<Inner<S>>,
     inbox: Rc<Inbox>,
     transport: Rc<Transport>,
+    fatal: RefCell<Option<Fatal>>,
+    fatal_notify: tokio::sync::Notify,
     pub fsyncs: Cell<u64>,
     pub log_writes: Cell<u64>,
 }
@@ -356,15 +377,19 @@ impl<S: StateMachine> MultiRaft<S> {
             }),
             inbox,
             transport,
+            fatal: RefCell::new(None),
+            fatal_notify: tokio::sync::Notify::new(),
             fsyncs: Cell::new(0),
             log_writes: Cell::new(0),
         });
         let driver = tokio::task::spawn_local(node.clone().run());
+        let watcher = node.clone();
         tokio::task::spawn_local(async move {
             // A node whose Raft loop died must not keep answering clients.
             if let Err(e) = driver.await {
-                error!("the Raft loop stopped unexpectedly ({e}); exiting");
-                std::process::exit(70);
+                let fatal = Fatal::LoopStopped(e.to_string());
+                error!("{fatal}");
+                watcher.set_fatal(fatal);
             }
         });
         if node.cfg.wal == WalMode::Async {
@@ -522,6 +547,10 @@ impl<S: StateMachine> MultiRaft<S> {
                 _ = self.inbox.wake.notified() => false,
             };
             let (mut batch, readies, must_sync) = self.round_begin(tick);
+            if self.fatal.borrow().is_some() {
+                // The binary stops the process; nothing more is done here.
+                return;
+            }
             if !batch.is_empty() {
                 let engine = self.engine.clone();
                 // A round that only moves the commit index needs no fsync
@@ -557,6 +586,26 @@ impl<S: StateMachine> MultiRaft<S> {
         }
     }
 
+    /// Records why the node must stop (the first reason wins) and wakes
+    /// whoever waits in [`MultiRaft::fatal`].
+    fn set_fatal(&self, fatal: Fatal) {
+        self.fatal.borrow_mut().get_or_insert(fatal);
+        self.fatal_notify.notify_waiters();
+        self.fatal_notify.notify_one();
+    }
+
+    /// Resolves when the node's Raft side stopped for good; the caller
+    /// (the binary) stops the process.
+    pub async fn fatal(&self) -> Fatal {
+        loop {
+            let notified = self.fatal_notify.notified();
+            if let Some(f) = self.fatal.borrow().clone() {
+                return f;
+            }
+            notified.await;
+        }
+    }
+
     /// The log cannot be written: every waiting client gets an error (none
     /// was acknowledged), and the node stops taking work.
     fn fail(&self, why: String) {
@@ -584,9 +633,10 @@ impl<S: StateMachine> MultiRaft<S> {
     }
 
     fn round_begin(&self, tick: bool) -> (LogBatch, Vec<(usize, raft::Ready)>, bool) {
-        let mut inner = self.inner.borrow_mut();
-        let inner = &mut *inner;
+        let mut guard = self.inner.borrow_mut();
+        let inner = &mut *guard;
         let msgs = std::mem::take(&mut *self.inbox.messages.borrow_mut());
+        let mut lost: Option<String> = None;
         for (group, m) in msgs {
             match inner.index.get(&group) {
                 Some(&i) => {
@@ -603,18 +653,24 @@ impl<S: StateMachine> MultiRaft<S> {
                         } else {
                             "the data folder is damaged and this node cannot safely rejoin with it (the leaders remember what it acknowledged; replacing a node's data is not supported yet: restore the folder from a backup)"
                         };
-                        error!(
+                        lost = Some(format!(
                             "the Raft log in {} lost acknowledged entries: group {group} ends at index {} but the leader has index {} stored here; {why}",
                             self.cfg.dir.join("raft").display(),
                             raw.raft.raft_log.last_index(),
                             m.commit
-                        );
-                        std::process::exit(1);
+                        ));
+                        break;
                     }
                     let _ = raw.step(m);
                 }
                 None => warn!(group, from = m.from, "message for an unknown group dropped"),
             }
+        }
+        if let Some(msg) = lost {
+            drop(guard);
+            self.fail(msg.clone());
+            self.set_fatal(Fatal::LostAcknowledgedEntries(msg));
+            return (LogBatch::default(), Vec::new(), false);
         }
         for (group, to, ok) in std::mem::take(&mut *self.inbox.snapshot_reports.borrow_mut()) {
             if let Some(&i) = inner.index.get(&group) {

@@ -503,7 +503,7 @@ fn config(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
             // Under Raft this becomes a replicated entry, so that every
             // replica converts encodings at the same point.
             s.server
-                .shard
+                .local_store
                 .borrow_mut()
                 .with_store(|store| store.limits = limits);
             Ok(Reply::ok())
@@ -512,7 +512,7 @@ fn config(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
             let mut stats = s.server.stats.borrow_mut();
             *stats = Default::default();
             s.server
-                .shard
+                .local_store
                 .borrow_mut()
                 .with_store(|st| st.stats = Default::default());
             Ok(Reply::ok())

@@ -29,7 +29,7 @@ pub fn after_write(server: &Server, db: usize, spec: &CommandSpec, args: &[Bytes
         "flushdb" => server.watches.borrow().touch_db(Some(db)),
         "flushall" => server.watches.borrow().touch_db(None),
         "swapdb" => {
-            let store_dbs = server.shard.borrow().store().databases();
+            let store_dbs = server.local_store.borrow().store().databases();
             let parse = |a: Option<&Bytes>| {
                 a.and_then(|b| std::str::from_utf8(b).ok())
                     .and_then(|s| s.parse::<usize>().ok())
@@ -98,7 +98,7 @@ fn serve_blocked(server: &Server, db: usize, keys: Vec<Bytes>) {
             let Some((id, spec, args)) = server.blocking.borrow().first(db, &key) else {
                 break;
             };
-            let result = server.shard.borrow_mut().execute(spec, db, &args);
+            let result = server.local_store.borrow_mut().execute(spec, db, &args);
             if let Err(CmdError::WouldBlock(_)) = result {
                 break;
             }

@@ -174,7 +174,7 @@ fn section(s: &Session, name: &str, out: &mut String) {
         }
         "stats" => {
             let stats = server.stats.borrow();
-            let store_stats = server.shard.borrow().store().stats.clone();
+            let store_stats = server.local_store.borrow().store().stats.clone();
             let (ops, in_kbps, out_kbps) = stats.rates.rates();
             let _ = write!(
                 out,
@@ -261,7 +261,7 @@ fn section(s: &Session, name: &str, out: &mut String) {
         }
         "keyspace" => {
             out.push_str("# Keyspace\r\n");
-            let shard = server.shard.borrow();
+            let shard = server.local_store.borrow();
             let store = shard.store();
             for i in 0..store.databases() {
                 let db = store.db(i);

@@ -5,9 +5,9 @@
 use crate::blocking::Blocking;
 use crate::clients::Clients;
 use crate::config::Config;
+use crate::local_store::LocalStore;
 use crate::pubsub::PubSub;
 use crate::session;
-use crate::shard::Shard;
 use crate::slowlog::SlowLog;
 use crate::watch::Watches;
 use std::cell::{Cell, RefCell};
@@ -98,7 +98,7 @@ pub struct Stats {
 /// it, so interior mutability is plain `RefCell`.
 pub struct Server {
     pub config: RefCell<Config>,
-    pub shard: RefCell<Shard>,
+    pub local_store: RefCell<LocalStore>,
     pub clients: RefCell<Clients>,
     pub slowlog: RefCell<SlowLog>,
     pub stats: RefCell<Stats>,
@@ -120,12 +120,12 @@ pub struct Server {
 impl Server {
     pub fn new(config: Config, port: u16) -> Server {
         let databases = config.databases;
-        let mut shard = Shard::new(databases);
+        let mut local_store = LocalStore::new(databases);
         let limits = config.encoding_limits();
-        shard.with_store(|store| store.limits = limits);
+        local_store.with_store(|store| store.limits = limits);
         Server {
             config: RefCell::new(config),
-            shard: RefCell::new(shard),
+            local_store: RefCell::new(local_store),
             clients: RefCell::new(Clients::default()),
             slowlog: RefCell::new(SlowLog::default()),
             stats: RefCell::new(Stats::default()),
@@ -136,7 +136,7 @@ impl Server {
             shutdown: Notify::new(),
             shutting_down: Cell::new(false),
             started: Instant::now(),
-            started_unix_ms: crate::shard::unix_ms(),
+            started_unix_ms: crate::local_store::unix_ms(),
             port,
             peak_memory: Cell::new(0),
             cluster: None,
@@ -207,16 +207,31 @@ async fn serve(config: Config) -> std::io::Result<()> {
     for listener in listeners {
         tokio::task::spawn_local(accept_loop(server.clone(), listener));
     }
-    tokio::task::spawn_local(expire_loop(server.clone()));
+    // In cluster mode each shard's leader runs the expiry cycle
+    // (cluster::expire_loop); the standalone store is unused there.
+    if server.cluster.is_none() {
+        tokio::task::spawn_local(expire_loop(server.clone()));
+    }
     tokio::task::spawn_local(clients_cron(server.clone()));
     tokio::task::spawn_local(sample_rates(server.clone()));
     info!("Ready to accept connections tcp");
 
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let raft = server.cluster.as_ref().map(|c| c.raft.clone());
+    let fatal = async {
+        match &raft {
+            Some(raft) => Some(raft.fatal().await),
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         _ = sigterm.recv() => info!("Received SIGTERM scheduling shutdown..."),
         _ = tokio::signal::ctrl_c() => info!("Received SIGINT scheduling shutdown..."),
         _ = server.shutdown.notified() => info!("User requested shutdown..."),
+        Some(f) = fatal => {
+            // A node whose Raft side stopped must not keep answering clients.
+            return Err(std::io::Error::other(format!("{f}; exiting")));
+        }
     }
     info!("Kvasir is now ready to exit, bye bye...");
     Ok(())
@@ -286,7 +301,7 @@ async fn expire_loop(server: Rc<Server>) {
         let hz = server.config.borrow().hz.max(1);
         tokio::time::sleep(Duration::from_millis(1000 / hz as u64)).await;
         let expired = server
-            .shard
+            .local_store
             .borrow_mut()
             .active_expire_cycle(MAX_VISITS_PER_CYCLE);
         for (db, keys) in expired {

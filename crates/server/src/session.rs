@@ -52,12 +52,12 @@ pub struct Session {
     /// Cluster mode: replies of this read batch in request order, some
     /// still waiting for Raft. Consecutive writes (or consecutive reads)
     /// are in flight together; anything else waits for them first.
-    pending: std::collections::VecDeque<Slot>,
+    pending: std::collections::VecDeque<PendingReply>,
     pending_kind: Option<PendingKind>,
 }
 
 /// A reply in request order: ready, or waiting for its shard.
-enum Slot {
+enum PendingReply {
     Ready(Reply),
     Wait(Box<PendingOp>),
 }
@@ -195,7 +195,7 @@ impl Session {
                 },
             };
             self.server.stats.borrow_mut().net_input_bytes += n as u64;
-            self.server.shard.borrow_mut().refresh_clock();
+            self.server.local_store.borrow_mut().refresh_clock();
             let mut clock = Instant::now();
             self.info.last_interaction.set(clock);
             loop {
@@ -218,7 +218,7 @@ impl Session {
                                 return;
                             };
                             encode(&reply, self.proto, &mut out);
-                            self.server.shard.borrow_mut().refresh_clock();
+                            self.server.local_store.borrow_mut().refresh_clock();
                             clock = Instant::now();
                         }
                         // AUTH inside a pipeline lifts the limits for the
@@ -268,7 +268,7 @@ impl Session {
         if self.pending.is_empty() {
             encode(&reply, self.proto, out);
         } else {
-            self.pending.push_back(Slot::Ready(reply));
+            self.pending.push_back(PendingReply::Ready(reply));
         }
     }
 
@@ -299,8 +299,8 @@ impl Session {
     async fn drain_pending(&mut self, out: &mut BytesMut) {
         while let Some(slot) = self.pending.pop_front() {
             let reply = match slot {
-                Slot::Ready(r) => r,
-                Slot::Wait(op) => self.finish_pending(*op).await,
+                PendingReply::Ready(r) => r,
+                PendingReply::Wait(op) => self.finish_pending(*op).await,
             };
             encode(&reply, self.proto, out);
         }
@@ -510,7 +510,7 @@ impl Session {
                     // Nothing of this connection may overtake a blocked pop.
                     self.pending_kind = None;
                 }
-                self.pending.push_back(Slot::Wait(op));
+                self.pending.push_back(PendingReply::Wait(op));
                 None
             }
             Outcome::Block(on) => {
@@ -567,7 +567,11 @@ impl Session {
         }
         match spec.handler {
             Handler::Write(_) => {
-                let result = self.server.shard.borrow_mut().execute(spec, self.db, args);
+                let result = self
+                    .server
+                    .local_store
+                    .borrow_mut()
+                    .execute(spec, self.db, args);
                 match result {
                     Ok(reply) => {
                         crate::events::after_write(&self.server, self.db, spec, args);
@@ -580,7 +584,7 @@ impl Session {
             }
             Handler::Read(_) => self
                 .server
-                .shard
+                .local_store
                 .borrow_mut()
                 .execute(spec, self.db, args)
                 .unwrap_or_else(|e| e.to_reply())
@@ -633,7 +637,7 @@ impl Session {
                 args,
                 self.info.addr.to_string(),
                 self.info.name.borrow().clone(),
-                (crate::shard::unix_ms() / 1000) as i64,
+                (crate::local_store::unix_ms() / 1000) as i64,
             );
         }
     }

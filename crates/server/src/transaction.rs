@@ -124,8 +124,8 @@ fn end_multi(s: &mut Session) {
 
 /// A watched key that is logically expired now counts as changed (Redis 7).
 fn watched_key_expired(s: &Session) -> bool {
-    let shard = s.server.shard.borrow();
-    let now = crate::shard::unix_ms();
+    let shard = s.server.local_store.borrow();
+    let now = crate::local_store::unix_ms();
     s.txn.watched.iter().any(|(db, key)| {
         shard
             .store()

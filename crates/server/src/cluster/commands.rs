@@ -18,7 +18,7 @@ use std::rc::Rc;
 use tokio::sync::oneshot;
 
 fn now_ctx() -> Ctx {
-    let now = crate::shard::unix_ms();
+    let now = crate::local_store::unix_ms();
     Ctx {
         now_ms: now,
         seed: now,

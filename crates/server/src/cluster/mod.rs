@@ -450,7 +450,7 @@ async fn expire_loop(node: Rc<ClusterNode>) {
     let mut cursors: HashMap<u64, ActiveExpire> = HashMap::new();
     loop {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let now = crate::shard::unix_ms();
+        let now = crate::local_store::unix_ms();
         for shard in node.led_shards() {
             let expire = cursors.entry(shard).or_default();
             let picked = node

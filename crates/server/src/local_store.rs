@@ -1,7 +1,7 @@
-//! The shard: sole owner of a keyspace (`Store`). Every command that touches
-//! data runs through [`Shard::execute`], which stamps writes with a [`Ctx`]
-//! (wall-clock time and a fresh seed). Under Raft this is where a write
-//! becomes a proposal; here it applies at once (RF=1, no log).
+//! The standalone server's keyspace owner (RF=1, no log): every command
+//! that touches data runs through [`LocalStore::execute`], which stamps
+//! writes with a [`Ctx`] (wall-clock time and a fresh seed) and applies them
+//! at once. In cluster mode shards are Raft groups (`cluster::sm`) instead.
 
 use bytes::Bytes;
 use kvasir_core::error::CmdResult;
@@ -9,7 +9,7 @@ use kvasir_core::expire::ActiveExpire;
 use kvasir_core::{CommandSpec, Ctx, Handler, Store};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub struct Shard {
+pub struct LocalStore {
     store: Store,
     expire: ActiveExpire,
     seed: u64,
@@ -27,9 +27,9 @@ pub fn unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
-impl Shard {
-    pub fn new(databases: usize) -> Shard {
-        Shard {
+impl LocalStore {
+    pub fn new(databases: usize) -> LocalStore {
+        LocalStore {
             store: Store::new(databases),
             expire: ActiveExpire::default(),
             seed: unix_ms() ^ 0x5eed_0f6b_7661_7372,
