@@ -103,6 +103,15 @@ struct ServerArgs {
     /// every node.
     #[arg(long)]
     initial_cluster: Option<String>,
+    /// Cluster mode: a secret every member shares; peers prove it in the
+    /// bus handshake (HMAC-SHA256 challenge-response, never sent in clear),
+    /// so a process without it cannot join or talk Raft to a node.
+    #[arg(long)]
+    cluster_secret: Option<String>,
+    /// Cluster mode: read the cluster secret from this file (first line),
+    /// so it does not show in process listings.
+    #[arg(long)]
+    cluster_secret_file: Option<String>,
     /// Replicas per shard (default 3).
     #[arg(long)]
     replicas: Option<usize>,
@@ -172,6 +181,12 @@ fn load_config(args: &ServerArgs) -> Result<Config, String> {
     }
     if let Some(v) = &args.initial_cluster {
         config.initial_cluster = Some(v.clone());
+    }
+    if let Some(v) = &args.cluster_secret {
+        config.cluster_secret = Some(v.clone());
+    }
+    if let Some(v) = &args.cluster_secret_file {
+        config.cluster_secret_file = Some(v.clone());
     }
     if let Some(v) = args.replicas {
         config.replicas = v;

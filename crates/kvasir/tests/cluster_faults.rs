@@ -104,6 +104,35 @@ fn send_and_wait_close(port: u16, bytes: &[u8]) -> bool {
     false
 }
 
+/// Like [`send_and_wait_close`], after proving `secret` in the bus
+/// handshake as a member (`hello`) would.
+fn send_authenticated_and_wait_close(port: u16, hello: &[u8], secret: &[u8], bytes: &[u8]) -> bool {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect cluster port");
+        let hello: [u8; kvasir_raft::bus_auth::HELLO_LEN] = hello.try_into().expect("hello size");
+        kvasir_raft::bus_auth::connect(&mut s, &hello, secret)
+            .await
+            .expect("authenticated handshake");
+        let _ = s.write_all(bytes).await;
+        let mut buf = [0u8; 1024];
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return true,
+                Ok(Ok(_)) => continue,
+                Err(_) => return false,
+            }
+        }
+    })
+}
+
 fn frame(kind: u8, body: &[u8]) -> Vec<u8> {
     let mut f = ((body.len() + 1) as u32).to_le_bytes().to_vec();
     f.push(kind);
@@ -114,7 +143,8 @@ fn frame(kind: u8, body: &[u8]) -> Vec<u8> {
 #[test]
 fn bad_peers_are_rejected_and_torn_log_tail_recovers() {
     let t0 = Instant::now();
-    let mut c = Cluster::start(&[]);
+    const SECRET: &str = "correct horse battery staple";
+    let mut c = Cluster::start(&["--cluster-secret", SECRET]);
     println!("cluster ready in {:?}", t0.elapsed());
     let mut router = c.router();
     for i in 0..300 {
@@ -152,28 +182,52 @@ fn bad_peers_are_rejected_and_torn_log_tail_recovers() {
             "this is node 1",
         ),
     ];
-    // A member's handshake followed by broken frames.
+    // A member's handshake without the cluster secret: refused before any
+    // frame is read.
+    cases.push((
+        "member without the secret",
+        [
+            handshake(cid, 2, 1),
+            vec![0u8; 16],
+            garbage[..32].to_vec(),
+            frame(77, b"x"),
+        ]
+        .concat(),
+        "did not prove the cluster secret",
+    ));
+    for (what, bytes, logged) in &cases {
+        let closed = send_and_wait_close(cport, bytes);
+        assert!(closed, "{what}: node 1 kept the connection open");
+        let ok = cluster::wait_until(Duration::from_secs(10), || c.log(1).contains(logged));
+        assert!(ok, "{what}: node 1 did not log {logged:?}");
+        assert!(c.is_running(1), "{what}: node 1 exited");
+    }
+    // A member that proved the secret, followed by broken frames.
+    let mut cases: Vec<(&str, Vec<u8>, Vec<u8>, &str)> = Vec::new();
     let mut bad_raft = 1u32.to_le_bytes().to_vec(); // one message...
     bad_raft.extend_from_slice(&7u64.to_le_bytes()); // ...for group 7...
     bad_raft.extend_from_slice(&64u32.to_le_bytes()); // ...of 64 bytes, cut short
     bad_raft.extend_from_slice(&garbage[..10]);
     cases.push((
         "truncated raft message",
-        [handshake(cid, 2, 1), frame(1, &bad_raft)].concat(),
+        handshake(cid, 2, 1),
+        frame(1, &bad_raft),
         "truncated raft message",
     ));
     cases.push((
         "unknown frame kind",
-        [handshake(cid, 3, 1), frame(77, b"hello")].concat(),
+        handshake(cid, 3, 1),
+        frame(77, b"hello"),
         "unknown frame kind",
     ));
     cases.push((
         "oversized frame",
-        [handshake(cid, 3, 1), u32::MAX.to_le_bytes().to_vec()].concat(),
+        handshake(cid, 3, 1),
+        u32::MAX.to_le_bytes().to_vec(),
         "rejected frame",
     ));
-    for (what, bytes, logged) in &cases {
-        let closed = send_and_wait_close(cport, bytes);
+    for (what, hello, bytes, logged) in &cases {
+        let closed = send_authenticated_and_wait_close(cport, hello, SECRET.as_bytes(), bytes);
         assert!(closed, "{what}: node 1 kept the connection open");
         let ok = cluster::wait_until(Duration::from_secs(10), || c.log(1).contains(logged));
         assert!(ok, "{what}: node 1 did not log {logged:?}");
@@ -191,7 +245,10 @@ fn bad_peers_are_rejected_and_torn_log_tail_recovers() {
         let ok: String = router.retry(&k, &["SET", &k, &format!("v{i}")]);
         assert_eq!(ok, "OK");
     }
-    println!("node 1 rejected {} bad peers and kept serving", cases.len());
+    println!(
+        "node 1 rejected {} bad peers and kept serving",
+        cases.len() + 5
+    );
 
     damaged_log_tail(&mut c, Damage::GarbageAfterTail, 400);
     println!("total {:?}", t0.elapsed());

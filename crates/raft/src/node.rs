@@ -58,6 +58,9 @@ pub struct Config {
     pub snapshot_entries: u64,
     /// Largest entry payload built from batched proposals.
     pub max_entry_bytes: usize,
+    /// The cluster secret peers prove on every bus connection (empty:
+    /// none, and then peers with a secret refuse this node).
+    pub secret: Vec<u8>,
 }
 
 /// Why a proposal or read got no result.
@@ -359,6 +362,7 @@ impl<S: StateMachine> MultiRaft<S> {
         let transport = Transport::start(
             cfg.node_id,
             cfg.cluster_id,
+            Rc::from(cfg.secret.as_slice()),
             listener,
             &cfg.peers,
             inbox.clone(),

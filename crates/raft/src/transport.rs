@@ -6,6 +6,7 @@
 //! travel on a connection of their own so a large image never delays the
 //! heartbeats of other groups.
 
+use crate::bus_auth;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use protobuf::Message as _;
 use raft::eraftpb::Message;
@@ -54,14 +55,16 @@ struct Peer {
 pub struct Transport {
     node_id: u64,
     cluster_id: u64,
+    /// The cluster secret peers prove in the handshake (empty: none).
+    secret: Rc<[u8]>,
     peers: HashMap<u64, Peer>,
     inbox: Rc<Inbox>,
     pub sent_messages: Cell<u64>,
     pub received_messages: Rc<Cell<u64>>,
 }
 
-fn handshake(cluster_id: u64, from: u64, to: u64) -> [u8; 28] {
-    let mut h = [0u8; 28];
+fn handshake(cluster_id: u64, from: u64, to: u64) -> [u8; bus_auth::HELLO_LEN] {
+    let mut h = [0u8; bus_auth::HELLO_LEN];
     h[..4].copy_from_slice(MAGIC);
     h[4..12].copy_from_slice(&cluster_id.to_le_bytes());
     h[12..20].copy_from_slice(&from.to_le_bytes());
@@ -135,6 +138,7 @@ impl Transport {
     pub fn start(
         node_id: u64,
         cluster_id: u64,
+        secret: Rc<[u8]>,
         listener: TcpListener,
         peers: &[(u64, String)],
         inbox: Rc<Inbox>,
@@ -150,6 +154,7 @@ impl Transport {
             tokio::task::spawn_local(sender_loop(
                 node_id,
                 cluster_id,
+                secret.clone(),
                 *id,
                 addr.clone(),
                 rx,
@@ -171,6 +176,7 @@ impl Transport {
             listener,
             node_id,
             cluster_id,
+            secret.clone(),
             known,
             inbox.clone(),
             on_broadcast,
@@ -179,6 +185,7 @@ impl Transport {
         Rc::new(Transport {
             node_id,
             cluster_id,
+            secret,
             peers: map,
             inbox,
             sent_messages: Cell::new(0),
@@ -221,6 +228,7 @@ impl Transport {
         };
         let addr = peer.addr.clone();
         let hello = handshake(self.cluster_id, self.node_id, to);
+        let secret = self.secret.clone();
         let inbox = self.inbox.clone();
         tokio::task::spawn_local(async move {
             let mut buf = BytesMut::new();
@@ -229,7 +237,9 @@ impl Transport {
             let sent = async {
                 let mut s = TcpStream::connect(&addr).await?;
                 s.set_nodelay(true)?;
-                s.write_all(&hello).await?;
+                bus_auth::connect(&mut s, &hello, &secret)
+                    .await
+                    .map_err(std::io::Error::other)?;
                 s.write_all(&buf).await?;
                 s.flush().await?;
                 // Wait for the peer to close: it has read the frame.
@@ -262,9 +272,11 @@ impl Transport {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn sender_loop(
     me: u64,
     cluster_id: u64,
+    secret: Rc<[u8]>,
     to: u64,
     addr: String,
     mut rx: mpsc::UnboundedReceiver<Out>,
@@ -291,7 +303,14 @@ async fn sender_loop(
         };
         let mut stream = stream;
         let _ = stream.set_nodelay(true);
-        if stream.write_all(&hello).await.is_err() {
+        if let Err(e) = bus_auth::connect(&mut stream, &hello, &secret).await {
+            warn!(to, %addr, "peer handshake failed: {e}");
+            drain_unreachable(&mut rx, to, &inbox);
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_millis(500));
+            if rx.is_closed() {
+                return;
+            }
             continue;
         }
         info!(to, %addr, "connected to peer");
@@ -345,10 +364,12 @@ fn drain_unreachable(rx: &mut mpsc::UnboundedReceiver<Out>, to: u64, inbox: &Inb
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn accept_loop(
     listener: TcpListener,
     me: u64,
     cluster_id: u64,
+    secret: Rc<[u8]>,
     known: Vec<u64>,
     inbox: Rc<Inbox>,
     on_broadcast: BroadcastHandler,
@@ -364,11 +385,13 @@ async fn accept_loop(
         let inbox = inbox.clone();
         let on_broadcast = on_broadcast.clone();
         let received = received.clone();
+        let secret = secret.clone();
         tokio::task::spawn_local(async move {
             if let Err(e) = read_peer(
                 stream,
                 me,
                 cluster_id,
+                &secret,
                 &known,
                 &inbox,
                 &on_broadcast,
@@ -382,10 +405,12 @@ async fn accept_loop(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn read_peer(
     mut stream: TcpStream,
     me: u64,
     cluster_id: u64,
+    secret: &[u8],
     known: &[u64],
     inbox: &Inbox,
     on_broadcast: &BroadcastHandler,
@@ -415,6 +440,11 @@ async fn read_peer(
             "rejected: frame from node {from} to node {to}, but this is node {me} and {from} is not a member"
         ));
     }
+    // Nothing beyond the fixed-size handshake is read from a peer that has
+    // not proven the cluster secret.
+    bus_auth::accept(&mut stream, &hello, secret)
+        .await
+        .map_err(|e| format!("rejected node {from}: {e}"))?;
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
         while buf.len() < 4 {

@@ -36,8 +36,12 @@ pub struct Config {
     pub list_max_listpack_size: i64,
     /// Cluster mode (set with --initial-cluster): this node's id.
     pub node_id: Option<u64>,
-    /// Every member as `id=host:cluster-port,...`, the same on every node.
+    /// Every member as `id=ip:port@cport,...`, the same on every node.
     pub initial_cluster: Option<String>,
+    /// The shared secret peers prove in the cluster bus handshake (never
+    /// sent in clear); `cluster-secret-file` reads it from a file instead.
+    pub cluster_secret: Option<String>,
+    pub cluster_secret_file: Option<String>,
     /// Replicas per shard (Raft group size).
     pub replicas: usize,
     /// Shards per node at bootstrap (nodes x this = shards).
@@ -83,6 +87,8 @@ impl Default for Config {
             list_max_listpack_size: -2,
             node_id: None,
             initial_cluster: None,
+            cluster_secret: None,
+            cluster_secret_file: None,
             replicas: 3,
             shards_per_node: 8,
             wal: "fsync".to_string(),

@@ -76,6 +76,29 @@ pub fn raft_error_reply(node: &ClusterNode, e: RaftError, slot: Option<u16>) -> 
     }
 }
 
+/// The cluster secret from `--cluster-secret` or the first line of
+/// `--cluster-secret-file` (not both); empty when neither is set.
+fn cluster_secret(config: &Config) -> Result<Vec<u8>, String> {
+    match (&config.cluster_secret, &config.cluster_secret_file) {
+        (Some(_), Some(_)) => Err(
+            "give the cluster secret with --cluster-secret or --cluster-secret-file, not both"
+                .into(),
+        ),
+        (Some(s), None) if s.is_empty() => Err("--cluster-secret is empty".into()),
+        (Some(s), None) => Ok(s.as_bytes().to_vec()),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cluster secret file {path}: {e}"))?;
+            let line = text.lines().next().unwrap_or("").trim();
+            if line.is_empty() {
+                return Err(format!("cluster secret file {path} is empty"));
+            }
+            Ok(line.as_bytes().to_vec())
+        }
+        (None, None) => Ok(Vec::new()),
+    }
+}
+
 fn parse_wal(s: &str) -> Result<WalMode, String> {
     match s.to_ascii_lowercase().as_str() {
         "fsync" => Ok(WalMode::Fsync),
@@ -228,6 +251,7 @@ impl ClusterNode {
             heartbeat_ticks: config.heartbeat_ticks.max(1),
             snapshot_entries: config.snapshot_entries.max(1),
             max_entry_bytes: 1024 * 1024,
+            secret: cluster_secret(config)?,
         };
         let on_broadcast: kvasir_raft::transport::BroadcastHandler =
             Rc::new(move |_from, payload| {
