@@ -26,6 +26,27 @@ const KIND_BROADCAST: u8 = 2;
 pub const MAX_FRAME: usize = 1 << 30;
 /// Most messages coalesced into one frame.
 const MAX_BATCH: usize = 4096;
+/// A peer link that accepts no data for this long (a write that does not
+/// complete, data the kernel cannot get acknowledged, a connect that does
+/// not finish) is dropped and dialled again: a dead or cut-off peer is
+/// noticed within about one election timeout instead of after the kernel's
+/// retransmission give-up (minutes), and a healed link is used again within
+/// a reconnect backoff.
+pub const LINK_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Socket options of every bus connection: no Nagle delay, keepalive
+/// probes on an idle link, and TCP_USER_TIMEOUT so unacknowledged data
+/// fails the connection after [`LINK_TIMEOUT`].
+fn tune(stream: &TcpStream) {
+    let sock = socket2::SockRef::from(stream);
+    let _ = sock.set_tcp_nodelay(true);
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(LINK_TIMEOUT)
+        .with_interval(LINK_TIMEOUT / 2)
+        .with_retries(3);
+    let _ = sock.set_tcp_keepalive(&keepalive);
+    let _ = sock.set_tcp_user_timeout(Some(LINK_TIMEOUT));
+}
 
 /// What arrived from peers, drained by the node loop each round.
 #[derive(Default)]
@@ -287,7 +308,13 @@ async fn sender_loop(
     let hello = handshake(cluster_id, me, to);
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
-        let stream = match TcpStream::connect(&addr).await {
+        let connect = tokio::time::timeout(LINK_TIMEOUT, TcpStream::connect(&addr)).await;
+        let stream = match connect.unwrap_or_else(|_| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "connect timed out",
+            ))
+        }) {
             Ok(s) => s,
             Err(e) => {
                 debug!(to, %addr, "connect failed: {e}");
@@ -302,7 +329,7 @@ async fn sender_loop(
             }
         };
         let mut stream = stream;
-        let _ = stream.set_nodelay(true);
+        tune(&stream);
         if let Err(e) = bus_auth::connect(&mut stream, &hello, &secret).await {
             warn!(to, %addr, "peer handshake failed: {e}");
             drain_unreachable(&mut rx, to, &inbox);
@@ -322,21 +349,39 @@ async fn sender_loop(
             };
             buf.clear();
             let mut raft: Vec<(u64, Message)> = Vec::new();
+            // Returns the payload bytes it added to the batch.
             let push = |o: Out, buf: &mut BytesMut, raft: &mut Vec<(u64, Message)>| match o {
-                Out::Raft(mut b) => raft.append(&mut b),
-                Out::Broadcast(p) => encode_broadcast(&p, buf),
+                Out::Raft(mut b) => {
+                    let n = payload_bytes(&b);
+                    raft.append(&mut b);
+                    n
+                }
+                Out::Broadcast(p) => {
+                    encode_broadcast(&p, buf);
+                    0
+                }
             };
-            push(first, &mut buf, &mut raft);
-            while raft.len() < MAX_BATCH {
+            let mut payload = push(first, &mut buf, &mut raft);
+            // A frame stays small enough to be written well within
+            // LINK_TIMEOUT on a healthy link.
+            while raft.len() < MAX_BATCH && buf.len() + payload < MAX_BATCH_BYTES {
                 match rx.try_recv() {
-                    Ok(o) => push(o, &mut buf, &mut raft),
+                    Ok(o) => payload += push(o, &mut buf, &mut raft),
                     Err(_) => break,
                 }
             }
             if !raft.is_empty() {
                 encode_raft(&raft, &mut buf);
             }
-            if let Err(e) = stream.write_all(&buf).await {
+            let written = tokio::time::timeout(LINK_TIMEOUT, stream.write_all(&buf))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("no progress for {LINK_TIMEOUT:?}"),
+                    ))
+                });
+            if let Err(e) = written {
                 warn!(to, "peer connection lost: {e}");
                 connected.set(false);
                 for (g, _) in raft {
@@ -347,6 +392,23 @@ async fn sender_loop(
             }
         }
     }
+}
+
+/// Most bytes of entries and snapshot data coalesced into one frame.
+const MAX_BATCH_BYTES: usize = 8 << 20;
+
+/// The bulk of a batch's encoded size: entry payloads and snapshot data.
+fn payload_bytes(batch: &[(u64, Message)]) -> usize {
+    batch
+        .iter()
+        .map(|(_, m)| {
+            m.get_entries()
+                .iter()
+                .map(|e| e.get_data().len() + e.get_context().len())
+                .sum::<usize>()
+                + m.get_snapshot().get_data().len()
+        })
+        .sum()
 }
 
 fn drain_unreachable(rx: &mut mpsc::UnboundedReceiver<Out>, to: u64, inbox: &Inbox) {
@@ -380,7 +442,7 @@ async fn accept_loop(
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        let _ = stream.set_nodelay(true);
+        tune(&stream);
         let known = known.clone();
         let inbox = inbox.clone();
         let on_broadcast = on_broadcast.clone();
@@ -483,6 +545,88 @@ async fn read_peer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    async fn wait_for(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        while tokio::time::Instant::now() < deadline {
+            if ok() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        ok()
+    }
+
+    /// A peer that completes the handshake and then never reads (a dead
+    /// switch, a frozen process behind a full buffer): the link is declared
+    /// lost within about LINK_TIMEOUT once its buffers fill, the queued
+    /// messages are reported unreachable, and the peer is dialled again.
+    #[test]
+    fn a_peer_that_stops_reading_is_dropped_and_redialled() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async {
+            let hole = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            // Accepted sockets inherit a small receive buffer: the link
+            // fills after a few messages.
+            let _ = socket2::SockRef::from(&hole).set_recv_buffer_size(4096);
+            let hole_addr = hole.local_addr().unwrap().to_string();
+            let accepted = Rc::new(Cell::new(0u32));
+            let count = accepted.clone();
+            tokio::task::spawn_local(async move {
+                let mut kept = Vec::new();
+                while let Ok((mut s, _)) = hole.accept().await {
+                    let mut hello = [0u8; bus_auth::HELLO_LEN];
+                    if s.read_exact(&mut hello).await.is_ok()
+                        && bus_auth::accept(&mut s, &hello, b"").await.is_ok()
+                    {
+                        count.set(count.get() + 1);
+                    }
+                    kept.push(s); // never read again
+                }
+            });
+            let me = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let inbox = Rc::new(Inbox::default());
+            let t = Transport::start(
+                1,
+                9,
+                Rc::from(&b""[..]),
+                me,
+                &[(2, hole_addr)],
+                inbox.clone(),
+                Rc::new(|_, _| {}),
+            );
+            assert!(wait_for(Duration::from_secs(5), || t.is_connected(2)).await);
+            let started = tokio::time::Instant::now();
+            // Keep the link busy until the sender gives up on it (it
+            // reports the batch it could not send as unreachable).
+            while started.elapsed() < Duration::from_secs(15)
+                && inbox.unreachable.borrow().is_empty()
+            {
+                let mut e = raft::eraftpb::Entry::default();
+                e.set_data(Bytes::from(vec![7u8; 256 * 1024]));
+                let mut m = Message::default();
+                m.set_msg_type(raft::eraftpb::MessageType::MsgAppend);
+                m.to = 2;
+                m.from = 1;
+                m.set_entries(vec![e].into());
+                t.send(1, vec![m]);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            assert!(
+                !inbox.unreachable.borrow().is_empty(),
+                "the link to a peer that reads nothing was never dropped"
+            );
+            println!("link dropped after {:?}", started.elapsed());
+            assert!(
+                wait_for(Duration::from_secs(5), || accepted.get() >= 2).await,
+                "the peer was not dialled again"
+            );
+        });
+    }
 
     #[test]
     fn raft_frames_round_trip_and_reject_garbage() {
