@@ -4,8 +4,9 @@ three-node Kvasir cluster (the `cluster` fixture).
 Each client program lives in tests/clients/<lang>/, prints PASS/FAIL lines and
 exits non-zero on failure; these tests build it (offline, from the caches that
 scripts/install-client-deps.sh fills), run it with a timeout and show its
-output when it fails. The failover test kills a node and restarts it, so it
-runs last.
+output when it fails. The failover tests (one per client, sharing the
+driver `_failover`) kill a node and restart it, so they run last; each reports
+how long its client took to write to the killed node's slot again.
 """
 
 import os
@@ -109,10 +110,15 @@ def test_go_redis_watch(cluster, go_client):
     _assert_passed(rc, out, "go-redis watch")
 
 
-def test_ioredis(cluster):
+def _node():
     node = _tool("node")
     if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "ioredis")):
         pytest.fail(f"tests/clients/node/node_modules/ioredis missing; {INSTALL_HINT}")
+    return node
+
+
+def test_ioredis(cluster):
+    node = _node()
     rc, out, _ = _run([node, "cluster_smoke.js", *_seeds(cluster)], 90, cwd=NODE_DIR, what="ioredis")
     _assert_passed(rc, out, "ioredis")
 
@@ -123,13 +129,53 @@ def test_jedis(cluster, java_client):
     _assert_passed(rc, out, "jedis")
 
 
-# Runs last in this module: it kills a node and restarts it.
-def test_go_redis_failover(cluster, go_client):
-    """The program prints KILL host:port + READY, then RESTART; after doing
-    each, the test answers GO on the program's stdin."""
+# The failover tests run last in this module: each kills a node and restarts it.
+#
+# Every client program's `failover` scenario follows the same protocol (see
+# `failover` in tests/clients/go/main.go): it prints "KILL host:port" and
+# "READY"; the test kills that node and answers GO on the program's stdin; the
+# same client object keeps writing to the killed node's slot until it
+# succeeds and prints "RECOVERY_SECONDS x" (seconds from GO to the first
+# successful write), checks that every acknowledged write reads back, then
+# prints "RESTART"; the test restarts the node, waits for cluster_state:ok and
+# answers GO again.
+
+# Kvasir elects new leaders within about a second of a node's death; a client
+# should be writing to the affected slots again within RECOVERY_GOAL seconds,
+# and must within RECOVERY_LIMIT.
+RECOVERY_GOAL = 2.0
+RECOVERY_LIMIT = 5.0
+# Recovery times measured in this session, by client, for the summary below.
+RECOVERY_TIMES = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _recovery_summary(request):
+    """After the module, writes the measured recovery times to the terminal
+    (also without -s)."""
+    yield
+    tr = request.config.pluginmanager.get_plugin("terminalreporter")
+    capman = request.config.pluginmanager.get_plugin("capturemanager")
+    if not RECOVERY_TIMES or tr is None or capman is None:
+        return
+    with capman.global_and_fixture_disabled():  # what capsys.disabled() does
+        tr.write_line("")
+        tr.write_line(
+            f"failover recovery (kill -> first write to the killed node's slot; goal {RECOVERY_GOAL:g}s, "
+            f"limit {RECOVERY_LIMIT:g}s): "
+            + ", ".join(f"{what} {secs:.2f}s" for what, secs in RECOVERY_TIMES.items())
+        )
+
+
+def _failover(cluster, cmd, what, cwd=None):
+    """Runs a client program's failover scenario (cmd) through the KILL/READY
+    and RESTART handshakes; asserts that it passed and that it recovered
+    within RECOVERY_LIMIT seconds. Returns the recovery time it measured."""
+    # A previous failover test's restarted node may still be taking back its
+    # shards' leadership: start from a settled slot map.
+    cluster.wait_stable(timeout=30)
     proc = subprocess.Popen(
-        [go_client, "failover", *_seeds(cluster)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cmd, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     lines = queue.Queue()
     output = []
@@ -137,28 +183,34 @@ def test_go_redis_failover(cluster, go_client):
 
     def pump():
         for line in proc.stdout:
-            lines.put(line)
-        lines.put(None)
+            lines.put((time.monotonic(), line))
+        lines.put((time.monotonic(), None))
 
     threading.Thread(target=pump, daemon=True).start()
 
     def note(msg):
         output.append(f"[pytest {time.monotonic() - t0:6.2f}s] {msg}\n")
 
+    killed_at = None
+    recovery_seen_at = None
+
     def read_until(marker, timeout):
         """Collects output until a line equal to marker (True) or EOF/timeout (False)."""
+        nonlocal recovery_seen_at
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
             try:
-                line = lines.get(timeout=left)
+                at, line = lines.get(timeout=left)
             except queue.Empty:
                 return False
             if line is None:
                 return False
             output.append(line)
+            if line.startswith("RECOVERY_SECONDS ") and recovery_seen_at is None:
+                recovery_seen_at = at
             if marker is not None and line.strip() == marker:
                 return True
 
@@ -170,11 +222,12 @@ def test_go_redis_failover(cluster, go_client):
     try:
         reached = read_until("READY", 60)
         victims = [l.split()[1] for l in output if l.startswith("KILL ")]
-        assert reached and victims, "go-redis failover did not reach READY:\n" + "".join(output)
+        assert reached and victims, f"{what} did not reach READY:\n" + "".join(output)
         port = int(victims[0].rsplit(":", 1)[1])
         assert port in cluster.ports, f"victim {victims[0]} is not a cluster node:\n" + "".join(output)
         killed = cluster.ports.index(port)
         cluster.kill(killed)
+        killed_at = time.monotonic()
         note(f"killed node {killed + 1} ({victims[0]})")
         say_go()
 
@@ -191,9 +244,23 @@ def test_go_redis_failover(cluster, go_client):
         except subprocess.TimeoutExpired:
             rc = None
         out = "".join(output)
-        print(f"--- go-redis failover (exit {rc}, {time.monotonic() - t0:.1f}s)\n{out}")
-        assert rc is not None, "go-redis failover did not finish in time:\n" + out
-        _assert_passed(rc, out, "go-redis failover")
+        print(f"--- {what} (exit {rc}, {time.monotonic() - t0:.1f}s)\n{out}")
+        assert rc is not None, f"{what} did not finish in time:\n" + out
+        recs = [float(l.split()[1]) for l in output if l.startswith("RECOVERY_SECONDS ")]
+        if recs:
+            RECOVERY_TIMES[what] = recs[0]
+            seen = f"{recovery_seen_at - killed_at:.2f}s" if recovery_seen_at is not None else "?"
+            print(
+                f"[pytest] {what}: RECOVERED after {recs[0]:.2f}s as measured by the client "
+                f"(kill -> its report: {seen}; goal {RECOVERY_GOAL:g}s, limit {RECOVERY_LIMIT:g}s)"
+            )
+        _assert_passed(rc, out, what)
+        assert recs, f"{what} printed no RECOVERY_SECONDS line:\n{out}"
+        assert recs[0] <= RECOVERY_LIMIT, (
+            f"{what}: the client needed {recs[0]:.2f}s to write to the killed node's slot again "
+            f"(limit {RECOVERY_LIMIT:g}s, goal {RECOVERY_GOAL:g}s):\n{out}"
+        )
+        return recs[0]
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -204,3 +271,17 @@ def test_go_redis_failover(cluster, go_client):
                 cluster.wait_ok(timeout=60)
             except RuntimeError as e:
                 print(f"[pytest] restarted node {killed + 1} but: {e}")
+
+
+def test_go_redis_failover(cluster, go_client):
+    _failover(cluster, [go_client, "failover", *_seeds(cluster)], "go-redis failover")
+
+
+def test_ioredis_failover(cluster):
+    node = _node()
+    _failover(cluster, [node, "failover.js", *_seeds(cluster)], "ioredis failover", cwd=NODE_DIR)
+
+
+def test_jedis_failover(cluster, java_client):
+    java = _tool("java")
+    _failover(cluster, [java, "-cp", java_client, "kvasir.Failover", *_seeds(cluster)], "jedis failover")

@@ -1,0 +1,267 @@
+//! A real network partition: three nodes, each in its own network
+//! namespace behind a veth pair on a test bridge. Taking a node's link down
+//! drops its packets silently (no RST, as a dead switch or a cut cable
+//! does). The other two must see it as failed, elect leaders for its
+//! shards and keep serving; after the link comes back the isolated node must
+//! rejoin and the whole cluster serve every slot again quickly.
+//!
+//! Needs root and iproute2 (the test machine and CI have both); every
+//! namespace, link and process is removed when the test ends.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const NODES: u8 = 3;
+const PORT: u16 = 7001;
+const BUS: u16 = 17001;
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("iproute2 `ip` is needed for this test: {e}"));
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The namespaces, bridge and node processes of one run, removed on drop.
+struct Net {
+    tag: String,
+    subnet: String,
+    children: Vec<Option<Child>>,
+    dir: std::path::PathBuf,
+}
+
+impl Net {
+    fn new() -> Net {
+        // Distinct names and subnet per process, so runs can overlap.
+        let pid = std::process::id();
+        let tag = format!("kvp{}", pid % 100_000);
+        let subnet = format!("10.{}.{}", 100 + (pid / 250) % 100, pid % 250);
+        let dir = std::env::temp_dir().join(format!("kvasir-partition-{pid}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let net = Net {
+            tag,
+            subnet,
+            children: Vec::new(),
+            dir,
+        };
+        let br = net.bridge();
+        ip(&["link", "add", &br, "type", "bridge"]);
+        ip(&["addr", "add", &format!("{}.254/24", net.subnet), "dev", &br]);
+        ip(&["link", "set", &br, "up"]);
+        for i in 1..=NODES {
+            let ns = net.ns(i);
+            ip(&["netns", "add", &ns]);
+            ip(&[
+                "link",
+                "add",
+                &net.veth(i),
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "eth0",
+                "netns",
+                &ns,
+            ]);
+            ip(&["link", "set", &net.veth(i), "master", &br, "up"]);
+            ip(&[
+                "-n",
+                &ns,
+                "addr",
+                "add",
+                &format!("{}/24", net.addr(i)),
+                "dev",
+                "eth0",
+            ]);
+            ip(&["-n", &ns, "link", "set", "eth0", "up"]);
+            ip(&["-n", &ns, "link", "set", "lo", "up"]);
+        }
+        net
+    }
+
+    fn bridge(&self) -> String {
+        format!("{}br", self.tag)
+    }
+    fn ns(&self, i: u8) -> String {
+        format!("{}n{i}", self.tag)
+    }
+    fn veth(&self, i: u8) -> String {
+        format!("{}v{i}", self.tag)
+    }
+    fn addr(&self, i: u8) -> String {
+        format!("{}.{i}", self.subnet)
+    }
+
+    fn start(&mut self) {
+        let initial: Vec<String> = (1..=NODES)
+            .map(|i| format!("{i}={}:{PORT}@{BUS}", self.addr(i)))
+            .collect();
+        let initial = initial.join(",");
+        for i in 1..=NODES {
+            let data = self.dir.join(format!("node{i}"));
+            let log = std::fs::File::create(self.dir.join(format!("node{i}.log"))).unwrap();
+            let child = Command::new("ip")
+                .args(["netns", "exec", &self.ns(i)])
+                .arg(env!("CARGO_BIN_EXE_kvasir"))
+                .args(["server", "--node-id", &i.to_string()])
+                .args(["--port", &PORT.to_string(), "--bind", &self.addr(i)])
+                .args(["--initial-cluster", &initial])
+                .arg("--dir")
+                .arg(&data)
+                .stdout(Stdio::from(log.try_clone().unwrap()))
+                .stderr(Stdio::from(log))
+                .spawn()
+                .expect("spawn kvasir in its namespace");
+            self.children.push(Some(child));
+        }
+    }
+
+    /// Drops node i's packets (link down on the bridge side).
+    fn cut(&self, i: u8) {
+        ip(&["link", "set", &self.veth(i), "down"]);
+    }
+
+    fn heal(&self, i: u8) {
+        ip(&["link", "set", &self.veth(i), "up"]);
+    }
+
+    fn log(&self, i: u8) -> String {
+        std::fs::read_to_string(self.dir.join(format!("node{i}.log"))).unwrap_or_default()
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().flatten() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for i in 1..=NODES {
+            let _ = Command::new("ip")
+                .args(["netns", "del", &self.ns(i)])
+                .status();
+            let _ = Command::new("ip")
+                .args(["link", "del", &self.veth(i)])
+                .status();
+        }
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.bridge()])
+            .status();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            for i in 1..=NODES {
+                eprintln!("----- node {i} log tail:\n{}", tail(&self.log(i), 15));
+            }
+        }
+    }
+}
+
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// One RESP command over a fresh connection (bounded); the reply as text.
+fn call(addr: &str, args: &[&str]) -> Option<String> {
+    let sock: std::net::SocketAddr = format!("{addr}:{PORT}").parse().ok()?;
+    let mut s = TcpStream::connect_timeout(&sock, Duration::from_millis(300)).ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(1500))).ok()?;
+    let mut req = format!("*{}\r\n", args.len());
+    for a in args {
+        req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    s.write_all(req.as_bytes()).ok()?;
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).ok()?;
+    if let Some(n) = line
+        .strip_prefix('$')
+        .and_then(|n| n.trim().parse::<usize>().ok())
+    {
+        let mut body = vec![0u8; n + 2];
+        r.read_exact(&mut body).ok()?;
+        return Some(String::from_utf8_lossy(&body).into_owned());
+    }
+    Some(line)
+}
+
+fn state_ok(addr: &str) -> bool {
+    call(addr, &["CLUSTER", "INFO"]).is_some_and(|t| t.contains("cluster_state:ok"))
+}
+
+/// Waits until `ok` holds, polling; the time it took, or None.
+fn wait(limit: Duration, mut ok: impl FnMut() -> bool) -> Option<Duration> {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if ok() {
+            return Some(t.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// Node `of`'s line in node `via`'s CLUSTER NODES.
+fn node_line(net: &Net, via: u8, of: u8) -> String {
+    call(&net.addr(via), &["CLUSTER", "NODES"])
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.contains(&format!("{}:{PORT}@", net.addr(of))))
+        .unwrap_or("")
+        .to_string()
+}
+
+#[test]
+fn isolated_node_is_marked_failed_and_rejoins_quickly_after_the_heal() {
+    let mut net = Net::new();
+    net.start();
+    let all: Vec<String> = (1..=NODES).map(|i| net.addr(i)).collect();
+    wait(Duration::from_secs(30), || all.iter().all(|a| state_ok(a))).expect("cluster ready");
+
+    for round in 1..=2 {
+        // Node 1 vanishes from the network: no RST, packets dropped.
+        net.cut(1);
+        let t_cut = Instant::now();
+        let failed = wait(Duration::from_secs(10), || {
+            node_line(&net, 2, 1).contains("fail") && node_line(&net, 3, 1).contains("fail")
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "round {round}: nodes 2 and 3 never marked node 1 failed: {:?}",
+                node_line(&net, 2, 1)
+            )
+        });
+        let served = wait(Duration::from_secs(15), || {
+            state_ok(&net.addr(2)) && state_ok(&net.addr(3))
+        })
+        .unwrap_or_else(|| panic!("round {round}: the majority side never served every slot"));
+        println!(
+            "round {round}: node 1 marked failed after {failed:?}; nodes 2 and 3 serve every slot after {served:?}"
+        );
+        // Stay cut off for a while (the sender queues would pile up).
+        std::thread::sleep(Duration::from_secs(4).saturating_sub(t_cut.elapsed()));
+
+        net.heal(1);
+        let healed = wait(Duration::from_secs(20), || {
+            all.iter().all(|a| state_ok(a))
+                && !node_line(&net, 2, 1).contains("fail")
+                && !node_line(&net, 1, 2).contains("fail")
+        })
+        .unwrap_or_else(|| panic!("round {round}: the cluster did not recover after the heal"));
+        println!("round {round}: every node serves every slot {healed:?} after the heal");
+        // The issue's goal is 1 s; allow for a loaded 2-core machine.
+        assert!(
+            healed < Duration::from_secs(5),
+            "round {round}: recovery took {healed:?} after the heal"
+        );
+    }
+}
