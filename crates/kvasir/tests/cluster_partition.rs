@@ -39,11 +39,14 @@ struct Net {
 
 impl Net {
     fn new() -> Net {
-        // Distinct names and subnet per process, so runs can overlap.
+        // Distinct names and subnet per test of a process and per process,
+        // so tests and runs can overlap.
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 4;
         let pid = std::process::id();
-        let tag = format!("kvp{}", pid % 100_000);
-        let subnet = format!("10.{}.{}", 100 + (pid / 250) % 100, pid % 250);
-        let dir = std::env::temp_dir().join(format!("kvasir-partition-{pid}"));
+        let tag = format!("kvp{}{seq}", pid % 100_000);
+        let subnet = format!("10.{}.{}", 100 + seq * 40 + (pid / 250) % 40, pid % 250);
+        let dir = std::env::temp_dir().join(format!("kvasir-partition-{pid}-{seq}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let net = Net {
@@ -131,6 +134,46 @@ impl Net {
 
     fn heal(&self, i: u8) {
         ip(&["link", "set", &self.veth(i), "up"]);
+    }
+
+    /// Cuts only the link between nodes i and j (both still reach the
+    /// third): their packets to each other are dropped by blackhole routes.
+    fn cut_between(&self, i: u8, j: u8) {
+        ip(&[
+            "-n",
+            &self.ns(i),
+            "route",
+            "add",
+            "blackhole",
+            &format!("{}/32", self.addr(j)),
+        ]);
+        ip(&[
+            "-n",
+            &self.ns(j),
+            "route",
+            "add",
+            "blackhole",
+            &format!("{}/32", self.addr(i)),
+        ]);
+    }
+
+    fn heal_between(&self, i: u8, j: u8) {
+        ip(&[
+            "-n",
+            &self.ns(i),
+            "route",
+            "del",
+            "blackhole",
+            &format!("{}/32", self.addr(j)),
+        ]);
+        ip(&[
+            "-n",
+            &self.ns(j),
+            "route",
+            "del",
+            "blackhole",
+            &format!("{}/32", self.addr(i)),
+        ]);
     }
 
     fn log(&self, i: u8) -> String {
@@ -264,4 +307,109 @@ fn isolated_node_is_marked_failed_and_rejoins_quickly_after_the_heal() {
             "round {round}: recovery took {healed:?} after the heal"
         );
     }
+}
+
+/// CRC16/XMODEM, as Redis Cluster hashes keys (no hash tags used here).
+fn key_slot(key: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in key {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+/// Which node (1..=3) masters `slot` in node `via`'s CLUSTER NODES.
+fn master_of(net: &Net, via: u8, slot: u16) -> Option<u8> {
+    let text = call(&net.addr(via), &["CLUSTER", "NODES"])?;
+    for line in text.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        if f.len() < 9 {
+            continue;
+        }
+        let covers = f[8..].iter().any(|r| match r.split_once('-') {
+            Some((a, b)) => {
+                a.parse::<u16>().is_ok_and(|a| a <= slot)
+                    && b.parse::<u16>().is_ok_and(|b| slot <= b)
+            }
+            None => r.parse::<u16>().is_ok_and(|s| s == slot),
+        });
+        if covers {
+            return (1..=NODES).find(|&i| f[1].starts_with(&format!("{}:", net.addr(i))));
+        }
+    }
+    None
+}
+
+/// A bridge partition: nodes 1 and 2 cannot reach each other, both reach
+/// node 3. Leaders keep their quorum through node 3, so every slot stays
+/// served; a node asked for a slot the other one leads must answer MOVED to
+/// that leader (clients can reach it), not CLUSTERDOWN.
+#[test]
+fn bridge_partition_answers_moved_to_the_real_leader() {
+    let mut net = Net::new();
+    net.start();
+    let all: Vec<String> = (1..=NODES).map(|i| net.addr(i)).collect();
+    wait(Duration::from_secs(30), || all.iter().all(|a| state_ok(a))).expect("cluster ready");
+
+    // A key whose slot node 2 masters, and one node 1 masters.
+    let key_of = |owner: u8| {
+        (0..10_000)
+            .map(|i| format!("k{i}"))
+            .find(|k| master_of(&net, 3, key_slot(k.as_bytes())) == Some(owner))
+            .expect("a key for every node")
+    };
+    let (k2, k1) = (key_of(2), key_of(1));
+    assert_eq!(
+        call(&net.addr(2), &["SET", &k2, "before"]).as_deref(),
+        Some("+OK\r\n")
+    );
+
+    net.cut_between(1, 2);
+    let t = Instant::now();
+    // Past the point where node 1's Raft has lost node 2 as leader.
+    std::thread::sleep(Duration::from_secs(3));
+    for (via, key, owner) in [(1u8, &k2, 2u8), (2, &k1, 1)] {
+        let want = format!(
+            "-MOVED {} {}:{PORT}",
+            key_slot(key.as_bytes()),
+            net.addr(owner)
+        );
+        let got = wait(Duration::from_secs(5), || {
+            call(&net.addr(via), &["GET", key]).is_some_and(|r| r.starts_with(&want))
+        });
+        assert!(
+            got.is_some(),
+            "node {via} answered {:?} for {key} (led by node {owner}) during the bridge partition, not {want:?}",
+            call(&net.addr(via), &["GET", key])
+        );
+    }
+    // The leaders themselves keep serving writes through node 3.
+    assert_eq!(
+        call(&net.addr(2), &["SET", &k2, "during"]).as_deref(),
+        Some("+OK\r\n")
+    );
+    println!(
+        "bridge partition: MOVED to the real leaders {:?} after the cut",
+        t.elapsed()
+    );
+
+    net.heal_between(1, 2);
+    let healed = wait(Duration::from_secs(20), || {
+        all.iter().all(|a| state_ok(a))
+            && !node_line(&net, 1, 2).contains("fail")
+            && !node_line(&net, 2, 1).contains("fail")
+    })
+    .expect("recovered after the bridge partition");
+    println!("bridge partition healed; every node ok after {healed:?}");
+    assert_eq!(
+        call(&net.addr(2), &["GET", &k2]).as_deref(),
+        Some("during\r\n")
+    );
 }

@@ -484,6 +484,25 @@ impl<S: StateMachine> MultiRaft<S> {
         (l != 0).then_some(l)
     }
 
+    /// The leader this node's Raft knows for a group (if any) and the
+    /// group's current term here.
+    pub fn leader_and_term(&self, group: u64) -> Option<(Option<u64>, u64)> {
+        let inner = self.inner.borrow();
+        let r = &inner.groups[*inner.index.get(&group)?].raw.raft;
+        Some(((r.leader_id != 0).then_some(r.leader_id), r.term))
+    }
+
+    /// (group, leader, term) of every group whose leader this node knows.
+    pub fn known_leaders(&self) -> Vec<(u64, u64, u64)> {
+        let inner = self.inner.borrow();
+        inner
+            .groups
+            .iter()
+            .filter(|g| g.raw.raft.leader_id != 0)
+            .map(|g| (g.id, g.raw.raft.leader_id, g.raw.raft.term))
+            .collect()
+    }
+
     pub fn is_leader(&self, group: u64) -> bool {
         let inner = self.inner.borrow();
         inner

@@ -39,7 +39,23 @@ pub struct ClusterNode {
     /// How long a request for a shard without a leader waits for one
     /// (about three election timeouts) before it answers CLUSTERDOWN.
     pub leader_wait: Duration,
+    /// Leaders other nodes report (see [`leader_hints_loop`]), by shard.
+    hints: RefCell<HashMap<u64, LeaderHint>>,
 }
+
+/// A peer's word that `leader` leads a shard in `term`: the peer knows it
+/// from Raft and has a live link to it.
+#[derive(Clone, Copy, Debug)]
+struct LeaderHint {
+    leader: u64,
+    term: u64,
+    at: std::time::Instant,
+}
+
+/// How often each node tells its peers which leaders it knows, and how long
+/// such a hint is trusted without being repeated.
+const HINT_EVERY: Duration = Duration::from_millis(200);
+const HINT_FRESH: Duration = Duration::from_millis(1000);
 
 /// What the session should do with a keyed command.
 pub enum Route {
@@ -126,6 +142,36 @@ pub type ServerCell = Rc<RefCell<Weak<crate::Server>>>;
 /// the shard's followers hear it).
 const BROADCAST_PUBLISH: u8 = 0;
 const BROADCAST_SPUBLISH: u8 = 1;
+/// The leaders a node knows and can reach: (shard, leader, term) triples.
+const BROADCAST_LEADERS: u8 = 2;
+
+fn encode_leaders(known: &[(u64, u64, u64)]) -> Bytes {
+    let mut b = BytesMut::with_capacity(5 + 24 * known.len());
+    b.put_u8(BROADCAST_LEADERS);
+    b.put_u32_le(known.len() as u32);
+    for &(shard, leader, term) in known {
+        b.put_u64_le(shard);
+        b.put_u64_le(leader);
+        b.put_u64_le(term);
+    }
+    b.freeze()
+}
+
+/// The triples of a leaders frame, `None` if it is damaged.
+fn decode_leaders(b: &[u8]) -> Option<Vec<(u64, u64, u64)>> {
+    let rest = b.strip_prefix(&[BROADCAST_LEADERS])?;
+    let n = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+    let body = rest.get(4..)?;
+    if body.len() != n.checked_mul(24)? {
+        return None;
+    }
+    let u = |c: &[u8]| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+    Some(
+        body.chunks_exact(24)
+            .map(|c| (u(&c[..8]), u(&c[8..16]), u(&c[16..])))
+            .collect(),
+    )
+}
 
 pub fn encode_publish(shard: bool, channel: &[u8], message: &[u8]) -> Bytes {
     let mut b = BytesMut::with_capacity(9 + channel.len() + message.len());
@@ -255,9 +301,18 @@ impl ClusterNode {
         };
         let on_broadcast: kvasir_raft::transport::BroadcastHandler =
             Rc::new(move |_from, payload| {
-                if let (Some(server), Some((shard, channel, message))) =
-                    (server.borrow().upgrade(), decode_publish(payload))
-                {
+                let Some(server) = server.borrow().upgrade() else {
+                    return;
+                };
+                if payload.first() == Some(&BROADCAST_LEADERS) {
+                    if let (Some(node), Some(known)) =
+                        (server.cluster.as_ref(), decode_leaders(&payload))
+                    {
+                        node.record_hints(&known);
+                    }
+                    return;
+                }
+                if let Some((shard, channel, message)) = decode_publish(payload) {
                     let pubsub = server.pubsub.borrow();
                     if shard {
                         pubsub.spublish(&channel, &message);
@@ -278,7 +333,9 @@ impl ClusterNode {
             leader_wait: Duration::from_millis(
                 config.raft_tick_ms.max(1) * config.election_ticks.max(3) as u64 * 3,
             ),
+            hints: RefCell::new(HashMap::new()),
         });
+        tokio::task::spawn_local(leader_hints_loop(node.clone()));
         tokio::task::spawn_local(announce_loop(node.clone()));
         tokio::task::spawn_local(expire_loop(node.clone()));
         info!(
@@ -300,7 +357,7 @@ impl ClusterNode {
 
     /// Runs `f` with the node's view of the cluster (CLUSTER commands).
     pub fn with_view<R>(&self, f: impl FnOnce(&View) -> R) -> R {
-        let leader_of = |shard: u64| self.leader_of(shard);
+        let leader_of = |shard: u64| self.reachable_leader(shard);
         let node_up = |n: u64| self.raft.transport().is_connected(n);
         self.with_map(|map| {
             f(&View {
@@ -318,6 +375,44 @@ impl ClusterNode {
 
     pub fn leader_of(&self, shard: u64) -> Option<u64> {
         self.raft.leader_of(shard)
+    }
+
+    /// Stores the leaders a peer reports; a hint never replaces one of a
+    /// later term.
+    fn record_hints(&self, known: &[(u64, u64, u64)]) {
+        let now = std::time::Instant::now();
+        let mut hints = self.hints.borrow_mut();
+        for &(shard, leader, term) in known {
+            let replace = hints
+                .get(&shard)
+                .is_none_or(|h| term >= h.term || now.duration_since(h.at) > HINT_FRESH);
+            if replace {
+                hints.insert(
+                    shard,
+                    LeaderHint {
+                        leader,
+                        term,
+                        at: now,
+                    },
+                );
+            }
+        }
+    }
+
+    /// The node clients should be sent to for a shard: the leader this
+    /// node's Raft knows while this node can reach it; otherwise a leader a
+    /// peer that can reach it reports, for the same or a later term (a
+    /// bridge partition: this node is cut off from the leader, its clients
+    /// are not); `None` while no reachable leader is known.
+    pub fn reachable_leader(&self, shard: u64) -> Option<u64> {
+        let (own, term) = self.raft.leader_and_term(shard)?;
+        if let Some(l) = own {
+            if l == self.node_id || self.raft.transport().is_connected(l) {
+                return Some(l);
+            }
+        }
+        let hint = *self.hints.borrow().get(&shard)?;
+        (hint.at.elapsed() <= HINT_FRESH && hint.term >= term).then_some(hint.leader)
     }
 
     pub fn shard_of_slot(&self, slot: u16) -> u64 {
@@ -350,15 +445,11 @@ impl ClusterNode {
         if !write && readonly_conn && replica {
             return Route::LocalReplica(shard);
         }
-        match self.leader_of(shard) {
-            // A leader this node has lost its link to (killed, cut off) is
+        match self.reachable_leader(shard) {
+            // A leader nobody reachable vouches for (killed, cut off) is
             // most likely being replaced: hold the request for the election
             // rather than send the client to a dead address.
-            Some(l)
-                if l != self.node_id
-                    && self.knows_address(l)
-                    && self.raft.transport().is_connected(l) =>
-            {
+            Some(l) if l != self.node_id && self.knows_address(l) => {
                 Route::Redirect(self.moved(slot, l))
             }
             _ => Route::NoLeader(shard),
@@ -445,6 +536,27 @@ impl ClusterNode {
     }
 }
 
+/// Tells every peer which shard leaders this node knows and can reach, so
+/// a node cut off from a leader (while its clients are not) redirects to it
+/// instead of answering CLUSTERDOWN.
+async fn leader_hints_loop(node: Rc<ClusterNode>) {
+    loop {
+        tokio::time::sleep(HINT_EVERY).await;
+        let transport = node.raft.transport();
+        let known: Vec<(u64, u64, u64)> = node
+            .raft
+            .known_leaders()
+            .into_iter()
+            .filter(|&(shard, leader, _)| {
+                shard != META_GROUP && (leader == node.node_id || transport.is_connected(leader))
+            })
+            .collect();
+        if !known.is_empty() {
+            node.raft.broadcast(encode_leaders(&known));
+        }
+    }
+}
+
 /// Makes sure group 0 knows where clients reach this node (for -MOVED).
 async fn announce_loop(node: Rc<ClusterNode>) {
     loop {
@@ -487,5 +599,34 @@ async fn expire_loop(node: Rc<ClusterNode>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcast_frames_round_trip_and_refuse_damage() {
+        let known = vec![(1, 2, 3), (24, 1, u64::MAX)];
+        let b = encode_leaders(&known);
+        assert_eq!(decode_leaders(&b), Some(known));
+        for cut in 0..b.len() {
+            assert_eq!(decode_leaders(&b[..cut]), None, "cut at {cut}");
+        }
+        let mut long = b.to_vec();
+        long.push(0);
+        assert_eq!(decode_leaders(&long), None);
+        // A huge count with no body is refused without allocating.
+        let mut huge = vec![BROADCAST_LEADERS];
+        huge.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(decode_leaders(&huge), None);
+
+        let p = encode_publish(true, b"ch", b"msg");
+        assert_eq!(
+            decode_publish(p),
+            Some((true, Bytes::from("ch"), Bytes::from("msg")))
+        );
+        assert_eq!(decode_publish(Bytes::from_static(&[9, 0, 0, 0, 0])), None);
     }
 }
