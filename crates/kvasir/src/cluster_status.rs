@@ -43,6 +43,8 @@ struct NodeReport {
     followed: String,
     state: String,
     groups: BTreeMap<u64, Group>,
+    /// Nodes this node's failure detector sees disconnected.
+    sees_down: Vec<u64>,
 }
 
 /// The node id at the end of a node name (its last 16 hex digits).
@@ -98,6 +100,18 @@ fn report_of(addr: &str) -> NodeReport {
     let text = Conn::connect(addr, TIMEOUT).and_then(|mut c| {
         let raft = c.call_text(&["INFO", "raft"])?;
         let cluster = c.call_text(&["INFO", "cluster"])?;
+        // A node still starting may refuse CLUSTER NODES; its view is then
+        // simply unknown.
+        r.sees_down = c
+            .call_text(&["CLUSTER", "NODES"])
+            .map(|t| {
+                parse_nodes(&t)
+                    .into_iter()
+                    .filter(|n| !n.myself && !n.seen_up)
+                    .map(|n| n.id)
+                    .collect()
+            })
+            .unwrap_or_default();
         Ok(format!("{raft}\r\n{cluster}"))
     });
     let text = match text {
@@ -254,10 +268,17 @@ fn status(node: &str) -> Result<String, String> {
             down += 1;
         }
         let me = if n.myself { " (queried)" } else { "" };
-        let seen = if !n.myself && !n.seen_up {
-            format!(" [{node} sees it disconnected]")
-        } else {
+        // The failure detectors' view: which nodes have lost their link to
+        // this one (a partition this tool, outside it, cannot see).
+        let seen_by: Vec<String> = reports
+            .iter()
+            .filter(|(id, r)| **id != n.id && r.sees_down.contains(&n.id))
+            .map(|(id, _)| id.to_string())
+            .collect();
+        let seen = if seen_by.is_empty() {
             String::new()
+        } else {
+            format!(" [seen down by node {}]", seen_by.join(", "))
         };
         out.push_str(&format!(
             "{:<5} {:<21} {:<21} {:<6} {:<6} {:<8} {}{me}{seen}\n",

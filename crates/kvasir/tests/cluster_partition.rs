@@ -283,6 +283,26 @@ fn isolated_node_is_marked_failed_and_rejoins_quickly_after_the_heal() {
                 node_line(&net, 2, 1)
             )
         });
+        // `kvasir cluster status` (run from outside the partition, where
+        // every node answers) shows the nodes' failure detectors' view.
+        let status = Command::new(env!("CARGO_BIN_EXE_kvasir"))
+            .args([
+                "cluster",
+                "status",
+                "--node",
+                &format!("{}:{PORT}", net.addr(2)),
+            ])
+            .output()
+            .expect("kvasir cluster status");
+        let text = String::from_utf8_lossy(&status.stdout);
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("1 ") && l.contains(&net.addr(1)))
+            .unwrap_or("");
+        assert!(
+            row.contains("seen down by node 2, 3"),
+            "round {round}: cluster status does not show node 1 cut off:\n{text}"
+        );
         let served = wait(Duration::from_secs(15), || {
             state_ok(&net.addr(2)) && state_ok(&net.addr(3))
         })
