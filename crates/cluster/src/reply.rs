@@ -22,6 +22,9 @@ pub struct View<'a> {
     pub leader_of: &'a dyn Fn(u64) -> Option<u64>,
     /// Whether a node is reachable.
     pub node_up: &'a dyn Fn(u64) -> bool,
+    /// Whether a majority of the nodes report a node unreachable (Redis's
+    /// FAIL, against PFAIL when only this node has lost it).
+    pub fail_agreed: &'a dyn Fn(u64) -> bool,
 }
 
 impl View<'_> {
@@ -171,7 +174,8 @@ pub fn cluster_shards(view: &View) -> Reply {
 /// Every node is a master; its slots are the ranges it masters now (see
 /// [`View::master`]), written as Redis writes them (adjacent ranges merged,
 /// single slots alone). A node that masters nothing is a master without
-/// slots; a node that is down carries the `fail` flag and a
+/// slots; a node this one cannot reach carries `fail?` (Redis's PFAIL) or,
+/// once a majority of nodes report it unreachable, `fail`, and a
 /// `disconnected` link.
 pub fn cluster_nodes(view: &View) -> String {
     let ranges = view.master_ranges();
@@ -186,7 +190,11 @@ pub fn cluster_nodes(view: &View) -> String {
             node.client_port,
             node.cluster_port(),
             if me { "myself," } else { "" },
-            if up { "" } else { ",fail" },
+            match (up, (view.fail_agreed)(node.id)) {
+                (true, _) => "",
+                (false, true) => ",fail",
+                (false, false) => ",fail?",
+            },
             view.map.epoch,
             if up { "connected" } else { "disconnected" },
         ));
@@ -353,6 +361,11 @@ mod tests {
         true
     }
 
+    /// Down nodes are agreed down by a majority.
+    fn agreed(_: u64) -> bool {
+        true
+    }
+
     fn wire(r: &Reply, proto: Protocol) -> String {
         let mut out = bytes::BytesMut::new();
         encode(r, proto, &mut out);
@@ -389,6 +402,7 @@ mod tests {
             myself: 1,
             leader_of: &leader,
             node_up: &all_up,
+            fail_agreed: &agreed,
         };
         let reply = cluster_slots(&view);
         let entries = items(&reply);
@@ -435,6 +449,7 @@ mod tests {
             myself: 1,
             leader_of: &leader,
             node_up: &up,
+            fail_agreed: &agreed,
         };
         let reply = cluster_slots(&view);
         let entry = |i: usize| -> (i64, i64, i64) {
@@ -452,6 +467,7 @@ mod tests {
             myself: 1,
             leader_of: &all3,
             node_up: &all_up,
+            fail_agreed: &agreed,
         };
         let reply = cluster_slots(&view);
         assert_eq!(items(&reply).len(), 1);
@@ -470,6 +486,7 @@ mod tests {
             myself: 1,
             leader_of: &leader,
             node_up: &all_up,
+            fail_agreed: &agreed,
         };
         assert!(!view.resolved());
         for r in [
@@ -491,6 +508,7 @@ mod tests {
             myself: 1,
             leader_of: &others,
             node_up: &all_up,
+            fail_agreed: &agreed,
         };
         assert!(view.resolved());
         assert!(matches!(cluster_slots(&view), Reply::Array(_)));
@@ -507,6 +525,7 @@ mod tests {
             myself: 2,
             leader_of: &leader,
             node_up: &up,
+            fail_agreed: &agreed,
         };
         let reply = cluster_shards(&view);
         assert_eq!(items(&reply).len(), 3);
@@ -584,6 +603,7 @@ mod tests {
             myself: 2,
             leader_of: &leader,
             node_up: &up,
+            fail_agreed: &agreed,
         };
         let text = cluster_nodes(&view);
         let lines: Vec<&str> = text.lines().collect();
@@ -629,6 +649,29 @@ mod tests {
     }
 
     #[test]
+    fn unreachable_nodes_are_pfail_until_a_majority_agrees() {
+        let m = map(3, 1, 3);
+        let leader = preferred(&m);
+        let down3 = |n: u64| n != 3;
+        let line3 = |agreed: &dyn Fn(u64) -> bool| {
+            let view = View {
+                map: &m,
+                myself: 1,
+                leader_of: &leader,
+                node_up: &down3,
+                fail_agreed: agreed,
+            };
+            cluster_nodes(&view).lines().nth(2).unwrap().to_string()
+        };
+        assert!(
+            line3(&|_| false).contains(" master,fail? - "),
+            "{}",
+            line3(&|_| false)
+        );
+        assert!(line3(&|_| true).contains(" master,fail - "));
+    }
+
+    #[test]
     fn nodes_write_single_slot_ranges_alone() {
         let m = ClusterMap::new(
             5,
@@ -659,6 +702,7 @@ mod tests {
             myself: 1,
             leader_of: &leader,
             node_up: &all_up,
+            fail_agreed: &agreed,
         };
         let text = cluster_nodes(&view);
         assert!(
@@ -683,6 +727,7 @@ mod tests {
             myself: 1,
             leader_of: &leader,
             node_up: &all_up,
+            fail_agreed: &agreed,
         };
         assert_eq!(
             cluster_info(&view),
@@ -706,6 +751,7 @@ mod tests {
             myself: 1,
             leader_of: &leader,
             node_up: &up,
+            fail_agreed: &agreed,
         };
         let info = cluster_info(&view);
         let field = |k: &str| -> u32 {
@@ -737,6 +783,7 @@ mod tests {
             myself: 1,
             leader_of: &leader,
             node_up: &all_up,
+            fail_agreed: &agreed,
         };
         let nodes = wire(&cluster_nodes_reply(&view), Protocol::Resp2);
         assert!(nodes.starts_with("$"), "{nodes}");
@@ -757,6 +804,7 @@ mod tests {
             myself: 1,
             leader_of: &leader,
             node_up: &down3,
+            fail_agreed: &agreed,
         };
         let shard_id = bulk(&cluster_myshardid(&view));
         assert_eq!(shard_id.len(), 40);
@@ -790,6 +838,7 @@ mod tests {
             myself: 1,
             leader_of: &leader,
             node_up: &all_up,
+            fail_agreed: &agreed,
         };
         assert!(cluster_info(&view).starts_with("cluster_state:fail"));
         // The preferred leaders stand in for the unknown one.

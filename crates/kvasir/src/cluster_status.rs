@@ -68,7 +68,8 @@ fn parse_nodes(text: &str) -> Vec<NodeLine> {
                 addr: addr.to_string(),
                 bus: format!("{host}:{cport}"),
                 myself: f[2].split(',').any(|x| x == "myself"),
-                seen_up: !f[2].split(',').any(|x| x == "fail") && f[7] == "connected",
+                seen_up: !f[2].split(',').any(|x| x == "fail" || x == "fail?")
+                    && f[7] == "connected",
             })
         })
         .collect()

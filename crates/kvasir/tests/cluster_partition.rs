@@ -274,8 +274,10 @@ fn isolated_node_is_marked_failed_and_rejoins_quickly_after_the_heal() {
         // Node 1 vanishes from the network: no RST, packets dropped.
         net.cut(1);
         let t_cut = Instant::now();
+        // Both others lost it: a majority agrees, FAIL (not PFAIL).
         let failed = wait(Duration::from_secs(10), || {
-            node_line(&net, 2, 1).contains("fail") && node_line(&net, 3, 1).contains("fail")
+            node_line(&net, 2, 1).contains(" master,fail - ")
+                && node_line(&net, 3, 1).contains(" master,fail - ")
         })
         .unwrap_or_else(|| {
             panic!(
@@ -410,6 +412,19 @@ fn bridge_partition_answers_moved_to_the_real_leader() {
             call(&net.addr(via), &["GET", key])
         );
     }
+    // Node 1 alone has lost node 2 (node 3 still reaches it): PFAIL only.
+    assert!(
+        wait(Duration::from_secs(5), || node_line(&net, 1, 2)
+            .contains(" master,fail? - "))
+        .is_some(),
+        "node 1's view of node 2: {:?}",
+        node_line(&net, 1, 2)
+    );
+    assert!(
+        !node_line(&net, 3, 2).contains("fail"),
+        "{:?}",
+        node_line(&net, 3, 2)
+    );
     // The leaders themselves keep serving writes through node 3.
     assert_eq!(
         call(&net.addr(2), &["SET", &k2, "during"]).as_deref(),

@@ -41,6 +41,8 @@ pub struct ClusterNode {
     pub leader_wait: Duration,
     /// Leaders other nodes report (see [`leader_hints_loop`]), by shard.
     hints: RefCell<HashMap<u64, LeaderHint>>,
+    /// The nodes each peer reports unreachable, and when it last said so.
+    down_reports: RefCell<HashMap<u64, (Vec<u64>, std::time::Instant)>>,
 }
 
 /// A peer's word that `leader` leads a shard in `term`: the peer knows it
@@ -144,6 +146,32 @@ const BROADCAST_PUBLISH: u8 = 0;
 const BROADCAST_SPUBLISH: u8 = 1;
 /// The leaders a node knows and can reach: (shard, leader, term) triples.
 const BROADCAST_LEADERS: u8 = 2;
+/// The nodes a node has lost its link to.
+const BROADCAST_DOWN: u8 = 3;
+
+fn encode_down(down: &[u64]) -> Bytes {
+    let mut b = BytesMut::with_capacity(5 + 8 * down.len());
+    b.put_u8(BROADCAST_DOWN);
+    b.put_u32_le(down.len() as u32);
+    for &n in down {
+        b.put_u64_le(n);
+    }
+    b.freeze()
+}
+
+fn decode_down(b: &[u8]) -> Option<Vec<u64>> {
+    let rest = b.strip_prefix(&[BROADCAST_DOWN])?;
+    let n = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+    let body = rest.get(4..)?;
+    if body.len() != n.checked_mul(8)? {
+        return None;
+    }
+    Some(
+        body.chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+            .collect(),
+    )
+}
 
 fn encode_leaders(known: &[(u64, u64, u64)]) -> Bytes {
     let mut b = BytesMut::with_capacity(5 + 24 * known.len());
@@ -300,10 +328,20 @@ impl ClusterNode {
             secret: cluster_secret(config)?,
         };
         let on_broadcast: kvasir_raft::transport::BroadcastHandler =
-            Rc::new(move |_from, payload| {
+            Rc::new(move |from: u64, payload: Bytes| {
                 let Some(server) = server.borrow().upgrade() else {
                     return;
                 };
+                if payload.first() == Some(&BROADCAST_DOWN) {
+                    if let (Some(node), Some(down)) =
+                        (server.cluster.as_ref(), decode_down(&payload))
+                    {
+                        node.down_reports
+                            .borrow_mut()
+                            .insert(from, (down, std::time::Instant::now()));
+                    }
+                    return;
+                }
                 if payload.first() == Some(&BROADCAST_LEADERS) {
                     if let (Some(node), Some(known)) =
                         (server.cluster.as_ref(), decode_leaders(&payload))
@@ -334,6 +372,7 @@ impl ClusterNode {
                 config.raft_tick_ms.max(1) * config.election_ticks.max(3) as u64 * 3,
             ),
             hints: RefCell::new(HashMap::new()),
+            down_reports: RefCell::new(HashMap::new()),
         });
         tokio::task::spawn_local(leader_hints_loop(node.clone()));
         tokio::task::spawn_local(announce_loop(node.clone()));
@@ -359,14 +398,32 @@ impl ClusterNode {
     pub fn with_view<R>(&self, f: impl FnOnce(&View) -> R) -> R {
         let leader_of = |shard: u64| self.reachable_leader(shard);
         let node_up = |n: u64| self.raft.transport().is_connected(n);
+        let fail_agreed = |n: u64| self.fail_agreed(n);
         self.with_map(|map| {
             f(&View {
                 map,
                 myself: self.node_id,
                 leader_of: &leader_of,
                 node_up: &node_up,
+                fail_agreed: &fail_agreed,
             })
         })
+    }
+
+    /// Whether a majority of the cluster's nodes (this one included) has
+    /// lost its link to `node`, by fresh reports (Redis's FAIL).
+    pub fn fail_agreed(&self, node: u64) -> bool {
+        let total = self.layout.nodes.len();
+        let mine = usize::from(!self.raft.transport().is_connected(node));
+        let theirs = self
+            .down_reports
+            .borrow()
+            .iter()
+            .filter(|(from, (down, at))| {
+                **from != node && at.elapsed() <= HINT_FRESH && down.contains(&node)
+            })
+            .count();
+        (mine + theirs) * 2 > total
     }
 
     pub fn layout(&self) -> &ClusterMap {
@@ -538,7 +595,8 @@ impl ClusterNode {
 
 /// Tells every peer which shard leaders this node knows and can reach, so
 /// a node cut off from a leader (while its clients are not) redirects to it
-/// instead of answering CLUSTERDOWN.
+/// instead of answering CLUSTERDOWN, and which nodes it has lost (a node
+/// lost by a majority is FAIL rather than PFAIL in CLUSTER NODES).
 async fn leader_hints_loop(node: Rc<ClusterNode>) {
     loop {
         tokio::time::sleep(HINT_EVERY).await;
@@ -554,6 +612,14 @@ async fn leader_hints_loop(node: Rc<ClusterNode>) {
         if !known.is_empty() {
             node.raft.broadcast(encode_leaders(&known));
         }
+        let down: Vec<u64> = node
+            .layout
+            .nodes
+            .iter()
+            .map(|n| n.id)
+            .filter(|&n| n != node.node_id && !transport.is_connected(n))
+            .collect();
+        node.raft.broadcast(encode_down(&down));
     }
 }
 
@@ -622,6 +688,11 @@ mod tests {
         huge.extend_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(decode_leaders(&huge), None);
 
+        let d = encode_down(&[2, 3]);
+        assert_eq!(decode_down(&d), Some(vec![2, 3]));
+        for cut in 0..d.len() {
+            assert_eq!(decode_down(&d[..cut]), None);
+        }
         let p = encode_publish(true, b"ch", b"msg");
         assert_eq!(
             decode_publish(p),
