@@ -71,6 +71,22 @@ struct Peer {
     addr: String,
     tx: mpsc::UnboundedSender<Out>,
     connected: Rc<Cell<bool>>,
+    /// Bytes (estimated) of the messages queued for the sender task.
+    queued: Rc<Cell<usize>>,
+}
+
+/// Most bytes queued for one peer. Beyond it new messages are dropped and
+/// reported unreachable (Raft sends them again), so a slow or stalled link
+/// never piles up memory.
+pub const MAX_QUEUED_BYTES: usize = 128 << 20;
+
+/// What a queued item costs against [`MAX_QUEUED_BYTES`]: its payload and
+/// a fixed overhead per message.
+fn queued_cost(o: &Out) -> usize {
+    match o {
+        Out::Raft(b) => payload_bytes(b) + 64 * b.len(),
+        Out::Broadcast(p) => p.len() + 64,
+    }
 }
 
 pub struct Transport {
@@ -172,13 +188,17 @@ impl Transport {
             }
             let (tx, rx) = mpsc::unbounded_channel();
             let connected = Rc::new(Cell::new(false));
+            let queued = Rc::new(Cell::new(0));
             tokio::task::spawn_local(sender_loop(
                 node_id,
                 cluster_id,
                 secret.clone(),
                 *id,
                 addr.clone(),
-                rx,
+                Queue {
+                    rx,
+                    queued: queued.clone(),
+                },
                 inbox.clone(),
                 connected.clone(),
             ));
@@ -188,6 +208,7 @@ impl Transport {
                     addr: addr.clone(),
                     tx,
                     connected,
+                    queued,
                 },
             );
         }
@@ -233,9 +254,20 @@ impl Transport {
         for (to, batch) in per_peer {
             self.sent_messages
                 .set(self.sent_messages.get() + batch.len() as u64);
+            let out = Out::Raft(batch);
+            let cost = queued_cost(&out);
             match self.peers.get(&to) {
+                Some(p) if p.queued.get() + cost > MAX_QUEUED_BYTES => {
+                    if let Out::Raft(batch) = out {
+                        for (g, _) in batch {
+                            self.inbox.unreachable.borrow_mut().push((g, to));
+                        }
+                    }
+                    self.inbox.wake.notify_one();
+                }
                 Some(p) => {
-                    let _ = p.tx.send(Out::Raft(batch));
+                    p.queued.set(p.queued.get() + cost);
+                    let _ = p.tx.send(out);
                 }
                 None => debug!(to, "message for an unknown node dropped"),
             }
@@ -284,8 +316,19 @@ impl Transport {
     /// Sends a broadcast payload (e.g. a PUBLISH) to every peer.
     pub fn broadcast(&self, payload: Bytes) {
         for p in self.peers.values() {
-            let _ = p.tx.send(Out::Broadcast(payload.clone()));
+            // Best effort, like PUBLISH across Redis Cluster's bus.
+            let out = Out::Broadcast(payload.clone());
+            let cost = queued_cost(&out);
+            if p.queued.get() + cost <= MAX_QUEUED_BYTES {
+                p.queued.set(p.queued.get() + cost);
+                let _ = p.tx.send(out);
+            }
         }
+    }
+
+    /// Bytes queued for a peer and not yet handed to its socket.
+    pub fn queued_bytes(&self, node: u64) -> usize {
+        self.peers.get(&node).map_or(0, |p| p.queued.get())
     }
 
     pub fn is_connected(&self, node: u64) -> bool {
@@ -300,7 +343,7 @@ async fn sender_loop(
     secret: Rc<[u8]>,
     to: u64,
     addr: String,
-    mut rx: mpsc::UnboundedReceiver<Out>,
+    mut queue: Queue,
     inbox: Rc<Inbox>,
     connected: Rc<Cell<bool>>,
 ) {
@@ -319,10 +362,10 @@ async fn sender_loop(
             Err(e) => {
                 debug!(to, %addr, "connect failed: {e}");
                 // Messages queued meanwhile are stale; Raft resends.
-                drain_unreachable(&mut rx, to, &inbox);
+                drain_unreachable(&mut queue, to, &inbox);
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_millis(500));
-                if rx.is_closed() {
+                if queue.rx.is_closed() {
                     return;
                 }
                 continue;
@@ -332,10 +375,10 @@ async fn sender_loop(
         tune(&stream);
         if let Err(e) = bus_auth::connect(&mut stream, &hello, &secret).await {
             warn!(to, %addr, "peer handshake failed: {e}");
-            drain_unreachable(&mut rx, to, &inbox);
+            drain_unreachable(&mut queue, to, &inbox);
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_millis(500));
-            if rx.is_closed() {
+            if queue.rx.is_closed() {
                 return;
             }
             continue;
@@ -344,7 +387,7 @@ async fn sender_loop(
         connected.set(true);
         backoff = Duration::from_millis(20);
         loop {
-            let Some(first) = rx.recv().await else {
+            let Some(first) = queue.recv().await else {
                 return;
             };
             buf.clear();
@@ -365,9 +408,9 @@ async fn sender_loop(
             // A frame stays small enough to be written well within
             // LINK_TIMEOUT on a healthy link.
             while raft.len() < MAX_BATCH && buf.len() + payload < MAX_BATCH_BYTES {
-                match rx.try_recv() {
-                    Ok(o) => payload += push(o, &mut buf, &mut raft),
-                    Err(_) => break,
+                match queue.try_recv() {
+                    Some(o) => payload += push(o, &mut buf, &mut raft),
+                    None => break,
                 }
             }
             if !raft.is_empty() {
@@ -411,9 +454,34 @@ fn payload_bytes(batch: &[(u64, Message)]) -> usize {
         .sum()
 }
 
-fn drain_unreachable(rx: &mut mpsc::UnboundedReceiver<Out>, to: u64, inbox: &Inbox) {
+/// A peer's outgoing messages and their cost (see [`MAX_QUEUED_BYTES`]).
+struct Queue {
+    rx: mpsc::UnboundedReceiver<Out>,
+    queued: Rc<Cell<usize>>,
+}
+
+impl Queue {
+    fn taken(&self, o: &Out) {
+        self.queued
+            .set(self.queued.get().saturating_sub(queued_cost(o)));
+    }
+
+    async fn recv(&mut self) -> Option<Out> {
+        let o = self.rx.recv().await?;
+        self.taken(&o);
+        Some(o)
+    }
+
+    fn try_recv(&mut self) -> Option<Out> {
+        let o = self.rx.try_recv().ok()?;
+        self.taken(&o);
+        Some(o)
+    }
+}
+
+fn drain_unreachable(queue: &mut Queue, to: u64, inbox: &Inbox) {
     let mut any = false;
-    while let Ok(o) = rx.try_recv() {
+    while let Some(o) = queue.try_recv() {
         if let Out::Raft(b) = o {
             for (g, _) in b {
                 inbox.unreachable.borrow_mut().push((g, to));
@@ -600,6 +668,21 @@ mod tests {
                 Rc::new(|_, _| {}),
             );
             assert!(wait_for(Duration::from_secs(5), || t.is_connected(2)).await);
+            // A burst far beyond the queue limit: the excess is dropped and
+            // reported unreachable at once, the queue stays bounded.
+            for _ in 0..1024 {
+                let mut e = raft::eraftpb::Entry::default();
+                e.set_data(Bytes::from(vec![7u8; 256 * 1024]));
+                let mut m = Message::default();
+                m.set_msg_type(raft::eraftpb::MessageType::MsgAppend);
+                m.to = 2;
+                m.from = 1;
+                m.set_entries(vec![e].into());
+                t.send(1, vec![m]);
+                assert!(t.queued_bytes(2) <= MAX_QUEUED_BYTES);
+            }
+            assert!(!inbox.unreachable.borrow().is_empty());
+            inbox.unreachable.borrow_mut().clear();
             let started = tokio::time::Instant::now();
             // Keep the link busy until the sender gives up on it (it
             // reports the batch it could not send as unreachable).
