@@ -12,14 +12,15 @@
 //!   decode) and a content digest for comparing replicas.
 //! - [`error`]: typed command errors, rendered as Redis error text only at
 //!   the edge ([`CmdError::to_reply`]).
-//! - Families: [`string`], [`keys`], [`list`], [`hash`], [`set`], [`zset`],
-//!   [`server`] (keyspace-level server
-//!   commands), [`connection`] (commands answered by the session layer; only
-//!   their table entries live here).
+//! - Families: [`string`], [`bitmap`], [`keys`], [`list`], [`hash`],
+//!   [`set`], [`zset`], [`server`] (keyspace-level server commands),
+//!   [`connection`] (commands answered by the session layer; only their
+//!   table entries live here).
 //!
 //! Nothing here does I/O, reads the clock or draws random numbers.
 
 pub mod args;
+pub mod bitmap;
 pub mod connection;
 pub mod error;
 pub mod expire;

@@ -355,9 +355,10 @@ pub fn help_reply(lines: &[&'static str]) -> Reply {
 }
 
 /// Every family's commands, in a fixed order.
-pub fn families() -> [&'static [CommandSpec]; 8] {
+pub fn families() -> [&'static [CommandSpec]; 9] {
     [
         crate::string::COMMANDS,
+        crate::bitmap::COMMANDS,
         crate::keys::COMMANDS,
         crate::list::COMMANDS,
         crate::hash::COMMANDS,
