@@ -355,10 +355,12 @@ pub fn help_reply(lines: &[&'static str]) -> Reply {
 }
 
 /// Every family's commands, in a fixed order.
-pub fn families() -> [&'static [CommandSpec]; 9] {
+pub fn families() -> [&'static [CommandSpec]; 11] {
     [
         crate::string::COMMANDS,
         crate::bitmap::COMMANDS,
+        crate::hyperloglog::COMMANDS,
+        crate::geo::COMMANDS,
         crate::keys::COMMANDS,
         crate::list::COMMANDS,
         crate::hash::COMMANDS,

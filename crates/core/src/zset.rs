@@ -137,7 +137,7 @@ fn delete_if_empty(store: &mut Store, db: usize, key: &[u8]) {
 
 /// How a stored result picks its encoding, following Redis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Build {
+pub(crate) enum Build {
     /// Set operations: built as a skiplist, turned into a listpack when the
     /// whole result fits (zsetConvertToListpackIfNeeded).
     Whole,
@@ -149,7 +149,7 @@ enum Build {
 /// Stores `items` (in order) as a new sorted set at `dst`, replacing any
 /// value and TTL, or deletes `dst` when there are none. Returns the size.
 /// The encoding matters beyond OBJECT ENCODING: a listpack stores -0 as 0.
-fn store_result(
+pub(crate) fn store_result(
     store: &mut Store,
     db: usize,
     dst: &[u8],
@@ -388,7 +388,7 @@ enum AddOutcome {
     Nop,
 }
 
-fn zadd(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+pub(crate) fn zadd(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     zadd_generic(store, db, args, ctx, false)
 }
 
