@@ -592,7 +592,7 @@ fn vecswap<T>(v: &mut [T], a: usize, b: usize, n: usize) {
 /// Redis 7.0, without the switch to insertion sort after a partition that
 /// swapped nothing. Not stable: equal distances come out in this
 /// algorithm's order, as in Redis.
-fn pqsort<T>(v: &mut [T], cmp: &impl Fn(&T, &T) -> i32, lrange: usize, rrange: usize) {
+pub(crate) fn pqsort<T>(v: &mut [T], cmp: &impl Fn(&T, &T) -> i32, lrange: usize, rrange: usize) {
     pqsort_part(v, 0, v.len(), cmp, lrange, rrange);
 }
 

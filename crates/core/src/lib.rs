@@ -13,7 +13,7 @@
 //! - [`error`]: typed command errors, rendered as Redis error text only at
 //!   the edge ([`CmdError::to_reply`]).
 //! - Families: [`string`], [`bitmap`], [`keys`], [`list`], [`hash`],
-//!   [`set`], [`zset`], [`server`] (keyspace-level server commands),
+//!   [`set`], [`zset`], [`sort`], [`server`] (keyspace-level server commands),
 //!   [`connection`] (commands answered by the session layer; only their
 //!   table entries live here).
 //!
@@ -33,6 +33,7 @@ pub mod list;
 pub mod server;
 pub mod set;
 pub mod snapshot;
+pub mod sort;
 pub mod store;
 pub mod string;
 pub mod table;

@@ -83,6 +83,12 @@ pub struct Store {
     dbs: Vec<Db>,
     pub stats: Stats,
     pub limits: EncodingLimits,
+    /// Whether this store is a cluster shard. Commands whose behaviour
+    /// Redis changes under `cluster-enabled yes` read it (SORT refuses BY
+    /// and GET patterns that may name keys in other slots). Local
+    /// configuration of the node, not replicated state: snapshots do not
+    /// carry it, whoever creates or restores a shard store sets it.
+    pub cluster_mode: bool,
 }
 
 impl Default for Store {
@@ -97,6 +103,7 @@ impl Store {
             dbs: (0..databases.max(1)).map(|_| Db::new()).collect(),
             stats: Stats::default(),
             limits: EncodingLimits::default(),
+            cluster_mode: false,
         }
     }
 

@@ -355,7 +355,7 @@ pub fn help_reply(lines: &[&'static str]) -> Reply {
 }
 
 /// Every family's commands, in a fixed order.
-pub fn families() -> [&'static [CommandSpec]; 11] {
+pub fn families() -> [&'static [CommandSpec]; 12] {
     [
         crate::string::COMMANDS,
         crate::bitmap::COMMANDS,
@@ -366,6 +366,7 @@ pub fn families() -> [&'static [CommandSpec]; 11] {
         crate::hash::COMMANDS,
         crate::set::COMMANDS,
         crate::zset::COMMANDS,
+        crate::sort::COMMANDS,
         crate::server::COMMANDS,
         crate::connection::COMMANDS,
     ]

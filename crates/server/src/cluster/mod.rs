@@ -298,7 +298,8 @@ impl ClusterNode {
         for shard in layout.shards_with_replica(node_id) {
             // Encoding thresholds are replicated state: every replica must
             // start from the same ones, whatever its local config says.
-            let store = Store::new(1);
+            let mut store = Store::new(1);
+            store.cluster_mode = true;
             specs.push(GroupSpec {
                 id: shard.id,
                 voters: shard.replicas.clone(),

@@ -437,7 +437,10 @@ impl StateMachine for NodeSm {
                 Ok(())
             }
             NodeSm::Shard(s) => {
-                s.store = kvasir_core::snapshot::decode(image).map_err(|e| e.to_string())?;
+                let mut store = kvasir_core::snapshot::decode(image).map_err(|e| e.to_string())?;
+                // Not part of the image: a shard store is always in cluster mode.
+                store.cluster_mode = true;
+                s.store = store;
                 Ok(())
             }
         }
