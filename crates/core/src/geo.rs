@@ -805,9 +805,9 @@ fn human_double(d: f64) -> String {
     s
 }
 
-/// addReplyHumanLongDouble, as RESP2 sends it (a bulk string).
+/// addReplyHumanLongDouble: a bulk string in RESP2, a double in RESP3.
 fn coord_reply(d: f64) -> Reply {
-    Reply::bulk_str(&human_double(d))
+    Reply::DoubleText(Bytes::from(human_double(d)))
 }
 
 // ---------------------------------------------------------------------------
@@ -1253,7 +1253,7 @@ mod tests {
 
     fn text(r: &Reply) -> String {
         match r {
-            Reply::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+            Reply::Bulk(b) | Reply::DoubleText(b) => String::from_utf8_lossy(b).into_owned(),
             Reply::Error(e) => e.to_string(),
             Reply::Int(i) => i.to_string(),
             Reply::Array(items) => {
@@ -1325,6 +1325,15 @@ mod tests {
         assert_eq!(
             text(&read(&s, &["GEOPOS", "Sicily", "Palermo", "x"])),
             "[[13.36138933897018433,38.11555639549629859],nil]"
+        );
+        // RESP3 sends the coordinates as doubles with the same text, byte
+        // for byte what redis-server 7.0.15 sends after HELLO 3.
+        let pos = read(&s, &["GEOPOS", "Sicily", "Palermo"]);
+        let mut wire = bytes::BytesMut::new();
+        kvasir_resp::encode(&pos, kvasir_resp::Protocol::Resp3, &mut wire);
+        assert_eq!(
+            &wire[..],
+            b"*1\r\n*2\r\n,13.36138933897018433\r\n,38.11555639549629859\r\n"
         );
         assert_eq!(text(&read(&s, &["GEOPOS", "nokey", "a"])), "[nil]");
         assert_eq!(text(&read(&s, &["GEODIST", "nokey", "a", "b"])), "nil");

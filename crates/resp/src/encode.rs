@@ -39,6 +39,10 @@ pub fn encode(reply: &Reply, proto: Protocol, out: &mut BytesMut) {
                 Protocol::Resp3 => line(out, b',', text.as_bytes()),
             }
         }
+        Reply::DoubleText(text) => match proto {
+            Protocol::Resp2 => bulk(out, text),
+            Protocol::Resp3 => line(out, b',', text),
+        },
         Reply::Bool(b) => match proto {
             Protocol::Resp2 => int_line(out, b':', *b as i64),
             Protocol::Resp3 => out.put_slice(if *b { b"#t\r\n" } else { b"#f\r\n" }),

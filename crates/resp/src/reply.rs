@@ -32,6 +32,10 @@ pub enum Reply {
     /// `Bulk`s, without a reference-counted handle per element (LRANGE).
     BulkArray(Bytes, Vec<usize>),
     Double(f64),
+    /// A double whose text the command fixes (Redis's
+    /// addReplyHumanLongDouble: GEOPOS, WITHCOORD): a bulk string in RESP2,
+    /// `,text` in RESP3.
+    DoubleText(Bytes),
     Bool(bool),
     Map(Vec<(Reply, Reply)>),
     Set(Vec<Reply>),
