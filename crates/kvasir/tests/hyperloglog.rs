@@ -15,64 +15,8 @@
 
 mod common;
 
-use common::{error_text, ChildGuard, Kvasir};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// A free loopback port (the listener is dropped, freeing it).
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local addr").port()
-}
-
-/// Starts `redis-server` without persistence; killed when the guard drops.
-fn start_redis() -> (ChildGuard, u16) {
-    let port = free_port();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("cannot start redis-server ({e}); run scripts/install-test-deps.sh")
-        });
-    let guard = ChildGuard(Some(child));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (guard, port)
-}
-
-/// Deterministic generator (splitmix64) so every run sends the same script.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-type Outcome = Result<redis::Value, String>;
-
-fn run(conn: &mut redis::Connection, args: &[Vec<u8>]) -> Outcome {
-    let mut c = redis::cmd(&String::from_utf8_lossy(&args[0]));
-    for a in &args[1..] {
-        c.arg(a.as_slice());
-    }
-    c.query::<redis::Value>(conn).map_err(|e| error_text(&e))
-}
+use common::redis_server::{run, start_redis, Outcome, Rng};
+use common::Kvasir;
 
 fn words(args: &[&str]) -> Vec<Vec<u8>> {
     args.iter().map(|a| a.as_bytes().to_vec()).collect()

@@ -9,47 +9,8 @@
 
 mod common;
 
-use common::{error_text, ChildGuard, Kvasir};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// A free loopback port (the listener is dropped, freeing it).
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local addr").port()
-}
-
-/// Starts `redis-server` without persistence; killed when the guard drops.
-fn start_redis() -> (ChildGuard, u16) {
-    let port = free_port();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("cannot start redis-server ({e}); run scripts/install-test-deps.sh")
-        });
-    let guard = ChildGuard(Some(child));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (guard, port)
-}
-
-type Outcome = Result<redis::Value, String>;
-
-fn run(conn: &mut redis::Connection, args: &[String]) -> Outcome {
-    let mut c = redis::cmd(&args[0]);
-    for a in &args[1..] {
-        c.arg(a.as_str());
-    }
-    c.query::<redis::Value>(conn).map_err(|e| error_text(&e))
-}
+use common::redis_server::{run, start_redis};
+use common::Kvasir;
 
 fn script() -> Vec<Vec<String>> {
     let mut s: Vec<Vec<String>> = Vec::new();
