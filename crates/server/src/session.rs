@@ -85,6 +85,28 @@ pub struct PendingOp {
     pub watch: Option<Vec<Bytes>>,
 }
 
+impl PendingOp {
+    /// One command in flight for `slot`'s shard (not blocking, not WATCH).
+    pub fn new(
+        rx: oneshot::Receiver<Result<crate::cluster::sm::Out, kvasir_raft::RaftError>>,
+        slot: u16,
+        shard: u64,
+        db: usize,
+        write: bool,
+    ) -> PendingOp {
+        PendingOp {
+            rxs: vec![rx],
+            slot: Some(slot),
+            shard,
+            db,
+            write,
+            blocking: false,
+            args: None,
+            watch: None,
+        }
+    }
+}
+
 /// What running one request produced.
 pub enum Outcome {
     Reply(Reply),

@@ -45,24 +45,43 @@ pub fn dispatch(
         cmds: vec![args.to_vec()],
         multi: false,
     };
-    let rx = match node.route(slot, write, s.readonly) {
-        Route::Leader(shard) if write => node.propose(shard, &cmd),
-        Route::Leader(shard) => node.read(shard, cmd),
-        Route::LocalReplica(shard) => return local_read(node, shard, s.db, args).into(),
-        Route::Redirect(reply) => return reply.into(),
-        Route::NoLeader(_) => held(node, slot, write, s.readonly, cmd),
+    let rx = match submit(node, slot, write, s.readonly, cmd) {
+        Ok(rx) => rx,
+        Err(Route::LocalReplica(shard)) => return local_read(node, shard, s.db, args).into(),
+        Err(route) => return not_submitted(route).into(),
     };
     let blocking = spec.flags.contains(kvasir_core::table::Flags::BLOCKING);
-    Outcome::Pending(Box::new(PendingOp {
-        rxs: vec![rx],
-        slot: Some(slot),
-        shard: node.shard_of_slot(slot),
-        db: s.db,
-        write,
-        blocking,
-        args: blocking.then(|| args.to_vec()),
-        watch: None,
-    }))
+    let mut op = PendingOp::new(rx, slot, node.shard_of_slot(slot), s.db, write);
+    op.blocking = blocking;
+    op.args = blocking.then(|| args.to_vec());
+    Outcome::Pending(Box::new(op))
+}
+
+/// Hands `cmd` to the shard of `slot`: proposed or read if this node leads
+/// it, held until a leader is known if none is. Otherwise the route the
+/// caller answers with (a redirect, or a READONLY read of a local replica).
+fn submit(
+    node: &Rc<ClusterNode>,
+    slot: u16,
+    write: bool,
+    readonly: bool,
+    cmd: Cmd,
+) -> Result<Answer, Route> {
+    match node.route(slot, write, readonly) {
+        Route::Leader(shard) if write => Ok(node.propose(shard, &cmd)),
+        Route::Leader(shard) => Ok(node.read(shard, cmd)),
+        Route::NoLeader(_) => Ok(held(node, slot, write, readonly, cmd)),
+        other => Err(other),
+    }
+}
+
+/// The reply for a route [`submit`] did not take.
+fn not_submitted(route: Route) -> Reply {
+    match route {
+        Route::Redirect(reply) => reply,
+        // Only READONLY reads are served by a local replica.
+        _ => kvasir_cluster::route::try_again(),
+    }
 }
 
 /// A read served by this node's replica (READONLY connections).
@@ -264,22 +283,13 @@ pub fn watch(s: &mut Session, node: &Rc<ClusterNode>, keys: &[Bytes]) -> Outcome
         db: s.db,
         keys: keys.to_vec(),
     };
-    let rx = match node.route(slot, false, false) {
-        Route::Leader(shard) => node.read(shard, cmd),
-        Route::LocalReplica(_) => return kvasir_cluster::route::try_again().into(),
-        Route::Redirect(r) => return r.into(),
-        Route::NoLeader(_) => held(node, slot, false, false, cmd),
+    let rx = match submit(node, slot, false, false, cmd) {
+        Ok(rx) => rx,
+        Err(route) => return not_submitted(route).into(),
     };
-    Outcome::Pending(Box::new(PendingOp {
-        rxs: vec![rx],
-        slot: Some(slot),
-        shard: node.shard_of_slot(slot),
-        db: s.db,
-        write: false,
-        blocking: false,
-        args: None,
-        watch: Some(keys.to_vec()),
-    }))
+    let mut op = PendingOp::new(rx, slot, node.shard_of_slot(slot), s.db, false);
+    op.watch = Some(keys.to_vec());
+    Outcome::Pending(Box::new(op))
 }
 
 /// The digests of a WATCH arrived: remember them (a key watched twice
@@ -352,22 +362,16 @@ pub fn exec(s: &mut Session, node: &Rc<ClusterNode>) -> Outcome {
             multi: true,
         },
     };
-    let rx = match node.route(slot, true, false) {
-        Route::Leader(shard) => node.propose(shard, &cmd),
-        Route::LocalReplica(_) => return kvasir_cluster::route::try_again().into(),
-        Route::Redirect(r) => return r.into(),
-        Route::NoLeader(_) => held(node, slot, true, false, cmd),
-    };
-    Outcome::Pending(Box::new(PendingOp {
-        rxs: vec![rx],
-        slot: Some(slot),
-        shard: node.shard_of_slot(slot),
-        db: s.db,
-        write: true,
-        blocking: false,
-        args: None,
-        watch: None,
-    }))
+    match submit(node, slot, true, false, cmd) {
+        Ok(rx) => Outcome::Pending(Box::new(PendingOp::new(
+            rx,
+            slot,
+            node.shard_of_slot(slot),
+            s.db,
+            true,
+        ))),
+        Err(route) => not_submitted(route).into(),
+    }
 }
 
 /// Turns a finished proposal or read into the client's reply.

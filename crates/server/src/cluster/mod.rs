@@ -480,14 +480,21 @@ impl ClusterNode {
     /// `-MOVED slot host:port` towards `node`, or TRYAGAIN while its client
     /// address is not known yet.
     pub fn moved(&self, slot: u16, node: u64) -> Reply {
-        self.with_map(|m| match m.node(node) {
-            Some(n) if n.client_port != 0 => kvasir_cluster::route::moved_to(slot, n),
-            _ => kvasir_cluster::route::try_again(),
-        })
+        self.moved_if_addressed(slot, node)
+            .unwrap_or_else(kvasir_cluster::route::try_again)
     }
 
-    fn knows_address(&self, node: u64) -> bool {
-        self.with_map(|m| m.node(node).is_some_and(|n| n.client_port != 0))
+    /// `-MOVED slot host:port` towards `node` (never this node), if its
+    /// client address is known.
+    fn moved_if_addressed(&self, slot: u16, node: u64) -> Option<Reply> {
+        if node == self.node_id {
+            return None;
+        }
+        self.with_map(|m| {
+            m.node(node)
+                .filter(|n| n.client_port != 0)
+                .map(|n| kvasir_cluster::route::moved_to(slot, n))
+        })
     }
 
     /// Where a keyed command for `slot` goes.
@@ -503,14 +510,15 @@ impl ClusterNode {
         if !write && readonly_conn && replica {
             return Route::LocalReplica(shard);
         }
-        match self.reachable_leader(shard) {
-            // A leader nobody reachable vouches for (killed, cut off) is
-            // most likely being replaced: hold the request for the election
-            // rather than send the client to a dead address.
-            Some(l) if l != self.node_id && self.knows_address(l) => {
-                Route::Redirect(self.moved(slot, l))
-            }
-            _ => Route::NoLeader(shard),
+        // A leader nobody reachable vouches for (killed, cut off) is most
+        // likely being replaced: hold the request for the election rather
+        // than send the client to a dead address.
+        match self
+            .reachable_leader(shard)
+            .and_then(|l| self.moved_if_addressed(slot, l))
+        {
+            Some(moved) => Route::Redirect(moved),
+            None => Route::NoLeader(shard),
         }
     }
 
@@ -522,8 +530,9 @@ impl ClusterNode {
 
     /// Waits (up to `leader_wait`) until the shard of `slot` has a leader
     /// with a known address that this node can reach, then routes again:
-    /// the route, or `None` if the wait ran out with no leader known. Elections (at start, after a failure) are thus
-    /// hidden from clients instead of answered with CLUSTERDOWN.
+    /// the route, or `None` if the wait ran out with no leader known.
+    /// Elections (at start, after a failure) are thus hidden from clients
+    /// instead of answered with CLUSTERDOWN.
     pub async fn route_when_led(
         &self,
         slot: u16,
@@ -539,12 +548,10 @@ impl ClusterNode {
                 Route::NoLeader(shard) => {
                     // Still the old leader after the wait: it may well be
                     // alive behind a broken link; let the client try it.
-                    return match self.leader_of(shard) {
-                        Some(l) if l != self.node_id && self.knows_address(l) => {
-                            Some(Route::Redirect(self.moved(slot, l)))
-                        }
-                        _ => None,
-                    };
+                    return self
+                        .leader_of(shard)
+                        .and_then(|l| self.moved_if_addressed(slot, l))
+                        .map(Route::Redirect);
                 }
                 route => return Some(route),
             }
