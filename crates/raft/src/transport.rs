@@ -69,7 +69,8 @@ enum Out {
 
 struct Peer {
     addr: String,
-    tx: mpsc::UnboundedSender<Out>,
+    /// Each item with its cost, computed once when queued.
+    tx: mpsc::UnboundedSender<(Out, usize)>,
     connected: Rc<Cell<bool>>,
     /// Bytes (estimated) of the messages queued for the sender task.
     queued: Rc<Cell<usize>>,
@@ -267,7 +268,7 @@ impl Transport {
                 }
                 Some(p) => {
                     p.queued.set(p.queued.get() + cost);
-                    let _ = p.tx.send(out);
+                    let _ = p.tx.send((out, cost));
                 }
                 None => debug!(to, "message for an unknown node dropped"),
             }
@@ -321,7 +322,7 @@ impl Transport {
             let cost = queued_cost(&out);
             if p.queued.get() + cost <= MAX_QUEUED_BYTES {
                 p.queued.set(p.queued.get() + cost);
-                let _ = p.tx.send(out);
+                let _ = p.tx.send((out, cost));
             }
         }
     }
@@ -392,12 +393,12 @@ async fn sender_loop(
             };
             buf.clear();
             let mut raft: Vec<(u64, Message)> = Vec::new();
-            // Returns the payload bytes it added to the batch.
-            let push = |o: Out, buf: &mut BytesMut, raft: &mut Vec<(u64, Message)>| match o {
+            // Returns the queued cost it added to the Raft batch (broadcasts
+            // are encoded into `buf` at once and counted by its length).
+            let push = |(o, cost): (Out, usize), buf: &mut BytesMut, raft: &mut Vec<_>| match o {
                 Out::Raft(mut b) => {
-                    let n = payload_bytes(&b);
                     raft.append(&mut b);
-                    n
+                    cost
                 }
                 Out::Broadcast(p) => {
                     encode_broadcast(&p, buf);
@@ -456,32 +457,30 @@ fn payload_bytes(batch: &[(u64, Message)]) -> usize {
 
 /// A peer's outgoing messages and their cost (see [`MAX_QUEUED_BYTES`]).
 struct Queue {
-    rx: mpsc::UnboundedReceiver<Out>,
+    rx: mpsc::UnboundedReceiver<(Out, usize)>,
     queued: Rc<Cell<usize>>,
 }
 
 impl Queue {
-    fn taken(&self, o: &Out) {
-        self.queued
-            .set(self.queued.get().saturating_sub(queued_cost(o)));
+    fn taken(&self, item: (Out, usize)) -> (Out, usize) {
+        self.queued.set(self.queued.get().saturating_sub(item.1));
+        item
     }
 
-    async fn recv(&mut self) -> Option<Out> {
-        let o = self.rx.recv().await?;
-        self.taken(&o);
-        Some(o)
+    async fn recv(&mut self) -> Option<(Out, usize)> {
+        let item = self.rx.recv().await?;
+        Some(self.taken(item))
     }
 
-    fn try_recv(&mut self) -> Option<Out> {
-        let o = self.rx.try_recv().ok()?;
-        self.taken(&o);
-        Some(o)
+    fn try_recv(&mut self) -> Option<(Out, usize)> {
+        let item = self.rx.try_recv().ok()?;
+        Some(self.taken(item))
     }
 }
 
 fn drain_unreachable(queue: &mut Queue, to: u64, inbox: &Inbox) {
     let mut any = false;
-    while let Some(o) = queue.try_recv() {
+    while let Some((o, _)) = queue.try_recv() {
         if let Out::Raft(b) = o {
             for (g, _) in b {
                 inbox.unreachable.borrow_mut().push((g, to));
