@@ -1,5 +1,7 @@
 package kvasir;
 
+import static kvasir.Harness.check;
+
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
@@ -30,49 +32,10 @@ import redis.clients.jedis.util.JedisClusterCRC16;
  * after 60 s.
  */
 public final class ClusterSmoke {
-    private static boolean failed = false;
-
-    private static boolean check(boolean ok, String what) {
-        if (!ok) {
-            failed = true;
-        }
-        System.out.println((ok ? "PASS: " : "FAIL: ") + what);
-        return ok;
-    }
-
     public static void main(String[] args) {
-        if (args.length == 0) {
-            System.err.println("usage: java -jar kvclient-java.jar PORT|HOST:PORT...");
-            System.exit(2);
-        }
-        Thread watchdog = new Thread(() -> {
-            try {
-                Thread.sleep(60_000);
-            } catch (InterruptedException e) {
-                return;
-            }
-            System.out.println("FAIL: deadline of 60s exceeded");
-            System.out.flush();
-            Runtime.getRuntime().halt(1);
-        });
-        watchdog.setDaemon(true);
-        watchdog.start();
-
-        Set<HostAndPort> seeds = new HashSet<>();
-        for (String a : args) {
-            seeds.add(a.matches("\\d+") ? new HostAndPort("127.0.0.1", Integer.parseInt(a)) : HostAndPort.from(a));
-        }
-        long started = System.nanoTime();
-        try {
-            run(seeds);
-        } catch (Exception e) {
-            check(false, "unexpected exception: " + e);
-            e.printStackTrace(System.out);
-        }
-        System.out.printf("      took %.2fs%n", (System.nanoTime() - started) / 1e9);
-        System.out.println("RESULT: jedis " + (failed ? "FAILED" : "PASSED"));
-        System.out.flush();
-        System.exit(failed ? 1 : 0);
+        Set<HostAndPort> seeds = Harness.seeds(args, "java -jar kvclient-java.jar PORT|HOST:PORT...");
+        Harness.watchdog(60, "");
+        Harness.runAndExit("jedis", () -> run(seeds));
     }
 
     private static void run(Set<HostAndPort> seeds) {

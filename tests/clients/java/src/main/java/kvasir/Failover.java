@@ -1,11 +1,12 @@
 package kvasir;
 
+import static kvasir.Harness.check;
+
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -46,53 +47,14 @@ import redis.clients.jedis.util.JedisClusterCRC16;
  * any check failed. A watchdog ends the run after 180 s.
  */
 public final class Failover {
-    private static boolean failed = false;
-
-    private static boolean check(boolean ok, String what) {
-        if (!ok) {
-            failed = true;
-        }
-        System.out.println((ok ? "PASS: " : "FAIL: ") + what);
-        return ok;
-    }
-
     private static void info(String what) {
         System.out.println("      " + what);
     }
 
     public static void main(String[] args) {
-        if (args.length == 0) {
-            System.err.println("usage: java -cp kvclient-java.jar kvasir.Failover PORT|HOST:PORT...");
-            System.exit(2);
-        }
-        Thread watchdog = new Thread(() -> {
-            try {
-                Thread.sleep(180_000);
-            } catch (InterruptedException e) {
-                return;
-            }
-            System.out.println("FAIL: failover: deadline of 180s exceeded");
-            System.out.flush();
-            Runtime.getRuntime().halt(1);
-        });
-        watchdog.setDaemon(true);
-        watchdog.start();
-
-        Set<HostAndPort> seeds = new HashSet<>();
-        for (String a : args) {
-            seeds.add(a.matches("\\d+") ? new HostAndPort("127.0.0.1", Integer.parseInt(a)) : HostAndPort.from(a));
-        }
-        long started = System.nanoTime();
-        try {
-            run(seeds);
-        } catch (Exception e) {
-            check(false, "unexpected exception: " + e);
-            e.printStackTrace(System.out);
-        }
-        System.out.printf("      failover took %.2fs%n", (System.nanoTime() - started) / 1e9);
-        System.out.println("RESULT: failover " + (failed ? "FAILED" : "PASSED"));
-        System.out.flush();
-        System.exit(failed ? 1 : 0);
+        Set<HostAndPort> seeds = Harness.seeds(args, "java -cp kvclient-java.jar kvasir.Failover PORT|HOST:PORT...");
+        Harness.watchdog(180, "failover: ");
+        Harness.runAndExit("failover", () -> run(seeds));
     }
 
     // --- application-level retries -------------------------------------
