@@ -366,6 +366,21 @@ mod tests {
         true
     }
 
+    fn view_of<'a>(
+        map: &'a ClusterMap,
+        myself: u64,
+        leader_of: &'a dyn Fn(u64) -> Option<u64>,
+        node_up: &'a dyn Fn(u64) -> bool,
+    ) -> View<'a> {
+        View {
+            map,
+            myself,
+            leader_of,
+            node_up,
+            fail_agreed: &agreed,
+        }
+    }
+
     fn wire(r: &Reply, proto: Protocol) -> String {
         let mut out = bytes::BytesMut::new();
         encode(r, proto, &mut out);
@@ -397,13 +412,7 @@ mod tests {
     fn slots_cover_every_slot_once_master_only() {
         let m = map(3, 8, 3);
         let leader = preferred(&m);
-        let view = View {
-            map: &m,
-            myself: 1,
-            leader_of: &leader,
-            node_up: &all_up,
-            fail_agreed: &agreed,
-        };
+        let view = view_of(&m, 1, &leader, &all_up);
         let reply = cluster_slots(&view);
         let entries = items(&reply);
         assert_eq!(entries.len(), 24);
@@ -444,13 +453,7 @@ mod tests {
             _ => Some(3),
         };
         let up = |n: u64| n != 2;
-        let view = View {
-            map: &m,
-            myself: 1,
-            leader_of: &leader,
-            node_up: &up,
-            fail_agreed: &agreed,
-        };
+        let view = view_of(&m, 1, &leader, &up);
         let reply = cluster_slots(&view);
         let entry = |i: usize| -> (i64, i64, i64) {
             let e = items(&items(&reply)[i]);
@@ -462,13 +465,7 @@ mod tests {
         assert_eq!(entry(2), (10923, 16383, 7003));
         // Adjacent shards with one master are one range.
         let all3 = |_: u64| Some(3);
-        let view = View {
-            map: &m,
-            myself: 1,
-            leader_of: &all3,
-            node_up: &all_up,
-            fail_agreed: &agreed,
-        };
+        let view = view_of(&m, 1, &all3, &all_up);
         let reply = cluster_slots(&view);
         assert_eq!(items(&reply).len(), 1);
         assert_eq!(ints(&items(&items(&reply)[0])[1]), 16383);
@@ -481,13 +478,7 @@ mod tests {
         ns[1].client_port = 0;
         let m = ClusterMap::bootstrap(5, ns, 1, 3).unwrap();
         let leader = preferred(&m);
-        let view = View {
-            map: &m,
-            myself: 1,
-            leader_of: &leader,
-            node_up: &all_up,
-            fail_agreed: &agreed,
-        };
+        let view = view_of(&m, 1, &leader, &all_up);
         assert!(!view.resolved());
         for r in [
             cluster_slots(&view),
@@ -503,13 +494,7 @@ mod tests {
         // Once the shard node 2 would stand in for is led by node 1, no
         // master lacks an address and the map is served.
         let others = |s: u64| Some(if s == 2 { 1 } else { s });
-        let view = View {
-            map: &m,
-            myself: 1,
-            leader_of: &others,
-            node_up: &all_up,
-            fail_agreed: &agreed,
-        };
+        let view = view_of(&m, 1, &others, &all_up);
         assert!(view.resolved());
         assert!(matches!(cluster_slots(&view), Reply::Array(_)));
     }
@@ -520,13 +505,7 @@ mod tests {
         // Node 2 leads shards 1 and 2, node 3 leads shard 3, node 1 none.
         let leader = |s: u64| Some(if s == 3 { 3 } else { 2 });
         let up = |n: u64| n != 1;
-        let view = View {
-            map: &m,
-            myself: 2,
-            leader_of: &leader,
-            node_up: &up,
-            fail_agreed: &agreed,
-        };
+        let view = view_of(&m, 2, &leader, &up);
         let reply = cluster_shards(&view);
         assert_eq!(items(&reply).len(), 3);
         let shard = |i: usize| -> &[(Reply, Reply)] {
@@ -598,13 +577,7 @@ mod tests {
             _ => None,
         };
         let up = |n: u64| n != 3;
-        let view = View {
-            map: &m,
-            myself: 2,
-            leader_of: &leader,
-            node_up: &up,
-            fail_agreed: &agreed,
-        };
+        let view = view_of(&m, 2, &leader, &up);
         let text = cluster_nodes(&view);
         let lines: Vec<&str> = text.lines().collect();
         assert!(text.ends_with('\n'));
@@ -697,13 +670,7 @@ mod tests {
         )
         .unwrap();
         let leader = preferred(&m);
-        let view = View {
-            map: &m,
-            myself: 1,
-            leader_of: &leader,
-            node_up: &all_up,
-            fail_agreed: &agreed,
-        };
+        let view = view_of(&m, 1, &leader, &all_up);
         let text = cluster_nodes(&view);
         assert!(
             text.lines()
@@ -722,13 +689,7 @@ mod tests {
     fn info_ok_and_fail() {
         let m = map(3, 8, 3);
         let leader = preferred(&m);
-        let view = View {
-            map: &m,
-            myself: 1,
-            leader_of: &leader,
-            node_up: &all_up,
-            fail_agreed: &agreed,
-        };
+        let view = view_of(&m, 1, &leader, &all_up);
         assert_eq!(
             cluster_info(&view),
             "cluster_state:ok\r\ncluster_slots_assigned:16384\r\ncluster_slots_ok:16384\r\n\
@@ -746,13 +707,7 @@ mod tests {
             }
         };
         let up = |n: u64| n != 2;
-        let view = View {
-            map: &m,
-            myself: 1,
-            leader_of: &leader,
-            node_up: &up,
-            fail_agreed: &agreed,
-        };
+        let view = view_of(&m, 1, &leader, &up);
         let info = cluster_info(&view);
         let field = |k: &str| -> u32 {
             info.split("\r\n")
@@ -778,13 +733,7 @@ mod tests {
     fn verbatim_replies_and_myid() {
         let m = map(1, 1, 1);
         let leader = preferred(&m);
-        let view = View {
-            map: &m,
-            myself: 1,
-            leader_of: &leader,
-            node_up: &all_up,
-            fail_agreed: &agreed,
-        };
+        let view = view_of(&m, 1, &leader, &all_up);
         let nodes = wire(&cluster_nodes_reply(&view), Protocol::Resp2);
         assert!(nodes.starts_with("$"), "{nodes}");
         assert!(nodes.contains("myself,master - 0 0 1 connected 0-16383\n"));
@@ -799,13 +748,7 @@ mod tests {
         let m = map(3, 1, 3);
         let leader = preferred(&m);
         let down3 = |n: u64| n != 3;
-        let view = View {
-            map: &m,
-            myself: 1,
-            leader_of: &leader,
-            node_up: &down3,
-            fail_agreed: &agreed,
-        };
+        let view = view_of(&m, 1, &leader, &down3);
         let shard_id = bulk(&cluster_myshardid(&view));
         assert_eq!(shard_id.len(), 40);
         assert!(shard_id.chars().all(|c| c.is_ascii_hexdigit()));
@@ -833,13 +776,7 @@ mod tests {
     fn unknown_leaders_are_ignored() {
         let m = map(3, 1, 3);
         let leader = |_: u64| Some(99);
-        let view = View {
-            map: &m,
-            myself: 1,
-            leader_of: &leader,
-            node_up: &all_up,
-            fail_agreed: &agreed,
-        };
+        let view = view_of(&m, 1, &leader, &all_up);
         assert!(cluster_info(&view).starts_with("cluster_state:fail"));
         // The preferred leaders stand in for the unknown one.
         let reply = cluster_slots(&view);
