@@ -30,6 +30,7 @@ pub mod hash;
 pub mod hyperloglog;
 pub mod keys;
 pub mod list;
+pub mod machine;
 pub mod server;
 pub mod set;
 pub mod snapshot;
@@ -39,6 +40,7 @@ pub mod string;
 pub mod table;
 pub mod zset;
 
+pub use connection::SessionCmd;
 pub use error::CmdError;
 pub use store::{Ctx, EncodingLimits, Store, DEFAULT_DATABASES};
 pub use table::{lookup, CommandSpec, Handler};

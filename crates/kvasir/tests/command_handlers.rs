@@ -33,19 +33,14 @@ fn invocations() -> Vec<(String, Vec<String>)> {
         if SKIPPED.contains(&spec.name) {
             continue;
         }
-        if matches!(spec.handler, Handler::Container) {
-            assert!(
-                !spec.subcommands.is_empty(),
-                "container '{}' has no subcommands",
-                spec.name
-            );
-            for sub in spec.subcommands {
-                out.push((
-                    format!("{}|{}", spec.name, sub.name),
-                    args_for(&[spec.name, sub.name], sub.arity),
-                ));
-            }
-        } else {
+        // A container runs its subcommands; COMMAND also runs bare.
+        for sub in spec.subcommands {
+            out.push((
+                format!("{}|{}", spec.name, sub.name),
+                args_for(&[spec.name, sub.name], sub.arity),
+            ));
+        }
+        if !matches!(spec.handler, Handler::Container) {
             out.push((spec.name.to_string(), args_for(&[spec.name], spec.arity)));
         }
     }

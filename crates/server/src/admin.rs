@@ -5,42 +5,23 @@
 
 use crate::clients::Clients;
 use crate::config::SetError;
+use crate::pubsub::Kind;
 use crate::session::{Outcome, Session};
 use bytes::Bytes;
 use kvasir_core::args::{eq_ic, parse_i64};
+use kvasir_core::connection::{ClientCmd, CommandCmd, ConfigCmd, SlowlogCmd};
 use kvasir_core::glob;
 use kvasir_core::table::{all_commands, help_reply as help, lookup, resolve};
-use kvasir_core::{CmdError, CommandSpec};
+use kvasir_core::{CmdError, CommandSpec, SessionCmd};
 use kvasir_resp::{Protocol, Reply};
 
-/// Runs a session-level command or a container's subcommand.
-pub fn run(
-    s: &mut Session,
-    spec: &'static CommandSpec,
-    parent: Option<&'static CommandSpec>,
-    args: &[Bytes],
-) -> Outcome {
-    if parent.is_none() {
-        if let Some(node) = s.server.cluster.clone() {
-            match spec.name {
-                "exec" if s.txn.in_multi() => {
-                    return crate::cluster::commands::exec(s, &node);
-                }
-                "watch" => {
-                    return crate::cluster::commands::watch(s, &node, &args[1..]);
-                }
-                _ => {}
-            }
-        }
-        if let Some(reply) = crate::transaction::run(s, spec.name, args) {
-            return reply.into();
-        }
-    }
-    if let Some(outcome) = crate::pubsub::run(s, parent.map(|p| p.name), spec.name, args) {
-        return outcome;
-    }
-    let result = match (parent.map(|p| p.name), spec.name) {
-        (None, "ping") if crate::pubsub::ping_in_subscribed_mode(s) => ping(args).map(|r| {
+/// Runs a command the session layer answers. The match names every
+/// variant of [`SessionCmd`], so a table entry cannot lack its code.
+pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
+    use SessionCmd as C;
+    let cluster = s.server.cluster.clone();
+    let result = match cmd {
+        C::Ping if crate::pubsub::ping_in_subscribed_mode(s) => ping(args).map(|r| {
             let payload = if args.len() > 1 {
                 r
             } else {
@@ -48,46 +29,65 @@ pub fn run(
             };
             Reply::Array(vec![Reply::bulk_str("pong"), payload])
         }),
-        (None, "ping") => ping(args),
-        (None, "echo") => Ok(Reply::Bulk(args[1].clone())),
-        (None, "select") => select(s, &args[1]),
-        (None, "auth") => auth(s, &args[1..]),
-        (None, "hello") => hello(s, &args[1..]),
-        (None, "quit") => {
+        C::Ping => ping(args),
+        C::Echo => Ok(Reply::Bulk(args[1].clone())),
+        C::Select => select(s, &args[1]),
+        C::Auth => auth(s, &args[1..]),
+        C::Hello => hello(s, &args[1..]),
+        C::Quit => {
             s.close = true;
             Ok(Reply::ok())
         }
-        (None, "reset") => Ok(reset(s)),
-        (None, "info") => Ok(crate::info::render(s, &args[1..])),
-        (None, "time") => Ok(time()),
+        C::Reset => Ok(reset(s)),
+        C::Info => Ok(crate::info::render(s, &args[1..])),
+        C::Time => Ok(time()),
         // Every Kvasir node is a master (see docs/operations.md), with no
         // Redis-style replicas: Raft replicates below the Redis model.
-        (None, "role") => Ok(Reply::Array(vec![
+        C::Role => Ok(Reply::Array(vec![
             Reply::bulk_str("master"),
             Reply::Int(0),
             Reply::Array(Vec::new()),
         ])),
-        (None, "lastsave") => Ok(Reply::Int((s.server.started_unix_ms / 1000) as i64)),
-        (None, "shutdown") => shutdown(s, &args[1..]),
-        (None, "readonly") if s.server.cluster.is_some() => {
+        C::Lastsave => Ok(Reply::Int((s.server.started_unix_ms / 1000) as i64)),
+        C::Shutdown => shutdown(s, &args[1..]),
+        C::Readonly | C::Readwrite | C::Asking if cluster.is_none() => Err(CmdError::other(
+            "ERR This instance has cluster support disabled",
+        )),
+        C::Readonly => {
             s.readonly = true;
             Ok(Reply::ok())
         }
-        (None, "readwrite") if s.server.cluster.is_some() => {
+        C::Readwrite => {
             s.readonly = false;
             Ok(Reply::ok())
         }
-        (None, "asking") if s.server.cluster.is_some() => Ok(Reply::ok()),
-        (None, "readonly" | "readwrite" | "asking") => Err(CmdError::other(
-            "ERR This instance has cluster support disabled",
-        )),
-        (Some("cluster"), sub) => Ok(crate::cluster::commands::cluster(s, sub, args)),
-        (None, "command") => Ok(command_all()),
-        (Some("client"), sub) => client(s, sub, args),
-        (Some("config"), sub) => config(s, sub, args),
-        (Some("command"), sub) => command(sub, args),
-        (Some("slowlog"), sub) => slowlog(s, sub, args),
-        _ => Err(kvasir_core::error::unknown_command(args)),
+        C::Asking => Ok(Reply::ok()),
+        C::Multi => Ok(crate::transaction::multi(s)),
+        C::Exec => match cluster {
+            Some(node) if s.txn.in_multi() => return crate::cluster::commands::exec(s, &node),
+            _ => Ok(crate::transaction::exec(s)),
+        },
+        C::Discard => Ok(crate::transaction::discard(s)),
+        C::Watch => match cluster {
+            Some(node) => return crate::cluster::commands::watch(s, &node, &args[1..]),
+            None => Ok(crate::transaction::watch(s, &args[1..])),
+        },
+        C::Unwatch => Ok(crate::transaction::unwatch(s)),
+        C::Subscribe => return crate::pubsub::subscribe(s, &args[1..], Kind::Channel),
+        C::Psubscribe => return crate::pubsub::subscribe(s, &args[1..], Kind::Pattern),
+        C::Unsubscribe => return crate::pubsub::unsubscribe(s, &args[1..], Kind::Channel),
+        C::Punsubscribe => return crate::pubsub::unsubscribe(s, &args[1..], Kind::Pattern),
+        C::Ssubscribe => return crate::pubsub::shard_subscription(s, &args[1..], true),
+        C::Sunsubscribe => return crate::pubsub::shard_subscription(s, &args[1..], false),
+        C::Publish => Ok(crate::pubsub::publish(s, args)),
+        C::Spublish => Ok(crate::pubsub::spublish(s, args)),
+        C::Pubsub(sub) => crate::pubsub::container(s, sub, args),
+        C::Cluster(sub) => Ok(crate::cluster::commands::cluster(s, sub, args)),
+        C::CommandAll => Ok(command_all()),
+        C::Client(sub) => client(s, sub, args),
+        C::Config(sub) => config(s, sub, args),
+        C::Command(sub) => command(sub, args),
+        C::Slowlog(sub) => slowlog(s, sub, args),
     };
     result.unwrap_or_else(|e| e.to_reply()).into()
 }
@@ -275,11 +275,11 @@ fn set_name(s: &Session, name: &[u8]) -> Result<(), CmdError> {
     Ok(())
 }
 
-fn client(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
+fn client(s: &mut Session, sub: ClientCmd, args: &[Bytes]) -> AdminResult {
     match sub {
-        "id" => Ok(Reply::Int(s.info.id as i64)),
-        "setname" => set_name(s, &args[2]).map(|_| Reply::ok()),
-        "getname" => {
+        ClientCmd::Id => Ok(Reply::Int(s.info.id as i64)),
+        ClientCmd::Setname => set_name(s, &args[2]).map(|_| Reply::ok()),
+        ClientCmd::Getname => {
             let name = s.info.name.borrow();
             Ok(if name.is_empty() {
                 Reply::Nil
@@ -287,10 +287,10 @@ fn client(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
                 Reply::bulk_str(&name)
             })
         }
-        "info" => Ok(text_reply(format!("{}\n", s.info.line()))),
-        "list" => client_list(s, &args[2..]),
-        "kill" => client_kill(s, &args[2..]),
-        "no-evict" => {
+        ClientCmd::Info => Ok(text_reply(format!("{}\n", s.info.line()))),
+        ClientCmd::List => client_list(s, &args[2..]),
+        ClientCmd::Kill => client_kill(s, &args[2..]),
+        ClientCmd::NoEvict => {
             if eq_ic(&args[2], "on") {
                 s.info.no_evict.set(true);
             } else if eq_ic(&args[2], "off") {
@@ -300,7 +300,7 @@ fn client(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
             }
             Ok(Reply::ok())
         }
-        "help" => Ok(help(&[
+        ClientCmd::Help => Ok(help(&[
             "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "ID",
             "    Return the ID of the current connection.",
@@ -321,7 +321,6 @@ fn client(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
             "HELP",
             "    Print this help.",
         ])),
-        _ => Err(kvasir_core::error::unknown_command(args)),
     }
 }
 
@@ -454,9 +453,9 @@ fn client_kill(s: &mut Session, opts: &[Bytes]) -> AdminResult {
     Ok(Reply::Int(targets.len() as i64))
 }
 
-fn config(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
+fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
     match sub {
-        "get" => {
+        ConfigCmd::Get => {
             let entries = s.server.config.borrow().entries();
             let mut pairs = Vec::new();
             for (name, value) in entries {
@@ -469,7 +468,7 @@ fn config(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
             }
             Ok(Reply::Map(pairs))
         }
-        "set" => {
+        ConfigCmd::Set => {
             let rest = &args[2..];
             if !rest.len().is_multiple_of(2) {
                 return Err(CmdError::Syntax);
@@ -508,7 +507,7 @@ fn config(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
                 .with_store(|store| store.limits = limits);
             Ok(Reply::ok())
         }
-        "resetstat" => {
+        ConfigCmd::Resetstat => {
             let mut stats = s.server.stats.borrow_mut();
             *stats = Default::default();
             s.server
@@ -517,7 +516,7 @@ fn config(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
                 .with_store(|st| st.stats = Default::default());
             Ok(Reply::ok())
         }
-        "help" => Ok(help(&[
+        ConfigCmd::Help => Ok(help(&[
             "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "GET <pattern>",
             "    Return parameters matching the glob-like <pattern> and their values.",
@@ -528,7 +527,6 @@ fn config(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
             "HELP",
             "    Print this help.",
         ])),
-        _ => Err(kvasir_core::error::unknown_command(args)),
     }
 }
 
@@ -550,11 +548,11 @@ fn find_spec(name: &[u8]) -> Option<(&'static CommandSpec, Option<&'static Comma
     }
 }
 
-fn command(sub: &str, args: &[Bytes]) -> AdminResult {
+fn command(sub: CommandCmd, args: &[Bytes]) -> AdminResult {
     match sub {
-        "count" => Ok(Reply::Int(all_commands().len() as i64)),
+        CommandCmd::Count => Ok(Reply::Int(all_commands().len() as i64)),
         // Like Redis 7, the list names subcommands too (`config|get`).
-        "list" => Ok(Reply::Array(
+        CommandCmd::List => Ok(Reply::Array(
             all_commands()
                 .iter()
                 .flat_map(|c| {
@@ -566,7 +564,7 @@ fn command(sub: &str, args: &[Bytes]) -> AdminResult {
                 })
                 .collect(),
         )),
-        "info" => {
+        CommandCmd::Info => {
             if args.len() == 2 {
                 return Ok(command_all());
             }
@@ -580,7 +578,7 @@ fn command(sub: &str, args: &[Bytes]) -> AdminResult {
                     .collect(),
             ))
         }
-        "docs" => {
+        CommandCmd::Docs => {
             let specs: Vec<_> = if args.len() == 2 {
                 all_commands().iter().map(|c| (*c, None)).collect()
             } else {
@@ -590,7 +588,7 @@ fn command(sub: &str, args: &[Bytes]) -> AdminResult {
                 specs.into_iter().map(|(s, p)| s.docs_reply(p)).collect(),
             ))
         }
-        "getkeys" => {
+        CommandCmd::Getkeys => {
             let target = &args[2..];
             let (spec, _) = match resolve(target) {
                 Ok(found) => found,
@@ -611,7 +609,7 @@ fn command(sub: &str, args: &[Bytes]) -> AdminResult {
                     .collect(),
             ))
         }
-        "help" => Ok(help(&[
+        CommandCmd::Help => Ok(help(&[
             "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "(no subcommand)",
             "    Return details about all Redis commands.",
@@ -628,13 +626,12 @@ fn command(sub: &str, args: &[Bytes]) -> AdminResult {
             "HELP",
             "    Print this help.",
         ])),
-        _ => Err(kvasir_core::error::unknown_command(args)),
     }
 }
 
-fn slowlog(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
+fn slowlog(s: &mut Session, sub: SlowlogCmd, args: &[Bytes]) -> AdminResult {
     match sub {
-        "get" => {
+        SlowlogCmd::Get => {
             let count = match args.get(2) {
                 None => None,
                 Some(a) => match parse_i64(a) {
@@ -652,12 +649,12 @@ fn slowlog(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
             }
             Ok(s.server.slowlog.borrow().get(count))
         }
-        "len" => Ok(Reply::Int(s.server.slowlog.borrow().len() as i64)),
-        "reset" => {
+        SlowlogCmd::Len => Ok(Reply::Int(s.server.slowlog.borrow().len() as i64)),
+        SlowlogCmd::Reset => {
             s.server.slowlog.borrow_mut().reset();
             Ok(Reply::ok())
         }
-        "help" => Ok(help(&[
+        SlowlogCmd::Help => Ok(help(&[
             "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "GET [<count>]",
             "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
@@ -668,6 +665,5 @@ fn slowlog(s: &mut Session, sub: &str, args: &[Bytes]) -> AdminResult {
             "HELP",
             "    Print this help.",
         ])),
-        _ => Err(kvasir_core::error::unknown_command(args)),
     }
 }

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use kvasir_core::error::CmdResult;
 use kvasir_core::expire::ActiveExpire;
-use kvasir_core::{CommandSpec, Ctx, Handler, Store};
+use kvasir_core::{CommandSpec, Ctx, Store};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub struct LocalStore {
@@ -58,11 +58,7 @@ impl LocalStore {
     /// Runs a keyspace command (spec already resolved and arity-checked).
     pub fn execute(&mut self, spec: &CommandSpec, db: usize, args: &[Bytes]) -> CmdResult {
         let ctx = self.next_ctx();
-        match spec.handler {
-            Handler::Write(f) => f(&mut self.store, db, args, &ctx),
-            Handler::Read(f) => f(&self.store, db, args, &ctx),
-            Handler::Session | Handler::Container => Err(kvasir_core::error::unknown_command(args)),
-        }
+        kvasir_core::machine::execute(&mut self.store, spec, db, args, &ctx)
     }
 
     /// One active-expiry cycle: choose expired keys (a read), then delete

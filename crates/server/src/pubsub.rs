@@ -178,7 +178,8 @@ impl PubSub {
 // ---------------------------------------------------------------------------
 
 use crate::session::{Outcome, Session};
-use kvasir_core::{CmdError, CommandSpec};
+use kvasir_core::connection::{PubsubCmd, SessionCmd};
+use kvasir_core::{CmdError, CommandSpec, Handler};
 use kvasir_resp::Protocol;
 
 type Resolved = Result<(&'static CommandSpec, Option<&'static CommandSpec>), CmdError>;
@@ -212,16 +213,18 @@ pub fn check_subscribed_mode(s: &Session, resolved: &Resolved) -> Option<Reply> 
     };
     let top = parent.unwrap_or(spec);
     let allowed = matches!(
-        top.name,
-        "subscribe"
-            | "unsubscribe"
-            | "psubscribe"
-            | "punsubscribe"
-            | "ssubscribe"
-            | "sunsubscribe"
-            | "ping"
-            | "quit"
-            | "reset"
+        top.handler,
+        Handler::Session(
+            SessionCmd::Subscribe
+                | SessionCmd::Unsubscribe
+                | SessionCmd::Psubscribe
+                | SessionCmd::Punsubscribe
+                | SessionCmd::Ssubscribe
+                | SessionCmd::Sunsubscribe
+                | SessionCmd::Ping
+                | SessionCmd::Quit
+                | SessionCmd::Reset
+        )
     );
     if allowed {
         return None;
@@ -264,7 +267,7 @@ fn confirmation_count(s: &Session, kind: Kind) -> usize {
     }
 }
 
-fn subscribe(s: &mut Session, names: &[Bytes], kind: Kind) -> Outcome {
+pub fn subscribe(s: &mut Session, names: &[Bytes], kind: Kind) -> Outcome {
     let sub = subscriber(s);
     let mut replies = Vec::with_capacity(names.len());
     for name in names {
@@ -282,7 +285,7 @@ fn subscribe(s: &mut Session, names: &[Bytes], kind: Kind) -> Outcome {
     Outcome::Replies(replies)
 }
 
-fn unsubscribe(s: &mut Session, names: &[Bytes], kind: Kind) -> Outcome {
+pub fn unsubscribe(s: &mut Session, names: &[Bytes], kind: Kind) -> Outcome {
     let verb = match kind {
         Kind::Channel => "unsubscribe",
         Kind::Pattern => "punsubscribe",
@@ -326,10 +329,10 @@ pub fn unsubscribe_all(s: &mut Session) {
     sync_counts(s);
 }
 
-fn pubsub_container(s: &Session, sub: &str, args: &[Bytes]) -> Result<Reply, CmdError> {
+pub fn container(s: &Session, sub: PubsubCmd, args: &[Bytes]) -> Result<Reply, CmdError> {
     let registry = s.server.pubsub.borrow();
     match sub {
-        "channels" => {
+        PubsubCmd::Channels => {
             if args.len() > 3 {
                 return Err(CmdError::WrongArity("pubsub|channels".into()));
             }
@@ -344,14 +347,14 @@ fn pubsub_container(s: &Session, sub: &str, args: &[Bytes]) -> Result<Reply, Cmd
         }
         // A flat [channel, count, ...] array in RESP2 and RESP3 alike, as
         // Redis 7 answers it (not a map).
-        "numsub" => Ok(Reply::Array(
+        PubsubCmd::Numsub => Ok(Reply::Array(
             args[2..]
                 .iter()
                 .flat_map(|c| [Reply::Bulk(c.clone()), Reply::Int(registry.numsub(c) as i64)])
                 .collect(),
         )),
-        "numpat" => Ok(Reply::Int(registry.numpat() as i64)),
-        "shardchannels" => {
+        PubsubCmd::Numpat => Ok(Reply::Int(registry.numpat() as i64)),
+        PubsubCmd::Shardchannels => {
             if args.len() > 3 {
                 return Err(CmdError::WrongArity("pubsub|shardchannels".into()));
             }
@@ -364,7 +367,7 @@ fn pubsub_container(s: &Session, sub: &str, args: &[Bytes]) -> Result<Reply, Cmd
                     .collect(),
             ))
         }
-        "shardnumsub" => Ok(Reply::Array(
+        PubsubCmd::Shardnumsub => Ok(Reply::Array(
             args[2..]
                 .iter()
                 .flat_map(|c| {
@@ -375,7 +378,7 @@ fn pubsub_container(s: &Session, sub: &str, args: &[Bytes]) -> Result<Reply, Cmd
                 })
                 .collect(),
         )),
-        "help" => Ok(kvasir_core::table::help_reply(&[
+        PubsubCmd::Help => Ok(kvasir_core::table::help_reply(&[
             "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "CHANNELS [<pattern>]",
             "    Return the currently active channels matching a <pattern> (default: '*').",
@@ -391,7 +394,6 @@ fn pubsub_container(s: &Session, sub: &str, args: &[Bytes]) -> Result<Reply, Cmd
             "HELP",
             "    Print this help.",
         ])),
-        _ => Err(kvasir_core::error::unknown_command(args)),
     }
 }
 
@@ -416,45 +418,36 @@ fn shard_channel_check(s: &Session, channels: &[Bytes], publish: bool) -> Option
     }
 }
 
-/// Runs a pub/sub command; None if `name` is not one.
-pub fn run(s: &mut Session, parent: Option<&str>, name: &str, args: &[Bytes]) -> Option<Outcome> {
-    Some(match (parent, name) {
-        (None, "subscribe") => subscribe(s, &args[1..], Kind::Channel),
-        (None, "psubscribe") => subscribe(s, &args[1..], Kind::Pattern),
-        (None, "unsubscribe") => unsubscribe(s, &args[1..], Kind::Channel),
-        (None, "punsubscribe") => unsubscribe(s, &args[1..], Kind::Pattern),
-        (None, "ssubscribe") => match shard_channel_check(s, &args[1..], false) {
-            Some(refusal) => Outcome::Reply(refusal),
-            None => subscribe(s, &args[1..], Kind::Shard),
-        },
-        (None, "sunsubscribe") => match shard_channel_check(s, &args[1..], false) {
-            Some(refusal) => Outcome::Reply(refusal),
-            None => unsubscribe(s, &args[1..], Kind::Shard),
-        },
-        (None, "spublish") => match shard_channel_check(s, &args[1..2], true) {
-            Some(refusal) => Outcome::Reply(refusal),
-            None => {
-                let n = s.server.pubsub.borrow().spublish(&args[1], &args[2]);
-                if let Some(node) = &s.server.cluster {
-                    // READONLY subscribers on the shard's other replicas
-                    // hear it too; the count is this node's, as in Redis.
-                    node.spublish(&args[1], &args[2]);
-                }
-                Outcome::Reply(Reply::Int(n as i64))
-            }
-        },
-        (None, "publish") => {
-            let n = s.server.pubsub.borrow().publish(&args[1], &args[2]);
-            if let Some(node) = &s.server.cluster {
-                // Subscribers on other nodes hear it too; the count is this
-                // node's, as in Redis Cluster.
-                node.publish(&args[1], &args[2]);
-            }
-            Outcome::Reply(Reply::Int(n as i64))
-        }
-        (Some("pubsub"), sub) => {
-            Outcome::Reply(pubsub_container(s, sub, args).unwrap_or_else(|e| e.to_reply()))
-        }
-        _ => return None,
-    })
+/// SSUBSCRIBE and SUNSUBSCRIBE: only for shard channels served here.
+pub fn shard_subscription(s: &mut Session, channels: &[Bytes], subscribe_: bool) -> Outcome {
+    match shard_channel_check(s, channels, false) {
+        Some(refusal) => Outcome::Reply(refusal),
+        None if subscribe_ => subscribe(s, channels, Kind::Shard),
+        None => unsubscribe(s, channels, Kind::Shard),
+    }
+}
+
+/// SPUBLISH channel message.
+pub fn spublish(s: &Session, args: &[Bytes]) -> Reply {
+    if let Some(refusal) = shard_channel_check(s, &args[1..2], true) {
+        return refusal;
+    }
+    let n = s.server.pubsub.borrow().spublish(&args[1], &args[2]);
+    if let Some(node) = &s.server.cluster {
+        // READONLY subscribers on the shard's other replicas hear it too;
+        // the count is this node's, as in Redis.
+        node.spublish(&args[1], &args[2]);
+    }
+    Reply::Int(n as i64)
+}
+
+/// PUBLISH channel message.
+pub fn publish(s: &Session, args: &[Bytes]) -> Reply {
+    let n = s.server.pubsub.borrow().publish(&args[1], &args[2]);
+    if let Some(node) = &s.server.cluster {
+        // Subscribers on other nodes hear it too; the count is this node's,
+        // as in Redis Cluster.
+        node.publish(&args[1], &args[2]);
+    }
+    Reply::Int(n as i64)
 }

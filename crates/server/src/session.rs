@@ -9,6 +9,7 @@ use crate::listener::{CmdStat, Server};
 use crate::transaction::Transaction;
 use bytes::{Bytes, BytesMut};
 use kvasir_core::error::BlockOn;
+use kvasir_core::machine::ShardCmd;
 use kvasir_core::table::{resolve, Flags, Handler};
 use kvasir_core::{CmdError, CommandSpec};
 use kvasir_resp::{encode, parse_command, Limits, Parsed, Protocol, Reply};
@@ -407,11 +408,11 @@ impl Session {
                     };
                 }
             }
-            let cmd = crate::cluster::sm::Cmd::Commands {
+            let cmd = crate::cluster::sm::Cmd::Shard(ShardCmd::Commands {
                 db: op.db,
                 cmds: vec![args],
                 multi: false,
-            };
+            });
             op.rxs.push(node.propose(op.shard, &cmd));
         }
     }
@@ -611,7 +612,9 @@ impl Session {
                 .execute(spec, self.db, args)
                 .unwrap_or_else(|e| e.to_reply())
                 .into(),
-            Handler::Session | Handler::Container => crate::admin::run(self, spec, parent, args),
+            Handler::Session(cmd) => crate::admin::run(self, cmd, args),
+            // resolve() hands out a container only when it runs itself.
+            Handler::Container => kvasir_core::error::unknown_command(args).to_reply().into(),
         }
     }
 

@@ -9,7 +9,8 @@
 use crate::listener::Server;
 use crate::session::{Outcome, Session};
 use bytes::Bytes;
-use kvasir_core::table::Flags;
+use kvasir_core::table::{Flags, Handler};
+use kvasir_core::SessionCmd;
 use kvasir_core::{CmdError, CommandSpec};
 use kvasir_resp::Reply;
 
@@ -60,10 +61,17 @@ impl Transaction {
 }
 
 /// Commands that act on the transaction itself rather than being queued.
-fn controls_transaction(name: &str) -> bool {
+fn controls_transaction(spec: &CommandSpec) -> bool {
     matches!(
-        name,
-        "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+        spec.handler,
+        Handler::Session(
+            SessionCmd::Exec
+                | SessionCmd::Discard
+                | SessionCmd::Multi
+                | SessionCmd::Watch
+                | SessionCmd::Quit
+                | SessionCmd::Reset
+        )
     )
 }
 
@@ -74,7 +82,7 @@ pub fn queue_if_in_multi(s: &mut Session, resolved: &Resolved, args: &[Bytes]) -
         return None;
     }
     let (spec, parent) = match resolved {
-        Ok((spec, parent)) if parent.is_none() && controls_transaction(spec.name) => return None,
+        Ok((spec, parent)) if parent.is_none() && controls_transaction(spec) => return None,
         Ok(found) => *found,
         Err(e) => {
             s.txn.failed = true;
@@ -87,7 +95,8 @@ pub fn queue_if_in_multi(s: &mut Session, resolved: &Resolved, args: &[Bytes]) -
         return Some(Reply::error("NOAUTH Authentication required."));
     }
     if top.flags.contains(Flags::NO_MULTI)
-        || top.flags.contains(Flags::PUBSUB) && top.name != "publish"
+        || top.flags.contains(Flags::PUBSUB)
+            && !matches!(top.handler, Handler::Session(SessionCmd::Publish))
     {
         s.txn.failed = true;
         return Some(Reply::error("ERR Command not allowed inside a transaction"));
@@ -103,7 +112,7 @@ pub fn queue_if_in_multi(s: &mut Session, resolved: &Resolved, args: &[Bytes]) -
     Some(Reply::simple("QUEUED"))
 }
 
-fn multi(s: &mut Session) -> Reply {
+pub fn multi(s: &mut Session) -> Reply {
     if s.txn.in_multi() {
         return Reply::error("ERR MULTI calls can not be nested");
     }
@@ -135,7 +144,7 @@ fn watched_key_expired(s: &Session) -> bool {
     })
 }
 
-fn exec(s: &mut Session) -> Reply {
+pub fn exec(s: &mut Session) -> Reply {
     let Some(queue) = s.txn.queue.take() else {
         return Reply::error("ERR EXEC without MULTI");
     };
@@ -166,7 +175,7 @@ fn exec(s: &mut Session) -> Reply {
     Reply::Array(replies)
 }
 
-fn discard(s: &mut Session) -> Reply {
+pub fn discard(s: &mut Session) -> Reply {
     if !s.txn.in_multi() {
         return Reply::error("ERR DISCARD without MULTI");
     }
@@ -174,7 +183,7 @@ fn discard(s: &mut Session) -> Reply {
     Reply::ok()
 }
 
-fn watch(s: &mut Session, keys: &[Bytes]) -> Reply {
+pub fn watch(s: &mut Session, keys: &[Bytes]) -> Reply {
     if s.txn.in_multi() {
         return Reply::error("ERR WATCH inside MULTI is not allowed");
     }
@@ -193,7 +202,7 @@ fn watch(s: &mut Session, keys: &[Bytes]) -> Reply {
     Reply::ok()
 }
 
-fn unwatch(s: &mut Session) -> Reply {
+pub fn unwatch(s: &mut Session) -> Reply {
     let server = s.server.clone();
     s.txn.unwatch_all(&server, s.info.id);
     s.info.watch_dirty.set(false);
@@ -219,16 +228,4 @@ pub fn take_queue(s: &mut Session) -> Result<Vec<(&'static CommandSpec, Vec<Byte
 /// Clears MULTI and WATCH state (RESET, disconnect).
 pub fn reset(s: &mut Session) {
     end_multi(s);
-}
-
-/// Runs MULTI, EXEC, DISCARD, WATCH or UNWATCH.
-pub fn run(s: &mut Session, name: &str, args: &[Bytes]) -> Option<Reply> {
-    Some(match name {
-        "multi" => multi(s),
-        "exec" => exec(s),
-        "discard" => discard(s),
-        "watch" => watch(s, &args[1..]),
-        "unwatch" => unwatch(s),
-        _ => return None,
-    })
 }

@@ -10,6 +10,8 @@ use bytes::Bytes;
 use kvasir_cluster::reply as creply;
 use kvasir_cluster::{command_slot, key_slot, SLOTS};
 use kvasir_core::args::parse_i64;
+use kvasir_core::connection::ClusterCmd;
+use kvasir_core::machine::ShardCmd;
 use kvasir_core::table::{help_reply, Handler};
 use kvasir_core::{CommandSpec, Ctx};
 use kvasir_raft::RaftError;
@@ -40,11 +42,11 @@ pub fn dispatch(
     let Some(slot) = slot else {
         return keyless(s, node, spec, args);
     };
-    let cmd = Cmd::Commands {
+    let cmd = Cmd::Shard(ShardCmd::Commands {
         db: s.db,
         cmds: vec![args.to_vec()],
         multi: false,
-    };
+    });
     let rx = match submit(node, slot, write, s.readonly, cmd) {
         Ok(rx) => rx,
         Err(Route::LocalReplica(shard)) => return local_read(node, shard, s.db, args).into(),
@@ -115,7 +117,7 @@ fn held(node: &Rc<ClusterNode>, slot: u16, write: bool, readonly: bool, cmd: Cmd
                 rx.await.unwrap_or(Err(RaftError::Dropped))
             }
             Some(Route::LocalReplica(shard)) => {
-                let Cmd::Commands { db, cmds, .. } = &cmd else {
+                let Cmd::Shard(ShardCmd::Commands { db, cmds, .. }) = &cmd else {
                     return;
                 };
                 let args = cmds.first().cloned().unwrap_or_default();
@@ -182,11 +184,11 @@ fn keyless(
                 .map(|&sh| {
                     node.propose(
                         sh,
-                        &Cmd::Commands {
+                        &Cmd::Shard(ShardCmd::Commands {
                             db: s.db,
                             cmds: vec![args.to_vec()],
                             multi: false,
-                        },
+                        }),
                     )
                 })
                 .collect();
@@ -279,10 +281,10 @@ pub fn watch(s: &mut Session, node: &Rc<ClusterNode>, keys: &[Bytes]) -> Outcome
     let Some(slot) = slot else {
         return Reply::error("ERR wrong number of arguments for 'watch' command").into();
     };
-    let cmd = Cmd::WatchDigests {
+    let cmd = Cmd::Shard(ShardCmd::WatchDigests {
         db: s.db,
         keys: keys.to_vec(),
-    };
+    });
     let rx = match submit(node, slot, false, false, cmd) {
         Ok(rx) => rx,
         Err(route) => return not_submitted(route).into(),
@@ -351,16 +353,16 @@ pub fn exec(s: &mut Session, node: &Rc<ClusterNode>) -> Outcome {
     };
     let cmds = queue.into_iter().map(|(_, a)| a).collect();
     let cmd = match watch {
-        Some(w) => Cmd::WatchedExec {
+        Some(w) => Cmd::Shard(ShardCmd::WatchedExec {
             db: s.db,
             cmds,
             watched: w.keys,
-        },
-        None => Cmd::Commands {
+        }),
+        None => Cmd::Shard(ShardCmd::Commands {
             db: s.db,
             cmds,
             multi: true,
-        },
+        }),
     };
     match submit(node, slot, true, false, cmd) {
         Ok(rx) => Outcome::Pending(Box::new(PendingOp::new(
@@ -446,26 +448,26 @@ fn keys_in_slot(node: &ClusterNode, slot: u16, limit: usize) -> Vec<Bytes> {
 }
 
 /// CLUSTER <sub>.
-pub fn cluster(s: &Session, sub: &str, args: &[Bytes]) -> Reply {
-    if sub == "help" {
+pub fn cluster(s: &Session, sub: ClusterCmd, args: &[Bytes]) -> Reply {
+    if sub == ClusterCmd::Help {
         return help_reply(CLUSTER_HELP);
     }
     let Some(node) = s.server.cluster.clone() else {
         return Reply::error("ERR This instance has cluster support disabled");
     };
     match sub {
-        "slots" => node.with_view(creply::cluster_slots),
-        "shards" => node.with_view(creply::cluster_shards),
-        "nodes" => node.with_view(creply::cluster_nodes_checked),
-        "info" => node.with_view(creply::cluster_info_reply),
-        "myid" => node.with_view(creply::cluster_myid),
-        "keyslot" => Reply::Int(key_slot(&args[2]) as i64),
-        "countkeysinslot" => match int_arg(&args[2]).map(slot_in_range) {
+        ClusterCmd::Slots => node.with_view(creply::cluster_slots),
+        ClusterCmd::Shards => node.with_view(creply::cluster_shards),
+        ClusterCmd::Nodes => node.with_view(creply::cluster_nodes_checked),
+        ClusterCmd::Info => node.with_view(creply::cluster_info_reply),
+        ClusterCmd::Myid => node.with_view(creply::cluster_myid),
+        ClusterCmd::Keyslot => Reply::Int(key_slot(&args[2]) as i64),
+        ClusterCmd::Countkeysinslot => match int_arg(&args[2]).map(slot_in_range) {
             Ok(Some(slot)) => Reply::Int(keys_in_slot(&node, slot, usize::MAX).len() as i64),
             Ok(None) => Reply::error("ERR Invalid slot"),
             Err(r) => r,
         },
-        "getkeysinslot" => {
+        ClusterCmd::Getkeysinslot => {
             let (slot, count) = match (int_arg(&args[2]), int_arg(&args[3])) {
                 (Ok(slot), Ok(count)) => (slot, count),
                 (Err(r), _) | (_, Err(r)) => return r,
@@ -480,11 +482,13 @@ pub fn cluster(s: &Session, sub: &str, args: &[Bytes]) -> Reply {
                 _ => Reply::error("ERR Invalid slot or number of keys"),
             }
         }
-        "myshardid" => node.with_view(creply::cluster_myshardid),
-        "links" => node.with_view(creply::cluster_links),
-        "replicas" | "slaves" => node.with_view(|v| creply::cluster_replicas(v, &args[2])),
-        "sharddigest" => shard_digest(&node, &args[2]),
-        _ => Reply::error(format!("ERR unknown subcommand '{sub}'. Try CLUSTER HELP.")),
+        ClusterCmd::Myshardid => node.with_view(creply::cluster_myshardid),
+        ClusterCmd::Links => node.with_view(creply::cluster_links),
+        ClusterCmd::Replicas | ClusterCmd::Slaves => {
+            node.with_view(|v| creply::cluster_replicas(v, &args[2]))
+        }
+        ClusterCmd::Sharddigest => shard_digest(&node, &args[2]),
+        ClusterCmd::Help => help_reply(CLUSTER_HELP),
     }
 }
 

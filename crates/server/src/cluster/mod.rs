@@ -12,6 +12,7 @@ use crate::config::Config;
 use bytes::{BufMut, Bytes, BytesMut};
 use kvasir_cluster::{ClusterMap, NodeInfo, View};
 use kvasir_core::expire::ActiveExpire;
+use kvasir_core::machine::ShardCmd;
 use kvasir_core::Store;
 use kvasir_raft::{GroupSpec, MultiRaft, RaftError, ReadMode, WalMode};
 use kvasir_resp::Reply;
@@ -669,7 +670,7 @@ async fn expire_loop(node: Rc<ClusterNode>) {
             for (db, keys) in picked {
                 if !keys.is_empty() {
                     // Fire and forget: a lost proposal is retried next cycle.
-                    drop(node.propose(shard, &Cmd::Expire { db, keys }));
+                    drop(node.propose(shard, &Cmd::Shard(ShardCmd::Expire { db, keys })));
                 }
             }
         }

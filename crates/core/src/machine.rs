@@ -1,0 +1,524 @@
+//! The shard state machine: what one log entry (or one unlogged write of
+//! a standalone node) asks of a shard, its byte codec, and the one apply
+//! and read functions every replica runs.
+//!
+//! A standalone server and every Raft replica of a cluster shard apply the
+//! same [`ShardCmd`] through [`apply`]; only the orderer differs (no log, or
+//! a Raft log). The outcome depends only on the store, the command and the
+//! [`Ctx`] (docs/architecture.md, determinism).
+
+use crate::error::{BlockOn, CmdError, CmdResult};
+use crate::store::{Ctx, Store};
+use crate::table::{resolve, CommandSpec, Handler};
+use bytes::Bytes;
+use kvasir_resp::Reply;
+
+/// What a proposal or a read asks of one shard.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ShardCmd {
+    /// Client commands run back to back; `multi` answers them as one array
+    /// (EXEC) and never blocks.
+    Commands {
+        db: usize,
+        cmds: Vec<Vec<Bytes>>,
+        multi: bool,
+    },
+    /// Deletions picked by the active expiry cycle: each key goes only if
+    /// it is still expired at the entry's time.
+    Expire { db: usize, keys: Vec<Bytes> },
+    /// EXEC after WATCH: the block runs only if every watched key still has
+    /// the digest the client saw when it watched it (checked when applied,
+    /// identically on every replica); otherwise it answers a nil array.
+    WatchedExec {
+        db: usize,
+        cmds: Vec<Vec<Bytes>>,
+        watched: Vec<(Bytes, u64)>,
+    },
+    /// A read for WATCH: the digests of keys (see
+    /// [`crate::snapshot::watch_digest`]), as an array of integers.
+    WatchDigests { db: usize, keys: Vec<Bytes> },
+}
+
+/// The result of applying a command.
+#[derive(Debug, PartialEq)]
+pub enum Applied {
+    Reply(Reply),
+    /// A blocking command found nothing: whoever waits for the reply parks
+    /// the client on `keys` and submits the command again after a write
+    /// to one of them.
+    Block(Box<BlockOn>),
+}
+
+/// Runs one command: the one dispatch on a keyspace command's handler.
+pub fn execute(
+    store: &mut Store,
+    spec: &CommandSpec,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
+    match spec.handler {
+        Handler::Write(f) => f(store, db, args, ctx),
+        Handler::Read(f) => f(store, db, args, ctx),
+        Handler::Session(_) | Handler::Container => Err(crate::error::unknown_command(args)),
+    }
+}
+
+/// Runs one read-only command; writes are refused.
+pub fn execute_read(
+    store: &Store,
+    spec: &CommandSpec,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
+    match spec.handler {
+        Handler::Read(f) => f(store, db, args, ctx),
+        _ => Err(crate::error::unknown_command(args)),
+    }
+}
+
+/// Applies `cmd` at `ctx`. `on_write` hears of every write command that
+/// succeeded (its database, spec and arguments), so the caller can wake
+/// clients blocked on its keys.
+pub fn apply(
+    store: &mut Store,
+    cmd: &ShardCmd,
+    ctx: &Ctx,
+    mut on_write: impl FnMut(usize, &'static CommandSpec, &[Bytes]),
+) -> Applied {
+    match cmd {
+        ShardCmd::Commands { db, cmds, multi } => run(store, *db, cmds, *multi, ctx, &mut on_write),
+        ShardCmd::Expire { db, keys } => {
+            if *db < store.databases() {
+                store.apply_expired(*db, keys, ctx);
+            }
+            Applied::Reply(Reply::ok())
+        }
+        ShardCmd::WatchedExec { db, cmds, watched } => {
+            if *db >= store.databases() {
+                return Applied::Reply(CmdError::DbIndexOutOfRange.to_reply());
+            }
+            let changed = watched.iter().any(|(key, seen)| {
+                crate::snapshot::watch_digest(store, *db, key, ctx.now_ms) != *seen
+            });
+            if changed {
+                Applied::Reply(Reply::NilArray)
+            } else {
+                run(store, *db, cmds, true, ctx, &mut on_write)
+            }
+        }
+        ShardCmd::WatchDigests { .. } => Applied::Reply(read(store, cmd, ctx.now_ms)),
+    }
+}
+
+/// Serves a read (a command with a `Read` handler, or WATCH digests) at
+/// `now_ms`, as of the store's current state.
+pub fn read(store: &Store, cmd: &ShardCmd, now_ms: u64) -> Reply {
+    match cmd {
+        ShardCmd::WatchDigests { db, keys } => Reply::Array(
+            keys.iter()
+                // Carried as the integer's bits.
+                .map(|k| Reply::Int(crate::snapshot::watch_digest(store, *db, k, now_ms) as i64))
+                .collect(),
+        ),
+        ShardCmd::Commands { db, cmds, .. } => {
+            let Some(args) = cmds.first() else {
+                return Reply::Nil;
+            };
+            if *db >= store.databases() {
+                return CmdError::DbIndexOutOfRange.to_reply();
+            }
+            let ctx = Ctx {
+                now_ms,
+                seed: now_ms,
+            };
+            resolve(args)
+                .and_then(|(spec, _)| execute_read(store, spec, *db, args, &ctx))
+                .unwrap_or_else(|e| e.to_reply())
+        }
+        ShardCmd::Expire { .. } | ShardCmd::WatchedExec { .. } => Reply::error("ERR not a read"),
+    }
+}
+
+/// Client commands back to back; the i-th command's seed is the entry's
+/// seed + i, so two commands of one entry never pick alike.
+fn run(
+    store: &mut Store,
+    db: usize,
+    cmds: &[Vec<Bytes>],
+    multi: bool,
+    ctx: &Ctx,
+    on_write: &mut impl FnMut(usize, &'static CommandSpec, &[Bytes]),
+) -> Applied {
+    if db >= store.databases() {
+        return Applied::Reply(CmdError::DbIndexOutOfRange.to_reply());
+    }
+    let mut replies = Vec::with_capacity(cmds.len());
+    for (i, args) in cmds.iter().enumerate() {
+        let ctx = Ctx {
+            now_ms: ctx.now_ms,
+            seed: ctx.seed.wrapping_add(i as u64),
+        };
+        let result = resolve(args).and_then(|(spec, _)| {
+            let r = execute(store, spec, db, args, &ctx);
+            if r.is_ok() && spec.is_write() {
+                on_write(db, spec, args);
+            }
+            r
+        });
+        let reply = match result {
+            Ok(r) => r,
+            Err(CmdError::WouldBlock(on)) if multi => on.on_timeout,
+            Err(CmdError::WouldBlock(on)) => return Applied::Block(on),
+            Err(e) => e.to_reply(),
+        };
+        replies.push(reply);
+    }
+    if multi {
+        Applied::Reply(Reply::Array(replies))
+    } else {
+        Applied::Reply(replies.pop().unwrap_or(Reply::Nil))
+    }
+}
+
+// The codec. Tags 1, 2, 4 and 5 are shard commands; tag 3 belongs to the
+// cluster metadata group (its own commands share the log format).
+const TAG_COMMANDS: u8 = 1;
+const TAG_EXPIRE: u8 = 2;
+/// The first byte of the cluster metadata group's commands: never a shard
+/// command.
+pub const TAG_RESERVED_META: u8 = 3;
+const TAG_WATCHED_EXEC: u8 = 4;
+const TAG_WATCH_DIGESTS: u8 = 5;
+
+/// Appends a length-prefixed byte string.
+pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+fn put_u32(out: &mut Vec<u8>, n: usize) {
+    out.extend_from_slice(&(n as u32).to_le_bytes());
+}
+
+fn put_keys(out: &mut Vec<u8>, keys: &[Bytes]) {
+    put_u32(out, keys.len());
+    for k in keys {
+        put_bytes(out, k);
+    }
+}
+
+fn put_cmds(out: &mut Vec<u8>, cmds: &[Vec<Bytes>]) {
+    put_u32(out, cmds.len());
+    for args in cmds {
+        put_keys(out, args);
+    }
+}
+
+pub fn encode(cmd: &ShardCmd, out: &mut Vec<u8>) {
+    match cmd {
+        ShardCmd::Commands { db, cmds, multi } => {
+            out.push(TAG_COMMANDS);
+            put_u32(out, *db);
+            out.push(*multi as u8);
+            put_cmds(out, cmds);
+        }
+        ShardCmd::Expire { db, keys } => {
+            out.push(TAG_EXPIRE);
+            put_u32(out, *db);
+            put_keys(out, keys);
+        }
+        ShardCmd::WatchedExec { db, cmds, watched } => {
+            out.push(TAG_WATCHED_EXEC);
+            put_u32(out, *db);
+            put_cmds(out, cmds);
+            put_u32(out, watched.len());
+            for (key, digest) in watched {
+                put_bytes(out, key);
+                out.extend_from_slice(&digest.to_le_bytes());
+            }
+        }
+        ShardCmd::WatchDigests { db, keys } => {
+            out.push(TAG_WATCH_DIGESTS);
+            put_u32(out, *db);
+            put_keys(out, keys);
+        }
+    }
+}
+
+/// A cursor over an entry's bytes; every read is bounds-checked.
+pub struct Reader<'a> {
+    pub b: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    pub fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.b.len() < n {
+            return None;
+        }
+        let (h, t) = self.b.split_at(n);
+        self.b = t;
+        Some(h)
+    }
+    pub fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+    pub fn u32(&mut self) -> Option<u32> {
+        let b = self.take(4)?;
+        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    pub fn u64(&mut self) -> Option<u64> {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.take(8)?);
+        Some(u64::from_le_bytes(a))
+    }
+    pub fn bytes(&mut self) -> Option<Bytes> {
+        let n = self.u32()? as usize;
+        self.take(n).map(Bytes::copy_from_slice)
+    }
+    /// A count-prefixed list of byte strings; the capacity is bounded by
+    /// the bytes left, so a damaged count cannot allocate much.
+    fn keys(&mut self) -> Option<Vec<Bytes>> {
+        let n = self.u32()? as usize;
+        let mut keys = Vec::with_capacity(n.min(self.b.len() / 4));
+        for _ in 0..n {
+            keys.push(self.bytes()?);
+        }
+        Some(keys)
+    }
+    fn cmds(&mut self) -> Option<Vec<Vec<Bytes>>> {
+        let n = self.u32()? as usize;
+        let mut cmds = Vec::with_capacity(n.min(self.b.len() / 4));
+        for _ in 0..n {
+            cmds.push(self.keys()?);
+        }
+        Some(cmds)
+    }
+}
+
+/// Decodes a shard command; `None` for damaged bytes (never a panic).
+pub fn decode(b: &[u8]) -> Option<ShardCmd> {
+    let mut r = Reader { b };
+    let cmd = match r.u8()? {
+        TAG_COMMANDS => {
+            let db = r.u32()? as usize;
+            let multi = r.u8()? != 0;
+            let cmds = r.cmds()?;
+            ShardCmd::Commands { db, cmds, multi }
+        }
+        TAG_EXPIRE => {
+            let db = r.u32()? as usize;
+            ShardCmd::Expire {
+                db,
+                keys: r.keys()?,
+            }
+        }
+        TAG_WATCHED_EXEC => {
+            let db = r.u32()? as usize;
+            let cmds = r.cmds()?;
+            let n = r.u32()? as usize;
+            let mut watched = Vec::with_capacity(n.min(r.b.len() / 12));
+            for _ in 0..n {
+                let key = r.bytes()?;
+                watched.push((key, r.u64()?));
+            }
+            ShardCmd::WatchedExec { db, cmds, watched }
+        }
+        TAG_WATCH_DIGESTS => {
+            let db = r.u32()? as usize;
+            ShardCmd::WatchDigests {
+                db,
+                keys: r.keys()?,
+            }
+        }
+        _ => return None,
+    };
+    r.b.is_empty().then_some(cmd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(words: &[&str]) -> Vec<Bytes> {
+        words
+            .iter()
+            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+            .collect()
+    }
+
+    fn apply_at(store: &mut Store, now_ms: u64, cmd: &ShardCmd) -> Reply {
+        let ctx = Ctx { now_ms, seed: 7 };
+        match apply(store, cmd, &ctx, |_, _, _| {}) {
+            Applied::Reply(r) => r,
+            Applied::Block(_) => panic!("blocked"),
+        }
+    }
+
+    fn digests(store: &Store, now_ms: u64, keys: &[&str]) -> Vec<(Bytes, u64)> {
+        let cmd = ShardCmd::WatchDigests {
+            db: 0,
+            keys: args(keys),
+        };
+        let Reply::Array(ds) = read(store, &cmd, now_ms) else {
+            panic!("digests")
+        };
+        args(keys)
+            .into_iter()
+            .zip(ds)
+            .map(|(k, d)| match d {
+                Reply::Int(d) => (k, d as u64),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    fn exec(watched: Vec<(Bytes, u64)>) -> ShardCmd {
+        ShardCmd::WatchedExec {
+            db: 0,
+            cmds: vec![args(&["INCR", "n"]), args(&["GET", "n"])],
+            watched,
+        }
+    }
+
+    fn one(words: &[&str]) -> ShardCmd {
+        ShardCmd::Commands {
+            db: 0,
+            cmds: vec![args(words)],
+            multi: false,
+        }
+    }
+
+    #[test]
+    fn watched_exec_runs_only_if_the_watched_keys_are_unchanged() {
+        let mut a = Store::new(1);
+        apply_at(&mut a, 1000, &one(&["SET", "n", "1"]));
+        let seen = digests(&a, 1000, &["n", "missing"]);
+        assert_ne!(seen[0].1, 0);
+        assert_eq!(seen[1].1, 0, "a missing key digests to 0");
+        // Unchanged: the block runs.
+        assert_eq!(
+            apply_at(&mut a, 1001, &exec(seen.clone())),
+            Reply::Array(vec![Reply::Int(2), Reply::bulk_str("2")])
+        );
+        // The block itself changed n: the old digests no longer hold.
+        assert_eq!(apply_at(&mut a, 1002, &exec(seen)), Reply::NilArray);
+        // A write between WATCH and EXEC, even back to the same type.
+        let seen = digests(&a, 1003, &["n"]);
+        apply_at(&mut a, 1004, &one(&["SET", "n", "9"]));
+        assert_eq!(apply_at(&mut a, 1005, &exec(seen)), Reply::NilArray);
+        // A key created between WATCH and EXEC.
+        let seen = digests(&a, 1006, &["fresh"]);
+        apply_at(&mut a, 1007, &one(&["SET", "fresh", "x"]));
+        assert_eq!(apply_at(&mut a, 1008, &exec(seen)), Reply::NilArray);
+        // A TTL change is a change.
+        let seen = digests(&a, 1009, &["n"]);
+        apply_at(&mut a, 1010, &one(&["PEXPIRE", "n", "100000"]));
+        assert_eq!(apply_at(&mut a, 1011, &exec(seen)), Reply::NilArray);
+    }
+
+    #[test]
+    fn watched_key_expiring_before_exec_aborts_on_every_replica() {
+        let (mut a, mut b) = (Store::new(1), Store::new(1));
+        for st in [&mut a, &mut b] {
+            apply_at(st, 1000, &one(&["SET", "n", "5", "PX", "100"]));
+        }
+        // Watched while alive; the EXEC entry is stamped after the expiry.
+        let seen = digests(&a, 1050, &["n"]);
+        for st in [&mut a, &mut b] {
+            assert_eq!(apply_at(st, 1200, &exec(seen.clone())), Reply::NilArray);
+        }
+        // A key already expired when watched stays "missing": no abort.
+        let seen = digests(&a, 1300, &["n"]);
+        assert_eq!(seen[0].1, 0);
+        for st in [&mut a, &mut b] {
+            assert_eq!(
+                apply_at(st, 1400, &exec(seen.clone())),
+                Reply::Array(vec![Reply::Int(1), Reply::bulk_str("1")])
+            );
+        }
+        assert_eq!(crate::snapshot::digest(&a), crate::snapshot::digest(&b));
+    }
+
+    #[test]
+    fn writes_are_reported_and_blocking_pops_block_outside_multi_only() {
+        let mut st = Store::new(1);
+        let mut written = Vec::new();
+        let ctx = Ctx { now_ms: 1, seed: 1 };
+        let cmd = ShardCmd::Commands {
+            db: 0,
+            cmds: vec![
+                args(&["RPUSH", "l", "a"]),
+                args(&["GET", "x"]),
+                args(&["SET", "x", "1"]),
+            ],
+            multi: true,
+        };
+        apply(&mut st, &cmd, &ctx, |db, spec, a| {
+            written.push((db, spec.name, a.to_vec()))
+        });
+        let names: Vec<_> = written.iter().map(|w| w.1).collect();
+        assert_eq!(names, ["rpush", "set"]);
+        let blpop = |multi| ShardCmd::Commands {
+            db: 0,
+            cmds: vec![args(&["BLPOP", "empty", "0"])],
+            multi,
+        };
+        assert!(matches!(
+            apply(&mut st, &blpop(false), &ctx, |_, _, _| {}),
+            Applied::Block(_)
+        ));
+        assert_eq!(
+            apply(&mut st, &blpop(true), &ctx, |_, _, _| {}),
+            Applied::Reply(Reply::Array(vec![Reply::NilArray]))
+        );
+        // A database the store does not have is refused, never indexed.
+        let far = ShardCmd::Commands {
+            db: 99,
+            cmds: vec![args(&["SET", "k", "v"])],
+            multi: false,
+        };
+        assert!(matches!(
+            apply(&mut st, &far, &ctx, |_, _, _| {}),
+            Applied::Reply(Reply::Error(_))
+        ));
+        assert!(matches!(read(&st, &far, 1), Reply::Error(_)));
+    }
+
+    #[test]
+    fn commands_round_trip_and_damage_is_refused() {
+        let cmds = [
+            ShardCmd::Commands {
+                db: 0,
+                cmds: vec![args(&["SET", "k", "v"])],
+                multi: true,
+            },
+            ShardCmd::Expire {
+                db: 0,
+                keys: args(&["a", "b"]),
+            },
+            ShardCmd::WatchedExec {
+                db: 3,
+                cmds: vec![args(&["INCR", "k"])],
+                watched: vec![(Bytes::from("k"), u64::MAX), (Bytes::from("j"), 0)],
+            },
+            ShardCmd::WatchDigests {
+                db: 1,
+                keys: vec![Bytes::from("k"), Bytes::new()],
+            },
+        ];
+        for c in &cmds {
+            let mut b = Vec::new();
+            encode(c, &mut b);
+            assert_eq!(decode(&b).as_ref(), Some(c));
+            for cut in 0..b.len() {
+                assert!(decode(&b[..cut]).is_none());
+            }
+            let mut long = b.clone();
+            long.push(0);
+            assert!(decode(&long).is_none());
+        }
+        assert!(decode(&[TAG_RESERVED_META]).is_none());
+    }
+}
