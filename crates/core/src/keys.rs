@@ -8,7 +8,7 @@ use crate::args::{eq_ic, parse_i64};
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
 use crate::store::{Ctx, Store};
-use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Handler};
+use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Handler, Keyless};
 use bytes::Bytes;
 use kvasir_engine_memory::{Db, Entry, Value};
 use kvasir_resp::Reply;
@@ -48,9 +48,9 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("pttl", 2, RF, KEY, ACL_RF, G, "2.6.0", "Returns the expiration time in milliseconds of a key.", Handler::Read(pttl)),
     cmd("expiretime", 2, RF, KEY, ACL_RF, G, "7.0.0", "Returns the expiration time of a key as a Unix timestamp.", Handler::Read(expiretime)),
     cmd("pexpiretime", 2, RF, KEY, ACL_RF, G, "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp.", Handler::Read(pexpiretime)),
-    cmd("keys", 2, R, NO_KEYS, &["keyspace", "read", "slow", "dangerous"], G, "1.0.0", "Returns all key names that match a pattern.", Handler::Read(keys)),
-    cmd("scan", -2, R, NO_KEYS, ACL_RS, G, "2.8.0", "Iterates over the key names in the database.", Handler::Read(scan)),
-    cmd("randomkey", 1, R, NO_KEYS, ACL_RS, G, "1.0.0", "Returns a random key name from the database.", Handler::Read(randomkey)),
+    cmd("keys", 2, R, NO_KEYS, &["keyspace", "read", "slow", "dangerous"], G, "1.0.0", "Returns all key names that match a pattern.", Handler::Read(keys)).reaching(Keyless::List),
+    cmd("scan", -2, R, NO_KEYS, ACL_RS, G, "2.8.0", "Iterates over the key names in the database.", Handler::Read(scan)).reaching(Keyless::Cursor),
+    cmd("randomkey", 1, R, NO_KEYS, ACL_RS, G, "1.0.0", "Returns a random key name from the database.", Handler::Read(randomkey)).reaching(Keyless::Pick),
     container("object", -2, &["slow"], G, "2.2.3", "A container for object introspection commands.", OBJECT_SUBS),
 ];
 

@@ -5,7 +5,7 @@
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{CmdError, CmdResult};
 use crate::store::{Ctx, Store};
-use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Handler};
+use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Handler, Keyless};
 use bytes::Bytes;
 use kvasir_engine_memory::Db;
 use kvasir_resp::Reply;
@@ -16,10 +16,10 @@ const ACL_FLUSH: &[&str] = &["keyspace", "write", "slow", "dangerous"];
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("dbsize", 1, Flags::READONLY.union(Flags::FAST), NO_KEYS, &["keyspace", "read", "fast"], G, "1.0.0", "Returns the number of keys in the database.", Handler::Read(dbsize)),
-    cmd("flushdb", -1, Flags::WRITE, NO_KEYS, ACL_FLUSH, G, "1.0.0", "Removes all keys from the current database.", Handler::Write(flushdb)),
-    cmd("flushall", -1, Flags::WRITE, NO_KEYS, ACL_FLUSH, G, "1.0.0", "Removes all keys from all databases.", Handler::Write(flushall)),
-    cmd("swapdb", 3, Flags::WRITE.union(Flags::FAST), NO_KEYS, &["keyspace", "write", "fast", "dangerous"], G, "4.0.0", "Swaps two Redis databases.", Handler::Write(swapdb)),
+    cmd("dbsize", 1, Flags::READONLY.union(Flags::FAST), NO_KEYS, &["keyspace", "read", "fast"], G, "1.0.0", "Returns the number of keys in the database.", Handler::Read(dbsize)).reaching(Keyless::Count),
+    cmd("flushdb", -1, Flags::WRITE, NO_KEYS, ACL_FLUSH, G, "1.0.0", "Removes all keys from the current database.", Handler::Write(flushdb)).reaching(Keyless::FlushDb),
+    cmd("flushall", -1, Flags::WRITE, NO_KEYS, ACL_FLUSH, G, "1.0.0", "Removes all keys from all databases.", Handler::Write(flushall)).reaching(Keyless::FlushAll),
+    cmd("swapdb", 3, Flags::WRITE.union(Flags::FAST), NO_KEYS, &["keyspace", "write", "fast", "dangerous"], G, "4.0.0", "Swaps two Redis databases.", Handler::Write(swapdb)).reaching(Keyless::SwapDb),
     container("memory", -2, &["slow"], G, "4.0.0", "A container for memory diagnostics commands.", MEMORY_SUBS),
 ];
 

@@ -110,6 +110,33 @@ pub struct CommandSpec {
     /// (a `numkeys` argument: LMPOP, ZUNIONSTORE...): finds the key indexes
     /// of an invocation. Such commands are flagged MOVABLEKEYS.
     pub key_finder: Option<KeyFinder>,
+    /// What a command without keys covers: the router (several shards in
+    /// cluster mode) and the write hooks (watchers of a whole database)
+    /// read it instead of the command's name.
+    pub keyless: Keyless,
+}
+
+/// The reach of a keyspace command that has no key arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keyless {
+    /// Keyed (routed by its keys), or keyless without data (MEMORY HELP):
+    /// any one shard answers.
+    No,
+    /// Counts a database's keys (DBSIZE): the shards' counts add up.
+    Count,
+    /// Lists a database's keys (KEYS): the shards' lists join.
+    List,
+    /// Picks one key (RANDOMKEY): any shard's non-nil answer.
+    Pick,
+    /// Iterates a database with a cursor (SCAN): shard after shard.
+    Cursor,
+    /// Empties the current database (FLUSHDB): every shard, and every
+    /// watcher of the database is touched.
+    FlushDb,
+    /// Empties every database (FLUSHALL).
+    FlushAll,
+    /// Swaps two databases (SWAPDB, arguments 1 and 2).
+    SwapDb,
 }
 
 /// Finds the key indexes of one invocation of a movable-keys command.
@@ -141,6 +168,11 @@ impl CommandSpec {
             Some(find) => find(args),
             None => self.key_indexes(args.len()),
         }
+    }
+
+    /// This entry with a keyless reach (see [`Keyless`]).
+    pub const fn reaching(self, keyless: Keyless) -> CommandSpec {
+        CommandSpec { keyless, ..self }
     }
 
     pub fn is_write(&self) -> bool {
@@ -318,6 +350,7 @@ pub const fn cmd(
         handler,
         subcommands: &[],
         key_finder: None,
+        keyless: Keyless::No,
     }
 }
 
@@ -346,6 +379,7 @@ pub const fn container(
         handler: Handler::Container,
         subcommands,
         key_finder: None,
+        keyless: Keyless::No,
     }
 }
 

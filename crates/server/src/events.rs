@@ -7,6 +7,7 @@
 
 use crate::listener::Server;
 use bytes::Bytes;
+use kvasir_core::table::Keyless;
 use kvasir_core::{CmdError, CommandSpec};
 use std::collections::VecDeque;
 
@@ -25,10 +26,10 @@ pub fn after_write(server: &Server, db: usize, spec: &CommandSpec, args: &[Bytes
     if server.watches.borrow().is_empty() && server.blocking.borrow().is_empty() {
         return;
     }
-    match spec.name {
-        "flushdb" => server.watches.borrow().touch_db(Some(db)),
-        "flushall" => server.watches.borrow().touch_db(None),
-        "swapdb" => {
+    match spec.keyless {
+        Keyless::FlushDb => server.watches.borrow().touch_db(Some(db)),
+        Keyless::FlushAll => server.watches.borrow().touch_db(None),
+        Keyless::SwapDb => {
             let store_dbs = server.local_store.borrow().store().databases();
             let parse = |a: Option<&Bytes>| {
                 a.and_then(|b| std::str::from_utf8(b).ok())

@@ -12,7 +12,7 @@ use kvasir_cluster::{command_slot, key_slot, SLOTS};
 use kvasir_core::args::parse_i64;
 use kvasir_core::connection::ClusterCmd;
 use kvasir_core::machine::ShardCmd;
-use kvasir_core::table::{help_reply, Handler};
+use kvasir_core::table::{help_reply, Handler, Keyless};
 use kvasir_core::{CommandSpec, Ctx};
 use kvasir_raft::RaftError;
 use kvasir_resp::Reply;
@@ -140,15 +140,19 @@ fn keyless(
     args: &[Bytes],
 ) -> Outcome {
     let led = node.led_shards();
-    match spec.name {
-        "dbsize" => {
-            let n: usize = led
-                .iter()
-                .filter_map(|&sh| node.with_store(sh, |st| st.db(s.db).len()))
-                .sum();
-            Reply::Int(n as i64).into()
+    match spec.keyless {
+        Keyless::Count => {
+            let mut n = 0;
+            for sh in led {
+                match node.with_store(sh, |st| st.read(s.db, args, &now_ctx())) {
+                    Some(Ok(Reply::Int(count))) => n += count,
+                    Some(Err(e)) => return e.to_reply().into(),
+                    _ => {}
+                }
+            }
+            Reply::Int(n).into()
         }
-        "keys" => {
+        Keyless::List => {
             let mut all = Vec::new();
             for sh in led {
                 let r = node.with_store(sh, |st| st.read(s.db, args, &now_ctx()));
@@ -167,7 +171,7 @@ fn keyless(
             }
             Reply::Array(all).into()
         }
-        "randomkey" => {
+        Keyless::Pick => {
             for sh in led {
                 if let Some(Ok(r)) = node.with_store(sh, |st| st.read(s.db, args, &now_ctx())) {
                     if !matches!(r, Reply::Nil) {
@@ -177,8 +181,8 @@ fn keyless(
             }
             Reply::Nil.into()
         }
-        "scan" => scan(s, node, &led, args),
-        "flushall" | "flushdb" => {
+        Keyless::Cursor => scan(s, node, &led, args),
+        Keyless::FlushAll | Keyless::FlushDb => {
             let rxs = led
                 .iter()
                 .map(|&sh| {
@@ -203,7 +207,11 @@ fn keyless(
                 watch: None,
             }))
         }
-        name => Reply::error(format!("ERR '{name}' is not supported in cluster mode")).into(),
+        Keyless::SwapDb | Keyless::No => Reply::error(format!(
+            "ERR '{}' is not supported in cluster mode",
+            spec.name
+        ))
+        .into(),
     }
 }
 
