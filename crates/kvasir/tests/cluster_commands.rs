@@ -69,6 +69,14 @@ fn watch_multi_exec_in_one_slot() {
         redis::Value::BulkString(b"71".to_vec())
     );
 
+    // A write that leaves the value as it was still aborts, as in Redis: the
+    // leader saw the write to the watched key.
+    ok(&mut a, &["WATCH", "{acct}balance"]);
+    ok(&mut b, &["SET", "{acct}balance", "71"]);
+    ok(&mut a, &["MULTI"]);
+    ok(&mut a, &["INCR", "{acct}balance"]);
+    assert_eq!(ok(&mut a, &["EXEC"]), redis::Value::Nil);
+
     // A write to another key of the slot does not abort (WATCH is per key).
     ok(&mut a, &["WATCH", "{acct}balance"]);
     ok(&mut b, &["SET", "{acct}unrelated", "x"]);

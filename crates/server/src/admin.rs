@@ -63,15 +63,9 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
         }
         C::Asking => Ok(Reply::ok()),
         C::Multi => Ok(crate::transaction::multi(s)),
-        C::Exec => match cluster {
-            Some(node) if s.txn.in_multi() => return crate::cluster::commands::exec(s, &node),
-            _ => Ok(crate::transaction::exec(s)),
-        },
+        C::Exec => return crate::transaction::exec(s),
         C::Discard => Ok(crate::transaction::discard(s)),
-        C::Watch => match cluster {
-            Some(node) => return crate::cluster::commands::watch(s, &node, &args[1..]),
-            None => Ok(crate::transaction::watch(s, &args[1..])),
-        },
+        C::Watch => return crate::transaction::watch(s, &args[1..]),
         C::Unwatch => Ok(crate::transaction::unwatch(s)),
         C::Subscribe => return crate::pubsub::subscribe(s, &args[1..], Kind::Channel),
         C::Psubscribe => return crate::pubsub::subscribe(s, &args[1..], Kind::Pattern),

@@ -6,6 +6,7 @@
 //! handleClientsBlockedOnKeys does.
 
 use crate::listener::Server;
+use crate::watch::Watches;
 use bytes::Bytes;
 use kvasir_core::table::Keyless;
 use kvasir_core::{CmdError, CommandSpec};
@@ -19,6 +20,20 @@ fn written_keys(spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
         .collect()
 }
 
+/// Marks the watchers of what a write changed dirty (WATCH): its keys, or
+/// whole databases for FLUSHDB and FLUSHALL. SWAPDB is the caller's (it
+/// also moves blocked clients' keys).
+pub fn touch_watchers(watches: &Watches, db: usize, spec: &CommandSpec, args: &[Bytes]) {
+    if watches.is_empty() {
+        return;
+    }
+    match spec.keyless {
+        Keyless::FlushDb => watches.touch_db(Some(db)),
+        Keyless::FlushAll => watches.touch_db(None),
+        _ => watches.touch(db, &written_keys(spec, args)),
+    }
+}
+
 /// Called after every successful write command.
 pub fn after_write(server: &Server, db: usize, spec: &CommandSpec, args: &[Bytes]) {
     // The common case: nobody watches or waits, so nothing to compute on
@@ -27,8 +42,9 @@ pub fn after_write(server: &Server, db: usize, spec: &CommandSpec, args: &[Bytes
         return;
     }
     match spec.keyless {
-        Keyless::FlushDb => server.watches.borrow().touch_db(Some(db)),
-        Keyless::FlushAll => server.watches.borrow().touch_db(None),
+        Keyless::FlushDb | Keyless::FlushAll => {
+            touch_watchers(&server.watches.borrow(), db, spec, args)
+        }
         Keyless::SwapDb => {
             let store_dbs = server.local_store.borrow().store().databases();
             let parse = |a: Option<&Bytes>| {

@@ -104,7 +104,8 @@ pub struct Server {
     pub stats: RefCell<Stats>,
     pub pubsub: RefCell<PubSub>,
     pub blocking: RefCell<Blocking>,
-    pub watches: RefCell<Watches>,
+    /// Shared with the cluster's apply hooks, which touch watched keys.
+    pub watches: Rc<RefCell<Watches>>,
     /// Keys written inside EXEC, served to blocked clients after it.
     pub deferred_ready: RefCell<Option<Vec<ReadyKeys>>>,
     pub shutdown: Notify,
@@ -131,7 +132,7 @@ impl Server {
             stats: RefCell::new(Stats::default()),
             pubsub: RefCell::new(PubSub::default()),
             blocking: RefCell::new(Blocking::default()),
-            watches: RefCell::new(Watches::default()),
+            watches: Rc::new(RefCell::new(Watches::default())),
             deferred_ready: RefCell::new(None),
             shutdown: Notify::new(),
             shutting_down: Cell::new(false),
@@ -181,9 +182,10 @@ async fn serve(config: Config) -> std::io::Result<()> {
     let listeners = bind_all(&config).await?;
     let port = listeners[0].local_addr()?.port();
     let cell: crate::cluster::ServerCell = Rc::new(RefCell::new(std::rc::Weak::new()));
+    let watches = Rc::new(RefCell::new(Watches::default()));
     let cluster = match config.initial_cluster {
         Some(_) => Some(
-            crate::cluster::ClusterNode::start(&config, port, cell.clone())
+            crate::cluster::ClusterNode::start(&config, port, cell.clone(), watches.clone())
                 .await
                 .map_err(std::io::Error::other)?,
         ),
@@ -196,6 +198,7 @@ async fn serve(config: Config) -> std::io::Result<()> {
     };
     let mut server = Server::new(config, port);
     server.cluster = cluster;
+    server.watches = watches;
     let server = Rc::new(server);
     *cell.borrow_mut() = Rc::downgrade(&server);
     info!(

@@ -6,6 +6,7 @@
 use bytes::Bytes;
 use kvasir_core::error::CmdResult;
 use kvasir_core::expire::ActiveExpire;
+use kvasir_core::machine::{self, Applied, ShardCmd};
 use kvasir_core::{CommandSpec, Ctx, Store};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -58,7 +59,18 @@ impl LocalStore {
     /// Runs a keyspace command (spec already resolved and arity-checked).
     pub fn execute(&mut self, spec: &CommandSpec, db: usize, args: &[Bytes]) -> CmdResult {
         let ctx = self.next_ctx();
-        kvasir_core::machine::execute(&mut self.store, spec, db, args, &ctx)
+        machine::execute(&mut self.store, spec, db, args, &ctx)
+    }
+
+    /// Applies a shard command (an EXEC block) through the state machine;
+    /// `on_write` hears of each write that succeeded.
+    pub fn apply(
+        &mut self,
+        cmd: &ShardCmd,
+        on_write: impl FnMut(usize, &'static CommandSpec, &[Bytes]),
+    ) -> Applied {
+        let ctx = self.next_ctx();
+        machine::apply(&mut self.store, cmd, &ctx, on_write)
     }
 
     /// One active-expiry cycle: choose expired keys (a read), then delete

@@ -9,7 +9,6 @@ use crate::listener::{CmdStat, Server};
 use crate::transaction::Transaction;
 use bytes::{Bytes, BytesMut};
 use kvasir_core::error::BlockOn;
-use kvasir_core::machine::ShardCmd;
 use kvasir_core::table::{resolve, Flags, Handler};
 use kvasir_core::{CmdError, CommandSpec};
 use kvasir_resp::{encode, parse_command, Limits, Parsed, Protocol, Reply};
@@ -69,43 +68,26 @@ enum PendingKind {
     Reads,
 }
 
-/// A command handed to Raft (cluster mode): its result arrives on `rxs`
-/// (several for FLUSHALL over many shards).
+/// A command in flight (cluster mode: proposed to its shard's log or
+/// waiting for a ReadIndex); the router's future yields its reply, so the
+/// session knows nothing of Raft, leaders or redirects.
 pub struct PendingOp {
-    pub rxs: Vec<oneshot::Receiver<Result<crate::cluster::sm::Out, kvasir_raft::RaftError>>>,
-    pub slot: Option<u16>,
-    pub shard: u64,
-    pub db: usize,
+    pub reply: std::pin::Pin<Box<dyn std::future::Future<Output = Finished>>>,
     pub write: bool,
     /// A blocking command: nothing may overtake it.
     pub blocking: bool,
-    /// The command, kept to propose it again when a blocking pop wakes.
-    pub args: Option<Vec<Bytes>>,
-    /// WATCH in cluster mode: the keys whose digests the read returns, to
-    /// remember in the transaction state.
-    pub watch: Option<Vec<Bytes>>,
 }
 
-impl PendingOp {
-    /// One command in flight for `slot`'s shard (not blocking, not WATCH).
-    pub fn new(
-        rx: oneshot::Receiver<Result<crate::cluster::sm::Out, kvasir_raft::RaftError>>,
+/// What a command in flight ended with.
+pub enum Finished {
+    Reply(Reply),
+    /// WATCH: the digests the shard read for the keys, to remember in the
+    /// transaction state.
+    Watched {
         slot: u16,
-        shard: u64,
-        db: usize,
-        write: bool,
-    ) -> PendingOp {
-        PendingOp {
-            rxs: vec![rx],
-            slot: Some(slot),
-            shard,
-            db,
-            write,
-            blocking: false,
-            args: None,
-            watch: None,
-        }
-    }
+        keys: Vec<Bytes>,
+        digests: Vec<u64>,
+    },
 }
 
 /// What running one request produced.
@@ -330,90 +312,23 @@ impl Session {
         self.pending_kind = None;
     }
 
-    /// The reply of a command handed to Raft. A blocking pop that found
-    /// nothing waits for a write to one of its keys (or its timeout) and is
-    /// proposed again.
-    async fn finish_pending(&mut self, mut op: PendingOp) -> Reply {
-        let Some(node) = self.server.cluster.clone() else {
-            return Reply::error("ERR cluster mode is off");
-        };
-        if op.rxs.len() != 1 {
-            let mut first_err = None;
-            for rx in op.rxs {
-                let r = match rx.await {
-                    Ok(r) => crate::cluster::commands::out_reply(&node, r, op.slot),
-                    Err(_) => Reply::error("ERR request dropped"),
-                };
-                if r.is_error() && first_err.is_none() {
-                    first_err = Some(r);
-                }
-            }
-            return first_err.unwrap_or_else(Reply::ok);
-        }
-        let mut deadline: Option<Option<tokio::time::Instant>> = None;
+    /// The reply of a command in flight; a kill ends the wait.
+    async fn finish_pending(&mut self, op: PendingOp) -> Reply {
         let info = self.info.clone();
         let kill = info.kill.notified();
         tokio::pin!(kill);
-        loop {
-            let Some(rx) = op.rxs.pop() else {
-                return Reply::error("ERR request dropped");
-            };
-            let result = match rx.await {
-                Ok(r) => r,
-                Err(_) => return Reply::error("ERR request dropped"),
-            };
-            let (on, notify) = match result {
-                Ok(crate::cluster::sm::Out::Block(on, notify)) => (on, notify),
-                Ok(crate::cluster::sm::Out::Reply(Reply::Array(digests))) if op.watch.is_some() => {
-                    let (Some(keys), Some(slot)) = (op.watch.take(), op.slot) else {
-                        return Reply::error("ERR request dropped");
-                    };
-                    return crate::cluster::commands::watched(self, slot, keys, &digests);
-                }
-                other => return crate::cluster::commands::out_reply(&node, other, op.slot),
-            };
-            let until = *deadline.get_or_insert_with(|| {
-                (on.timeout_ms > 0)
-                    .then(|| tokio::time::Instant::now() + Duration::from_millis(on.timeout_ms))
-            });
-            self.info.blocked.set(true);
-            let woke = tokio::select! {
-                _ = async {
-                    match &notify {
-                        Some(n) => n.notified().await,
-                        // Applied while this node was not leader: retry soon.
-                        None => tokio::time::sleep(Duration::from_millis(50)).await,
-                    }
-                } => true,
-                _ = async {
-                    match until {
-                        Some(d) => tokio::time::sleep_until(d).await,
-                        None => std::future::pending().await,
-                    }
-                } => false,
-                _ = &mut kill => false,
-            };
-            self.info.blocked.set(false);
-            if !woke {
-                return on.on_timeout;
-            }
-            let Some(args) = op.args.clone() else {
-                return on.on_timeout;
-            };
-            if !node.raft.is_leader(op.shard) {
-                if let Some(slot) = op.slot {
-                    return match node.leader_of(op.shard) {
-                        Some(l) if l != node.node_id => node.moved(slot, l),
-                        _ => kvasir_cluster::route::try_again(),
-                    };
-                }
-            }
-            let cmd = crate::cluster::sm::Cmd::Shard(ShardCmd::Commands {
-                db: op.db,
-                cmds: vec![args],
-                multi: false,
-            });
-            op.rxs.push(node.propose(op.shard, &cmd));
+        let finished = tokio::select! {
+            f = op.reply => f,
+            // The connection closes; this reply is never sent.
+            _ = &mut kill => return Reply::Nil,
+        };
+        match finished {
+            Finished::Reply(r) => r,
+            Finished::Watched {
+                slot,
+                keys,
+                digests,
+            } => crate::transaction::remember_watch(self, slot, keys, &digests),
         }
     }
 

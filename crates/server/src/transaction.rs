@@ -9,6 +9,7 @@
 use crate::listener::Server;
 use crate::session::{Outcome, Session};
 use bytes::Bytes;
+use kvasir_core::machine::{Applied, ShardCmd};
 use kvasir_core::table::{Flags, Handler};
 use kvasir_core::SessionCmd;
 use kvasir_core::{CmdError, CommandSpec};
@@ -18,9 +19,9 @@ type Resolved = Result<(&'static CommandSpec, Option<&'static CommandSpec>), Cmd
 
 /// One queued command.
 pub struct Queued {
-    spec: &'static CommandSpec,
-    parent: Option<&'static CommandSpec>,
-    args: Vec<Bytes>,
+    pub spec: &'static CommandSpec,
+    pub parent: Option<&'static CommandSpec>,
+    pub args: Vec<Bytes>,
 }
 
 /// A connection's transaction state.
@@ -132,7 +133,11 @@ fn end_multi(s: &mut Session) {
 }
 
 /// A watched key that is logically expired now counts as changed (Redis 7).
+/// In cluster mode the digests carried into the log decide this.
 fn watched_key_expired(s: &Session) -> bool {
+    if s.server.cluster.is_some() {
+        return false;
+    }
     let shard = s.server.local_store.borrow();
     let now = crate::local_store::unix_ms();
     s.txn.watched.iter().any(|(db, key)| {
@@ -144,18 +149,62 @@ fn watched_key_expired(s: &Session) -> bool {
     })
 }
 
-pub fn exec(s: &mut Session) -> Reply {
-    let Some(queue) = s.txn.queue.take() else {
-        return Reply::error("ERR EXEC without MULTI");
+/// EXEC: one implementation for both orderers. A watched key written on
+/// this node since WATCH (or expired) aborts at once, as in Redis; a queue
+/// of keyspace commands then goes to its shard as one entry (applied
+/// atomically, and under Raft only if the watched keys' digests still
+/// hold). A queue that mixes in session commands (PING, SELECT, CONFIG...)
+/// runs command by command, which is atomic only where the shard is this
+/// event loop's own store (standalone); cluster mode refuses it.
+pub fn exec(s: &mut Session) -> Outcome {
+    if !s.txn.in_multi() {
+        return Reply::error("ERR EXEC without MULTI").into();
+    }
+    let dirty = s.info.watch_dirty.get() || watched_key_expired(s);
+    let cluster_watch = s.txn.cluster_watch.take();
+    let queue = match take_queue(s) {
+        Ok(q) => q,
+        Err(reply) => return reply.into(),
     };
-    if s.txn.failed {
-        end_multi(s);
-        return Reply::error("EXECABORT Transaction discarded because of previous errors.");
+    if dirty {
+        return Reply::NilArray.into();
     }
-    if s.info.watch_dirty.get() || watched_key_expired(s) {
-        end_multi(s);
-        return Reply::NilArray;
+    let keyspace_only = queue
+        .iter()
+        .all(|q| matches!(q.spec.handler, Handler::Write(_) | Handler::Read(_)));
+    match s.server.cluster.clone() {
+        Some(node) => crate::cluster::commands::exec(s, &node, queue, cluster_watch),
+        None if keyspace_only => exec_local(s, queue).into(),
+        None => exec_one_by_one(s, queue).into(),
     }
+}
+
+/// The queue as one entry of the standalone store; clients blocked on the
+/// written keys are served after the whole transaction, as in Redis.
+fn exec_local(s: &mut Session, queue: Vec<Queued>) -> Reply {
+    let cmd = ShardCmd::Commands {
+        db: s.db,
+        cmds: queue.into_iter().map(|q| q.args).collect(),
+        multi: true,
+    };
+    let mut written = Vec::new();
+    let applied = s
+        .server
+        .local_store
+        .borrow_mut()
+        .apply(&cmd, |db, spec, args| {
+            written.push((db, spec, args.to_vec()))
+        });
+    for (db, spec, args) in written {
+        crate::events::after_write(&s.server, db, spec, &args);
+    }
+    match applied {
+        Applied::Reply(r) => r,
+        Applied::Block(on) => on.on_timeout,
+    }
+}
+
+fn exec_one_by_one(s: &mut Session, queue: Vec<Queued>) -> Reply {
     s.txn.executing = true;
     crate::events::begin_deferral(&s.server);
     let mut replies = Vec::with_capacity(queue.len());
@@ -164,14 +213,13 @@ pub fn exec(s: &mut Session) -> Reply {
             Outcome::Reply(r) => r,
             Outcome::Replies(rs) => Reply::Array(rs),
             Outcome::Block(on) => on.on_timeout,
-            // Only cluster mode hands commands to Raft; its EXEC is separate.
+            // The standalone store answers at once; nothing is in flight.
             Outcome::Pending(_) => Reply::error("ERR internal: command left the transaction"),
         };
         replies.push(reply);
     }
     s.txn.executing = false;
     crate::events::end_deferral(&s.server);
-    end_multi(s);
     Reply::Array(replies)
 }
 
@@ -183,23 +231,40 @@ pub fn discard(s: &mut Session) -> Reply {
     Reply::ok()
 }
 
-pub fn watch(s: &mut Session, keys: &[Bytes]) -> Reply {
+/// WATCH: a write applied on this node to a watched key marks the
+/// connection dirty (both orderers); in cluster mode the keys' digests are
+/// also read from the slot's leader, so a change this node did not see
+/// (a leader change in between) still aborts the EXEC when it applies.
+pub fn watch(s: &mut Session, keys: &[Bytes]) -> Outcome {
     if s.txn.in_multi() {
-        return Reply::error("ERR WATCH inside MULTI is not allowed");
+        return Reply::error("ERR WATCH inside MULTI is not allowed").into();
     }
-    let mut watches = s.server.watches.borrow_mut();
-    for k in keys {
-        if !s
-            .txn
-            .watched
-            .iter()
-            .any(|(db, key)| *db == s.db && key == k)
-        {
-            watches.watch(s.db, k, &s.info);
-            s.txn.watched.push((s.db, k.clone()));
+    let cluster = s.server.cluster.clone();
+    let slot = match &cluster {
+        Some(_) => match crate::cluster::commands::watch_slot(s, keys) {
+            Ok(slot) => Some(slot),
+            Err(reply) => return reply.into(),
+        },
+        None => None,
+    };
+    {
+        let mut watches = s.server.watches.borrow_mut();
+        for k in keys {
+            if !s
+                .txn
+                .watched
+                .iter()
+                .any(|(db, key)| *db == s.db && key == k)
+            {
+                watches.watch(s.db, k, &s.info);
+                s.txn.watched.push((s.db, k.clone()));
+            }
         }
     }
-    Reply::ok()
+    match (cluster, slot) {
+        (Some(node), Some(slot)) => crate::cluster::commands::watch(s, &node, slot, keys),
+        _ => Reply::ok().into(),
+    }
 }
 
 pub fn unwatch(s: &mut Session) -> Reply {
@@ -209,9 +274,9 @@ pub fn unwatch(s: &mut Session) -> Reply {
     Reply::ok()
 }
 
-/// EXEC in cluster mode: ends the transaction and hands over the queued
-/// commands (spec, args), or the reply that ends it without running them.
-pub fn take_queue(s: &mut Session) -> Result<Vec<(&'static CommandSpec, Vec<Bytes>)>, Reply> {
+/// Ends the transaction and hands over the queued commands, or the reply
+/// that ends it without running them.
+fn take_queue(s: &mut Session) -> Result<Vec<Queued>, Reply> {
     let Some(queue) = s.txn.queue.take() else {
         return Err(Reply::error("ERR EXEC without MULTI"));
     };
@@ -222,7 +287,26 @@ pub fn take_queue(s: &mut Session) -> Result<Vec<(&'static CommandSpec, Vec<Byte
             "EXECABORT Transaction discarded because of previous errors.",
         ));
     }
-    Ok(queue.into_iter().map(|q| (q.spec, q.args)).collect())
+    Ok(queue)
+}
+
+/// The digests of a WATCH arrived (cluster mode): remember them (a key
+/// watched twice keeps the digest of its first WATCH, as Redis keeps the
+/// first watch).
+pub fn remember_watch(s: &mut Session, slot: u16, keys: Vec<Bytes>, digests: &[u64]) -> Reply {
+    if digests.len() != keys.len() {
+        return Reply::error("ERR WATCH read returned a damaged reply");
+    }
+    let w = s.txn.cluster_watch.get_or_insert_with(|| ClusterWatch {
+        slot,
+        keys: Vec::new(),
+    });
+    for (key, &d) in keys.into_iter().zip(digests) {
+        if !w.keys.iter().any(|(k, _)| *k == key) {
+            w.keys.push((key, d));
+        }
+    }
+    Reply::ok()
 }
 
 /// Clears MULTI and WATCH state (RESET, disconnect).

@@ -5,7 +5,7 @@
 
 use super::sm::{Cmd, Out};
 use super::{raft_error_reply, ClusterNode, Route};
-use crate::session::{Outcome, PendingOp, Session};
+use crate::session::{Finished, Outcome, PendingOp, Session};
 use bytes::Bytes;
 use kvasir_cluster::reply as creply;
 use kvasir_cluster::{command_slot, key_slot, SLOTS};
@@ -53,10 +53,113 @@ pub fn dispatch(
         Err(route) => return not_submitted(route).into(),
     };
     let blocking = spec.flags.contains(kvasir_core::table::Flags::BLOCKING);
-    let mut op = PendingOp::new(rx, slot, node.shard_of_slot(slot), s.db, write);
-    op.blocking = blocking;
-    op.args = blocking.then(|| args.to_vec());
-    Outcome::Pending(Box::new(op))
+    let reply: PendingReply = if blocking {
+        let retry = BlockedRetry {
+            node: node.clone(),
+            client: s.info.clone(),
+            slot,
+            shard: node.shard_of_slot(slot),
+            db: s.db,
+            args: args.to_vec(),
+        };
+        Box::pin(retry.run(rx))
+    } else {
+        Box::pin(finish(node.clone(), vec![rx], Some(slot)))
+    };
+    Outcome::Pending(Box::new(PendingOp {
+        reply,
+        write,
+        blocking,
+    }))
+}
+
+type PendingReply = std::pin::Pin<Box<dyn std::future::Future<Output = Finished>>>;
+
+/// The reply of a proposal or read; for several (a write to every led
+/// shard) the first error, else OK.
+async fn finish(node: Rc<ClusterNode>, rxs: Vec<Answer>, slot: Option<u16>) -> Finished {
+    let single = rxs.len() == 1;
+    let mut first_err = None;
+    for rx in rxs {
+        let r = match rx.await {
+            Ok(r) => out_reply(&node, r, slot),
+            Err(_) => Reply::error("ERR request dropped"),
+        };
+        if single {
+            return Finished::Reply(r);
+        }
+        if r.is_error() && first_err.is_none() {
+            first_err = Some(r);
+        }
+    }
+    Finished::Reply(first_err.unwrap_or_else(Reply::ok))
+}
+
+/// A blocking command (BLPOP...) in cluster mode: when its entry finds
+/// nothing, the leader registered a wake-up on its keys at apply time; the
+/// command is proposed again after a write to one of them, until it is
+/// served, times out or leadership moves.
+struct BlockedRetry {
+    node: Rc<ClusterNode>,
+    client: Rc<crate::clients::ClientInfo>,
+    slot: u16,
+    shard: u64,
+    db: usize,
+    args: Vec<Bytes>,
+}
+
+impl BlockedRetry {
+    async fn run(self, first: Answer) -> Finished {
+        let mut rx = first;
+        let mut deadline: Option<Option<tokio::time::Instant>> = None;
+        loop {
+            let result = match rx.await {
+                Ok(r) => r,
+                Err(_) => return Finished::Reply(Reply::error("ERR request dropped")),
+            };
+            let (on, notify) = match result {
+                Ok(Out::Block(on, notify)) => (on, notify),
+                other => return Finished::Reply(out_reply(&self.node, other, Some(self.slot))),
+            };
+            let until = *deadline.get_or_insert_with(|| {
+                (on.timeout_ms > 0).then(|| {
+                    tokio::time::Instant::now() + std::time::Duration::from_millis(on.timeout_ms)
+                })
+            });
+            self.client.blocked.set(true);
+            let woke = tokio::select! {
+                _ = async {
+                    match &notify {
+                        Some(n) => n.notified().await,
+                        // Applied while this node was not leader: retry soon.
+                        None => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+                    }
+                } => true,
+                _ = async {
+                    match until {
+                        Some(d) => tokio::time::sleep_until(d).await,
+                        None => std::future::pending().await,
+                    }
+                } => false,
+            };
+            self.client.blocked.set(false);
+            if !woke {
+                return Finished::Reply(on.on_timeout);
+            }
+            if !self.node.raft.is_leader(self.shard) {
+                return Finished::Reply(match self.node.leader_of(self.shard) {
+                    Some(l) if l != self.node.node_id => self.node.moved(self.slot, l),
+                    _ => kvasir_cluster::route::try_again(),
+                });
+            }
+            let cmd = Cmd::Shard(ShardCmd::Commands {
+                db: self.db,
+                cmds: vec![self.args.clone()],
+                multi: false,
+            });
+            rx = self.node.propose(self.shard, &cmd);
+        }
+    }
 }
 
 /// Hands `cmd` to the shard of `slot`: proposed or read if this node leads
@@ -197,14 +300,9 @@ fn keyless(
                 })
                 .collect();
             Outcome::Pending(Box::new(PendingOp {
-                rxs,
-                slot: None,
-                shard: 0,
-                db: s.db,
+                reply: Box::pin(finish(node.clone(), rxs, None)),
                 write: true,
                 blocking: false,
-                args: None,
-                watch: None,
             }))
         }
         Keyless::SwapDb | Keyless::No => Reply::error(format!(
@@ -272,23 +370,22 @@ fn scan(s: &Session, node: &ClusterNode, led: &[u64], args: &[Bytes]) -> Outcome
 }
 
 /// WATCH in cluster mode: every watched key must hash to one slot (the
-/// slot of keys watched before too). The slot's leader reads the keys'
-/// digests linearizably (ReadIndex); EXEC carries them into the log.
-pub fn watch(s: &mut Session, node: &Rc<ClusterNode>, keys: &[Bytes]) -> Outcome {
-    if s.txn.in_multi() {
-        return Reply::error("ERR WATCH inside MULTI is not allowed").into();
-    }
+/// slot of keys watched before too): that slot, or the reply refusing it.
+pub fn watch_slot(s: &Session, keys: &[Bytes]) -> Result<u16, Reply> {
     let mut slot = s.txn.cluster_watch.as_ref().map(|w| w.slot);
     for k in keys {
         let ks = key_slot(k);
         if slot.is_some_and(|x| x != ks) {
-            return kvasir_cluster::RouteError::CrossSlot.reply().into();
+            return Err(kvasir_cluster::RouteError::CrossSlot.reply());
         }
         slot = Some(ks);
     }
-    let Some(slot) = slot else {
-        return Reply::error("ERR wrong number of arguments for 'watch' command").into();
-    };
+    slot.ok_or_else(|| Reply::error("ERR wrong number of arguments for 'watch' command"))
+}
+
+/// The slot's leader reads the watched keys' digests linearizably
+/// (ReadIndex); EXEC carries them into the log.
+pub fn watch(s: &mut Session, node: &Rc<ClusterNode>, slot: u16, keys: &[Bytes]) -> Outcome {
     let cmd = Cmd::Shard(ShardCmd::WatchDigests {
         db: s.db,
         keys: keys.to_vec(),
@@ -297,54 +394,59 @@ pub fn watch(s: &mut Session, node: &Rc<ClusterNode>, keys: &[Bytes]) -> Outcome
         Ok(rx) => rx,
         Err(route) => return not_submitted(route).into(),
     };
-    let mut op = PendingOp::new(rx, slot, node.shard_of_slot(slot), s.db, false);
-    op.watch = Some(keys.to_vec());
-    Outcome::Pending(Box::new(op))
-}
-
-/// The digests of a WATCH arrived: remember them (a key watched twice
-/// keeps the digest of its first WATCH, as Redis keeps the first watch).
-pub fn watched(s: &mut Session, slot: u16, keys: Vec<Bytes>, digests: &[Reply]) -> Reply {
-    if digests.len() != keys.len() {
-        return Reply::error("ERR WATCH read returned a damaged reply");
-    }
-    let w = s
-        .txn
-        .cluster_watch
-        .get_or_insert_with(|| crate::transaction::ClusterWatch {
-            slot,
-            keys: Vec::new(),
-        });
-    for (key, d) in keys.into_iter().zip(digests) {
-        let Reply::Int(d) = d else {
-            return Reply::error("ERR WATCH read returned a damaged reply");
+    let node = node.clone();
+    let keys = keys.to_vec();
+    let reply = async move {
+        let r = match rx.await {
+            Ok(r) => r,
+            Err(_) => return Finished::Reply(Reply::error("ERR request dropped")),
         };
-        if !w.keys.iter().any(|(k, _)| *k == key) {
-            w.keys.push((key, *d as u64));
+        let digests = match r {
+            Ok(Out::Reply(Reply::Array(ds))) => ds
+                .into_iter()
+                .map(|d| match d {
+                    // Carried as the integer's bits.
+                    Reply::Int(d) => Some(d as u64),
+                    _ => None,
+                })
+                .collect::<Option<Vec<u64>>>(),
+            other => return Finished::Reply(out_reply(&node, other, Some(slot))),
+        };
+        match digests {
+            Some(digests) => Finished::Watched {
+                slot,
+                keys,
+                digests,
+            },
+            None => Finished::Reply(Reply::error("ERR WATCH read returned a damaged reply")),
         }
-    }
-    Reply::ok()
+    };
+    Outcome::Pending(Box::new(PendingOp {
+        reply: Box::pin(reply),
+        write: false,
+        blocking: false,
+    }))
 }
 
 /// EXEC in cluster mode: every queued command (and every watched key) must
 /// hash to one slot; the block is one proposal, applied atomically on
-/// every replica, after the replica checked the watched keys.
-pub fn exec(s: &mut Session, node: &Rc<ClusterNode>) -> Outcome {
-    let watch = s.txn.cluster_watch.take();
-    let queue = match crate::transaction::take_queue(s) {
-        Ok(q) => q,
-        Err(reply) => return reply.into(),
-    };
+/// every replica, after the replica checked the watched keys' digests.
+pub fn exec(
+    s: &mut Session,
+    node: &Rc<ClusterNode>,
+    queue: Vec<crate::transaction::Queued>,
+    watch: Option<crate::transaction::ClusterWatch>,
+) -> Outcome {
     let mut slot = watch.as_ref().map(|w| w.slot);
-    for (spec, args) in &queue {
-        if !matches!(spec.handler, Handler::Write(_) | Handler::Read(_)) {
+    for q in &queue {
+        if !matches!(q.spec.handler, Handler::Write(_) | Handler::Read(_)) {
             return Reply::error(format!(
                 "ERR '{}' inside MULTI is not supported in cluster mode",
-                spec.name
+                q.spec.name
             ))
             .into();
         }
-        match command_slot(spec, args) {
+        match command_slot(q.spec, &q.args) {
             Err(e) => return e.reply().into(),
             Ok(None) => {}
             Ok(Some(sl)) if slot.is_some_and(|x| x != sl) => {
@@ -359,7 +461,7 @@ pub fn exec(s: &mut Session, node: &Rc<ClusterNode>) -> Outcome {
         }
         return Reply::error("ERR a transaction in cluster mode needs at least one key").into();
     };
-    let cmds = queue.into_iter().map(|(_, a)| a).collect();
+    let cmds = queue.into_iter().map(|q| q.args).collect();
     let cmd = match watch {
         Some(w) => Cmd::Shard(ShardCmd::WatchedExec {
             db: s.db,
@@ -373,13 +475,11 @@ pub fn exec(s: &mut Session, node: &Rc<ClusterNode>) -> Outcome {
         }),
     };
     match submit(node, slot, true, false, cmd) {
-        Ok(rx) => Outcome::Pending(Box::new(PendingOp::new(
-            rx,
-            slot,
-            node.shard_of_slot(slot),
-            s.db,
-            true,
-        ))),
+        Ok(rx) => Outcome::Pending(Box::new(PendingOp {
+            reply: Box::pin(finish(node.clone(), vec![rx], Some(slot))),
+            write: true,
+            blocking: false,
+        })),
         Err(route) => not_submitted(route).into(),
     }
 }

@@ -240,6 +240,7 @@ impl ClusterNode {
         config: &Config,
         client_port: u16,
         server: ServerCell,
+        watches: Rc<RefCell<crate::watch::Watches>>,
     ) -> Result<Rc<ClusterNode>, String> {
         let initial = config
             .initial_cluster
@@ -287,7 +288,7 @@ impl ClusterNode {
                 "encoding thresholds from the config are ignored in cluster mode: shards use Redis's defaults on every replica"
             );
         }
-        let hooks = Rc::new(WriteHooks::default());
+        let hooks = Rc::new(WriteHooks::new(watches));
         let mut specs = vec![GroupSpec {
             id: META_GROUP,
             voters: members.iter().map(|m| m.id).collect(),

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use kvasir_cluster::{ClusterMap, NodeInfo};
 use kvasir_core::error::BlockOn;
 use kvasir_core::machine::{self, Applied, ShardCmd};
-use kvasir_core::{Ctx, Store};
+use kvasir_core::{CommandSpec, Ctx, Store};
 use kvasir_raft::{EntryCtx, StateMachine};
 use kvasir_resp::Reply;
 use std::cell::RefCell;
@@ -47,15 +47,38 @@ pub enum Out {
 
 /// Clients of this node blocked on keys: a write applied to one of the
 /// keys wakes them (they then propose their command again).
+/// What a write applied on this node must reach outside the store:
+/// clients blocked on its keys and clients watching them.
 #[derive(Default)]
 pub struct WriteHooks {
     waiters: RefCell<HashMap<ShardKey, Vec<Rc<Notify>>>>,
+    watches: Rc<RefCell<crate::watch::Watches>>,
 }
 
 /// (shard, db, key).
 type ShardKey = (u64, usize, Bytes);
 
 impl WriteHooks {
+    pub fn new(watches: Rc<RefCell<crate::watch::Watches>>) -> WriteHooks {
+        WriteHooks {
+            waiters: RefCell::default(),
+            watches,
+        }
+    }
+
+    /// A write command applied on this node (leader or follower): watchers
+    /// of its keys become dirty, waiters on them wake.
+    fn after_write(&self, shard: u64, db: usize, spec: &CommandSpec, args: &[Bytes]) {
+        crate::events::touch_watchers(&self.watches.borrow(), db, spec, args);
+        if self.is_active() {
+            for i in spec.keys_of(args) {
+                if let Some(k) = args.get(i) {
+                    self.written(shard, db, k);
+                }
+            }
+        }
+    }
+
     /// One notification for any write to any of `keys`.
     pub fn watch(&self, shard: u64, db: usize, keys: &[Bytes]) -> Rc<Notify> {
         let n = Rc::new(Notify::new());
@@ -123,15 +146,8 @@ pub fn decode(b: &[u8]) -> Option<Cmd> {
 impl ShardSm {
     fn apply(&mut self, cmd: &ShardCmd, ctx: &Ctx, leader: bool) -> Out {
         let (id, hooks) = (self.id, &self.hooks);
-        let active = hooks.is_active();
         let applied = machine::apply(&mut self.store, cmd, ctx, |db, spec, args| {
-            if active {
-                for i in spec.keys_of(args) {
-                    if let Some(k) = args.get(i) {
-                        hooks.written(id, db, k);
-                    }
-                }
-            }
+            hooks.after_write(id, db, spec, args)
         });
         match applied {
             Applied::Reply(r) => Out::Reply(r),
