@@ -78,20 +78,31 @@ pub fn execute_read(
     }
 }
 
-/// Applies `cmd` at `ctx`. `on_write` hears of every write command that
-/// succeeded (its database, spec and arguments), so the caller can wake
-/// clients blocked on its keys.
+/// What an applied command changed, for whoever must react to writes
+/// outside the store (blocked clients, WATCH).
+#[derive(Clone, Copy)]
+pub enum Written<'a> {
+    /// A write command that succeeded: its keys (or, for FLUSHDB and the
+    /// like, its databases) changed.
+    Command(&'static CommandSpec, &'a [Bytes]),
+    /// Keys the expiry cycle removed.
+    Expired(&'a [Bytes]),
+}
+
+/// Applies `cmd` at `ctx`. `on_write` hears of every change (its database
+/// and what changed), so the caller can wake clients blocked on the keys
+/// and dirty their watchers.
 pub fn apply(
     store: &mut Store,
     cmd: &ShardCmd,
     ctx: &Ctx,
-    mut on_write: impl FnMut(usize, &'static CommandSpec, &[Bytes]),
+    mut on_write: impl FnMut(usize, Written),
 ) -> Applied {
     match cmd {
         ShardCmd::Commands { db, cmds, multi } => run(store, *db, cmds, *multi, ctx, &mut on_write),
         ShardCmd::Expire { db, keys } => {
-            if *db < store.databases() {
-                store.apply_expired(*db, keys, ctx);
+            if *db < store.databases() && store.apply_expired(*db, keys, ctx) > 0 {
+                on_write(*db, Written::Expired(keys));
             }
             Applied::Reply(Reply::ok())
         }
@@ -149,7 +160,7 @@ fn run(
     cmds: &[Vec<Bytes>],
     multi: bool,
     ctx: &Ctx,
-    on_write: &mut impl FnMut(usize, &'static CommandSpec, &[Bytes]),
+    on_write: &mut impl FnMut(usize, Written),
 ) -> Applied {
     if db >= store.databases() {
         return Applied::Reply(CmdError::DbIndexOutOfRange.to_reply());
@@ -163,7 +174,7 @@ fn run(
         let result = resolve(args).and_then(|(spec, _)| {
             let r = execute(store, spec, db, args, &ctx);
             if r.is_ok() && spec.is_write() {
-                on_write(db, spec, args);
+                on_write(db, Written::Command(spec, args));
             }
             r
         });
@@ -350,7 +361,7 @@ mod tests {
 
     fn apply_at(store: &mut Store, now_ms: u64, cmd: &ShardCmd) -> Reply {
         let ctx = Ctx { now_ms, seed: 7 };
-        match apply(store, cmd, &ctx, |_, _, _| {}) {
+        match apply(store, cmd, &ctx, |_, _| {}) {
             Applied::Reply(r) => r,
             Applied::Block(_) => panic!("blocked"),
         }
@@ -455,22 +466,47 @@ mod tests {
             ],
             multi: true,
         };
-        apply(&mut st, &cmd, &ctx, |db, spec, a| {
-            written.push((db, spec.name, a.to_vec()))
+        apply(&mut st, &cmd, &ctx, |db, w| match w {
+            Written::Command(spec, a) => written.push((db, spec.name, a.to_vec())),
+            Written::Expired(keys) => written.push((db, "expired", keys.to_vec())),
         });
         let names: Vec<_> = written.iter().map(|w| w.1).collect();
         assert_eq!(names, ["rpush", "set"]);
+        // Expiry deletions are reported with the keys that really went.
+        apply_at(&mut st, 1, &one(&["SET", "t", "1", "PX", "10"]));
+        let expire = |keys: &[&str]| ShardCmd::Expire {
+            db: 0,
+            keys: args(keys),
+        };
+        let mut gone = Vec::new();
+        let late = Ctx {
+            now_ms: 100,
+            seed: 1,
+        };
+        apply(&mut st, &expire(&["t"]), &late, |_, w| {
+            if let Written::Expired(k) = w {
+                gone.extend_from_slice(k)
+            }
+        });
+        assert_eq!(gone, args(&["t"]));
+        gone.clear();
+        apply(&mut st, &expire(&["x"]), &late, |_, w| {
+            if let Written::Expired(k) = w {
+                gone.extend_from_slice(k)
+            }
+        });
+        assert!(gone.is_empty(), "x has no TTL: nothing expired");
         let blpop = |multi| ShardCmd::Commands {
             db: 0,
             cmds: vec![args(&["BLPOP", "empty", "0"])],
             multi,
         };
         assert!(matches!(
-            apply(&mut st, &blpop(false), &ctx, |_, _, _| {}),
+            apply(&mut st, &blpop(false), &ctx, |_, _| {}),
             Applied::Block(_)
         ));
         assert_eq!(
-            apply(&mut st, &blpop(true), &ctx, |_, _, _| {}),
+            apply(&mut st, &blpop(true), &ctx, |_, _| {}),
             Applied::Reply(Reply::Array(vec![Reply::NilArray]))
         );
         // A database the store does not have is refused, never indexed.
@@ -480,7 +516,7 @@ mod tests {
             multi: false,
         };
         assert!(matches!(
-            apply(&mut st, &far, &ctx, |_, _, _| {}),
+            apply(&mut st, &far, &ctx, |_, _| {}),
             Applied::Reply(Reply::Error(_))
         ));
         assert!(matches!(read(&st, &far, 1), Reply::Error(_)));

@@ -8,6 +8,7 @@
 use crate::listener::Server;
 use crate::watch::Watches;
 use bytes::Bytes;
+use kvasir_core::machine::Written;
 use kvasir_core::table::Keyless;
 use kvasir_core::{CmdError, CommandSpec};
 use std::collections::VecDeque;
@@ -21,29 +22,35 @@ fn written_keys(spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
 }
 
 /// Marks the watchers of what a write changed dirty (WATCH): its keys, or
-/// whole databases for FLUSHDB and FLUSHALL. SWAPDB is the caller's (it
-/// also moves blocked clients' keys).
-pub fn touch_watchers(watches: &Watches, db: usize, spec: &CommandSpec, args: &[Bytes]) {
+/// whole databases for FLUSHDB and FLUSHALL, or the keys expiry removed.
+/// SWAPDB is the caller's (it also moves blocked clients' keys).
+pub fn touch_watchers(watches: &Watches, db: usize, written: Written) {
     if watches.is_empty() {
         return;
     }
-    match spec.keyless {
-        Keyless::FlushDb => watches.touch_db(Some(db)),
-        Keyless::FlushAll => watches.touch_db(None),
-        _ => watches.touch(db, &written_keys(spec, args)),
+    match written {
+        Written::Command(spec, _) if spec.keyless == Keyless::FlushDb => watches.touch_db(Some(db)),
+        Written::Command(spec, _) if spec.keyless == Keyless::FlushAll => watches.touch_db(None),
+        Written::Command(spec, args) => watches.touch(db, &written_keys(spec, args)),
+        Written::Expired(keys) => watches.touch(db, keys),
     }
 }
 
-/// Called after every successful write command.
-pub fn after_write(server: &Server, db: usize, spec: &CommandSpec, args: &[Bytes]) {
+/// Called after every change to the standalone store: watchers are
+/// touched and clients blocked on the written keys served.
+pub fn after_write(server: &Server, db: usize, written: Written) {
     // The common case: nobody watches or waits, so nothing to compute on
     // the write path.
     if server.watches.borrow().is_empty() && server.blocking.borrow().is_empty() {
         return;
     }
+    let (spec, args) = match written {
+        Written::Command(spec, args) => (spec, args),
+        Written::Expired(_) => return touch_watchers(&server.watches.borrow(), db, written),
+    };
     match spec.keyless {
         Keyless::FlushDb | Keyless::FlushAll => {
-            touch_watchers(&server.watches.borrow(), db, spec, args)
+            touch_watchers(&server.watches.borrow(), db, written)
         }
         Keyless::SwapDb => {
             let store_dbs = server.local_store.borrow().store().databases();

@@ -2,13 +2,15 @@
 //!
 //! - [`config`]: the server settings (flags, TOML file, CONFIG GET/SET).
 //! - [`listener`]: accepts connections, enforces `maxclients`, runs the
-//!   event loop and the active expiry timer, shuts down on signal or SHUTDOWN.
+//!   event loop, shuts down on signal or SHUTDOWN.
 //! - [`session`]: one per connection: reads and parses requests, keeps the
 //!   connection's state (RESP version, db, auth, name), writes replies in
 //!   request order.
-//! - [`shard`]: the owner of the keyspace (`kvasir_core::Store`): the only
-//!   place that runs commands against it, stamping each write with the time
-//!   and seed of its [`kvasir_core::Ctx`].
+//! - [`router`]: the one path from a session to the data: the standalone
+//!   store (one shard, no log) or the cluster's Raft groups by slot; the
+//!   active expiry cycle of every shard the node orders.
+//! - [`local_store`]: the standalone shard (`kvasir_core::Store`), stamping
+//!   each write with the time and seed of its [`kvasir_core::Ctx`].
 //! - [`admin`]: the commands answered here rather than by the keyspace
 //!   (CLIENT, CONFIG, COMMAND, INFO, SLOWLOG, HELLO, ...), with [`info`]
 //!   rendering INFO and [`clients`] the registry of open connections.
@@ -26,6 +28,7 @@ pub mod info;
 pub mod listener;
 pub mod local_store;
 pub mod pubsub;
+pub mod router;
 pub mod session;
 pub mod slowlog;
 pub mod transaction;

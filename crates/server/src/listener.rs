@@ -210,11 +210,7 @@ async fn serve(config: Config) -> std::io::Result<()> {
     for listener in listeners {
         tokio::task::spawn_local(accept_loop(server.clone(), listener));
     }
-    // In cluster mode each shard's leader runs the expiry cycle
-    // (cluster::expire_loop); the standalone store is unused there.
-    if server.cluster.is_none() {
-        tokio::task::spawn_local(expire_loop(server.clone()));
-    }
+    tokio::task::spawn_local(crate::router::expire_loop(server.clone()));
     tokio::task::spawn_local(clients_cron(server.clone()));
     tokio::task::spawn_local(sample_rates(server.clone()));
     info!("Ready to accept connections tcp");
@@ -292,23 +288,6 @@ async fn clients_cron(server: Rc<Server>) {
             if now.duration_since(c.last_interaction.get()) > limit {
                 Clients::kill(c);
             }
-        }
-    }
-}
-
-/// Redis runs its active expiry `hz` times a second with a time budget of
-/// 25% of a cycle; here the budget is a bound on entries visited.
-async fn expire_loop(server: Rc<Server>) {
-    const MAX_VISITS_PER_CYCLE: usize = 20_000;
-    loop {
-        let hz = server.config.borrow().hz.max(1);
-        tokio::time::sleep(Duration::from_millis(1000 / hz as u64)).await;
-        let expired = server
-            .local_store
-            .borrow_mut()
-            .active_expire_cycle(MAX_VISITS_PER_CYCLE);
-        for (db, keys) in expired {
-            server.watches.borrow().touch(db, &keys);
         }
     }
 }

@@ -5,14 +5,12 @@
 
 use bytes::Bytes;
 use kvasir_core::error::CmdResult;
-use kvasir_core::expire::ActiveExpire;
-use kvasir_core::machine::{self, Applied, ShardCmd};
+use kvasir_core::machine::{self, Applied, ShardCmd, Written};
 use kvasir_core::{CommandSpec, Ctx, Store};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub struct LocalStore {
     store: Store,
-    expire: ActiveExpire,
     seed: u64,
     /// The time writes are stamped with, refreshed once per batch of
     /// requests (as Redis caches its clock per event-loop iteration): the
@@ -32,7 +30,6 @@ impl LocalStore {
     pub fn new(databases: usize) -> LocalStore {
         LocalStore {
             store: Store::new(databases),
-            expire: ActiveExpire::default(),
             seed: unix_ms() ^ 0x5eed_0f6b_7661_7372,
             clock_ms: unix_ms(),
         }
@@ -64,26 +61,9 @@ impl LocalStore {
 
     /// Applies a shard command (an EXEC block) through the state machine;
     /// `on_write` hears of each write that succeeded.
-    pub fn apply(
-        &mut self,
-        cmd: &ShardCmd,
-        on_write: impl FnMut(usize, &'static CommandSpec, &[Bytes]),
-    ) -> Applied {
+    pub fn apply(&mut self, cmd: &ShardCmd, on_write: impl FnMut(usize, Written)) -> Applied {
         let ctx = self.next_ctx();
         machine::apply(&mut self.store, cmd, &ctx, on_write)
-    }
-
-    /// One active-expiry cycle: choose expired keys (a read), then delete
-    /// them through the write path. Returns the keys picked per database.
-    pub fn active_expire_cycle(&mut self, max_visits: usize) -> Vec<(usize, Vec<Bytes>)> {
-        self.refresh_clock();
-        let now = self.clock_ms;
-        let picked = self.expire.collect(&self.store, now, max_visits);
-        for (db, keys) in &picked {
-            let ctx = self.next_ctx();
-            self.store.apply_expired(*db, keys, &ctx);
-        }
-        picked
     }
 
     /// Runs `f` with exclusive access to the store (FLUSHALL-like admin

@@ -10,7 +10,7 @@ use crate::transaction::Transaction;
 use bytes::{Bytes, BytesMut};
 use kvasir_core::error::BlockOn;
 use kvasir_core::table::{resolve, Flags, Handler};
-use kvasir_core::{CmdError, CommandSpec};
+use kvasir_core::CommandSpec;
 use kvasir_resp::{encode, parse_command, Limits, Parsed, Protocol, Reply};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -498,35 +498,8 @@ impl Session {
         self.info
             .last_sub
             .set(if parent.is_some() { spec.name } else { "" });
-        if let Some(node) = self.server.cluster.clone() {
-            if matches!(spec.handler, Handler::Write(_) | Handler::Read(_)) {
-                return crate::cluster::commands::dispatch(self, &node, spec, args);
-            }
-        }
         match spec.handler {
-            Handler::Write(_) => {
-                let result = self
-                    .server
-                    .local_store
-                    .borrow_mut()
-                    .execute(spec, self.db, args);
-                match result {
-                    Ok(reply) => {
-                        crate::events::after_write(&self.server, self.db, spec, args);
-                        reply.into()
-                    }
-                    Err(CmdError::WouldBlock(on)) if self.txn.executing => on.on_timeout.into(),
-                    Err(CmdError::WouldBlock(on)) => Outcome::Block(on),
-                    Err(e) => e.to_reply().into(),
-                }
-            }
-            Handler::Read(_) => self
-                .server
-                .local_store
-                .borrow_mut()
-                .execute(spec, self.db, args)
-                .unwrap_or_else(|e| e.to_reply())
-                .into(),
+            Handler::Write(_) | Handler::Read(_) => crate::router::submit(self, spec, args),
             Handler::Session(cmd) => crate::admin::run(self, cmd, args),
             // resolve() hands out a container only when it runs itself.
             Handler::Container => kvasir_core::error::unknown_command(args).to_reply().into(),

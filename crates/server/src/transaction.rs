@@ -9,7 +9,7 @@
 use crate::listener::Server;
 use crate::session::{Outcome, Session};
 use bytes::Bytes;
-use kvasir_core::machine::{Applied, ShardCmd};
+use kvasir_core::machine::{Applied, ShardCmd, Written};
 use kvasir_core::table::{Flags, Handler};
 use kvasir_core::SessionCmd;
 use kvasir_core::{CmdError, CommandSpec};
@@ -188,15 +188,14 @@ fn exec_local(s: &mut Session, queue: Vec<Queued>) -> Reply {
         multi: true,
     };
     let mut written = Vec::new();
-    let applied = s
-        .server
-        .local_store
-        .borrow_mut()
-        .apply(&cmd, |db, spec, args| {
+    let applied = s.server.local_store.borrow_mut().apply(&cmd, |db, w| {
+        if let Written::Command(spec, args) = w {
             written.push((db, spec, args.to_vec()))
-        });
+        }
+    });
+    // Served after the store is released: serving runs commands on it.
     for (db, spec, args) in written {
-        crate::events::after_write(&s.server, db, spec, &args);
+        crate::events::after_write(&s.server, db, Written::Command(spec, &args));
     }
     match applied {
         Applied::Reply(r) => r,

@@ -11,8 +11,6 @@ pub mod sm;
 use crate::config::Config;
 use bytes::{BufMut, Bytes, BytesMut};
 use kvasir_cluster::{ClusterMap, NodeInfo, View};
-use kvasir_core::expire::ActiveExpire;
-use kvasir_core::machine::ShardCmd;
 use kvasir_core::Store;
 use kvasir_raft::{GroupSpec, MultiRaft, RaftError, ReadMode, WalMode};
 use kvasir_resp::Reply;
@@ -379,7 +377,6 @@ impl ClusterNode {
         });
         tokio::task::spawn_local(leader_hints_loop(node.clone()));
         tokio::task::spawn_local(announce_loop(node.clone()));
-        tokio::task::spawn_local(expire_loop(node.clone()));
         info!(
             node_id,
             cluster_id = format!("{cluster_id:016x}"),
@@ -652,29 +649,6 @@ async fn announce_loop(node: Rc<ClusterNode>) {
         }
         let pause = if known { 1000 } else { 200 };
         tokio::time::sleep(Duration::from_millis(pause)).await;
-    }
-}
-
-/// The leader of each shard picks expired keys (a read of its state) and
-/// replicates their deletion, so every replica removes the same keys.
-async fn expire_loop(node: Rc<ClusterNode>) {
-    const MAX_VISITS: usize = 2_000;
-    let mut cursors: HashMap<u64, ActiveExpire> = HashMap::new();
-    loop {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let now = crate::local_store::unix_ms();
-        for shard in node.led_shards() {
-            let expire = cursors.entry(shard).or_default();
-            let picked = node
-                .with_store(shard, |store| expire.collect(store, now, MAX_VISITS))
-                .unwrap_or_default();
-            for (db, keys) in picked {
-                if !keys.is_empty() {
-                    // Fire and forget: a lost proposal is retried next cycle.
-                    drop(node.propose(shard, &Cmd::Shard(ShardCmd::Expire { db, keys })));
-                }
-            }
-        }
     }
 }
 

@@ -7,8 +7,8 @@
 use bytes::Bytes;
 use kvasir_cluster::{ClusterMap, NodeInfo};
 use kvasir_core::error::BlockOn;
-use kvasir_core::machine::{self, Applied, ShardCmd};
-use kvasir_core::{CommandSpec, Ctx, Store};
+use kvasir_core::machine::{self, Applied, ShardCmd, Written};
+use kvasir_core::{Ctx, Store};
 use kvasir_raft::{EntryCtx, StateMachine};
 use kvasir_resp::Reply;
 use std::cell::RefCell;
@@ -68,8 +68,11 @@ impl WriteHooks {
 
     /// A write command applied on this node (leader or follower): watchers
     /// of its keys become dirty, waiters on them wake.
-    fn after_write(&self, shard: u64, db: usize, spec: &CommandSpec, args: &[Bytes]) {
-        crate::events::touch_watchers(&self.watches.borrow(), db, spec, args);
+    fn after_write(&self, shard: u64, db: usize, written: Written) {
+        crate::events::touch_watchers(&self.watches.borrow(), db, written);
+        let Written::Command(spec, args) = written else {
+            return;
+        };
         if self.is_active() {
             for i in spec.keys_of(args) {
                 if let Some(k) = args.get(i) {
@@ -146,8 +149,8 @@ pub fn decode(b: &[u8]) -> Option<Cmd> {
 impl ShardSm {
     fn apply(&mut self, cmd: &ShardCmd, ctx: &Ctx, leader: bool) -> Out {
         let (id, hooks) = (self.id, &self.hooks);
-        let applied = machine::apply(&mut self.store, cmd, ctx, |db, spec, args| {
-            hooks.after_write(id, db, spec, args)
+        let applied = machine::apply(&mut self.store, cmd, ctx, |db, written| {
+            hooks.after_write(id, db, written)
         });
         match applied {
             Applied::Reply(r) => Out::Reply(r),

@@ -1,0 +1,115 @@
+//! The router: the one path from a session to the data. A standalone
+//! server is the degenerate cluster: one shard ([`LOCAL_SHARD`]) with one
+//! replica and no log, whose writes apply at once on this event loop; a
+//! cluster node routes by slot to Raft groups (`cluster::commands`), whose
+//! leaders order writes in their logs. Either way a shard applies commands
+//! through `kvasir_core::machine`, and what the node itself issues (expiry
+//! deletions) goes through [`Server::order`].
+
+use crate::listener::Server;
+use crate::session::{Outcome, Session};
+use bytes::Bytes;
+use kvasir_core::expire::ActiveExpire;
+use kvasir_core::machine::{ShardCmd, Written};
+use kvasir_core::{CmdError, CommandSpec, Handler, Store};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// The standalone server's one shard.
+pub const LOCAL_SHARD: u64 = 0;
+
+/// Runs a keyspace command (a `Write` or `Read` handler) for a session.
+pub fn submit(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> Outcome {
+    match s.server.cluster.clone() {
+        Some(node) => crate::cluster::commands::dispatch(s, &node, spec, args),
+        None => submit_local(s, spec, args),
+    }
+}
+
+/// The standalone shard: applied now; watchers and blocked clients of the
+/// written keys hear of it before the next command runs, as in Redis.
+fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> Outcome {
+    let result = s.server.local_store.borrow_mut().execute(spec, s.db, args);
+    match result {
+        Ok(reply) => {
+            if matches!(spec.handler, Handler::Write(_)) {
+                crate::events::after_write(&s.server, s.db, Written::Command(spec, args));
+            }
+            reply.into()
+        }
+        Err(CmdError::WouldBlock(on)) if s.txn.executing => on.on_timeout.into(),
+        Err(CmdError::WouldBlock(on)) => Outcome::Block(on),
+        Err(e) => e.to_reply().into(),
+    }
+}
+
+impl Server {
+    /// The shards whose writes this node orders now: the standalone store,
+    /// or the Raft groups this node leads.
+    pub fn led_shards(&self) -> Vec<u64> {
+        match &self.cluster {
+            Some(node) => node.led_shards(),
+            None => vec![LOCAL_SHARD],
+        }
+    }
+
+    /// Runs `f` on this node's replica of `shard`, if it has one.
+    pub fn with_shard<R>(&self, shard: u64, f: impl FnOnce(&Store) -> R) -> Option<R> {
+        match &self.cluster {
+            Some(node) => node.with_store(shard, f),
+            None if shard == LOCAL_SHARD => Some(f(self.local_store.borrow().store())),
+            None => None,
+        }
+    }
+
+    /// Orders a command the node issues itself (expiry deletions): the
+    /// standalone store applies it at once, a Raft group's leader proposes
+    /// it. Fire and forget: a lost proposal is redone by the next cycle.
+    pub fn order(&self, shard: u64, cmd: ShardCmd) {
+        if let Some(node) = &self.cluster {
+            drop(node.propose(shard, &cmd.into()));
+            return;
+        }
+        let mut expired = Vec::new();
+        {
+            let mut local = self.local_store.borrow_mut();
+            local.refresh_clock();
+            local.apply(&cmd, |db, w| {
+                if let Written::Expired(keys) = w {
+                    expired.push((db, keys.to_vec()));
+                }
+            });
+        }
+        for (db, keys) in expired {
+            crate::events::after_write(self, db, Written::Expired(&keys));
+        }
+    }
+}
+
+/// Active expiry, `hz` times a second, for every shard this node orders:
+/// the cycle picks expired keys from the shard's state (a read) and orders
+/// their deletion, so under Raft every replica removes the same keys.
+/// Redis bounds a cycle by time (25% of it); here by entries visited.
+pub async fn expire_loop(server: Rc<Server>) {
+    const MAX_VISITS_PER_CYCLE: usize = 20_000;
+    let mut cursors: HashMap<u64, ActiveExpire> = HashMap::new();
+    loop {
+        let hz = server.config.borrow().hz.max(1);
+        tokio::time::sleep(Duration::from_millis(1000 / hz as u64)).await;
+        let now = crate::local_store::unix_ms();
+        let shards = server.led_shards();
+        let budget = (MAX_VISITS_PER_CYCLE / shards.len().max(1)).max(1_000);
+        for shard in shards {
+            let expire = cursors.entry(shard).or_default();
+            let picked = server
+                .with_shard(shard, |store| expire.collect(store, now, budget))
+                .unwrap_or_default();
+            for (db, keys) in picked {
+                if !keys.is_empty() {
+                    server.order(shard, ShardCmd::Expire { db, keys });
+                }
+            }
+        }
+    }
+}
