@@ -329,3 +329,33 @@ fn sharded_pubsub_and_cluster_introspection() {
     assert_eq!(text.matches("M: ").count(), 3, "three masters: {text}");
     assert!(text.contains("keys in 3 masters."), "{text}");
 }
+
+/// Active expiry in cluster mode: each shard's leader picks expired keys
+/// nobody reads and replicates their deletion, so every node's DBSIZE
+/// drops to zero and the replicas stay identical.
+#[test]
+fn active_expiry_removes_untouched_keys_on_every_replica() {
+    let mut c = Cluster::start(&[]);
+    c.wait_ready(Duration::from_secs(20));
+    let mut written = 0;
+    for i in 0..300 {
+        let key = format!("ttl:{i}");
+        let leader = c.wait_leader_of_slot(key_slot(key.as_bytes()), Duration::from_secs(20));
+        let _: () = c
+            .query(leader, &["SET", &key, "v", "PX", "3000"])
+            .unwrap_or_else(|e| panic!("SET {key}: {e}"));
+        written += 1;
+    }
+    assert_eq!(written, 300);
+    let total = |c: &Cluster| -> i64 {
+        (1..=NODES as u64)
+            .map(|id| c.query::<i64>(id, &["DBSIZE"]).unwrap_or(-1))
+            .sum()
+    };
+    // DBSIZE counts stored keys, expired or not, as Redis does: nobody
+    // reads these keys, so only the expiry cycle can bring it to zero.
+    assert!(total(&c) > 0, "the keys were stored");
+    let gone = cluster::wait_until(Duration::from_secs(10), || total(&c) == 0);
+    assert!(gone, "keys left after expiry: {}", total(&c));
+    c.wait_digests_equal(Duration::from_secs(10));
+}
