@@ -348,7 +348,7 @@ fn active_expiry_removes_untouched_keys_on_every_replica() {
     }
     assert_eq!(written, 300);
     let total = |c: &Cluster| -> i64 {
-        (1..=NODES as u64)
+        (1..=NODES)
             .map(|id| c.query::<i64>(id, &["DBSIZE"]).unwrap_or(-1))
             .sum()
     };
@@ -357,5 +357,67 @@ fn active_expiry_removes_untouched_keys_on_every_replica() {
     assert!(total(&c) > 0, "the keys were stored");
     let gone = cluster::wait_until(Duration::from_secs(10), || total(&c) == 0);
     assert!(gone, "keys left after expiry: {}", total(&c));
+    c.wait_digests_equal(Duration::from_secs(10));
+}
+
+/// Blocking pops in cluster mode go through the node's one waiter
+/// registry: served by a later push from another client in arrival order,
+/// timed out with Redis's nil, answered at once inside MULTI.
+#[test]
+fn blocking_pops_are_served_in_order_and_time_out() {
+    let mut c = Cluster::start(&[]);
+    let slot = key_slot(b"{q}jobs");
+    let leader = c.wait_leader_of_slot(slot, Duration::from_secs(20));
+    let port = c.port(leader);
+    let pop = |name: &'static str| {
+        std::thread::spawn(move || {
+            let mut conn = cluster::connect(port).expect("connect");
+            let v: Option<(String, String)> = redis::cmd("BLPOP")
+                .arg("{q}jobs")
+                .arg(10)
+                .query(&mut conn)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            v
+        })
+    };
+    let blocked = |n: i64| {
+        cluster::wait_until(Duration::from_secs(5), || {
+            c.query::<String>(leader, &["INFO", "clients"])
+                .map(|i| i.contains(&format!("blocked_clients:{n}\r")))
+                .unwrap_or(false)
+        })
+    };
+    let first = pop("first");
+    assert!(blocked(1), "the first pop did not block");
+    let second = pop("second");
+    assert!(blocked(2), "the second pop did not block");
+    let mut w = c.conn(leader);
+    assert_eq!(
+        ok(&mut w, &["RPUSH", "{q}jobs", "a", "b"]),
+        redis::Value::Int(2)
+    );
+    let got = |h: std::thread::JoinHandle<Option<(String, String)>>| h.join().expect("thread");
+    assert_eq!(got(first), Some(("{q}jobs".into(), "a".into())));
+    assert_eq!(got(second), Some(("{q}jobs".into(), "b".into())));
+    assert_eq!(ok(&mut w, &["LLEN", "{q}jobs"]), redis::Value::Int(0));
+    assert!(blocked(0));
+
+    // A timeout answers nil; the waiter is gone afterwards.
+    let started = std::time::Instant::now();
+    assert_eq!(ok(&mut w, &["BLPOP", "{q}jobs", "0.3"]), redis::Value::Nil);
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    assert!(blocked(0));
+    // Inside MULTI a blocking pop answers at once.
+    ok(&mut w, &["MULTI"]);
+    ok(&mut w, &["BLPOP", "{q}jobs", "0"]);
+    assert_eq!(
+        ok(&mut w, &["EXEC"]),
+        redis::Value::Array(vec![redis::Value::Nil])
+    );
+    // A pushed element reaches a waiter that blocked with a timeout too.
+    let third = pop("third");
+    assert!(blocked(1));
+    ok(&mut w, &["LPUSH", "{q}jobs", "c"]);
+    assert_eq!(got(third), Some(("{q}jobs".into(), "c".into())));
     c.wait_digests_equal(Duration::from_secs(10));
 }

@@ -84,8 +84,9 @@ pub trait StateMachine: 'static {
     type Cmd;
     type Out;
     fn encode(cmd: &Self::Cmd, out: &mut Vec<u8>);
-    /// Applies one proposal; must be deterministic in (state, ctx, bytes).
-    fn apply(&mut self, ctx: &EntryCtx, proposal: &[u8], is_leader: bool) -> Self::Out;
+    /// Applies one proposal; must be deterministic in (state, ctx, bytes),
+    /// which is why it is not told whether this replica leads.
+    fn apply(&mut self, ctx: &EntryCtx, proposal: &[u8]) -> Self::Out;
     /// Serves a read at the current applied state.
     fn read(&self, cmd: &Self::Cmd, now_ms: u64) -> Self::Out;
     fn snapshot(&self) -> Vec<u8>;
@@ -1040,7 +1041,6 @@ impl<S: StateMachine> MultiRaft<S> {
     }
 
     fn apply_entries(g: &mut Group<S>, entries: Vec<raft::eraftpb::Entry>) {
-        let is_leader = g.raw.raft.state == StateRole::Leader;
         for e in entries {
             if e.index <= g.applied {
                 continue;
@@ -1056,7 +1056,7 @@ impl<S: StateMachine> MultiRaft<S> {
                                 now_ms,
                                 seed: entry::proposal_seed(seed, k),
                             };
-                            outs.push(g.sm.apply(&ctx, p, is_leader));
+                            outs.push(g.sm.apply(&ctx, p));
                         }
                     }
                     Err(err) => error!(group = g.id, index = e.index, "skipping entry: {err}"),

@@ -6,6 +6,7 @@
 //! handleClientsBlockedOnKeys does.
 
 use crate::listener::Server;
+use crate::router::LOCAL_SHARD;
 use crate::watch::Watches;
 use bytes::Bytes;
 use kvasir_core::machine::Written;
@@ -64,7 +65,7 @@ pub fn after_write(server: &Server, db: usize, written: Written) {
                 .flatten()
             {
                 server.watches.borrow().touch_db(Some(d));
-                let keys = server.blocking.borrow().keys_in_db(d);
+                let keys = server.blocking.borrow().keys_in_db(LOCAL_SHARD, d);
                 serve_blocked(server, d, keys);
             }
         }
@@ -119,22 +120,20 @@ fn serve_blocked(server: &Server, db: usize, keys: Vec<Bytes>) {
                 tracing::warn!("blocked-client serving loop bound reached");
                 return;
             }
-            let Some((id, spec, args)) = server.blocking.borrow().first(db, &key) else {
+            let first = server.blocking.borrow().first(LOCAL_SHARD, db, &key);
+            let Some((id, spec, args)) = first else {
                 break;
             };
             let result = server.local_store.borrow_mut().execute(spec, db, &args);
             if let Err(CmdError::WouldBlock(_)) = result {
                 break;
             }
-            let Some(waiter) = server.blocking.borrow_mut().remove(id) else {
-                break;
-            };
             let reply = result.unwrap_or_else(|e| e.to_reply());
-            let _ = waiter.tx.send(reply);
+            server.blocking.borrow_mut().deliver(id, reply);
             let touched = written_keys(spec, &args);
             server.watches.borrow().touch(db, &touched);
             for k in touched {
-                if k != key && server.blocking.borrow().is_blocked_on(db, &k) {
+                if k != key && server.blocking.borrow().is_blocked_on(LOCAL_SHARD, db, &k) {
                     ready.push_back((db, k));
                 }
             }

@@ -103,7 +103,8 @@ pub struct Server {
     pub slowlog: RefCell<SlowLog>,
     pub stats: RefCell<Stats>,
     pub pubsub: RefCell<PubSub>,
-    pub blocking: RefCell<Blocking>,
+    /// Shared with the cluster's apply hooks, which wake waiters.
+    pub blocking: crate::blocking::SharedBlocking,
     /// Shared with the cluster's apply hooks, which touch watched keys.
     pub watches: Rc<RefCell<Watches>>,
     /// Keys written inside EXEC, served to blocked clients after it.
@@ -131,7 +132,7 @@ impl Server {
             slowlog: RefCell::new(SlowLog::default()),
             stats: RefCell::new(Stats::default()),
             pubsub: RefCell::new(PubSub::default()),
-            blocking: RefCell::new(Blocking::default()),
+            blocking: Rc::new(RefCell::new(Blocking::default())),
             watches: Rc::new(RefCell::new(Watches::default())),
             deferred_ready: RefCell::new(None),
             shutdown: Notify::new(),
@@ -183,11 +184,18 @@ async fn serve(config: Config) -> std::io::Result<()> {
     let port = listeners[0].local_addr()?.port();
     let cell: crate::cluster::ServerCell = Rc::new(RefCell::new(std::rc::Weak::new()));
     let watches = Rc::new(RefCell::new(Watches::default()));
+    let blocking: crate::blocking::SharedBlocking = Rc::default();
     let cluster = match config.initial_cluster {
         Some(_) => Some(
-            crate::cluster::ClusterNode::start(&config, port, cell.clone(), watches.clone())
-                .await
-                .map_err(std::io::Error::other)?,
+            crate::cluster::ClusterNode::start(
+                &config,
+                port,
+                cell.clone(),
+                watches.clone(),
+                blocking.clone(),
+            )
+            .await
+            .map_err(std::io::Error::other)?,
         ),
         None => None,
     };
@@ -199,6 +207,7 @@ async fn serve(config: Config) -> std::io::Result<()> {
     let mut server = Server::new(config, port);
     server.cluster = cluster;
     server.watches = watches;
+    server.blocking = blocking;
     let server = Rc::new(server);
     *cell.borrow_mut() = Rc::downgrade(&server);
     info!(

@@ -95,8 +95,12 @@ pub enum Outcome {
     Reply(Reply),
     /// Several top-level replies (SUBSCRIBE a b answers once per channel).
     Replies(Vec<Reply>),
-    /// A blocking command found nothing: park the client.
+    /// A blocking command found nothing on the standalone store: park the
+    /// client.
     Block(Box<BlockOn>),
+    /// A blocking command in cluster mode, registered as a waiter before it
+    /// was proposed: its reply comes through the registry.
+    Parked(Parked),
     /// Cluster mode: proposed or queued for a ReadIndex.
     Pending(Box<PendingOp>),
 }
@@ -108,11 +112,9 @@ impl From<Reply> for Outcome {
 }
 
 /// A parked command waiting for its reply.
-struct Parked {
-    id: u64,
-    rx: oneshot::Receiver<Reply>,
-    timeout_ms: u64,
-    on_timeout: Reply,
+pub struct Parked {
+    pub id: u64,
+    pub rx: oneshot::Receiver<Reply>,
 }
 
 pub async fn run(server: Rc<Server>, mut stream: TcpStream, addr: SocketAddr) {
@@ -348,16 +350,15 @@ impl Session {
         true
     }
 
-    /// Waits for a parked command's reply, its timeout, a kill, or the peer
-    /// closing. None: the connection is finished.
+    /// Waits for a parked command's reply (served or timed out by the
+    /// registry), a kill, or the peer closing. None: the connection is
+    /// finished.
     async fn wait_parked(
         &mut self,
         mut parked: Parked,
         stream: &mut TcpStream,
         kill: &mut std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
     ) -> Option<Reply> {
-        let deadline = (parked.timeout_ms > 0)
-            .then(|| tokio::time::Instant::now() + Duration::from_millis(parked.timeout_ms));
         let mut watch_close = true;
         let mut probe = [0u8; 1];
         let outcome = loop {
@@ -365,12 +366,6 @@ impl Session {
                 biased;
                 r = &mut parked.rx => break r.ok(),
                 _ = kill.as_mut() => break None,
-                _ = async {
-                    match deadline {
-                        Some(d) => tokio::time::sleep_until(d).await,
-                        None => std::future::pending().await,
-                    }
-                } => break Some(parked.on_timeout.clone()),
                 r = stream.peek(&mut probe), if watch_close => match r {
                     // The client went away: it must not be served.
                     Ok(0) | Err(_) => break None,
@@ -380,15 +375,10 @@ impl Session {
             }
         };
         self.info.blocked.set(false);
-        // Whatever ended the wait, the waiter must not be served later;
-        // a reply that raced the timeout wins.
-        if self
-            .server
-            .blocking
-            .borrow_mut()
-            .remove(parked.id)
-            .is_none()
-        {
+        if outcome.is_none() {
+            // Whatever ended the wait, the waiter must not be served later;
+            // a reply that raced the end wins.
+            self.server.blocking.borrow_mut().remove(parked.id);
             if let Ok(reply) = parked.rx.try_recv() {
                 return Some(reply);
             }
@@ -456,30 +446,27 @@ impl Session {
                 let (spec, _) = spec?;
                 Some(self.park(spec, args, *on))
             }
+            Outcome::Parked(parked) => {
+                self.account(&args, spec, &Reply::ok(), elapsed);
+                self.info.blocked.set(true);
+                Some(parked)
+            }
         }
     }
 
     fn park(&mut self, spec: &'static CommandSpec, args: Vec<Bytes>, on: BlockOn) -> Parked {
-        let (tx, rx) = oneshot::channel();
-        let id = self
-            .server
-            .blocking
-            .borrow_mut()
-            .park(crate::blocking::Waiter {
-                client: self.info.id,
-                db: self.db,
-                spec,
-                args,
-                keys: on.keys,
-                tx,
-            });
+        let blocking = &self.server.blocking;
+        let (id, rx) = blocking.borrow_mut().park(
+            crate::router::LOCAL_SHARD,
+            self.db,
+            spec,
+            args,
+            on.keys,
+            Some(on.on_timeout),
+        );
+        crate::blocking::arm_timeout(blocking, id, on.timeout_ms);
         self.info.blocked.set(true);
-        Parked {
-            id,
-            rx,
-            timeout_ms: on.timeout_ms,
-            on_timeout: on.on_timeout,
-        }
+        Parked { id, rx }
     }
 
     /// Runs a resolved command. `in_exec` is true inside EXEC, where

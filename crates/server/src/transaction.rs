@@ -213,7 +213,9 @@ fn exec_one_by_one(s: &mut Session, queue: Vec<Queued>) -> Reply {
             Outcome::Replies(rs) => Reply::Array(rs),
             Outcome::Block(on) => on.on_timeout,
             // The standalone store answers at once; nothing is in flight.
-            Outcome::Pending(_) => Reply::error("ERR internal: command left the transaction"),
+            Outcome::Pending(_) | Outcome::Parked(_) => {
+                Reply::error("ERR internal: command left the transaction")
+            }
         };
         replies.push(reply);
     }

@@ -52,28 +52,15 @@ pub fn dispatch(
         Err(Route::LocalReplica(shard)) => return local_read(node, shard, s.db, args).into(),
         Err(route) => return not_submitted(route).into(),
     };
-    let blocking = spec.flags.contains(kvasir_core::table::Flags::BLOCKING);
-    let reply: PendingReply = if blocking {
-        let retry = BlockedRetry {
-            node: node.clone(),
-            client: s.info.clone(),
-            slot,
-            shard: node.shard_of_slot(slot),
-            db: s.db,
-            args: args.to_vec(),
-        };
-        Box::pin(retry.run(rx))
-    } else {
-        Box::pin(finish(node.clone(), vec![rx], Some(slot)))
-    };
+    if spec.flags.contains(kvasir_core::table::Flags::BLOCKING) {
+        return Outcome::Parked(super::blocked::park(s, node, slot, spec, args, rx));
+    }
     Outcome::Pending(Box::new(PendingOp {
-        reply,
+        reply: Box::pin(finish(node.clone(), vec![rx], Some(slot))),
         write,
-        blocking,
+        blocking: false,
     }))
 }
-
-type PendingReply = std::pin::Pin<Box<dyn std::future::Future<Output = Finished>>>;
 
 /// The reply of a proposal or read; for several (a write to every led
 /// shard) the first error, else OK.
@@ -93,73 +80,6 @@ async fn finish(node: Rc<ClusterNode>, rxs: Vec<Answer>, slot: Option<u16>) -> F
         }
     }
     Finished::Reply(first_err.unwrap_or_else(Reply::ok))
-}
-
-/// A blocking command (BLPOP...) in cluster mode: when its entry finds
-/// nothing, the leader registered a wake-up on its keys at apply time; the
-/// command is proposed again after a write to one of them, until it is
-/// served, times out or leadership moves.
-struct BlockedRetry {
-    node: Rc<ClusterNode>,
-    client: Rc<crate::clients::ClientInfo>,
-    slot: u16,
-    shard: u64,
-    db: usize,
-    args: Vec<Bytes>,
-}
-
-impl BlockedRetry {
-    async fn run(self, first: Answer) -> Finished {
-        let mut rx = first;
-        let mut deadline: Option<Option<tokio::time::Instant>> = None;
-        loop {
-            let result = match rx.await {
-                Ok(r) => r,
-                Err(_) => return Finished::Reply(Reply::error("ERR request dropped")),
-            };
-            let (on, notify) = match result {
-                Ok(Out::Block(on, notify)) => (on, notify),
-                other => return Finished::Reply(out_reply(&self.node, other, Some(self.slot))),
-            };
-            let until = *deadline.get_or_insert_with(|| {
-                (on.timeout_ms > 0).then(|| {
-                    tokio::time::Instant::now() + std::time::Duration::from_millis(on.timeout_ms)
-                })
-            });
-            self.client.blocked.set(true);
-            let woke = tokio::select! {
-                _ = async {
-                    match &notify {
-                        Some(n) => n.notified().await,
-                        // Applied while this node was not leader: retry soon.
-                        None => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
-                    }
-                } => true,
-                _ = async {
-                    match until {
-                        Some(d) => tokio::time::sleep_until(d).await,
-                        None => std::future::pending().await,
-                    }
-                } => false,
-            };
-            self.client.blocked.set(false);
-            if !woke {
-                return Finished::Reply(on.on_timeout);
-            }
-            if !self.node.raft.is_leader(self.shard) {
-                return Finished::Reply(match self.node.leader_of(self.shard) {
-                    Some(l) if l != self.node.node_id => self.node.moved(self.slot, l),
-                    _ => kvasir_cluster::route::try_again(),
-                });
-            }
-            let cmd = Cmd::Shard(ShardCmd::Commands {
-                db: self.db,
-                cmds: vec![self.args.clone()],
-                multi: false,
-            });
-            rx = self.node.propose(self.shard, &cmd);
-        }
-    }
 }
 
 /// Hands `cmd` to the shard of `slot`: proposed or read if this node leads
@@ -488,7 +408,7 @@ pub fn exec(
 pub fn out_reply(node: &ClusterNode, r: Result<Out, RaftError>, slot: Option<u16>) -> Reply {
     match r {
         Ok(Out::Reply(r)) => r,
-        Ok(Out::Block(on, _)) => on.on_timeout,
+        Ok(Out::Block(on)) => on.on_timeout,
         Err(e) => raft_error_reply(node, e, slot),
     }
 }

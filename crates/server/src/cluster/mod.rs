@@ -5,6 +5,7 @@
 //! holds the cluster map (nodes and their client addresses, shards, slot
 //! ranges, replica sets).
 
+pub mod blocked;
 pub mod commands;
 pub mod sm;
 
@@ -239,6 +240,7 @@ impl ClusterNode {
         client_port: u16,
         server: ServerCell,
         watches: Rc<RefCell<crate::watch::Watches>>,
+        blocking: crate::blocking::SharedBlocking,
     ) -> Result<Rc<ClusterNode>, String> {
         let initial = config
             .initial_cluster
@@ -286,7 +288,7 @@ impl ClusterNode {
                 "encoding thresholds from the config are ignored in cluster mode: shards use Redis's defaults on every replica"
             );
         }
-        let hooks = Rc::new(WriteHooks::new(watches));
+        let hooks = Rc::new(WriteHooks::new(watches, blocking.clone()));
         let mut specs = vec![GroupSpec {
             id: META_GROUP,
             voters: members.iter().map(|m| m.id).collect(),
@@ -376,6 +378,7 @@ impl ClusterNode {
             down_reports: RefCell::new(HashMap::new()),
         });
         tokio::task::spawn_local(leader_hints_loop(node.clone()));
+        tokio::task::spawn_local(blocked::serve_loop(node.clone(), hooks, blocking));
         tokio::task::spawn_local(announce_loop(node.clone()));
         info!(
             node_id,

@@ -4,6 +4,7 @@
 //! applying it runs the same handlers as the single-node server, with the
 //! time and seed of the entry, on every replica.
 
+use crate::blocking::SharedBlocking;
 use bytes::Bytes;
 use kvasir_cluster::{ClusterMap, NodeInfo};
 use kvasir_core::error::BlockOn;
@@ -12,7 +13,6 @@ use kvasir_core::{Ctx, Store};
 use kvasir_raft::{EntryCtx, StateMachine};
 use kvasir_resp::Reply;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
 use tokio::sync::Notify;
 
@@ -39,69 +39,60 @@ impl From<ShardCmd> for Cmd {
 #[derive(Debug)]
 pub enum Out {
     Reply(Reply),
-    /// A blocking command found nothing: the session parks and retries
-    /// when one of the keys is written (the notification is registered at
-    /// apply time on the leader, so no write can slip in between).
-    Block(Box<BlockOn>, Option<Rc<Notify>>),
+    /// A blocking command found nothing: its waiter (registered by the
+    /// node that proposed it) stays parked until a write to one of the keys.
+    Block(Box<BlockOn>),
 }
 
-/// Clients of this node blocked on keys: a write applied to one of the
-/// keys wakes them (they then propose their command again).
 /// What a write applied on this node must reach outside the store:
-/// clients blocked on its keys and clients watching them.
-#[derive(Default)]
+/// clients watching its keys, and clients blocked on them.
 pub struct WriteHooks {
-    waiters: RefCell<HashMap<ShardKey, Vec<Rc<Notify>>>>,
     watches: Rc<RefCell<crate::watch::Watches>>,
+    blocking: SharedBlocking,
+    /// (shard, db, key) written while clients are parked on them, for the
+    /// serving task (`cluster::blocked`): proposals cannot be made from
+    /// inside an apply.
+    ready: RefCell<Vec<(u64, usize, Bytes)>>,
+    pub ready_notify: Notify,
 }
-
-/// (shard, db, key).
-type ShardKey = (u64, usize, Bytes);
 
 impl WriteHooks {
-    pub fn new(watches: Rc<RefCell<crate::watch::Watches>>) -> WriteHooks {
+    pub fn new(
+        watches: Rc<RefCell<crate::watch::Watches>>,
+        blocking: SharedBlocking,
+    ) -> WriteHooks {
         WriteHooks {
-            waiters: RefCell::default(),
             watches,
+            blocking,
+            ready: RefCell::default(),
+            ready_notify: Notify::new(),
         }
     }
 
-    /// A write command applied on this node (leader or follower): watchers
-    /// of its keys become dirty, waiters on them wake.
+    /// A write applied on this node (leader or follower): watchers of its
+    /// keys become dirty, clients blocked on them are to be served.
     fn after_write(&self, shard: u64, db: usize, written: Written) {
         crate::events::touch_watchers(&self.watches.borrow(), db, written);
         let Written::Command(spec, args) = written else {
             return;
         };
-        if self.is_active() {
-            for i in spec.keys_of(args) {
-                if let Some(k) = args.get(i) {
-                    self.written(shard, db, k);
+        let mut blocking = self.blocking.borrow_mut();
+        if blocking.is_empty() {
+            return;
+        }
+        for i in spec.keys_of(args) {
+            if let Some(k) = args.get(i) {
+                if blocking.note_write(shard, db, k) {
+                    self.ready.borrow_mut().push((shard, db, k.clone()));
+                    self.ready_notify.notify_one();
                 }
             }
         }
     }
 
-    /// One notification for any write to any of `keys`.
-    pub fn watch(&self, shard: u64, db: usize, keys: &[Bytes]) -> Rc<Notify> {
-        let n = Rc::new(Notify::new());
-        let mut w = self.waiters.borrow_mut();
-        for k in keys {
-            w.entry((shard, db, k.clone())).or_default().push(n.clone());
-        }
-        n
-    }
-
-    fn is_active(&self) -> bool {
-        !self.waiters.borrow().is_empty()
-    }
-
-    fn written(&self, shard: u64, db: usize, key: &Bytes) {
-        if let Some(list) = self.waiters.borrow_mut().remove(&(shard, db, key.clone())) {
-            for n in list {
-                n.notify_one();
-            }
-        }
+    /// The keys written since the last call that have parked waiters.
+    pub fn take_ready(&self) -> Vec<(u64, usize, Bytes)> {
+        std::mem::take(&mut self.ready.borrow_mut())
     }
 }
 
@@ -147,21 +138,14 @@ pub fn decode(b: &[u8]) -> Option<Cmd> {
 }
 
 impl ShardSm {
-    fn apply(&mut self, cmd: &ShardCmd, ctx: &Ctx, leader: bool) -> Out {
+    fn apply(&mut self, cmd: &ShardCmd, ctx: &Ctx) -> Out {
         let (id, hooks) = (self.id, &self.hooks);
         let applied = machine::apply(&mut self.store, cmd, ctx, |db, written| {
             hooks.after_write(id, db, written)
         });
         match applied {
             Applied::Reply(r) => Out::Reply(r),
-            Applied::Block(on) => {
-                let db = match cmd {
-                    ShardCmd::Commands { db, .. } => *db,
-                    _ => 0,
-                };
-                let notify = leader.then(|| hooks.watch(id, db, &on.keys));
-                Out::Block(on, notify)
-            }
+            Applied::Block(on) => Out::Block(on),
         }
     }
 }
@@ -203,7 +187,7 @@ impl StateMachine for NodeSm {
         encode(cmd, out)
     }
 
-    fn apply(&mut self, ectx: &EntryCtx, proposal: &[u8], is_leader: bool) -> Out {
+    fn apply(&mut self, ectx: &EntryCtx, proposal: &[u8]) -> Out {
         let Some(cmd) = decode(proposal) else {
             return Out::Reply(Reply::error("ERR damaged log entry"));
         };
@@ -212,7 +196,7 @@ impl StateMachine for NodeSm {
             seed: ectx.seed,
         };
         match (self, cmd) {
-            (NodeSm::Shard(s), Cmd::Shard(c)) => s.apply(&c, &ctx, is_leader),
+            (NodeSm::Shard(s), Cmd::Shard(c)) => s.apply(&c, &ctx),
             (NodeSm::Meta(m), Cmd::SetNodeAddr { node, host, port }) => {
                 m.set_node_addr(node, host, port)
             }
@@ -258,6 +242,7 @@ impl StateMachine for NodeSm {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::blocking::AfterBlock;
 
     #[test]
     fn group_commands_round_trip_and_damage_is_refused() {
@@ -284,8 +269,9 @@ mod tests {
     }
 
     #[test]
-    fn a_blocked_pop_on_the_leader_waits_for_a_write_to_its_key() {
-        let hooks = Rc::new(WriteHooks::default());
+    fn writes_to_keys_with_parked_waiters_are_queued_for_serving() {
+        let blocking: SharedBlocking = Rc::default();
+        let hooks = Rc::new(WriteHooks::new(Rc::default(), blocking.clone()));
         let mut sm = ShardSm {
             id: 1,
             store: Store::new(1),
@@ -300,18 +286,26 @@ mod tests {
                 .collect()],
             multi: false,
         };
-        let Out::Block(_, Some(notify)) = sm.apply(&cmd(&["BLPOP", "l", "0"]), &ctx, true) else {
-            panic!("the leader must park the pop")
+        let Out::Block(on) = sm.apply(&cmd(&["BLPOP", "l", "0"]), &ctx) else {
+            panic!("an empty list blocks")
         };
-        assert!(hooks.is_active());
-        sm.apply(&cmd(&["SET", "other", "1"]), &ctx, true);
-        assert!(hooks.is_active(), "a write to another key wakes nobody");
-        sm.apply(&cmd(&["RPUSH", "l", "a"]), &ctx, true);
-        assert!(!hooks.is_active(), "the push woke the waiter");
-        drop(notify);
-        // A follower applies the same entry without parking anyone.
-        let Out::Block(_, None) = sm.apply(&cmd(&["BLPOP", "empty", "0"]), &ctx, false) else {
-            panic!("a follower only reports the block")
-        };
+        let spec = kvasir_core::lookup(b"blpop").expect("blpop");
+        let (id, _rx) = blocking
+            .borrow_mut()
+            .park(1, 0, spec, vec![], on.keys.clone(), None);
+        // In flight: a write marks it for a rerun, nothing to serve yet.
+        sm.apply(&cmd(&["RPUSH", "l", "a"]), &ctx);
+        assert!(hooks.take_ready().is_empty());
+        let (next, _) = blocking
+            .borrow_mut()
+            .blocked(id, on.keys.clone(), on.on_timeout.clone());
+        assert!(matches!(next, AfterBlock::Retry));
+        let (next, _) = blocking.borrow_mut().blocked(id, on.keys, on.on_timeout);
+        assert!(matches!(next, AfterBlock::Parked));
+        // Parked now: a write to another key serves nobody, one to l does.
+        sm.apply(&cmd(&["SET", "other", "1"]), &ctx);
+        assert!(hooks.take_ready().is_empty());
+        sm.apply(&cmd(&["RPUSH", "l", "b"]), &ctx);
+        assert_eq!(hooks.take_ready(), vec![(1, 0, Bytes::from("l"))]);
     }
 }
