@@ -92,7 +92,11 @@ fn zadd_options_and_scores() {
     assert_eq!(q::<String>(&mut c, &["ZSCORE", "f", "lo"]), "-inf");
     assert_eq!(q::<String>(&mut c, &["ZSCORE", "f", "hi"]), "inf");
     assert_eq!(q::<String>(&mut c, &["ZSCORE", "f", "k"]), "1000");
-    assert_eq!(q::<String>(&mut c, &["ZSCORE", "f", "t"]), "0.1");
+    // Redis 7.0 prints doubles with %.17g.
+    assert_eq!(
+        q::<String>(&mut c, &["ZSCORE", "f", "t"]),
+        "0.10000000000000001"
+    );
     // Binary members.
     let _: i64 = redis::cmd("ZADD")
         .arg("bin")
@@ -781,4 +785,36 @@ fn benchmark_style_zadd_and_zpopmin_stay_fast() {
         took < Duration::from_secs(30),
         "{n} ZADD + ZPOPMIN took {took:?}"
     );
+}
+
+/// Scores come back byte for byte as redis-server 7.0 sends them (%.17g),
+/// in RESP2 bulk strings and RESP3 doubles alike.
+#[test]
+fn scores_print_like_redis_7_0() {
+    let server = Kvasir::start(&[]);
+    let (_redis, redis_port) = common::redis_server::start_redis();
+    let script: &[&[&str]] = &[
+        &[
+            "ZADD", "z", "0.1", "a", "1.1", "b", "1e20", "c", "1e-5", "d", "123456789012345678", "e",
+            "3", "f", "2.5e-7", "h", "-1.5", "i", "inf", "j", "-inf", "k",
+        ],
+        &["ZRANGE", "z", "0", "-1", "WITHSCORES"],
+        &["ZINCRBY", "z", "0.2", "a"],
+        &["ZSCORE", "z", "b"],
+        &["ZMSCORE", "z", "a", "c", "missing"],
+        &["ZRANGEBYSCORE", "z", "(0", "+inf", "WITHSCORES", "LIMIT", "1", "3"],
+        &["ZPOPMIN", "z"],
+        &["ZADD", "z", "INCR", "0.7", "d"],
+    ];
+    for proto in ["2", "3"] {
+        let mut kv = server.raw_conn();
+        let mut rs = common::RawConn::to_port(redis_port);
+        for c in [&mut kv, &mut rs] {
+            c.cmd_str(&["HELLO", proto]);
+            c.cmd_str(&["DEL", "z"]);
+        }
+        for cmd in script {
+            assert_eq!(kv.cmd_str(cmd), rs.cmd_str(cmd), "RESP{proto} {cmd:?}");
+        }
+    }
 }

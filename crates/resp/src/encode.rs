@@ -152,9 +152,10 @@ fn fmt_i64(v: i64, buf: &mut [u8; 20]) -> &[u8] {
     &buf[pos..]
 }
 
-/// Formats a double the way Redis 7.2 replies with one: the shortest text
-/// that reads back as the same value, `inf`/`-inf`/`nan` for the specials,
-/// and exponent notation (`1e+20`) for very large or very small magnitudes.
+/// Formats a double the way Redis 7.0 replies with one (`%.17g`): 17
+/// significant digits without trailing zeros (ZSCORE of 0.1 is
+/// `0.10000000000000001`), exponent notation (`1e+20`, `2.5e-07`) below
+/// 1e-4 or from 1e17 on, and `inf`/`-inf`/`nan` for the specials.
 pub fn format_double(d: f64) -> String {
     if d.is_nan() {
         return "nan".to_string();
@@ -162,26 +163,35 @@ pub fn format_double(d: f64) -> String {
     if d.is_infinite() {
         return if d > 0.0 { "inf" } else { "-inf" }.to_string();
     }
-    let abs = d.abs();
-    if abs != 0.0 && !(1e-5..1e17).contains(&abs) {
-        let s = format!("{d:e}");
-        // Rust writes `1e20` / `1e-7`; C's %g writes `1e+20` / `1e-07`.
-        return match s.split_once('e') {
-            Some((mantissa, exp)) => {
-                let (sign, digits) = match exp.strip_prefix('-') {
-                    Some(rest) => ('-', rest),
-                    None => ('+', exp),
-                };
-                if digits.len() < 2 {
-                    format!("{mantissa}e{sign}0{digits}")
-                } else {
-                    format!("{mantissa}e{sign}{digits}")
-                }
-            }
-            None => s,
-        };
+    if d == 0.0 {
+        return if d.is_sign_negative() { "-0" } else { "0" }.to_string();
     }
-    format!("{d}")
+    const PRECISION: i32 = 17;
+    // `{:.16e}` rounds to 17 significant digits as printf does, and tells
+    // the decimal exponent %g chooses its style by.
+    let sci = format!("{:.*e}", (PRECISION - 1) as usize, d);
+    let Some((mantissa, exp)) = sci.split_once('e') else {
+        return sci;
+    };
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let negative = mantissa.starts_with('-');
+    let digits: String = mantissa.chars().filter(|c| c.is_ascii_digit()).collect();
+    let sign = if negative { "-" } else { "" };
+    if exp < -4 || exp >= PRECISION {
+        let (first, rest) = digits.split_at(1);
+        let rest = rest.trim_end_matches('0');
+        let dot = if rest.is_empty() { "" } else { "." };
+        let esign = if exp < 0 { '-' } else { '+' };
+        return format!("{sign}{first}{dot}{rest}e{esign}{:02}", exp.abs());
+    }
+    let text = if exp >= 0 {
+        let (int, frac) = digits.split_at((exp + 1) as usize);
+        format!("{int}.{frac}")
+    } else {
+        format!("0.{}{digits}", "0".repeat((-exp - 1) as usize))
+    };
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("{sign}{text}")
 }
 
 #[cfg(test)]
@@ -263,10 +273,29 @@ mod tests {
     #[test]
     fn doubles_like_redis() {
         assert_eq!(format_double(3.0), "3");
+        // Redis 7.0.15's replies for the same scores, byte for byte.
+        for (d, redis) in [
+            (0.1, "0.10000000000000001"),
+            (1.1, "1.1000000000000001"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (1e20, "1e+20"),
+            (1e-5, "1.0000000000000001e-05"),
+            (2.5e-7, "2.4999999999999999e-07"),
+            (123456789012345678.0, "1.2345678901234568e+17"),
+            (-0.0, "-0"),
+            (0.0, "0"),
+            (-2.5, "-2.5"),
+            (1e16, "10000000000000000"),
+            (0.0001, "0.0001"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (f64::MIN_POSITIVE, "2.2250738585072014e-308"),
+        ] {
+            assert_eq!(format_double(d), redis, "{d:?}");
+        }
         assert_eq!(format_double(10.5), "10.5");
         assert_eq!(format_double(f64::INFINITY), "inf");
         assert_eq!(format_double(f64::NEG_INFINITY), "-inf");
         assert_eq!(format_double(1e20), "1e+20");
-        assert_eq!(format_double(-2.5e-7), "-2.5e-07");
+        assert_eq!(format_double(-2.5e-7), "-2.4999999999999999e-07");
     }
 }

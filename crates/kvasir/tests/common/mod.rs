@@ -320,15 +320,22 @@ impl RawConn {
     }
 }
 
-impl Kvasir {
-    /// A raw RESP connection (nothing sent yet).
-    pub fn raw_conn(&self) -> RawConn {
-        let stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+impl RawConn {
+    /// A raw RESP connection to any server on loopback (nothing sent yet).
+    pub fn to_port(port: u16) -> RawConn {
+        let stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
         let _ = stream.set_nodelay(true);
         RawConn {
             stream,
             buf: Vec::new(),
         }
+    }
+}
+
+impl Kvasir {
+    /// A raw RESP connection (nothing sent yet).
+    pub fn raw_conn(&self) -> RawConn {
+        RawConn::to_port(self.port)
     }
 
     /// Asserts that the server still answers PING on a fresh connection
