@@ -931,3 +931,65 @@ fn info_instantaneous_ops_per_sec_follows_the_load() {
     assert!(text.contains("instantaneous_input_kbps:"), "{text}");
     assert!(text.contains("instantaneous_output_kbps:"), "{text}");
 }
+
+/// Every parameter redis-server 7.0 reports in CONFIG GET * is known here
+/// too (accepted by CONFIG SET, reported by CONFIG GET, with the old names
+/// Redis still answers to), so code that saves and restores a setting by
+/// name (Redis's own test suite does) keeps working.
+#[test]
+fn config_knows_every_redis_7_0_parameter_and_the_old_names() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let (_redis, redis_port) = common::redis_server::start_redis();
+    let mut r = redis::Client::open(format!("redis://127.0.0.1:{redis_port}"))
+        .and_then(|cl| cl.get_connection())
+        .expect("redis-server");
+    let theirs: HashMap<String, String> = q(&mut r, &["CONFIG", "GET", "*"]);
+    let ours: HashMap<String, String> = q(&mut c, &["CONFIG", "GET", "*"]);
+    let missing: Vec<&String> = theirs.keys().filter(|k| !ours.contains_key(*k)).collect();
+    assert!(missing.is_empty(), "unknown to Kvasir: {missing:?}");
+
+    // An old name answers with its own name and the current value.
+    let m: HashMap<String, String> = q(&mut c, &["CONFIG", "GET", "hash-max-ziplist-value"]);
+    assert_eq!(m.len(), 1, "{m:?}");
+    assert_eq!(m["hash-max-ziplist-value"], "64");
+    assert_eq!(
+        q::<Value>(&mut c, &["CONFIG", "SET", "hash-max-ziplist-value", "16"]),
+        Value::Okay
+    );
+    let m: HashMap<String, String> = q(&mut c, &["CONFIG", "GET", "hash-max-listpack-value"]);
+    assert_eq!(m["hash-max-listpack-value"], "16");
+    q::<Value>(&mut c, &["HSET", "h", "f", "a-value-longer-than-16"]);
+    assert_eq!(
+        q::<String>(&mut c, &["OBJECT", "ENCODING", "h"]),
+        "hashtable",
+        "the alias changed the real threshold"
+    );
+
+    // Stored-only parameters: accepted, reported, checked by kind.
+    for (name, value) in [
+        ("list-compress-depth", "1"),
+        ("lua-time-limit", "100"),
+        ("lfu-log-factor", "20"),
+        ("activedefrag", "yes"),
+        ("slave-read-only", "no"),
+    ] {
+        assert_eq!(
+            q::<Value>(&mut c, &["CONFIG", "SET", name, value]),
+            Value::Okay,
+            "{name}"
+        );
+        let m: HashMap<String, String> = q(&mut c, &["CONFIG", "GET", name]);
+        assert_eq!(m.get(name).map(String::as_str), Some(value), "{name}");
+    }
+    let m: HashMap<String, String> = q(&mut c, &["CONFIG", "GET", "replica-read-only"]);
+    assert_eq!(m["replica-read-only"], "no");
+    assert_eq!(
+        err(&mut c, &["CONFIG", "SET", "activedefrag", "maybe"]),
+        "ERR CONFIG SET failed (possibly related to argument 'activedefrag') - argument must be 'yes' or 'no'"
+    );
+    assert_eq!(
+        err(&mut c, &["CONFIG", "SET", "daemonize", "yes"]),
+        "ERR CONFIG SET failed (possibly related to argument 'daemonize') - can't set immutable config"
+    );
+}

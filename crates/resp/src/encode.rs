@@ -177,7 +177,7 @@ pub fn format_double(d: f64) -> String {
     let negative = mantissa.starts_with('-');
     let digits: String = mantissa.chars().filter(|c| c.is_ascii_digit()).collect();
     let sign = if negative { "-" } else { "" };
-    if exp < -4 || exp >= PRECISION {
+    if !(-4..PRECISION).contains(&exp) {
         let (first, rest) = digits.split_at(1);
         let rest = rest.trim_end_matches('0');
         let dot = if rest.is_empty() { "" } else { "." };

@@ -56,6 +56,9 @@ pub struct Config {
     pub heartbeat_ticks: usize,
     /// Applied entries after which a shard snapshots and compacts its log.
     pub snapshot_entries: u64,
+    /// redis.conf parameters accepted and reported but not acted on.
+    #[serde(skip)]
+    pub stored: crate::redis_params::StoredParams,
 }
 
 impl Default for Config {
@@ -97,6 +100,7 @@ impl Default for Config {
             election_ticks: 10,
             heartbeat_ticks: 2,
             snapshot_entries: 100_000,
+            stored: Default::default(),
         }
     }
 }
@@ -124,8 +128,20 @@ impl Config {
         }
     }
 
-    /// Every (name, value) pair CONFIG GET can report.
+    /// Every (name, value) pair CONFIG GET can report: Kvasir's settings,
+    /// the stored-only redis.conf parameters, and the old names of both.
     pub fn entries(&self) -> Vec<(&'static str, String)> {
+        let mut all = self.own_entries();
+        all.extend(self.stored.iter().map(|(k, v)| (k, v.to_string())));
+        for (alias, real) in crate::redis_params::ALIASES {
+            if let Some(value) = all.iter().find(|(k, _)| k == real).map(|(_, v)| v.clone()) {
+                all.push((alias, value));
+            }
+        }
+        all
+    }
+
+    fn own_entries(&self) -> Vec<(&'static str, String)> {
         vec![
             ("port", self.port.to_string()),
             ("bind", self.bind.clone()),
@@ -188,6 +204,7 @@ impl Config {
 
     /// Applies one CONFIG SET pair.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), SetError> {
+        let name = crate::redis_params::canonical(name);
         fn num<T: std::str::FromStr>(v: &str) -> Result<T, SetError> {
             v.parse::<T>().map_err(|_| {
                 SetError::Invalid("argument couldn't be parsed into an integer".into())
@@ -226,18 +243,25 @@ impl Config {
                 "noeviction" => self.maxmemory_policy = value.to_string(),
                 _ => return Err(SetError::Invalid("only noeviction is supported".into())),
             },
-            // Redis 7 still accepts the old ziplist names as aliases.
-            "hash-max-listpack-entries" | "hash-max-ziplist-entries" => self.hash_max_listpack_entries = num(value)?,
-            "hash-max-listpack-value" | "hash-max-ziplist-value" => self.hash_max_listpack_value = memory(value)?,
+            "hash-max-listpack-entries" => self.hash_max_listpack_entries = num(value)?,
+            "hash-max-listpack-value" => self.hash_max_listpack_value = memory(value)?,
             "set-max-intset-entries" => self.set_max_intset_entries = num(value)?,
             "set-max-listpack-entries" => self.set_max_listpack_entries = num(value)?,
             "set-max-listpack-value" => self.set_max_listpack_value = memory(value)?,
-            "zset-max-listpack-entries" | "zset-max-ziplist-entries" => self.zset_max_listpack_entries = num(value)?,
-            "zset-max-listpack-value" | "zset-max-ziplist-value" => self.zset_max_listpack_value = memory(value)?,
-            "list-max-listpack-size" | "list-max-ziplist-size" => self.list_max_listpack_size = num(value)?,
+            "zset-max-listpack-entries" => self.zset_max_listpack_entries = num(value)?,
+            "zset-max-listpack-value" => self.zset_max_listpack_value = memory(value)?,
+            "list-max-listpack-size" => self.list_max_listpack_size = num(value)?,
             "appendonly" | "save" => {}
             "port" | "bind" | "dir" | "io-threads" | "databases" => return Err(SetError::Immutable),
-            _ => return Err(SetError::Unknown),
+            other => {
+                use crate::redis_params::Refused;
+                return match self.stored.set(other, value) {
+                    Some(Ok(())) => Ok(()),
+                    Some(Err(Refused::Immutable)) => Err(SetError::Immutable),
+                    Some(Err(Refused::Invalid(why))) => Err(SetError::Invalid(why)),
+                    None => Err(SetError::Unknown),
+                };
+            }
         }
         Ok(())
     }

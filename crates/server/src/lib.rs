@@ -28,6 +28,7 @@ pub mod info;
 pub mod listener;
 pub mod local_store;
 pub mod pubsub;
+pub mod redis_params;
 pub mod router;
 pub mod session;
 pub mod slowlog;
