@@ -89,6 +89,34 @@ pub enum Written<'a> {
     Expired(&'a [Bytes]),
 }
 
+/// Whether a blocked command must keep waiting because one of `keys` now
+/// holds another type than the one it pops from: Redis serves a client
+/// blocked on a key only while the key holds that type, so a key deleted
+/// and recreated as a string (by one MULTI) leaves it blocked instead of
+/// answering WRONGTYPE.
+pub fn waits_on_other_type(
+    store: &Store,
+    spec: &CommandSpec,
+    db: usize,
+    keys: &[Bytes],
+    now_ms: u64,
+) -> bool {
+    let wanted = match spec.group {
+        "list" => "list",
+        "sorted-set" => "zset",
+        "stream" => "stream",
+        _ => return false,
+    };
+    db < store.databases()
+        && keys.iter().any(|k| {
+            store
+                .db(db)
+                .get(k)
+                .filter(|e| !e.is_expired(now_ms))
+                .is_some_and(|e| e.value.type_name() != wanted)
+        })
+}
+
 /// Applies `cmd` at `ctx`. `on_write` hears of every change (its database
 /// and what changed), so the caller can wake clients blocked on the keys
 /// and dirty their watchers.

@@ -280,3 +280,53 @@ fn exec_serves_blocked_clients_only_after_the_whole_transaction() {
     );
     assert_eq!(c.cmd_str(&["LLEN", "q"]), ":0\r\n");
 }
+
+/// A key pushed, deleted and recreated as a string by one MULTI leaves a
+/// client blocked on it blocked (Redis serves blocked clients only from a
+/// key of the type they pop), and a later push serves it.
+#[test]
+fn key_recreated_as_another_type_in_multi_keeps_the_client_blocked() {
+    let server = Kvasir::start(&[]);
+    let waiter = block(&server, &["BLPOP", "l", "0"]);
+    wait_blocked(&server, 1);
+    let mut c = server.conn();
+    let replies: redis::Value = redis::pipe()
+        .atomic()
+        .cmd("LPUSH")
+        .arg("l")
+        .arg("x")
+        .cmd("DEL")
+        .arg("l")
+        .cmd("SET")
+        .arg("l")
+        .arg("foo")
+        .query(&mut c)
+        .expect("exec");
+    assert_eq!(
+        replies,
+        redis::Value::Array(vec![
+            redis::Value::Int(1),
+            redis::Value::Int(1),
+            redis::Value::Okay
+        ])
+    );
+    thread::sleep(Duration::from_millis(200));
+    assert!(!waiter.is_finished(), "the waiter was answered");
+    wait_blocked(&server, 1);
+    // Still blocked on the string: a write to it serves nobody.
+    let _: () = redis::cmd("SET")
+        .arg("l")
+        .arg("bar")
+        .query(&mut c)
+        .expect("set");
+    thread::sleep(Duration::from_millis(100));
+    assert!(!waiter.is_finished());
+    let _: i64 = redis::cmd("DEL").arg("l").query(&mut c).expect("del");
+    let _: i64 = redis::cmd("RPUSH")
+        .arg("l")
+        .arg("y")
+        .query(&mut c)
+        .expect("push");
+    let (reply, _) = waiter.join().expect("waiter");
+    assert_eq!(reply, "*2\r\n$1\r\nl\r\n$1\r\ny\r\n");
+}

@@ -419,5 +419,20 @@ fn blocking_pops_are_served_in_order_and_time_out() {
     assert!(blocked(1));
     ok(&mut w, &["LPUSH", "{q}jobs", "c"]);
     assert_eq!(got(third), Some(("{q}jobs".into(), "c".into())));
+    // Pushed, deleted and recreated as a string by one MULTI: the waiter
+    // stays blocked, as in Redis, and a later push serves it.
+    let fourth = pop("fourth");
+    assert!(blocked(1));
+    ok(&mut w, &["MULTI"]);
+    ok(&mut w, &["LPUSH", "{q}jobs", "x"]);
+    ok(&mut w, &["DEL", "{q}jobs"]);
+    ok(&mut w, &["SET", "{q}jobs", "s"]);
+    ok(&mut w, &["EXEC"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!fourth.is_finished(), "the waiter was answered");
+    assert!(blocked(1));
+    ok(&mut w, &["DEL", "{q}jobs"]);
+    ok(&mut w, &["RPUSH", "{q}jobs", "d"]);
+    assert_eq!(got(fourth), Some(("{q}jobs".into(), "d".into())));
     c.wait_digests_equal(Duration::from_secs(10));
 }

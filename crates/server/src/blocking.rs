@@ -40,6 +40,14 @@ pub struct Waiter {
     timed_out: bool,
 }
 
+impl Waiter {
+    /// Whether the command has found nothing once already (so this is a
+    /// re-run, and its timeout reply is known).
+    pub fn has_timeout_reply(&self) -> bool {
+        self.on_timeout.is_some()
+    }
+}
+
 /// (shard, db, key).
 type WaitKey = (u64, usize, Bytes);
 
@@ -232,6 +240,24 @@ impl Blocking {
             self.index_keys(id, shard, db, &keys);
         }
         (next, first)
+    }
+
+    /// A re-run found its keys holding another type (see
+    /// `machine::waits_on_other_type`): it keeps waiting, as parked before.
+    pub fn repark(&mut self, id: u64) -> bool {
+        let Some(w) = self.waiters.get_mut(&id) else {
+            return false;
+        };
+        if w.on_timeout.is_none() {
+            return false;
+        }
+        if w.timed_out {
+            let reply = w.on_timeout.clone().unwrap_or(Reply::NilArray);
+            self.deliver(id, reply);
+            return true;
+        }
+        w.in_flight = false;
+        true
     }
 
     /// The waiter's timeout fired: a parked waiter gets its timeout reply;

@@ -124,6 +124,13 @@ fn serve_blocked(server: &Server, db: usize, keys: Vec<Bytes>) {
             let Some((id, spec, args)) = first else {
                 break;
             };
+            let other_type = server
+                .local_store
+                .borrow()
+                .waits_on_other_type(spec, db, &key);
+            if other_type {
+                break;
+            }
             let result = server.local_store.borrow_mut().execute(spec, db, &args);
             if let Err(CmdError::WouldBlock(_)) = result {
                 break;

@@ -59,6 +59,12 @@ impl LocalStore {
         machine::execute(&mut self.store, spec, db, args, &ctx)
     }
 
+    /// Whether a client blocked on `key` must keep waiting because the key
+    /// now holds another type than its command pops from.
+    pub fn waits_on_other_type(&self, spec: &CommandSpec, db: usize, key: &Bytes) -> bool {
+        machine::waits_on_other_type(&self.store, spec, db, std::slice::from_ref(key), unix_ms())
+    }
+
     /// Applies a shard command (an EXEC block) through the state machine;
     /// `on_write` hears of each write that succeeded.
     pub fn apply(&mut self, cmd: &ShardCmd, on_write: impl FnMut(usize, Written)) -> Applied {

@@ -60,6 +60,10 @@ async fn follow(
         let result = answer.await.unwrap_or(Err(RaftError::Dropped));
         let on = match result {
             Ok(Out::Block(on)) => on,
+            Ok(Out::Reply(r)) if r.is_error() && keeps_waiting(&node, &blocking, id) => {
+                blocking.borrow_mut().repark(id);
+                return;
+            }
             other => {
                 let reply = out_reply(&node, other, Some(slot));
                 blocking.borrow_mut().deliver(id, reply);
@@ -78,6 +82,24 @@ async fn follow(
             AfterBlock::Parked | AfterBlock::Done => return,
         }
     }
+}
+
+/// A re-run (never the first run: the waiter knows its timeout reply by
+/// then) that failed because a key now holds another type keeps waiting,
+/// as Redis keeps such a client blocked.
+fn keeps_waiting(node: &ClusterNode, blocking: &SharedBlocking, id: u64) -> bool {
+    let b = blocking.borrow();
+    let Some(w) = b.get(id) else {
+        return false;
+    };
+    if !w.has_timeout_reply() {
+        return false;
+    }
+    let now = crate::local_store::unix_ms();
+    node.with_store(w.shard, |st| {
+        kvasir_core::machine::waits_on_other_type(st, w.spec, w.db, &w.keys, now)
+    })
+    .unwrap_or(false)
 }
 
 /// Proposes a waiter's command again (marking it in flight).
