@@ -32,7 +32,7 @@ const ONE_KEY: (i32, i32, i32) = (1, 1, 1);
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("hdel", -3, WF, ONE_KEY, ACL_WF, G, "2.0.0", "Delete one or more hash fields", Handler::Write(hdel)),
+    cmd("hdel", -3, WF, ONE_KEY, ACL_WF, G, "2.0.0", "Delete one or more hash fields", Handler::Write(hdel)).idle_on_empty(),
     cmd("hexists", 3, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Determine if a hash field exists", Handler::Read(hexists)),
     cmd("hget", 3, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Get the value of a hash field", Handler::Read(hget)),
     cmd("hgetall", 2, R, ONE_KEY, ACL_R, G, "2.0.0", "Get all the fields and values in a hash", Handler::Read(hgetall)),
@@ -45,7 +45,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("hrandfield", -2, R, ONE_KEY, ACL_R, G, "6.2.0", "Get one or multiple random fields from a hash", Handler::Read(hrandfield)),
     cmd("hscan", -3, R, ONE_KEY, ACL_R, G, "2.8.0", "Incrementally iterate hash fields and associated values", Handler::Read(hscan)),
     cmd("hset", -4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set the string value of a hash field", Handler::Write(hset)),
-    cmd("hsetnx", 4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set the value of a hash field, only if the field does not exist", Handler::Write(hsetnx)),
+    cmd("hsetnx", 4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set the value of a hash field, only if the field does not exist", Handler::Write(hsetnx)).idle_on_empty(),
     cmd("hstrlen", 3, RF, ONE_KEY, ACL_RF, G, "3.2.0", "Get the length of the value of a hash field", Handler::Read(hstrlen)),
     cmd("hvals", 2, R, ONE_KEY, ACL_R, G, "2.0.0", "Get all the values in a hash", Handler::Read(hvals)),
 ];

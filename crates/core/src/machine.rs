@@ -201,8 +201,10 @@ fn run(
         };
         let result = resolve(args).and_then(|(spec, _)| {
             let r = execute(store, spec, db, args, &ctx);
-            if r.is_ok() && spec.is_write() {
-                on_write(db, Written::Command(spec, args));
+            if let Ok(reply) = &r {
+                if spec.is_write() && !spec.changed_nothing(reply) {
+                    on_write(db, Written::Command(spec, args));
+                }
             }
             r
         });

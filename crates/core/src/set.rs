@@ -40,7 +40,7 @@ const ALL_KEYS: (i32, i32, i32) = (1, -1, 1);
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("sadd", -3, WF_OOM, KEY, ACL_WF, G, "1.0.0", "Add one or more members to a set", Handler::Write(sadd)),
+    cmd("sadd", -3, WF_OOM, KEY, ACL_WF, G, "1.0.0", "Add one or more members to a set", Handler::Write(sadd)).idle_on_empty(),
     cmd("scard", 2, RF, KEY, ACL_RF, G, "1.0.0", "Get the number of members in a set", Handler::Read(scard)),
     cmd("sdiff", -2, R, ALL_KEYS, ACL_R, G, "1.0.0", "Subtract multiple sets", Handler::Read(sdiff)),
     cmd("sdiffstore", -3, W_OOM, ALL_KEYS, ACL_W, G, "1.0.0", "Subtract multiple sets and store the resulting set in a key", Handler::Write(sdiffstore)),
@@ -53,10 +53,10 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("sismember", 3, RF, KEY, ACL_RF, G, "1.0.0", "Determine if a given value is a member of a set", Handler::Read(sismember)),
     cmd("smembers", 2, R, KEY, ACL_R, G, "1.0.0", "Get all the members in a set", Handler::Read(smembers)),
     cmd("smismember", -3, RF, KEY, ACL_RF, G, "6.2.0", "Returns the membership associated with the given elements for a set", Handler::Read(smismember)),
-    cmd("smove", 4, WF, (1, 2, 1), ACL_WF, G, "1.0.0", "Move a member from one set to another", Handler::Write(smove)),
-    cmd("spop", -2, WF, KEY, ACL_WF, G, "1.0.0", "Remove and return one or multiple random members from a set", Handler::Write(spop)),
+    cmd("smove", 4, WF, (1, 2, 1), ACL_WF, G, "1.0.0", "Move a member from one set to another", Handler::Write(smove)).idle_on_empty(),
+    cmd("spop", -2, WF, KEY, ACL_WF, G, "1.0.0", "Remove and return one or multiple random members from a set", Handler::Write(spop)).idle_on_empty(),
     cmd("srandmember", -2, R, KEY, ACL_R, G, "1.0.0", "Get one or multiple random members from a set", Handler::Read(srandmember)),
-    cmd("srem", -3, WF, KEY, ACL_WF, G, "1.0.0", "Remove one or more members from a set", Handler::Write(srem)),
+    cmd("srem", -3, WF, KEY, ACL_WF, G, "1.0.0", "Remove one or more members from a set", Handler::Write(srem)).idle_on_empty(),
     cmd("sscan", -3, R, KEY, ACL_R, G, "2.8.0", "Incrementally iterate Set elements", Handler::Read(sscan)),
     cmd("sunion", -2, R, ALL_KEYS, ACL_R, G, "1.0.0", "Add multiple sets", Handler::Read(sunion)),
     cmd("sunionstore", -3, W_OOM, ALL_KEYS, ACL_W, G, "1.0.0", "Add multiple sets and store the resulting set in a key", Handler::Write(sunionstore)),

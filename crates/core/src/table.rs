@@ -114,6 +114,11 @@ pub struct CommandSpec {
     /// cluster mode) and the write hooks (watchers of a whole database)
     /// read it instead of the command's name.
     pub keyless: Keyless,
+    /// A zero (or -1), nil or empty reply means the command changed
+    /// nothing (SETNX that did not set, DEL of missing keys, SREM of absent
+    /// members...): Redis signals no modification then, so watchers stay
+    /// clean and nobody blocked on the key is served.
+    pub idle_on_empty_reply: bool,
 }
 
 /// The reach of a keyspace command that has no key arguments.
@@ -168,6 +173,25 @@ impl CommandSpec {
             Some(find) => find(args),
             None => self.key_indexes(args.len()),
         }
+    }
+
+    /// This entry, marked as changing nothing when its reply is empty.
+    pub const fn idle_on_empty(self) -> CommandSpec {
+        CommandSpec {
+            idle_on_empty_reply: true,
+            ..self
+        }
+    }
+
+    /// Whether a successful reply of this command means nothing changed.
+    pub fn changed_nothing(&self, reply: &Reply) -> bool {
+        self.idle_on_empty_reply
+            && match reply {
+                Reply::Int(n) => *n == 0 || *n == -1,
+                Reply::Nil | Reply::NilArray => true,
+                Reply::Array(items) => items.is_empty(),
+                _ => false,
+            }
     }
 
     /// This entry with a keyless reach (see [`Keyless`]).
@@ -351,6 +375,7 @@ pub const fn cmd(
         subcommands: &[],
         key_finder: None,
         keyless: Keyless::No,
+        idle_on_empty_reply: false,
     }
 }
 
@@ -380,6 +405,7 @@ pub const fn container(
         subcommands,
         key_finder: None,
         keyless: Keyless::No,
+        idle_on_empty_reply: false,
     }
 }
 

@@ -175,3 +175,108 @@ fn redis_rs_atomic_pipeline_works() {
         .expect("atomic pipe");
     assert_eq!((x, y), (5, 12));
 }
+
+/// WATCH is dirtied only by writes that change the key, as in Redis 7.0
+/// (its multi.tcl): FLUSHALL/FLUSHDB touch only watched keys that existed,
+/// SETNX that does not set, DEL of a missing key, SADD of a present member
+/// or EXPIRE of a missing key leave the watch clean, while SET to the same
+/// value dirties it. Every script runs on Kvasir and redis-server 7.0.15
+/// and the EXEC replies must be equal byte for byte.
+#[test]
+fn watch_is_dirtied_only_by_real_changes_like_redis() {
+    let server = Kvasir::start(&[]);
+    let (_redis, redis_port) = common::redis_server::start_redis();
+    let scripts: &[(&str, &[&[&str]])] = &[
+        (
+            "flushall, key missing",
+            &[&["DEL", "x"], &["WATCH", "x"], &["FLUSHALL"]],
+        ),
+        (
+            "flushall, key present",
+            &[&["SET", "x", "30"], &["WATCH", "x"], &["FLUSHALL"]],
+        ),
+        (
+            "flushdb, key missing",
+            &[&["DEL", "x"], &["WATCH", "x"], &["FLUSHDB"]],
+        ),
+        (
+            "flushdb, key present",
+            &[&["SET", "x", "30"], &["WATCH", "x"], &["FLUSHDB"]],
+        ),
+        (
+            "flushdb, other db",
+            &[
+                &["SET", "x", "1"],
+                &["WATCH", "x"],
+                &["SELECT", "1"],
+                &["FLUSHDB"],
+                &["SELECT", "0"],
+            ],
+        ),
+        (
+            "setnx not set",
+            &[&["SET", "x", "1"], &["WATCH", "x"], &["SETNX", "x", "2"]],
+        ),
+        (
+            "setnx set",
+            &[&["DEL", "x"], &["WATCH", "x"], &["SETNX", "x", "2"]],
+        ),
+        (
+            "del missing",
+            &[&["DEL", "y"], &["WATCH", "y"], &["DEL", "y"]],
+        ),
+        (
+            "sadd present",
+            &[
+                &["DEL", "s"],
+                &["SADD", "s", "a"],
+                &["WATCH", "s"],
+                &["SADD", "s", "a"],
+            ],
+        ),
+        (
+            "srem absent",
+            &[
+                &["DEL", "s"],
+                &["SADD", "s", "a"],
+                &["WATCH", "s"],
+                &["SREM", "s", "b"],
+            ],
+        ),
+        (
+            "expire missing",
+            &[&["DEL", "z"], &["WATCH", "z"], &["EXPIRE", "z", "10"]],
+        ),
+        (
+            "lpushx missing",
+            &[&["DEL", "l"], &["WATCH", "l"], &["LPUSHX", "l", "a"]],
+        ),
+        (
+            "set same value",
+            &[&["SET", "x", "1"], &["WATCH", "x"], &["SET", "x", "1"]],
+        ),
+        (
+            "hdel absent",
+            &[
+                &["DEL", "h"],
+                &["HSET", "h", "f", "v"],
+                &["WATCH", "h"],
+                &["HDEL", "h", "g"],
+            ],
+        ),
+    ];
+    for (name, script) in scripts {
+        let mut outcomes = Vec::new();
+        for port in [server.port, redis_port] {
+            let mut c = common::RawConn::to_port(port);
+            c.cmd_str(&["FLUSHALL"]);
+            for cmd in script.iter() {
+                c.cmd_str(cmd);
+            }
+            c.cmd_str(&["MULTI"]);
+            c.cmd_str(&["PING"]);
+            outcomes.push(c.cmd_str(&["EXEC"]));
+        }
+        assert_eq!(outcomes[0], outcomes[1], "{name}: Kvasir vs Redis");
+    }
+}

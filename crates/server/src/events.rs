@@ -37,6 +37,40 @@ pub fn touch_watchers(watches: &Watches, db: usize, written: Written) {
     }
 }
 
+/// Before FLUSHDB / FLUSHALL on the standalone store: the watched keys the
+/// flush will remove (they exist now). Redis touches only those, so a
+/// watched key that did not exist stays clean. `None` for other commands.
+pub fn watched_before_flush(
+    server: &Server,
+    spec: &CommandSpec,
+    db: usize,
+) -> Option<Vec<(usize, Bytes)>> {
+    let scope = match spec.keyless {
+        Keyless::FlushDb => Some(db),
+        Keyless::FlushAll => None,
+        _ => return None,
+    };
+    let watches = server.watches.borrow();
+    if watches.is_empty() {
+        return Some(Vec::new());
+    }
+    let local = server.local_store.borrow();
+    let now = crate::local_store::unix_ms();
+    Some(
+        watches
+            .keys_in(scope)
+            .into_iter()
+            .filter(|(d, k)| {
+                local
+                    .store()
+                    .db(*d)
+                    .get(k)
+                    .is_some_and(|e| !e.is_expired(now))
+            })
+            .collect(),
+    )
+}
+
 /// Called after every change to the standalone store: watchers are
 /// touched and clients blocked on the written keys served.
 pub fn after_write(server: &Server, db: usize, written: Written) {

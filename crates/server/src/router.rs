@@ -30,10 +30,16 @@ pub fn submit(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> Ou
 /// The standalone shard: applied now; watchers and blocked clients of the
 /// written keys hear of it before the next command runs, as in Redis.
 fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> Outcome {
+    let flushed = crate::events::watched_before_flush(&s.server, spec, s.db);
     let result = s.server.local_store.borrow_mut().execute(spec, s.db, args);
     match result {
         Ok(reply) => {
-            if matches!(spec.handler, Handler::Write(_)) {
+            if let Some(removed) = flushed {
+                let watches = s.server.watches.borrow();
+                for (db, key) in removed {
+                    watches.touch(db, std::slice::from_ref(&key));
+                }
+            } else if matches!(spec.handler, Handler::Write(_)) && !spec.changed_nothing(&reply) {
                 crate::events::after_write(&s.server, s.db, Written::Command(spec, args));
             }
             reply.into()

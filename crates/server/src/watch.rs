@@ -58,4 +58,13 @@ impl Watches {
             }
         }
     }
+
+    /// The watched keys of `db` (every database for `None`).
+    pub fn keys_in(&self, db: Option<usize>) -> Vec<(usize, Bytes)> {
+        self.by_key
+            .keys()
+            .filter(|(d, _)| db.is_none_or(|db| db == *d))
+            .cloned()
+            .collect()
+    }
 }
