@@ -39,6 +39,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("rename", 3, W, TWO_KEYS, ACL_WS, G, "1.0.0", "Renames a key and overwrites the destination.", Handler::Write(rename)),
     cmd("renamenx", 3, WF, TWO_KEYS, ACL_WF, G, "1.0.0", "Renames a key only when the target key name doesn't exist.", Handler::Write(renamenx)).idle_on_empty(),
     cmd("copy", -3, W.union(Flags::DENYOOM), TWO_KEYS, ACL_WS, G, "6.2.0", "Copies the value of a key to a new key.", Handler::Write(copy)).idle_on_empty(),
+    cmd("move", 3, WF, KEY, ACL_WF, G, "1.0.0", "Moves a key to another database.", Handler::Write(move_key)).idle_on_empty(),
     cmd("expire", -3, WF, KEY, ACL_WF, G, "1.0.0", "Sets the expiration time of a key in seconds.", Handler::Write(expire)).idle_on_empty(),
     cmd("pexpire", -3, WF, KEY, ACL_WF, G, "2.6.0", "Sets the expiration time of a key in milliseconds.", Handler::Write(pexpire)).idle_on_empty(),
     cmd("expireat", -3, WF, KEY, ACL_WF, G, "1.2.0", "Sets the expiration time of a key to a Unix timestamp.", Handler::Write(expireat)).idle_on_empty(),
@@ -149,6 +150,37 @@ fn copy(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     };
     let (value, expire_at) = (entry.value.clone(), entry.expire_at());
     store.db_mut(dst_db).set(dst, value, expire_at);
+    Ok(Reply::Int(1))
+}
+
+/// MOVE key db: the key (with its TTL) goes to another database unless a
+/// key of that name is there already. Redis Cluster has one database.
+fn move_key(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+    if store.cluster_mode {
+        return Err(CmdError::other("ERR MOVE is not allowed in cluster mode"));
+    }
+    // Redis reads a C int here (getIntFromObjectOrReply).
+    let dst_db = i32::try_from(parse_i64(&args[2])?).map_err(|_| {
+        CmdError::other("ERR value is out of range, value must between -2147483648 and 2147483647")
+    })?;
+    let dst_db = usize::try_from(dst_db)
+        .ok()
+        .filter(|&d| d < store.databases())
+        .ok_or(CmdError::DbIndexOutOfRange)?;
+    if dst_db == db {
+        return Err(CmdError::other(
+            "ERR source and destination objects are the same",
+        ));
+    }
+    let key = &args[1];
+    if !store.expire_if_needed(db, key, ctx) || store.expire_if_needed(dst_db, key, ctx) {
+        return Ok(Reply::Int(0));
+    }
+    let Some(entry) = store.db_mut(db).remove(key) else {
+        return Ok(Reply::Int(0));
+    };
+    let expire_at = entry.expire_at();
+    store.db_mut(dst_db).set(key, entry.value, expire_at);
     Ok(Reply::Int(1))
 }
 

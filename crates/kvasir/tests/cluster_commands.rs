@@ -434,5 +434,10 @@ fn blocking_pops_are_served_in_order_and_time_out() {
     ok(&mut w, &["DEL", "{q}jobs"]);
     ok(&mut w, &["RPUSH", "{q}jobs", "d"]);
     assert_eq!(got(fourth), Some(("{q}jobs".into(), "d".into())));
+    // Redis Cluster has one database.
+    assert_eq!(
+        err_text(cmd(&mut w, &["MOVE", "{q}jobs", "1"])),
+        "ERR MOVE is not allowed in cluster mode"
+    );
     c.wait_digests_equal(Duration::from_secs(10));
 }

@@ -601,3 +601,40 @@ fn wrong_arity_for_key_commands() {
         );
     }
 }
+
+/// MOVE answers as redis-server 7.0.15 does, byte for byte: moved with its
+/// TTL, refused onto an existing key, errors for bad and equal databases.
+#[test]
+fn move_like_redis() {
+    let server = Kvasir::start(&[]);
+    let (_redis, redis_port) = common::redis_server::start_redis();
+    let script: &[&[&str]] = &[
+        &["SET", "k", "v", "EX", "100"],
+        &["MOVE", "k", "1"],
+        &["EXISTS", "k"],
+        &["SELECT", "1"],
+        &["GET", "k"],
+        &["TTL", "k"],
+        &["SET", "j", "in-1"],
+        &["SELECT", "0"],
+        &["SET", "j", "in-0"],
+        &["MOVE", "j", "1"],
+        &["GET", "j"],
+        &["MOVE", "missing", "1"],
+        &["MOVE", "j", "0"],
+        &["MOVE", "j", "16"],
+        &["MOVE", "j", "-1"],
+        &["MOVE", "j", "abc"],
+        &["MOVE", "j", "99999999999"],
+        &["RPUSH", "l", "a", "b"],
+        &["MOVE", "l", "2"],
+        &["SELECT", "2"],
+        &["LRANGE", "l", "0", "-1"],
+        &["MOVE", "l"],
+    ];
+    let mut kv = server.raw_conn();
+    let mut rs = common::RawConn::to_port(redis_port);
+    for cmd in script {
+        assert_eq!(kv.cmd_str(cmd), rs.cmd_str(cmd), "{cmd:?}");
+    }
+}
