@@ -51,6 +51,7 @@ pub enum SessionCmd {
     Readwrite,
     Asking,
     Shutdown,
+    Wait,
     Cluster(ClusterCmd),
     Client(ClientCmd),
     Config(ConfigCmd),
@@ -273,5 +274,6 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("readonly", 1, FAST_STALE, NONE, &["fast", "connection"], CLUSTER, "3.0.0", "Enables read-only queries for a connection to a Redis Cluster replica node.", s(SessionCmd::Readonly)),
     cmd("readwrite", 1, FAST_STALE, NONE, &["fast", "connection"], CLUSTER, "3.0.0", "Enables read-write queries for a connection to a Redis Cluster replica node.", s(SessionCmd::Readwrite)),
     cmd("asking", 1, FAST_STALE, NONE, &["fast", "connection"], CLUSTER, "3.0.0", "Signals that a cluster client is following an -ASK redirect.", s(SessionCmd::Asking)),
+    cmd("wait", 3, Flags::NOSCRIPT, NONE, &["slow", "connection"], "generic", "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", s(SessionCmd::Wait)),
     cmd("shutdown", -1, ADMIN.union(Flags::NO_MULTI).union(Flags::ALLOW_BUSY), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server.", s(SessionCmd::Shutdown)),
 ];

@@ -434,6 +434,9 @@ fn blocking_pops_are_served_in_order_and_time_out() {
     ok(&mut w, &["DEL", "{q}jobs"]);
     ok(&mut w, &["RPUSH", "{q}jobs", "d"]);
     assert_eq!(got(fourth), Some(("{q}jobs".into(), "d".into())));
+    // Every acknowledged write is on a majority: one replica besides the
+    // leader of a 3-replica shard, at once.
+    assert_eq!(ok(&mut w, &["WAIT", "1", "0"]), redis::Value::Int(1));
     // Redis Cluster has one database.
     assert_eq!(
         err_text(cmd(&mut w, &["MOVE", "{q}jobs", "1"])),

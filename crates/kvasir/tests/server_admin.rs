@@ -993,3 +993,37 @@ fn config_knows_every_redis_7_0_parameter_and_the_old_names() {
         "ERR CONFIG SET failed (possibly related to argument 'daemonize') - can't set immutable config"
     );
 }
+
+/// WAIT answers as redis-server 7.0.15 without replicas does: 0, after the
+/// timeout when a replica is asked for, at once inside MULTI, with its
+/// errors.
+#[test]
+fn wait_without_replicas_like_redis() {
+    let server = Kvasir::start(&[]);
+    let (_redis, redis_port) = common::redis_server::start_redis();
+    let script: &[&[&str]] = &[
+        &["SET", "k", "v"],
+        &["WAIT", "0", "0"],
+        &["WAIT", "-1", "0"],
+        &["WAIT", "1", "100"],
+        &["WAIT", "a", "0"],
+        &["WAIT", "1", "-1"],
+        &["WAIT", "1", "abc"],
+        &["WAIT", "1", "1.5"],
+        &["MULTI"],
+        &["WAIT", "1", "0"],
+        &["EXEC"],
+    ];
+    let mut kv = server.raw_conn();
+    let mut rs = common::RawConn::to_port(redis_port);
+    for cmd in script {
+        let started = Instant::now();
+        assert_eq!(kv.cmd_str(cmd), rs.cmd_str(cmd), "{cmd:?}");
+        if cmd[..] == ["WAIT", "1", "100"] {
+            assert!(
+                started.elapsed() >= Duration::from_millis(180),
+                "both waited"
+            );
+        }
+    }
+}

@@ -50,6 +50,7 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
         ])),
         C::Lastsave => Ok(Reply::Int((s.server.started_unix_ms / 1000) as i64)),
         C::Shutdown => shutdown(s, &args[1..]),
+        C::Wait => return wait(s, &args[1], &args[2]),
         C::Readonly | C::Readwrite | C::Asking if cluster.is_none() => Err(CmdError::other(
             "ERR This instance has cluster support disabled",
         )),
@@ -87,6 +88,47 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
 }
 
 type AdminResult = Result<Reply, CmdError>;
+
+/// WAIT numreplicas timeout. Standalone there are no replicas: 0, at once
+/// when no replica is asked for, else after the timeout (0 waits forever),
+/// as redis-server without replicas does. In cluster mode every write this
+/// connection got a reply for is already on a majority of its shard's
+/// replicas (fsynced with `--wal fsync`), so the count is the replicas of a
+/// majority other than the leader.
+fn wait(s: &mut Session, numreplicas: &[u8], timeout: &[u8]) -> Outcome {
+    let wanted = match parse_i64(numreplicas) {
+        Ok(n) => n,
+        Err(e) => return e.to_reply().into(),
+    };
+    let timeout_ms = match parse_i64(timeout) {
+        Ok(t) if t < 0 => return Reply::error("ERR timeout is negative").into(),
+        Ok(t) => t as u64,
+        Err(_) => return Reply::error("ERR timeout is not an integer or out of range").into(),
+    };
+    let acked = match &s.server.cluster {
+        Some(_) => (s.server.config.borrow().replicas / 2) as i64,
+        None => 0,
+    };
+    if wanted <= acked || s.txn.executing {
+        return Reply::Int(acked).into();
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::task::spawn_local(async move {
+        let mut tx = tx;
+        let timer = async {
+            match timeout_ms {
+                0 => std::future::pending().await,
+                ms => tokio::time::sleep(std::time::Duration::from_millis(ms)).await,
+            }
+        };
+        tokio::select! {
+            _ = timer => { let _ = tx.send(Reply::Int(acked)); }
+            // The client left or was killed: nothing to answer.
+            _ = tx.closed() => {}
+        }
+    });
+    Outcome::Parked(crate::session::Parked { id: None, rx })
+}
 
 fn ping(args: &[Bytes]) -> AdminResult {
     match args.len() {

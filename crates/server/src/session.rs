@@ -113,7 +113,8 @@ impl From<Reply> for Outcome {
 
 /// A parked command waiting for its reply.
 pub struct Parked {
-    pub id: u64,
+    /// The waiter in the blocked-client registry (none for WAIT).
+    pub id: Option<u64>,
     pub rx: oneshot::Receiver<Reply>,
 }
 
@@ -378,7 +379,9 @@ impl Session {
         if outcome.is_none() {
             // Whatever ended the wait, the waiter must not be served later;
             // a reply that raced the end wins.
-            self.server.blocking.borrow_mut().remove(parked.id);
+            if let Some(id) = parked.id {
+                self.server.blocking.borrow_mut().remove(id);
+            }
             if let Ok(reply) = parked.rx.try_recv() {
                 return Some(reply);
             }
@@ -466,7 +469,7 @@ impl Session {
         );
         crate::blocking::arm_timeout(blocking, id, on.timeout_ms);
         self.info.blocked.set(true);
-        Parked { id, rx }
+        Parked { id: Some(id), rx }
     }
 
     /// Runs a resolved command. `in_exec` is true inside EXEC, where

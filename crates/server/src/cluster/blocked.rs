@@ -45,7 +45,7 @@ pub fn park(
         None,
     );
     tokio::task::spawn_local(follow(node.clone(), blocking.clone(), id, slot, first));
-    Parked { id, rx }
+    Parked { id: Some(id), rx }
 }
 
 /// Follows a waiter's proposals until it is served or parked.
