@@ -1,0 +1,3 @@
+//! Lua scripting (EVAL, FUNCTION): placeholder while being built.
+
+pub mod libs;
