@@ -2,6 +2,10 @@
 //! SWAPDB, MEMORY USAGE. (Commands about connections and the process live
 //! in the server crate; their table entries are in `connection`.)
 
+/// The Redis version whose behaviour Kvasir follows: INFO and HELLO
+/// report it, scripts read it as `redis.REDIS_VERSION`.
+pub const REDIS_VERSION: &str = "7.0.15";
+
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{CmdError, CmdResult};
 use crate::store::{Ctx, Store};

@@ -222,6 +222,8 @@ pub fn encode(store: &Store, out: &mut Vec<u8>) {
         }
     }
 
+    encode_scripts(store, out);
+
     let body_len = out.len() - body;
     let crc = crc32fast::hash(&out[body..]);
     out.extend_from_slice(&crc.to_le_bytes());
@@ -532,10 +534,46 @@ pub fn decode(bytes: &[u8]) -> Result<Store, SnapshotError> {
             }
         }
     }
+    // Images written before scripting end with the databases.
     if r.remaining() != 0 {
-        return Err(r.corrupt(r.pos, "bytes after the last database"));
+        decode_scripts(&mut r, &mut store)?;
+    }
+    if r.remaining() != 0 {
+        return Err(r.corrupt(r.pos, "bytes after the scripts"));
     }
     Ok(store)
+}
+
+/// Script bodies (sorted by SHA1, so images of equal stores are equal)
+/// and FUNCTION libraries' code.
+fn encode_scripts(store: &Store, out: &mut Vec<u8>) {
+    let mut bodies: Vec<_> = store.scripts.bodies.iter().collect();
+    bodies.sort_by(|a, b| a.0.cmp(b.0));
+    put_len(out, bodies.len());
+    for (_, body) in bodies {
+        put_bytes(out, body);
+    }
+    put_len(out, store.scripts.libraries.len());
+    for lib in store.scripts.libraries.values() {
+        put_bytes(out, &lib.code);
+    }
+}
+
+fn decode_scripts(r: &mut Reader<'_>, store: &mut Store) -> Res<()> {
+    let n = r.count(1)?;
+    for _ in 0..n {
+        let body = bytes::Bytes::copy_from_slice(r.bytes()?);
+        let sha = crate::scripting::sha1_hex(&body);
+        store.scripts.bodies.insert(sha, body);
+    }
+    let at = r.pos;
+    let n = r.count(1)?;
+    let mut codes = Vec::with_capacity(n);
+    for _ in 0..n {
+        codes.push(bytes::Bytes::copy_from_slice(r.bytes()?));
+    }
+    crate::scripting::function::restore_libraries(store, codes)
+        .map_err(|_| r.corrupt(at, "a library that does not load"))
 }
 
 fn decode_value<'a>(
@@ -715,6 +753,18 @@ pub fn digest(store: &Store) -> u64 {
     let mut h = hasher();
     h.write_u64(sum);
     h.write_u64(count);
+    // Scripting state is replicated too: bodies in any order, libraries
+    // by name.
+    let mut bodies = 0u64;
+    for sha in store.scripts.bodies.keys() {
+        let mut b = hasher();
+        write_bytes(&mut b, sha.as_bytes());
+        bodies = bodies.wrapping_add(b.finish());
+    }
+    h.write_u64(bodies);
+    for lib in store.scripts.libraries.values() {
+        write_bytes(&mut h, &lib.code);
+    }
     h.finish()
 }
 

@@ -89,6 +89,12 @@ pub struct Store {
     /// configuration of the node, not replicated state: snapshots do not
     /// carry it, whoever creates or restores a shard store sets it.
     pub cluster_mode: bool,
+    /// In cluster mode, the slot of a key (scripts check that every key
+    /// they touch is in one slot). Local configuration like
+    /// `cluster_mode`.
+    pub key_slot: Option<fn(&[u8]) -> u16>,
+    /// Script bodies and FUNCTION libraries: replicated state.
+    pub scripts: crate::scripting::Scripts,
 }
 
 impl Default for Store {
@@ -104,6 +110,8 @@ impl Store {
             stats: Stats::default(),
             limits: EncodingLimits::default(),
             cluster_mode: false,
+            key_slot: None,
+            scripts: Default::default(),
         }
     }
 

@@ -142,6 +142,12 @@ pub enum Keyless {
     FlushAll,
     /// Swaps two databases (SWAPDB, arguments 1 and 2).
     SwapDb,
+    /// Changes state every shard holds besides its keys (SCRIPT LOAD,
+    /// FUNCTION LOAD): every shard the node orders applies it.
+    EveryShard,
+    /// Answered by any one shard (SCRIPT EXISTS, FUNCTION LIST, EVAL
+    /// without keys).
+    AnyShard,
 }
 
 /// Finds the key indexes of one invocation of a movable-keys command.
@@ -415,7 +421,7 @@ pub fn help_reply(lines: &[&'static str]) -> Reply {
 }
 
 /// Every family's commands, in a fixed order.
-pub fn families() -> [&'static [CommandSpec]; 12] {
+pub fn families() -> [&'static [CommandSpec]; 14] {
     [
         crate::string::COMMANDS,
         crate::bitmap::COMMANDS,
@@ -428,6 +434,8 @@ pub fn families() -> [&'static [CommandSpec]; 12] {
         crate::zset::COMMANDS,
         crate::sort::COMMANDS,
         crate::server::COMMANDS,
+        crate::scripting::eval::COMMANDS,
+        crate::scripting::function::COMMANDS,
         crate::connection::COMMANDS,
     ]
 }

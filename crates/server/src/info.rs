@@ -7,7 +7,8 @@ use kvasir_resp::Reply;
 use std::fmt::Write;
 
 /// The Redis version Kvasir is compatible with, as reported to clients.
-pub const REDIS_VERSION: &str = "7.0.15";
+/// The Redis version whose behaviour Kvasir follows (INFO, HELLO, scripts).
+pub use kvasir_core::server::REDIS_VERSION;
 
 const DEFAULT_SECTIONS: &[&str] = &[
     "server",

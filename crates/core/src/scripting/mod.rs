@@ -1,3 +1,149 @@
-//! Lua scripting (EVAL, FUNCTION): placeholder while being built.
+//! Lua scripting: EVAL and EVALSHA, SCRIPT, FUNCTION and FCALL, with the
+//! script environment of Redis 7.0 (Lua 5.1 through `mlua`).
+//!
+//! A script is one command: a write script is one log entry and runs at
+//! apply time on every replica of its shard, atomically and in log order.
+//! Everything it can observe comes from the store and the entry's [`Ctx`]:
+//! `TIME` answers the entry's time, `math.random` is seeded from the
+//! entry's seed, commands inside the script pick with seeds derived from
+//! it. Script bodies (SCRIPT LOAD, and every EVAL) and FUNCTION libraries
+//! are shard state ([`Scripts`]): they are written by log entries and
+//! carried in snapshots, so every replica resolves an EVALSHA or an FCALL
+//! alike. Read-only scripts (EVAL_RO, EVALSHA_RO, FCALL_RO) run as reads.
+//!
+//! - [`vm`]: the sandboxed interpreter and one script run.
+//! - [`convert`]: replies to Lua values and back, as Redis documents.
+//! - [`eval`]: EVAL, EVALSHA, their `_RO` forms and SCRIPT.
+//! - [`function`]: FUNCTION and FCALL.
+//! - [`libs`]: `cjson`, `cmsgpack`, `bit`, `struct`.
+//!
+//! [`Ctx`]: crate::Ctx
 
+pub mod convert;
+pub mod dump;
+pub mod eval;
+pub mod function;
 pub mod libs;
+pub mod vm;
+
+use bytes::Bytes;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+
+/// What a script or a function declares it may do (a `#!lua flags=`
+/// line, or `register_function`'s `flags`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ScriptFlags(pub u8);
+
+impl ScriptFlags {
+    pub const NO_WRITES: ScriptFlags = ScriptFlags(1);
+    pub const ALLOW_OOM: ScriptFlags = ScriptFlags(2);
+    pub const ALLOW_STALE: ScriptFlags = ScriptFlags(4);
+    pub const NO_CLUSTER: ScriptFlags = ScriptFlags(8);
+    pub const ALLOW_CROSS_SLOT: ScriptFlags = ScriptFlags(16);
+
+    pub const NAMES: [(ScriptFlags, &'static str); 5] = [
+        (ScriptFlags::NO_WRITES, "no-writes"),
+        (ScriptFlags::ALLOW_OOM, "allow-oom"),
+        (ScriptFlags::ALLOW_STALE, "allow-stale"),
+        (ScriptFlags::NO_CLUSTER, "no-cluster"),
+        (ScriptFlags::ALLOW_CROSS_SLOT, "allow-cross-slot-keys"),
+    ];
+
+    pub fn contains(self, f: ScriptFlags) -> bool {
+        self.0 & f.0 == f.0
+    }
+
+    pub fn from_name(name: &str) -> Option<ScriptFlags> {
+        ScriptFlags::NAMES
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(f, _)| *f)
+    }
+
+    pub fn names(self) -> Vec<&'static str> {
+        ScriptFlags::NAMES
+            .iter()
+            .filter(|(f, _)| self.contains(*f))
+            .map(|(_, n)| *n)
+            .collect()
+    }
+}
+
+/// One function of a library.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionInfo {
+    pub description: Option<String>,
+    pub flags: ScriptFlags,
+}
+
+/// A FUNCTION library: its code (the `#!lua name=...` text) and the
+/// functions it registered when loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Library {
+    pub name: String,
+    pub code: Bytes,
+    pub functions: BTreeMap<String, FunctionInfo>,
+}
+
+/// The scripting state of a shard. `bodies` and `libraries` are
+/// replicated state (written only by applied commands, carried in
+/// snapshots); the interpreter is a cache rebuilt from them on demand.
+#[derive(Default)]
+pub struct Scripts {
+    /// EVAL bodies by their lower-case SHA1 hex.
+    pub bodies: HashMap<String, Bytes>,
+    pub libraries: BTreeMap<String, Library>,
+    /// Bumped when `libraries` change, so the interpreter reloads them.
+    pub generation: u64,
+    vm: RefCell<Option<Box<vm::ScriptVm>>>,
+}
+
+impl Scripts {
+    /// The function `name` and the library that holds it.
+    pub fn function(&self, name: &str) -> Option<(&Library, &FunctionInfo)> {
+        self.libraries
+            .values()
+            .find_map(|lib| lib.functions.get(name).map(|f| (lib, f)))
+    }
+
+    /// Forgets every cached EVAL body (SCRIPT FLUSH).
+    pub fn flush_bodies(&mut self) {
+        self.bodies.clear();
+        // Compiled bodies go with them.
+        *self.vm.get_mut() = None;
+    }
+
+    /// Replaces the libraries (FUNCTION LOAD, DELETE, FLUSH, RESTORE).
+    pub fn set_libraries(&mut self, libraries: BTreeMap<String, Library>) {
+        self.libraries = libraries;
+        self.generation += 1;
+    }
+
+    /// Takes the interpreter out for one run (creating it if needed), so
+    /// the store can be borrowed by the script's commands meanwhile.
+    fn take_vm(&self) -> Result<Box<vm::ScriptVm>, mlua::Error> {
+        match self.vm.borrow_mut().take() {
+            Some(vm) => Ok(vm),
+            None => vm::ScriptVm::new().map(Box::new),
+        }
+    }
+
+    fn put_vm(&self, vm: Box<vm::ScriptVm>) {
+        *self.vm.borrow_mut() = Some(vm);
+    }
+}
+
+impl std::fmt::Debug for Scripts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scripts")
+            .field("bodies", &self.bodies.len())
+            .field("libraries", &self.libraries.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// The lower-case SHA1 hex of `body`, the name EVALSHA uses.
+pub fn sha1_hex(body: &[u8]) -> String {
+    sha1_smol::Sha1::from(body).digest().to_string()
+}

@@ -63,23 +63,22 @@ pub fn dispatch(
 }
 
 /// The reply of a proposal or read; for several (a write to every led
-/// shard) the first error, else OK.
+/// shard: FLUSHALL, SCRIPT LOAD) the first error, else the first reply.
 async fn finish(node: Rc<ClusterNode>, rxs: Vec<Answer>, slot: Option<u16>) -> Finished {
-    let single = rxs.len() == 1;
     let mut first_err = None;
+    let mut first = None;
     for rx in rxs {
         let r = match rx.await {
             Ok(r) => out_reply(&node, r, slot),
             Err(_) => Reply::error("ERR request dropped"),
         };
-        if single {
-            return Finished::Reply(r);
-        }
-        if r.is_error() && first_err.is_none() {
-            first_err = Some(r);
+        if r.is_error() {
+            first_err.get_or_insert(r);
+        } else {
+            first.get_or_insert(r);
         }
     }
-    Finished::Reply(first_err.unwrap_or_else(Reply::ok))
+    Finished::Reply(first_err.or(first).unwrap_or_else(Reply::ok))
 }
 
 /// Hands `cmd` to the shard of `slot`: proposed or read if this node leads
@@ -205,7 +204,32 @@ fn keyless(
             Reply::Nil.into()
         }
         Keyless::Cursor => scan(s, node, &led, args),
-        Keyless::FlushAll | Keyless::FlushDb => {
+        Keyless::AnyShard => {
+            let Some(&sh) = led.first() else {
+                return kvasir_cluster::route::try_again().into();
+            };
+            if !matches!(spec.handler, Handler::Write(_)) {
+                return node
+                    .with_store(sh, |st| st.read(s.db, args, &now_ctx()))
+                    .map(|r| r.unwrap_or_else(|e| e.to_reply()))
+                    .unwrap_or_else(kvasir_cluster::route::try_again)
+                    .into();
+            }
+            let rx = node.propose(
+                sh,
+                &Cmd::Shard(ShardCmd::Commands {
+                    db: s.db,
+                    cmds: vec![args.to_vec()],
+                    multi: false,
+                }),
+            );
+            Outcome::Pending(Box::new(PendingOp {
+                reply: Box::pin(finish(node.clone(), vec![rx], None)),
+                write: true,
+                blocking: false,
+            }))
+        }
+        Keyless::FlushAll | Keyless::FlushDb | Keyless::EveryShard => {
             let rxs = led
                 .iter()
                 .map(|&sh| {

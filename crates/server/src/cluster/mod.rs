@@ -302,6 +302,7 @@ impl ClusterNode {
             // start from the same ones, whatever its local config says.
             let mut store = Store::new(1);
             store.cluster_mode = true;
+            store.key_slot = Some(kvasir_cluster::key_slot);
             specs.push(GroupSpec {
                 id: shard.id,
                 voters: shard.replicas.clone(),

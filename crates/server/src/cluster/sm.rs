@@ -232,6 +232,7 @@ impl StateMachine for NodeSm {
                 let mut store = kvasir_core::snapshot::decode(image).map_err(|e| e.to_string())?;
                 // Not part of the image: a shard store is always in cluster mode.
                 store.cluster_mode = true;
+                store.key_slot = Some(kvasir_cluster::key_slot);
                 s.store = store;
                 Ok(())
             }

@@ -1,0 +1,859 @@
+//! The Lua interpreter of a shard and one script run.
+//!
+//! The sandbox is Redis 7.0's: the base, `string`, `table` and `math`
+//! libraries plus `cjson`, `cmsgpack`, `bit` and `struct`; no `io`, `os`,
+//! `dofile`, `loadfile`, `require`, `print`; `loadstring` and `load`
+//! refuse precompiled bytecode; globals and library tables are read-only
+//! (`Attempt to modify a readonly table`), reading an unknown global is an
+//! error. `math.random` draws from the entry's seed, so replicas agree.
+
+use super::convert::{self, RespVersion};
+use super::{libs, FunctionInfo, Library, ScriptFlags};
+use crate::error::CmdError;
+use crate::store::{Ctx, Store};
+use crate::table::{resolve, Handler};
+use bytes::Bytes;
+use kvasir_resp::Reply;
+use mlua::chunk::ChunkMode;
+use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Memory one script run may allocate beyond what the interpreter holds
+/// when it starts; past it the script fails with "not enough memory".
+pub const SCRIPT_MEMORY_LIMIT: usize = 256 << 20;
+
+/// Nesting accepted when converting a script's reply (a table holding
+/// itself would otherwise never end).
+const MAX_REPLY_DEPTH: usize = 200;
+
+/// The Lua side of the sandbox, run once per interpreter. `hidden` holds
+/// what Rust sets per run (`call`, `resp`) out of the scripts' reach.
+const PRELUDE: &str = r#"
+local hidden = ...
+local rawpcall, rawerror, rawtype, rawsetmeta, rawtostring = pcall, error, type, setmetatable, tostring
+local rawloadstring, concat, rawset_ = loadstring, table.concat, rawset
+hidden.redis_real = redis
+
+redis.call = function(...)
+  local ok, v = hidden.call(...)
+  if not ok then rawerror(v) end
+  return v
+end
+redis.pcall = function(...)
+  local _, v = hidden.call(...)
+  return v
+end
+redis.setresp = function(v)
+  if v ~= 2 and v ~= 3 then rawerror({err = 'ERR RESP version must be 2 or 3.'}) end
+  hidden.resp = v
+end
+
+-- Redis hands error tables to scripts' pcall as their text.
+local function fix(ok, ...)
+  if not ok then
+    local e = ...
+    if rawtype(e) == 'table' and e.err then return false, e.err end
+  end
+  return ok, ...
+end
+pcall = function(...) return fix(rawpcall(...)) end
+
+loadstring = function(s, name)
+  if rawtype(s) == 'string' and s:byte(1) == 27 then
+    return nil, 'attempt to load a binary chunk'
+  end
+  return rawloadstring(s, name)
+end
+load = function(f, name)
+  local parts = {}
+  while true do
+    local p = f()
+    if p == nil or p == '' then break end
+    if rawtype(p) ~= 'string' then return nil, 'reader function must return a string' end
+    parts[#parts + 1] = p
+  end
+  return loadstring(concat(parts), name)
+end
+rawset = function(t, k, v)
+  if t == _G then rawerror('Attempt to modify a readonly table', 2) end
+  return rawset_(t, k, v)
+end
+
+local function readonly(t)
+  return rawsetmeta({}, {
+    __index = t,
+    __newindex = function() rawerror('Attempt to modify a readonly table', 2) end,
+    __metatable = false,
+  })
+end
+for _, name in ipairs({'string', 'table', 'math', 'redis', 'cjson', 'cmsgpack', 'bit', 'struct', 'coroutine'}) do
+  local t = _G[name]
+  if t then rawset_(_G, name, readonly(t)) end
+end
+getmetatable('').__metatable = false
+hidden.xrun = function(f, handler, a, b)
+  return xpcall(function() return f(a, b) end, handler)
+end
+rawsetmeta(_G, {
+  __index = function(_, n)
+    rawerror("Script attempted to access nonexistent global variable '" .. rawtostring(n) .. "'", 2)
+  end,
+  __newindex = function() rawerror('Attempt to modify a readonly table', 2) end,
+  __metatable = false,
+})
+"#;
+
+/// A shard's interpreter with its compiled scripts.
+pub struct ScriptVm {
+    lua: Lua,
+    hidden: Table,
+    /// Compiled EVAL bodies by SHA1.
+    compiled: HashMap<String, Function>,
+    /// FCALL's functions, as loaded from the libraries of `generation`.
+    functions: HashMap<String, Function>,
+    generation: Option<u64>,
+    rng: Arc<AtomicU64>,
+}
+
+/// How a run may touch the store.
+pub enum Access<'a> {
+    Write(&'a mut Store),
+    Read(&'a Store),
+}
+
+impl Access<'_> {
+    fn store(&self) -> &Store {
+        match self {
+            Access::Write(s) => s,
+            Access::Read(s) => s,
+        }
+    }
+}
+
+/// What to run.
+pub enum Program<'a> {
+    Eval { sha: &'a str, body: &'a [u8] },
+    Function { name: &'a str },
+}
+
+/// One run's inputs.
+pub struct Run<'a> {
+    pub db: usize,
+    pub ctx: Ctx,
+    /// Writes are refused (EVAL_RO, `no-writes`).
+    pub read_only: bool,
+    pub keys: &'a [Bytes],
+    pub argv: &'a [Bytes],
+}
+
+/// What the commands a script issues share during one run.
+struct CallState<'s> {
+    access: Access<'s>,
+    db: usize,
+    ctx: Ctx,
+    read_only: bool,
+    calls: u64,
+    /// The slot every key must be in (cluster mode).
+    slot: Option<u16>,
+}
+
+impl ScriptVm {
+    pub fn new() -> mlua::Result<ScriptVm> {
+        let lua = Lua::new_with(
+            StdLib::TABLE | StdLib::STRING | StdLib::MATH,
+            LuaOptions::default(),
+        )?;
+        let g = lua.globals();
+        for name in [
+            "dofile",
+            "loadfile",
+            "print",
+            "setfenv",
+            "getfenv",
+            "module",
+            "require",
+            "gcinfo",
+            "collectgarbage",
+            "newproxy",
+        ] {
+            g.raw_set(name, Value::Nil)?;
+        }
+        libs::register_all(&lua)?;
+        let rng = Arc::new(AtomicU64::new(0));
+        install_random(&lua, &g, rng.clone())?;
+        g.raw_set("redis", redis_table(&lua)?)?;
+        let hidden = lua.create_table()?;
+        hidden.raw_set("resp", 2)?;
+        lua.load(PRELUDE)
+            .set_name("=prelude")
+            .set_mode(ChunkMode::Text)
+            .call::<()>(hidden.clone())?;
+        Ok(ScriptVm {
+            lua,
+            hidden,
+            compiled: HashMap::new(),
+            functions: HashMap::new(),
+            generation: None,
+            rng,
+        })
+    }
+
+    /// Compiles an EVAL body (or finds it compiled); the error is Redis's
+    /// `Error compiling script` reply.
+    pub fn compile(&mut self, sha: &str, body: &[u8]) -> Result<Function, CmdError> {
+        if let Some(f) = self.compiled.get(sha) {
+            return Ok(f.clone());
+        }
+        let f = compile_chunk(&self.lua, &strip_shebang(body), "@user_script").map_err(|e| {
+            CmdError::other(format!(
+                "ERR Error compiling script (new function): {}",
+                lua_error_text(&e)
+            ))
+        })?;
+        self.compiled.insert(sha.to_string(), f.clone());
+        Ok(f)
+    }
+
+    /// Loads `libraries` if they changed since the last run.
+    fn sync_libraries(&mut self, libraries: &BTreeMap<String, Library>, generation: u64) {
+        if self.generation == Some(generation) {
+            return;
+        }
+        self.functions.clear();
+        for lib in libraries.values() {
+            // Every stored library loaded once already, when FUNCTION LOAD
+            // checked it.
+            if let Ok(fs) = self.load_library(&lib.code) {
+                self.functions
+                    .extend(fs.into_iter().map(|(name, (f, _))| (name, f)));
+            }
+        }
+        self.generation = Some(generation);
+    }
+
+    /// Runs a library's code with `redis.register_function` available and
+    /// returns what it registered.
+    pub fn load_library(
+        &self,
+        code: &[u8],
+    ) -> Result<BTreeMap<String, (Function, FunctionInfo)>, CmdError> {
+        let body = strip_shebang(code);
+        let chunk = compile_chunk(&self.lua, &body, "@user_function").map_err(|e| {
+            CmdError::other(format!(
+                "ERR Error compiling function: {}",
+                lua_error_text(&e)
+            ))
+        })?;
+        let registered = RefCell::new(BTreeMap::new());
+        let problem: RefCell<Option<String>> = RefCell::new(None);
+        let redis: Table = self
+            .hidden
+            .raw_get::<Table>("redis_real")
+            .map_err(|e| CmdError::other(format!("ERR {e}")))?;
+        let result = self.lua.scope(|scope| {
+            let register = scope.create_function(|_, args: MultiValue| {
+                match register_args(args) {
+                    Ok((name, f, info)) => {
+                        let mut reg = registered.borrow_mut();
+                        if reg.contains_key(&name) {
+                            *problem.borrow_mut() = Some(format!("Function {name} already exists"));
+                        } else {
+                            reg.insert(name, (f, info));
+                        }
+                    }
+                    Err(text) => *problem.borrow_mut() = Some(text),
+                }
+                match problem.borrow().as_ref() {
+                    Some(text) => Err(mlua::Error::RuntimeError(text.clone())),
+                    None => Ok(()),
+                }
+            })?;
+            redis.raw_set("register_function", register)?;
+            let r = chunk.call::<()>(());
+            redis.raw_set("register_function", Value::Nil)?;
+            Ok(r)
+        });
+        let outcome = result.and_then(|r| r);
+        if let Some(text) = problem.into_inner() {
+            return Err(CmdError::other(format!("ERR {text}")));
+        }
+        if let Err(e) = outcome {
+            return Err(CmdError::other(format!(
+                "ERR Error registering functions: {}",
+                lua_error_text(&e)
+            )));
+        }
+        let registered = registered.into_inner();
+        if registered.is_empty() {
+            return Err(CmdError::other("ERR No functions registered"));
+        }
+        Ok(registered)
+    }
+}
+
+/// Runs `program` against the store: the one entry point of EVAL, EVALSHA,
+/// FCALL and their read-only forms. Returns the reply (a script error is an
+/// error reply) and whether an EVAL body compiled (so it may be cached).
+pub fn run(access: Access<'_>, program: Program<'_>, run: Run<'_>) -> (Reply, bool) {
+    let scripts = &access.store().scripts;
+    let mut vm = match scripts.take_vm() {
+        Ok(vm) => vm,
+        Err(e) => return (Reply::Error(format!("ERR {e}").into()), false),
+    };
+    let (func, name, source) = match program {
+        Program::Eval { sha, body } => match vm.compile(sha, body) {
+            Ok(f) => (f, sha.to_string(), "@user_script"),
+            Err(e) => {
+                access.store().scripts.put_vm(vm);
+                return (e.to_reply(), false);
+            }
+        },
+        Program::Function { name } => {
+            let store = access.store();
+            vm.sync_libraries(&store.scripts.libraries, store.scripts.generation);
+            match vm.functions.get(name) {
+                Some(f) => (f.clone(), name.to_string(), "@user_function"),
+                None => {
+                    store.scripts.put_vm(vm);
+                    return (Reply::error("ERR Function not found"), true);
+                }
+            }
+        }
+    };
+    let is_function = source == "@user_function";
+    let slot = match (access.store().key_slot, run.keys.first()) {
+        (Some(slot_of), Some(k)) => Some(slot_of(k)),
+        _ => None,
+    };
+    vm.rng.store(run.ctx.seed, Ordering::Relaxed);
+    let base = vm.lua.used_memory();
+    let _ = vm
+        .lua
+        .set_memory_limit(base.saturating_add(SCRIPT_MEMORY_LIMIT));
+    let state = RefCell::new(CallState {
+        access,
+        db: run.db,
+        ctx: run.ctx,
+        read_only: run.read_only,
+        calls: 0,
+        slot,
+    });
+    let reply = execute(&vm, &state, &func, &name, is_function, &run)
+        .unwrap_or_else(|e| script_error(&lua_error_text(&e), &name, source, None));
+    let _ = vm.lua.set_memory_limit(0);
+    let _ = vm.lua.gc_step();
+    let access = state.into_inner().access;
+    access.store().scripts.put_vm(vm);
+    (reply, true)
+}
+
+fn execute(
+    vm: &ScriptVm,
+    state: &RefCell<CallState<'_>>,
+    func: &Function,
+    name: &str,
+    is_function: bool,
+    run: &Run<'_>,
+) -> mlua::Result<Reply> {
+    let lua = &vm.lua;
+    let keys = bytes_table(lua, run.keys)?;
+    let argv = bytes_table(lua, run.argv)?;
+    let g = lua.globals();
+    if is_function {
+        g.raw_set("KEYS", Value::Nil)?;
+        g.raw_set("ARGV", Value::Nil)?;
+    } else {
+        g.raw_set("KEYS", keys.clone())?;
+        g.raw_set("ARGV", argv.clone())?;
+    }
+    vm.hidden.raw_set("resp", 2)?;
+    let xrun: Function = vm.hidden.raw_get("xrun")?;
+    let source = if is_function {
+        "@user_function"
+    } else {
+        "@user_script"
+    };
+    lua.scope(|scope| {
+        let call = scope.create_function(|lua, args: MultiValue| {
+            let resp = match vm.hidden.raw_get::<i64>("resp") {
+                Ok(3) => RespVersion::Resp3,
+                _ => RespVersion::Resp2,
+            };
+            let mut st = state.borrow_mut();
+            match st.call(lua, args) {
+                Ok(reply) => match reply {
+                    Reply::Error(text) => Ok((false, error_table(lua, &text, source)?)),
+                    r => Ok((true, convert::reply_to_lua(lua, r, resp)?)),
+                },
+                Err(e) => Ok((false, error_table(lua, &e.text(), source)?)),
+            }
+        })?;
+        vm.hidden.raw_set("call", call)?;
+        let handler = scope.create_function(move |lua, err: Value| {
+            // The message handler runs where the error was raised: note the
+            // script's line for the reply.
+            let info = lua.create_table()?;
+            info.raw_set("e", err)?;
+            info.raw_set("line", script_line(lua, source))?;
+            Ok(info)
+        })?;
+        let (a, b) = if is_function {
+            (Value::Table(keys), Value::Table(argv))
+        } else {
+            (Value::Nil, Value::Nil)
+        };
+        let out: MultiValue = xrun.call((func.clone(), handler, a, b))?;
+        vm.hidden.raw_set("call", Value::Nil)?;
+        let mut out = out.into_iter();
+        let ok = matches!(out.next(), Some(Value::Boolean(true)));
+        let value = out.next().unwrap_or(Value::Nil);
+        if ok {
+            return Ok(convert::lua_to_reply(&value, MAX_REPLY_DEPTH)
+                .unwrap_or_else(|| Reply::error("ERR reached lua stack limit")));
+        }
+        Ok(raised_error_reply(&value, name, source))
+    })
+}
+
+/// The reply for an error a script raised and did not catch.
+fn raised_error_reply(info: &Value, name: &str, source: &str) -> Reply {
+    let Value::Table(info) = info else {
+        return script_error(&value_text(info), name, source, None);
+    };
+    let line: Option<i64> = info.raw_get("line").ok();
+    let err: Value = info.raw_get("e").unwrap_or(Value::Nil);
+    match &err {
+        Value::Table(t) => match t.raw_get::<Value>("err") {
+            Ok(Value::String(s)) => {
+                let text = s.to_string_lossy();
+                let line = t.raw_get::<i64>("line").ok().or(line);
+                Reply::Error(format!("{text} script: {name}{}", location(source, line)).into())
+            }
+            _ => script_error("unknown error", name, source, line),
+        },
+        other => script_error(&value_text(other), name, source, line),
+    }
+}
+
+fn location(source: &str, line: Option<i64>) -> String {
+    match line {
+        Some(l) if l > 0 => format!(", on {source}:{l}."),
+        _ => format!(", on {source}:?."),
+    }
+}
+
+/// `ERR <text> script: <name>, on @user_script:<line>.`
+fn script_error(text: &str, name: &str, source: &str, line: Option<i64>) -> Reply {
+    Reply::Error(format!("ERR {text} script: {name}{}", location(source, line)).into())
+}
+
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.to_string_lossy(),
+        Value::Integer(i) => i.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::Nil => "nil".into(),
+        other => other.type_name().to_string(),
+    }
+}
+
+/// The current line of the innermost script frame on the stack.
+fn script_line(lua: &Lua, source: &str) -> Option<i64> {
+    (0..16).find_map(|level| {
+        lua.inspect_stack(level, |d| {
+            let src = d.source();
+            (src.source.as_deref() == Some(source))
+                .then(|| d.current_line())
+                .flatten()
+        })
+        .flatten()
+        .map(|l| l as i64)
+    })
+}
+
+/// A redis.call error as Redis builds it: `{err = "CODE msg", line = n}`.
+fn error_table(lua: &Lua, text: &str, source: &str) -> mlua::Result<Value> {
+    let t = lua.create_table()?;
+    t.raw_set("err", convert::error_text(text))?;
+    if let Some(line) = script_line(lua, source) {
+        t.raw_set("line", line)?;
+    }
+    Ok(Value::Table(t))
+}
+
+fn bytes_table(lua: &Lua, items: &[Bytes]) -> mlua::Result<Table> {
+    let t = lua.create_table_with_capacity(items.len(), 0)?;
+    for (i, b) in items.iter().enumerate() {
+        t.raw_set(i + 1, lua.create_string(b)?)?;
+    }
+    Ok(t)
+}
+
+impl CallState<'_> {
+    /// One `redis.call`: the command's reply, or the error it raises.
+    fn call(&mut self, lua: &Lua, args: MultiValue) -> Result<Reply, CmdError> {
+        if args.is_empty() {
+            return Err(CmdError::other(
+                "ERR Please specify at least one argument for this redis lib call",
+            ));
+        }
+        let mut argv = Vec::with_capacity(args.len());
+        for a in args {
+            let s = match a {
+                Value::String(s) => s,
+                v @ (Value::Integer(_) | Value::Number(_)) => match lua.coerce_string(v) {
+                    Ok(Some(s)) => s,
+                    _ => return Err(bad_argument()),
+                },
+                _ => return Err(bad_argument()),
+            };
+            argv.push(Bytes::copy_from_slice(&s.as_bytes()));
+        }
+        let spec = match resolve(&argv) {
+            Ok((spec, _)) => spec,
+            Err(CmdError::UnknownCommand(_)) => {
+                return Err(CmdError::other(
+                    "ERR Unknown Redis command called from script",
+                ))
+            }
+            Err(CmdError::WrongArity(_)) => {
+                return Err(CmdError::other(
+                    "ERR Wrong number of args calling Redis command from script",
+                ))
+            }
+            Err(e) => return Err(e),
+        };
+        if spec.flags.contains(crate::table::Flags::NOSCRIPT)
+            || spec.flags.contains(crate::table::Flags::BLOCKING)
+        {
+            return Err(not_allowed());
+        }
+        if spec.is_write() && self.read_only {
+            return Err(CmdError::other(
+                "ERR Write commands are not allowed from read-only scripts.",
+            ));
+        }
+        self.check_slots(spec, &argv)?;
+        self.calls += 1;
+        let ctx = Ctx {
+            now_ms: self.ctx.now_ms,
+            seed: self.ctx.seed.wrapping_add(self.calls),
+        };
+        let result = match (spec.handler, &mut self.access) {
+            (Handler::Session(cmd), _) => return self.session_command(cmd, &argv),
+            (Handler::Write(f), Access::Write(store)) => f(store, self.db, &argv, &ctx),
+            (Handler::Read(f), Access::Write(store)) => f(store, self.db, &argv, &ctx),
+            (Handler::Read(f), Access::Read(store)) => f(store, self.db, &argv, &ctx),
+            (Handler::Write(_), Access::Read(_)) => Err(CmdError::other(
+                "ERR Write commands are not allowed from read-only scripts.",
+            )),
+            (Handler::Container, _) => Err(not_allowed()),
+        };
+        match result {
+            Ok(r) => Ok(r),
+            // A script never blocks: a blocking command that finds nothing
+            // answers as at its timeout, as in MULTI.
+            Err(CmdError::WouldBlock(on)) => Ok(on.on_timeout),
+            Err(e) => Ok(e.to_reply()),
+        }
+    }
+
+    /// In cluster mode every key must be in the slot of the script's
+    /// first key (the slot whose leader runs it).
+    fn check_slots(
+        &mut self,
+        spec: &crate::table::CommandSpec,
+        argv: &[Bytes],
+    ) -> Result<(), CmdError> {
+        let Some(slot_of) = self.access.store().key_slot else {
+            return Ok(());
+        };
+        for i in spec.keys_of(argv) {
+            let Some(key) = argv.get(i) else { continue };
+            let s = slot_of(key);
+            match self.slot {
+                None => self.slot = Some(s),
+                Some(own) if own != s => {
+                    return Err(CmdError::other(
+                        "ERR Script attempted to access a non local key in a cluster node",
+                    ))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The few connection commands a script may call.
+    fn session_command(
+        &mut self,
+        cmd: crate::connection::SessionCmd,
+        argv: &[Bytes],
+    ) -> Result<Reply, CmdError> {
+        use crate::connection::SessionCmd;
+        match cmd {
+            SessionCmd::Ping => Ok(match argv.get(1) {
+                Some(msg) => Reply::Bulk(msg.clone()),
+                None => Reply::simple("PONG"),
+            }),
+            SessionCmd::Echo => Ok(Reply::Bulk(argv[1].clone())),
+            SessionCmd::Time => {
+                let ms = self.ctx.now_ms;
+                Ok(Reply::Array(vec![
+                    Reply::bulk_str(&(ms / 1000).to_string()),
+                    Reply::bulk_str(&((ms % 1000) * 1000).to_string()),
+                ]))
+            }
+            SessionCmd::Select => {
+                let db = self.access.store().check_db_index(&argv[1])?;
+                self.db = db;
+                Ok(Reply::ok())
+            }
+            _ => Err(not_allowed()),
+        }
+    }
+}
+
+fn not_allowed() -> CmdError {
+    CmdError::other("ERR This Redis command is not allowed from script")
+}
+
+fn bad_argument() -> CmdError {
+    CmdError::other("ERR Lua redis lib command arguments must be strings or integers")
+}
+
+/// Compiles source text only (never bytecode) under `name`.
+fn compile_chunk(lua: &Lua, body: &[u8], name: &str) -> mlua::Result<Function> {
+    lua.load(body)
+        .set_name(name)
+        .set_mode(ChunkMode::Text)
+        .into_function()
+}
+
+/// The first line of a `#!lua ...` body blanked (its line count kept), as
+/// Lua would otherwise not parse it.
+pub fn strip_shebang(body: &[u8]) -> Vec<u8> {
+    if !body.starts_with(b"#!") {
+        return body.to_vec();
+    }
+    match body.iter().position(|&c| c == b'\n') {
+        Some(nl) => body[nl..].to_vec(),
+        None => Vec::new(),
+    }
+}
+
+/// An mlua error as the Lua message Redis shows.
+pub fn lua_error_text(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::SyntaxError { message, .. } => message.clone(),
+        mlua::Error::RuntimeError(m) => m.clone(),
+        mlua::Error::MemoryError(_) => "not enough memory".into(),
+        mlua::Error::CallbackError { cause, .. } => lua_error_text(cause),
+        other => other.to_string(),
+    }
+}
+
+/// `redis.register_function('name', f)` or
+/// `redis.register_function{function_name=, callback=, flags=, description=}`.
+fn register_args(args: MultiValue) -> Result<(String, Function, FunctionInfo), String> {
+    let mut it = args.into_iter();
+    let first = it.next().unwrap_or(Value::Nil);
+    let (name, callback, flags, description) = match first {
+        Value::String(name) => {
+            let f = match it.next() {
+                Some(Value::Function(f)) => f,
+                _ => {
+                    return Err(
+                        "callback argument given to redis.register_function must be a function"
+                            .into(),
+                    )
+                }
+            };
+            (name.to_string_lossy(), f, None, None)
+        }
+        Value::Table(t) => {
+            for pair in t.clone().pairs::<Value, Value>() {
+                let (k, _) = pair.map_err(|e| e.to_string())?;
+                let key = match &k {
+                    Value::String(s) => s.to_string_lossy(),
+                    _ => String::new(),
+                };
+                if !["function_name", "callback", "flags", "description"].contains(&key.as_str()) {
+                    return Err(format!("unknown argument given to redis.register_function"));
+                }
+            }
+            let name = match t.raw_get::<Value>("function_name") {
+                Ok(Value::String(s)) => s.to_string_lossy(),
+                _ => return Err("redis.register_function must get a function name argument".into()),
+            };
+            let f = match t.raw_get::<Value>("callback") {
+                Ok(Value::Function(f)) => f,
+                _ => return Err("redis.register_function must get a callback argument".into()),
+            };
+            let flags = match t.raw_get::<Value>("flags") {
+                Ok(Value::Table(fl)) => Some(fl),
+                Ok(Value::Nil) => None,
+                _ => return Err("flags argument to redis.register_function must be a table representing function flags".into()),
+            };
+            let description =
+                match t.raw_get::<Value>("description") {
+                    Ok(Value::String(s)) => Some(s.to_string_lossy()),
+                    Ok(Value::Nil) => None,
+                    _ => return Err(
+                        "description argument given to redis.register_function must be a string"
+                            .into(),
+                    ),
+                };
+            (name, f, flags, description)
+        }
+        _ => return Err("wrong number of arguments to redis.register_function".into()),
+    };
+    if name.is_empty() || !name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') {
+        return Err("Function names can only contain letters, numbers, or underscores(_) and must be at least one character long".into());
+    }
+    let mut parsed = ScriptFlags::default();
+    if let Some(fl) = flags {
+        for v in fl.sequence_values::<Value>() {
+            let v = v.map_err(|e| e.to_string())?;
+            let flag = match &v {
+                Value::String(s) => ScriptFlags::from_name(&s.to_string_lossy()),
+                _ => None,
+            };
+            match flag {
+                Some(f) => parsed.0 |= f.0,
+                None => return Err("unknown flag given".into()),
+            }
+        }
+    }
+    Ok((
+        name,
+        callback,
+        FunctionInfo {
+            description,
+            flags: parsed,
+        },
+    ))
+}
+
+/// `math.random` and `math.randomseed` over the run's seed.
+fn install_random(lua: &Lua, g: &Table, rng: Arc<AtomicU64>) -> mlua::Result<()> {
+    let math: Table = g.raw_get("math")?;
+    let state = rng.clone();
+    let random = lua.create_function(move |_, (m, n): (Option<f64>, Option<f64>)| {
+        let s = state
+            .load(Ordering::Relaxed)
+            .wrapping_add(0x9E37_79B9_7F4A_7C15);
+        state.store(s, Ordering::Relaxed);
+        let mut z = s;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let r = (z >> 11) as f64 / (1u64 << 53) as f64;
+        let empty =
+            || mlua::Error::RuntimeError("bad argument #1 to 'random' (interval is empty)".into());
+        match (m, n) {
+            (None, _) => Ok(r),
+            (Some(m), None) => {
+                let m = m.floor();
+                if m < 1.0 {
+                    return Err(empty());
+                }
+                Ok((r * m).floor() + 1.0)
+            }
+            (Some(m), Some(n)) => {
+                let (m, n) = (m.floor(), n.floor());
+                if m > n {
+                    return Err(mlua::Error::RuntimeError(
+                        "bad argument #2 to 'random' (interval is empty)".into(),
+                    ));
+                }
+                Ok((r * (n - m + 1.0)).floor() + m)
+            }
+        }
+    })?;
+    math.raw_set("random", random)?;
+    let randomseed = lua.create_function(move |_, seed: f64| {
+        rng.store(seed as i64 as u64, Ordering::Relaxed);
+        Ok(())
+    })?;
+    math.raw_set("randomseed", randomseed)?;
+    Ok(())
+}
+
+/// The `redis` table's functions that need no run state.
+fn redis_table(lua: &Lua) -> mlua::Result<Table> {
+    let redis = lua.create_table()?;
+    redis.raw_set(
+        "error_reply",
+        lua.create_function(|lua, msg: mlua::LuaString| {
+            let t = lua.create_table()?;
+            t.raw_set("err", convert::error_text(&msg.to_string_lossy()))?;
+            Ok(t)
+        })?,
+    )?;
+    redis.raw_set(
+        "status_reply",
+        lua.create_function(|lua, msg: mlua::LuaString| {
+            let t = lua.create_table()?;
+            t.raw_set("ok", msg)?;
+            Ok(t)
+        })?,
+    )?;
+    redis.raw_set(
+        "sha1hex",
+        lua.create_function(|_, s: mlua::LuaString| Ok(super::sha1_hex(&s.as_bytes())))?,
+    )?;
+    // Logging goes nowhere: a replica's log is not the place for a
+    // client's script output, and the state machine does no I/O.
+    redis.raw_set("log", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
+    redis.raw_set("debug", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
+    redis.raw_set("breakpoint", lua.create_function(|_, ()| Ok(false))?)?;
+    // Raft replicates the script itself: these are accepted and change
+    // nothing.
+    redis.raw_set("set_repl", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
+    redis.raw_set("replicate_commands", lua.create_function(|_, ()| Ok(true))?)?;
+    redis.raw_set(
+        "acl_check_cmd",
+        lua.create_function(|_, args: MultiValue| {
+            let argv: Vec<Bytes> = args
+                .into_iter()
+                .filter_map(|v| match v {
+                    Value::String(s) => Some(Bytes::copy_from_slice(&s.as_bytes())),
+                    _ => None,
+                })
+                .collect();
+            match resolve(&argv) {
+                Ok(_) => Ok(true),
+                Err(_) => Err(mlua::Error::RuntimeError(
+                    "Invalid command passed to redis.acl_check_cmd()".into(),
+                )),
+            }
+        })?,
+    )?;
+    redis.raw_set("REDIS_VERSION", crate::server::REDIS_VERSION)?;
+    redis.raw_set("REDIS_VERSION_NUM", redis_version_num())?;
+    for (name, v) in [
+        ("LOG_DEBUG", 0),
+        ("LOG_VERBOSE", 1),
+        ("LOG_NOTICE", 2),
+        ("LOG_WARNING", 3),
+        ("REPL_NONE", 0),
+        ("REPL_AOF", 1),
+        ("REPL_SLAVE", 2),
+        ("REPL_REPLICA", 2),
+        ("REPL_ALL", 3),
+    ] {
+        redis.raw_set(name, v)?;
+    }
+    Ok(redis)
+}
+
+fn redis_version_num() -> i64 {
+    crate::server::REDIS_VERSION
+        .split('.')
+        .take(3)
+        .fold(0, |acc, p| (acc << 8) | p.parse::<i64>().unwrap_or(0))
+}

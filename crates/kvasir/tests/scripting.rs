@@ -1,0 +1,313 @@
+//! Lua scripting (EVAL, EVALSHA, SCRIPT, FUNCTION, FCALL) side by side with
+//! a real `redis-server` 7.0: the same scripts give the same replies,
+//! errors included; then on a 3-node cluster, where a script is one log
+//! entry applied on every replica: replicas end identical even when
+//! scripts draw random numbers, EVALSHA and FCALL work on every leader,
+//! and undeclared keys of other slots are refused.
+//!
+//! Needs `redis-server` on PATH (scripts/install-test-deps.sh).
+
+#[path = "common/cluster.rs"]
+mod cluster;
+mod common;
+
+use cluster::{key_slot, Cluster};
+use common::redis_server::{run, start_redis, Outcome};
+use common::Kvasir;
+use std::time::Duration;
+
+fn words(args: &[&str]) -> Vec<Vec<u8>> {
+    args.iter().map(|a| a.as_bytes().to_vec()).collect()
+}
+
+/// Scripts whose replies must equal Redis's exactly.
+const SCRIPTS: &[&[&str]] = &[
+    &["EVAL", "return 1", "0"],
+    &["EVAL", "return {1, 2, 3.7, 'x', {ok='fine'}, false, nil, 4}", "0"],
+    &["EVAL", "return {1, {err='bad'}, 2}", "0"],
+    &["EVAL", "return 3.99", "0"],
+    &["EVAL", "return -3.99", "0"],
+    &["EVAL", "return true", "0"],
+    &["EVAL", "return false", "0"],
+    &["EVAL", "return nil", "0"],
+    &["EVAL", "return {err='My Error'}", "0"],
+    &["EVAL", "return redis.error_reply('noprefix')", "0"],
+    &["EVAL", "return redis.error_reply('E2 x')", "0"],
+    &["EVAL", "return redis.status_reply('FOO')", "0"],
+    &["EVAL", "return redis.sha1hex('')", "0"],
+    &["EVAL", "return redis.REDIS_VERSION", "0"],
+    &["EVAL", "return KEYS[1] .. ARGV[1] .. #ARGV", "1", "k", "a", "b"],
+    &["EVAL", "return a", "0"],
+    &["EVAL", "a = 1", "0"],
+    &["EVAL", "error('boom')", "0"],
+    &["EVAL", "return x +", "0"],
+    &["EVAL", "return 1", "-1"],
+    &["EVAL", "return 1", "3", "a"],
+    &["EVAL", "return 1", "x"],
+    &["EVALSHA", "ffffffffffffffffffffffffffffffffffffffff", "0"],
+    &["EVAL", "return redis.call('set', KEYS[1], ARGV[1])", "1", "s1", "v1"],
+    &["EVAL", "return redis.call('get', KEYS[1])", "1", "s1"],
+    &["EVAL", "return redis.call('incrby', KEYS[1], 5)", "1", "n1"],
+    &["EVAL", "return redis.call('incrbyfloat', KEYS[1], 1.5)", "1", "n2"],
+    &["EVAL", "local r = redis.call('get') return r", "0"],
+    &["EVAL", "local r = redis.call('nosuch') return r", "0"],
+    &["EVAL", "return redis.pcall('nosuch')", "0"],
+    &["EVAL", "local ok, e = pcall(redis.call, 'nosuch') return e", "0"],
+    &["EVAL", "return redis.pcall('lpush', KEYS[1], 'a')", "1", "s1"],
+    &["EVAL", "local r = redis.call('watch', 'x') return r", "0"],
+    &["EVAL", "return redis.call('rpush', KEYS[1], 'a', 'b', 'c')", "1", "l1"],
+    &["EVAL", "return redis.call('lrange', KEYS[1], 0, -1)", "1", "l1"],
+    &["EVAL", "return redis.call('hset', KEYS[1], 'f', 'v', 'g', 'w')", "1", "h1"],
+    &["EVAL", "return redis.call('hgetall', KEYS[1])", "1", "h1"],
+    &["EVAL", "return redis.call('zadd', KEYS[1], 1.5, 'a', 2, 'b')", "1", "z1"],
+    &["EVAL", "return redis.call('zrange', KEYS[1], 0, -1, 'withscores')", "1", "z1"],
+    &["EVAL", "return redis.call('zscore', KEYS[1], 'a')", "1", "z1"],
+    &["EVAL", "return redis.call('get', 'missing')", "0"],
+    &["EVAL", "local r = redis.call('blpop', 'emptylist', 0) return r", "0"],
+    &["EVAL", "return redis.call('ping')", "0"],
+    &["EVAL", "return redis.call('echo', 'hi')", "0"],
+    &["EVAL", "redis.setresp(3) return redis.call('hgetall', KEYS[1])", "1", "h1"],
+    &["EVAL", "redis.setresp(3) return redis.call('get', 'missing') == nil", "0"],
+    &["EVAL", "redis.setresp(4) return 1", "0"],
+    &["EVAL", "return type(print)", "0"],
+    &["EVAL", "return type(os)", "0"],
+    &["EVAL", "return type(require)", "0"],
+    &["EVAL", "return type(loadstring)", "0"],
+    &["EVAL", "return loadstring(string.dump(function() return 1 end))", "0"],
+    &["EVAL", "string.x = 1", "0"],
+    &["EVAL", "return {double = 3.5}", "0"],
+    &["EVAL", "return tostring(1e20)", "0"],
+    &["EVAL", "return 1e20", "0"],
+    &["EVAL", "return string.format('%5.2f|%d|%s', 3.14159, 42, 'x')", "0"],
+    &["EVAL", "return table.concat({'a', 'b'}, '-')", "0"],
+    &["EVAL", "return cjson.encode({1, 2, {a = 1}})", "0"],
+    &["EVAL", "return cjson.decode('[1,2,{\"a\":\"b\"}]')[3].a", "0"],
+    &["EVAL", "return cmsgpack.unpack(cmsgpack.pack({1, 2, 'x'}))", "0"],
+    &["EVAL", "return bit.band(0xff, 0x0f)", "0"],
+    &["EVAL", "return struct.pack('>I2', 258)", "0"],
+    &["EVAL", "#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])", "1", "s1"],
+    &["EVAL", "#!lua flags=no-writes\nlocal r = redis.call('set', KEYS[1], 'x') return r", "1", "s1"],
+    &["EVAL", "#!lua flags=bogus\nreturn 1", "0"],
+    &["EVAL_RO", "return redis.call('get', KEYS[1])", "1", "s1"],
+    &["EVAL_RO", "local r = redis.call('set', KEYS[1], 'x') return r", "1", "s1"],
+    &["SCRIPT", "LOAD", "return 'loaded'"],
+    &["EVALSHA", "b534286061d4b9e4026607613b95c06c06015ae8", "0"],
+    &["EVALSHA", "B534286061D4B9E4026607613B95C06C06015AE8", "0"],
+    &["EVALSHA_RO", "b534286061d4b9e4026607613b95c06c06015ae8", "0"],
+    &["SCRIPT", "EXISTS", "b534286061d4b9e4026607613b95c06c06015ae8", "ffff"],
+    &["SCRIPT", "LOAD", "return +"],
+    &["SCRIPT", "FLUSH", "BOGUS"],
+    &["SCRIPT", "KILL"],
+    &["SCRIPT", "FLUSH"],
+    &["SCRIPT", "EXISTS", "b534286061d4b9e4026607613b95c06c06015ae8"],
+    &["EVALSHA", "b534286061d4b9e4026607613b95c06c06015ae8", "0"],
+    &["FUNCTION", "LOAD", "#!lua name=mylib\nredis.register_function('myincr', function(keys, args) return redis.call('incrby', keys[1], args[1]) end)\nredis.register_function{function_name='myget', callback=function(keys) return redis.call('get', keys[1]) end, flags={'no-writes'}, description='reads'}"],
+    &["FUNCTION", "LOAD", "#!lua name=mylib\nredis.register_function('other', function() return 1 end)"],
+    &["FUNCTION", "LOAD", "#!lua name=lib2\nredis.register_function('myincr', function() return 1 end)"],
+    &["FUNCTION", "LOAD", "return 1"],
+    &["FUNCTION", "LOAD", "#!lua name=bad-name\nredis.register_function('f', function() return 1 end)"],
+    &["FUNCTION", "LOAD", "#!lua name=empty\nlocal x = 1"],
+    &["FUNCTION", "LOAD", "#!js name=js\nx"],
+    &["FCALL", "myincr", "1", "fn1", "7"],
+    &["FCALL", "myincr", "1", "fn1", "3"],
+    &["FCALL_RO", "myget", "1", "fn1"],
+    &["FCALL_RO", "myincr", "1", "fn1", "1"],
+    &["FCALL", "nosuch", "0"],
+    &["FUNCTION", "LIST", "WITHCODE", "LIBRARYNAME", "nomatch*"],
+    &["FUNCTION", "DELETE", "nosuch"],
+    &["FUNCTION", "DELETE", "mylib"],
+    &["FCALL", "myincr", "1", "fn1", "3"],
+    &["FUNCTION", "LIST"],
+    &["FUNCTION", "FLUSH"],
+];
+
+#[test]
+fn scripts_answer_as_redis_does() {
+    let (_guard, port) = start_redis();
+    let mut real = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .and_then(|c| c.get_connection())
+        .expect("redis-server");
+    let kv = Kvasir::start(&[]);
+    let mut ours = kv.conn();
+    let mut mismatches = Vec::new();
+    for args in SCRIPTS {
+        let args = words(args);
+        let (want, got): (Outcome, Outcome) = (run(&mut real, &args), run(&mut ours, &args));
+        if want != got {
+            mismatches.push(format!(
+                "{:?}\n  redis:  {want:?}\n  kvasir: {got:?}",
+                args.iter()
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect::<Vec<_>>()
+            ));
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "{} of {} scripts differ:\n{}",
+        mismatches.len(),
+        SCRIPTS.len(),
+        mismatches.join("\n")
+    );
+}
+
+#[test]
+fn functions_survive_dump_and_restore_between_redis_and_kvasir() {
+    let (_guard, port) = start_redis();
+    let mut real = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .and_then(|c| c.get_connection())
+        .expect("redis-server");
+    let kv = Kvasir::start(&[]);
+    let mut ours = kv.conn();
+    let code = format!(
+        "#!lua name=dumped\n-- {}\nredis.register_function('twice', function(keys, args) return args[1] * 2 end)",
+        "long comment so that redis compresses the code ".repeat(4)
+    );
+    let loaded: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(&code)
+        .query(&mut real)
+        .expect("load in redis");
+    assert_eq!(loaded, "dumped");
+    let payload: Vec<u8> = redis::cmd("FUNCTION")
+        .arg("DUMP")
+        .query(&mut real)
+        .expect("dump");
+    let restored: String = redis::cmd("FUNCTION")
+        .arg("RESTORE")
+        .arg(&payload)
+        .query(&mut ours)
+        .expect("restore a redis-server dump into kvasir");
+    assert_eq!(restored, "OK");
+    let twice: i64 = redis::cmd("FCALL")
+        .arg("twice")
+        .arg(0)
+        .arg(21)
+        .query(&mut ours)
+        .expect("fcall");
+    assert_eq!(twice, 42);
+    // And back: Kvasir's dump restores into redis-server.
+    let ours_payload: Vec<u8> = redis::cmd("FUNCTION")
+        .arg("DUMP")
+        .query(&mut ours)
+        .expect("dump");
+    let _: String = redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query(&mut real)
+        .expect("flush");
+    let back: String = redis::cmd("FUNCTION")
+        .arg("RESTORE")
+        .arg(&ours_payload)
+        .query(&mut real)
+        .expect("restore a kvasir dump into redis-server");
+    assert_eq!(back, "OK");
+    let mut damaged = ours_payload.clone();
+    let last = damaged.len() - 1;
+    damaged[last] ^= 0xff;
+    let refused = redis::cmd("FUNCTION")
+        .arg("RESTORE")
+        .arg(&damaged)
+        .query::<String>(&mut ours);
+    assert!(refused.is_err(), "a damaged payload is refused");
+}
+
+/// A key of `slot`'s neighbourhood: the first `prefix{n}` in another slot
+/// than `avoid`.
+fn key_not_in_slot(avoid: u16) -> String {
+    (0..)
+        .map(|i| format!("other{i}"))
+        .find(|k| key_slot(k.as_bytes()) != avoid)
+        .unwrap_or_default()
+}
+
+#[test]
+fn scripts_replicate_deterministically_on_a_cluster() {
+    let mut cluster = Cluster::start(&[]);
+    cluster.wait_ready(Duration::from_secs(20));
+    let key = "{sc}counter";
+    let slot = key_slot(key.as_bytes());
+    let leader = cluster.wait_leader_of_slot(slot, Duration::from_secs(10));
+    let mut conn = cluster.conn(leader);
+    // Random draws, SPOP and TIME inside scripts: the leader and its
+    // followers must still end identical.
+    let script = "math.randomseed(tonumber(ARGV[1])) \
+        local n = math.random(1000000) \
+        redis.call('sadd', KEYS[2], 'a', 'b', 'c', 'd', 'e', 'f') \
+        local popped = redis.call('spop', KEYS[2]) \
+        redis.call('hset', KEYS[3], 'r' .. ARGV[1], n, 'p' .. ARGV[1], popped, 't', redis.call('time')[1]) \
+        return redis.call('incr', KEYS[1])";
+    for i in 0..40 {
+        let n: i64 = redis::cmd("EVAL")
+            .arg(script)
+            .arg(3)
+            .arg(key)
+            .arg("{sc}set")
+            .arg("{sc}hash")
+            .arg(i)
+            .query(&mut conn)
+            .expect("eval on the slot's leader");
+        assert_eq!(n, i + 1);
+    }
+    // EVALSHA of a loaded script, FUNCTION LOAD and FCALL.
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg("return redis.call('incrby', KEYS[1], ARGV[1])")
+        .query(&mut conn)
+        .expect("script load");
+    let n: i64 = redis::cmd("EVALSHA")
+        .arg(&sha)
+        .arg(1)
+        .arg(key)
+        .arg(10)
+        .query(&mut conn)
+        .expect("evalsha");
+    assert_eq!(n, 50);
+    let lib: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("#!lua name=clib\nredis.register_function('cinc', function(keys) return redis.call('incr', keys[1]) end)")
+        .query(&mut conn)
+        .expect("function load");
+    assert_eq!(lib, "clib");
+    let n: i64 = redis::cmd("FCALL")
+        .arg("cinc")
+        .arg(1)
+        .arg(key)
+        .query(&mut conn)
+        .expect("fcall");
+    assert_eq!(n, 51);
+    // Keys: declared keys of two slots are CROSSSLOT; an undeclared key of
+    // another slot is refused inside the script, and nothing is written.
+    let other = key_not_in_slot(slot);
+    let cross = redis::cmd("EVAL")
+        .arg("return 1")
+        .arg(2)
+        .arg(key)
+        .arg(&other)
+        .query::<i64>(&mut conn)
+        .expect_err("two slots");
+    assert!(
+        cross.to_string().contains("don't hash to the same slot"),
+        "{cross}"
+    );
+    let undeclared = redis::cmd("EVAL")
+        .arg("redis.call('set', ARGV[1], 'x') return 1")
+        .arg(1)
+        .arg(key)
+        .arg(&other)
+        .query::<i64>(&mut conn)
+        .expect_err("a key of another slot");
+    assert!(
+        undeclared
+            .to_string()
+            .contains("Script attempted to access a non local key in a cluster node"),
+        "{undeclared}"
+    );
+    // Keyless scripts run on a shard this node leads.
+    let one: i64 = redis::cmd("EVAL")
+        .arg("return 1")
+        .arg(0)
+        .query(&mut conn)
+        .expect("keyless");
+    assert_eq!(one, 1);
+    cluster.wait_digests_equal(Duration::from_secs(10));
+}
