@@ -499,6 +499,8 @@ pub fn decode(bytes: &[u8]) -> Result<Store, SnapshotError> {
         zset_max_listpack_entries: r.usize()?,
         zset_max_listpack_value: r.usize()?,
         list_max_listpack_size: r.svar()?,
+        // Not carried: cluster shards run with the default.
+        script_max_instructions: crate::store::DEFAULT_SCRIPT_MAX_INSTRUCTIONS,
     };
     let at = r.pos;
     // Each database takes at least its one-byte key count.

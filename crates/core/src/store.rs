@@ -62,7 +62,15 @@ pub struct EncodingLimits {
     /// Redis's list-max-listpack-size: positive = entries per node,
     /// negative = -1..-5 for 4 KB..64 KB per node.
     pub list_max_listpack_size: i64,
+    /// Lua instructions after which a script is stopped (Kvasir's
+    /// `script-max-instructions`). A count, not a time, so every replica
+    /// stops the same script at the same point.
+    pub script_max_instructions: u64,
 }
+
+/// The default of `script-max-instructions`: about ten seconds of Lua on
+/// one core of this era.
+pub const DEFAULT_SCRIPT_MAX_INSTRUCTIONS: u64 = 1_000_000_000;
 
 impl Default for EncodingLimits {
     fn default() -> Self {
@@ -75,6 +83,7 @@ impl Default for EncodingLimits {
             zset_max_listpack_entries: 128,
             zset_max_listpack_value: 64,
             list_max_listpack_size: -2,
+            script_max_instructions: DEFAULT_SCRIPT_MAX_INSTRUCTIONS,
         }
     }
 }

@@ -34,6 +34,8 @@ pub struct Config {
     pub zset_max_listpack_entries: usize,
     pub zset_max_listpack_value: usize,
     pub list_max_listpack_size: i64,
+    /// Lua instructions after which a script is stopped.
+    pub script_max_instructions: u64,
     /// Cluster mode (set with --initial-cluster): this node's id.
     pub node_id: Option<u64>,
     /// Every member as `id=ip:port@cport,...`, the same on every node.
@@ -88,6 +90,7 @@ impl Default for Config {
             zset_max_listpack_entries: 128,
             zset_max_listpack_value: 64,
             list_max_listpack_size: -2,
+            script_max_instructions: kvasir_core::store::DEFAULT_SCRIPT_MAX_INSTRUCTIONS,
             node_id: None,
             initial_cluster: None,
             cluster_secret: None,
@@ -125,6 +128,7 @@ impl Config {
             zset_max_listpack_entries: self.zset_max_listpack_entries,
             zset_max_listpack_value: self.zset_max_listpack_value,
             list_max_listpack_size: self.list_max_listpack_size,
+            script_max_instructions: self.script_max_instructions,
         }
     }
 
@@ -197,6 +201,10 @@ impl Config {
                 "list-max-listpack-size",
                 self.list_max_listpack_size.to_string(),
             ),
+            (
+                "script-max-instructions",
+                self.script_max_instructions.to_string(),
+            ),
             ("appendonly", "no".to_string()),
             ("save", String::new()),
         ]
@@ -251,6 +259,7 @@ impl Config {
             "zset-max-listpack-entries" => self.zset_max_listpack_entries = num(value)?,
             "zset-max-listpack-value" => self.zset_max_listpack_value = memory(value)?,
             "list-max-listpack-size" => self.list_max_listpack_size = num(value)?,
+            "script-max-instructions" => self.script_max_instructions = num::<u64>(value)?.max(1000),
             "appendonly" | "save" => {}
             "port" | "bind" | "dir" | "io-threads" | "databases" => return Err(SetError::Immutable),
             other => {

@@ -52,14 +52,29 @@ redis.setresp = function(v)
 end
 
 -- Redis hands error tables to scripts' pcall as their text.
+local rawxpcall = xpcall
 local function fix(ok, ...)
   if not ok then
+    if hidden.stopped() then rawerror((...), 0) end
     local e = ...
     if rawtype(e) == 'table' and e.err then return false, e.err end
   end
   return ok, ...
 end
 pcall = function(...) return fix(rawpcall(...)) end
+xpcall = function(f, h) return fix(rawxpcall(f, h)) end
+local rawresume = coroutine.resume
+coroutine.resume = function(...) return fix(rawresume(...)) end
+-- Coroutines are created from Rust so that the step limit covers them.
+coroutine.create = hidden.create_thread
+coroutine.wrap = function(f)
+  local co = hidden.create_thread(f)
+  local function pass(ok, ...)
+    if not ok then rawerror((...), 0) end
+    return ...
+  end
+  return function(...) return pass(rawresume(co, ...)) end
+end
 
 loadstring = function(s, name)
   if rawtype(s) == 'string' and s:byte(1) == 27 then
@@ -95,7 +110,7 @@ for _, name in ipairs({'string', 'table', 'math', 'redis', 'cjson', 'cmsgpack', 
 end
 getmetatable('').__metatable = false
 hidden.xrun = function(f, handler, a, b)
-  return xpcall(function() return f(a, b) end, handler)
+  return rawxpcall(function() return f(a, b) end, handler)
 end
 rawsetmeta(_G, {
   __index = function(_, n)
@@ -116,7 +131,18 @@ pub struct ScriptVm {
     functions: HashMap<String, Function>,
     generation: Option<u64>,
     rng: Arc<AtomicU64>,
+    /// Instructions run in this run, in units of [`HOOK_EVERY`], and the
+    /// limit in the same units.
+    steps: Arc<AtomicU64>,
+    step_limit: Arc<AtomicU64>,
 }
+
+/// How often (in Lua instructions) the step hook runs.
+const HOOK_EVERY: u32 = 10_000;
+
+/// The error of a script stopped by `script-max-instructions`.
+const STEP_LIMIT_ERROR: &str =
+    "Script killed: it ran more Lua instructions than script-max-instructions allows";
 
 /// How a run may touch the store.
 pub enum Access<'a> {
@@ -187,6 +213,9 @@ impl ScriptVm {
         g.raw_set("redis", redis_table(&lua)?)?;
         let hidden = lua.create_table()?;
         hidden.raw_set("resp", 2)?;
+        let steps = Arc::new(AtomicU64::new(0));
+        let step_limit = Arc::new(AtomicU64::new(u64::MAX));
+        install_step_limit(&lua, &hidden, steps.clone(), step_limit.clone())?;
         lua.load(PRELUDE)
             .set_name("=prelude")
             .set_mode(ChunkMode::Text)
@@ -198,6 +227,8 @@ impl ScriptVm {
             functions: HashMap::new(),
             generation: None,
             rng,
+            steps,
+            step_limit,
         })
     }
 
@@ -329,6 +360,11 @@ pub fn run(access: Access<'_>, program: Program<'_>, run: Run<'_>) -> (Reply, bo
         _ => None,
     };
     vm.rng.store(run.ctx.seed, Ordering::Relaxed);
+    vm.steps.store(0, Ordering::Relaxed);
+    vm.step_limit.store(
+        access.store().limits.script_max_instructions / HOOK_EVERY as u64,
+        Ordering::Relaxed,
+    );
     let base = vm.lua.used_memory();
     let _ = vm
         .lua
@@ -410,6 +446,9 @@ fn execute(
         let mut out = out.into_iter();
         let ok = matches!(out.next(), Some(Value::Boolean(true)));
         let value = out.next().unwrap_or(Value::Nil);
+        if vm.steps.load(Ordering::Relaxed) >= vm.step_limit.load(Ordering::Relaxed) {
+            return Ok(script_error(STEP_LIMIT_ERROR, name, source, None));
+        }
         if ok {
             return Ok(convert::lua_to_reply(&value, MAX_REPLY_DEPTH)
                 .unwrap_or_else(|| Reply::error("ERR reached lua stack limit")));
@@ -456,7 +495,9 @@ fn value_text(v: &Value) -> String {
         Value::Integer(i) => i.to_string(),
         Value::Number(n) => n.to_string(),
         Value::Nil => "nil".into(),
-        other => other.type_name().to_string(),
+        other => other
+            .to_string()
+            .unwrap_or_else(|_| other.type_name().to_string()),
     }
 }
 
@@ -736,6 +777,59 @@ fn register_args(args: MultiValue) -> Result<(String, Function, FunctionInfo), S
             flags: parsed,
         },
     ))
+}
+
+/// Stops a script past its instruction budget: the hook raises an error
+/// every time it runs once the budget is spent, and `hidden.stopped` tells
+/// the prelude's `pcall`/`xpcall` not to swallow it. The count is the same
+/// on every replica, so every replica stops the script at the same point;
+/// its writes until then stay, as they would after a crash in Redis.
+fn install_step_limit(
+    lua: &Lua,
+    hidden: &Table,
+    steps: Arc<AtomicU64>,
+    limit: Arc<AtomicU64>,
+) -> mlua::Result<()> {
+    let (s, l) = (steps.clone(), limit.clone());
+    hidden.raw_set(
+        "stopped",
+        lua.create_function(move |_, ()| {
+            Ok(s.load(Ordering::Relaxed) >= l.load(Ordering::Relaxed))
+        })?,
+    )?;
+    let hook = step_hook(steps, limit);
+    let for_threads = hook.clone();
+    hidden.raw_set(
+        "create_thread",
+        lua.create_function(move |lua, f: Function| {
+            let thread = lua.create_thread(f)?;
+            let hook = for_threads.clone();
+            thread.set_hook(
+                mlua::HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+                move |lua, debug| hook(lua, debug),
+            )?;
+            Ok(thread)
+        })?,
+    )?;
+    lua.set_hook(
+        mlua::HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+        move |lua, debug| hook(lua, debug),
+    )
+}
+
+/// The instruction-count hook of the main thread and of every coroutine
+/// (Lua 5.1 coroutines do not inherit mlua's hook).
+fn step_hook(
+    steps: Arc<AtomicU64>,
+    limit: Arc<AtomicU64>,
+) -> Arc<dyn Fn(&Lua, &mlua::debug::Debug) -> mlua::Result<mlua::VmState> + Send + Sync> {
+    Arc::new(move |_, _| {
+        let n = steps.fetch_add(1, Ordering::Relaxed) + 1;
+        if n >= limit.load(Ordering::Relaxed) {
+            return Err(mlua::Error::RuntimeError(STEP_LIMIT_ERROR.into()));
+        }
+        Ok(mlua::VmState::Continue)
+    })
 }
 
 /// `math.random` and `math.randomseed` over the run's seed.
