@@ -50,7 +50,7 @@ fn string_bytes(v: &Value) -> Result<Cow<'_, [u8]>, CmdError> {
     match v {
         Value::Str(s) | Value::Raw(s) => Ok(Cow::Borrowed(s.as_slice())),
         Value::Int(i) => Ok(Cow::Owned(i.to_string().into_bytes())),
-        Value::List(_) | Value::Hash(_) | Value::Set(_) | Value::ZSet(_) => {
+        Value::List(_) | Value::Hash(_) | Value::Set(_) | Value::ZSet(_) | Value::Stream(_) => {
             Err(CmdError::WrongType)
         }
     }

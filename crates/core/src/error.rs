@@ -44,6 +44,10 @@ pub struct BlockOn {
     pub timeout_ms: u64,
     /// The reply at the timeout (a nil array for BLPOP, a nil for BLMOVE).
     pub on_timeout: Reply,
+    /// The arguments to run on the next try, when they differ from the
+    /// original ones: a blocking XREAD resolves `$` to the stream's last
+    /// id when it first blocks, so a re-run sees what came after.
+    pub rerun: Option<Vec<bytes::Bytes>>,
 }
 
 impl CmdError {

@@ -543,7 +543,7 @@ fn hll_bytes(v: &Value) -> Result<&[u8], CmdError> {
     let s = match v {
         Value::Str(s) | Value::Raw(s) => s.as_slice(),
         Value::Int(_) => return Err(CmdError::other(NOT_HLL)),
-        Value::List(_) | Value::Hash(_) | Value::Set(_) | Value::ZSet(_) => {
+        Value::List(_) | Value::Hash(_) | Value::Set(_) | Value::ZSet(_) | Value::Stream(_) => {
             return Err(CmdError::WrongType)
         }
     };

@@ -574,6 +574,7 @@ pub fn encoding_name(v: &Value) -> &'static str {
         Value::Hash(h) => h.encoding(),
         Value::Set(s) => s.encoding(),
         Value::ZSet(z) => z.encoding(),
+        Value::Stream(_) => "stream",
     }
 }
 

@@ -37,6 +37,7 @@ pub mod set;
 pub mod snapshot;
 pub mod sort;
 pub mod store;
+pub mod stream;
 pub mod string;
 pub mod table;
 pub mod zset;

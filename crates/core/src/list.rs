@@ -643,6 +643,7 @@ fn would_block(keys: &[Bytes], timeout_ms: u64, on_timeout: Reply) -> CmdError {
         keys: keys.to_vec(),
         timeout_ms,
         on_timeout,
+        rerun: None,
     }))
 }
 
@@ -1305,7 +1306,8 @@ mod tests {
             BlockOn {
                 keys: args(&["x", "y"]),
                 timeout_ms: 0,
-                on_timeout: Reply::NilArray
+                on_timeout: Reply::NilArray,
+                rerun: None,
             }
         );
         let b = block_on(apply(&mut st, &["brpop", "x", "0.25"]));

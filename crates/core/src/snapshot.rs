@@ -73,7 +73,7 @@ use kvasir_engine_memory::list::{Elem, End};
 use kvasir_engine_memory::set::{format_i64, Member, SetLimits};
 use kvasir_engine_memory::value::canonical_i64;
 use kvasir_engine_memory::zset::ZSetLimits;
-use kvasir_engine_memory::{CompactBytes, Entry, Hash, List, Set, Value, ZSet};
+use kvasir_engine_memory::{CompactBytes, Entry, Hash, List, Set, Stream, Value, ZSet};
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 
@@ -99,6 +99,7 @@ const T_SET_PACKED: u8 = 8;
 const T_SET_TABLE: u8 = 9;
 const T_ZSET_LISTPACK: u8 = 10;
 const T_ZSET_SKIPLIST: u8 = 11;
+const T_STREAM: u8 = 12;
 /// Tag bit: an expiry follows the tag.
 const HAS_EXPIRY: u8 = 0x80;
 
@@ -250,6 +251,7 @@ fn encode_entry(out: &mut Vec<u8>, e: &Entry) {
         Value::Set(_) => T_SET_TABLE,
         Value::ZSet(z) if z.encoding() == "listpack" => T_ZSET_LISTPACK,
         Value::ZSet(_) => T_ZSET_SKIPLIST,
+        Value::Stream(_) => T_STREAM,
     };
     match e.expire_at() {
         Some(at) => {
@@ -308,6 +310,11 @@ fn encode_entry(out: &mut Vec<u8>, e: &Entry) {
                 let start = if i == 0 { 0 } else { ends[i - 1] };
                 out.extend_from_slice(&records[start..ends[i]]);
             }
+        }
+        Value::Stream(st) => {
+            let mut blob = Vec::new();
+            st.serialize(&mut blob);
+            put_bytes(out, &blob);
         }
     }
 }
@@ -518,7 +525,7 @@ pub fn decode(bytes: &[u8]) -> Result<Store, SnapshotError> {
         for _ in 0..n {
             let at = r.pos;
             let tag = r.u8()?;
-            if tag & !HAS_EXPIRY > T_ZSET_SKIPLIST {
+            if tag & !HAS_EXPIRY > T_STREAM {
                 return Err(r.corrupt(at, "unknown value type"));
             }
             let expire = if tag & HAS_EXPIRY != 0 {
@@ -664,6 +671,11 @@ fn decode_value<'a>(
                 }
             }
             Value::ZSet(Box::new(z))
+        }
+        T_STREAM => {
+            let blob = r.bytes()?;
+            let st = Stream::deserialize(blob).ok_or_else(|| r.corrupt(at, "bad stream"))?;
+            Value::Stream(Box::new(st))
         }
         _ => return Err(r.corrupt(at, "unknown value type")),
     })
@@ -832,6 +844,14 @@ fn entry_digest_with<H: Hasher>(db: usize, e: &Entry, new: fn() -> H) -> u64 {
                 write_bytes(&mut h, m);
                 h.write_u64(score.to_bits());
             }
+        }
+        Value::Stream(st) => {
+            // The serialized form is a function of the operations applied,
+            // identical on every replica.
+            h.write_u8(b'x');
+            let mut blob = Vec::new();
+            st.serialize(&mut blob);
+            write_bytes(&mut h, &blob);
         }
     }
     h.finish()

@@ -66,7 +66,7 @@ fn as_str(v: &Value) -> Result<Cow<'_, [u8]>, CmdError> {
     match v {
         Value::Str(s) | Value::Raw(s) => Ok(Cow::Borrowed(s.as_slice())),
         Value::Int(i) => Ok(Cow::Owned(i.to_string().into_bytes())),
-        Value::List(_) | Value::Hash(_) | Value::Set(_) | Value::ZSet(_) => {
+        Value::List(_) | Value::Hash(_) | Value::Set(_) | Value::ZSet(_) | Value::Stream(_) => {
             Err(CmdError::WrongType)
         }
     }
@@ -92,7 +92,12 @@ fn edit_raw(v: &mut Value, edit: impl FnOnce(&mut CompactBytes)) -> Result<usize
     match v {
         Value::Int(i) => *v = Value::Raw(CompactBytes::from_slice(i.to_string().as_bytes())),
         Value::Str(s) => *v = Value::Raw(std::mem::take(s)),
-        Value::Raw(_) | Value::List(_) | Value::Hash(_) | Value::Set(_) | Value::ZSet(_) => {}
+        Value::Raw(_)
+        | Value::List(_)
+        | Value::Hash(_)
+        | Value::Set(_)
+        | Value::ZSet(_)
+        | Value::Stream(_) => {}
     }
     match v {
         Value::Raw(s) => {

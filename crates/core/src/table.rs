@@ -421,7 +421,7 @@ pub fn help_reply(lines: &[&'static str]) -> Reply {
 }
 
 /// Every family's commands, in a fixed order.
-pub fn families() -> [&'static [CommandSpec]; 14] {
+pub fn families() -> [&'static [CommandSpec]; 15] {
     [
         crate::string::COMMANDS,
         crate::bitmap::COMMANDS,
@@ -432,6 +432,7 @@ pub fn families() -> [&'static [CommandSpec]; 14] {
         crate::hash::COMMANDS,
         crate::set::COMMANDS,
         crate::zset::COMMANDS,
+        crate::stream::COMMANDS,
         crate::sort::COMMANDS,
         crate::server::COMMANDS,
         crate::scripting::eval::COMMANDS,

@@ -975,6 +975,7 @@ fn would_block(keys: &[Bytes], timeout_ms: u64) -> CmdError {
         keys: keys.to_vec(),
         timeout_ms,
         on_timeout: Reply::NilArray,
+        rerun: None,
     }))
 }
 

@@ -610,7 +610,8 @@ fn forged_bodies_are_rejected_with_their_position() {
             &[0, 1, b'k', 1, b'v', 0, 1, b'k', 1, b'w'],
             "duplicate key",
         ),
-        (1, &[12, 1, b'k', 1, b'v'], "unknown value type"),
+        (1, &[13, 1, b'k', 1, b'v'], "unknown value type"),
+        (1, &[12, 1, b'k', 1, b'v'], "bad stream"),
         (
             1,
             &[7, 1, b'k', 16, 1, 1, b'x'],

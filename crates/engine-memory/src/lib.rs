@@ -17,6 +17,7 @@ mod db;
 pub mod hash;
 pub mod list;
 pub mod set;
+pub mod stream;
 pub mod value;
 pub mod zset;
 
@@ -24,5 +25,6 @@ pub use db::{Db, Entry};
 pub use hash::Hash;
 pub use list::List;
 pub use set::Set;
+pub use stream::Stream;
 pub use value::{CompactBytes, Value};
 pub use zset::ZSet;

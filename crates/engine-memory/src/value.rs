@@ -1,6 +1,6 @@
 //! Stored values and their compact byte representation.
 
-use crate::{Hash, List, Set, ZSet};
+use crate::{Hash, List, Set, Stream, ZSet};
 use smallvec::SmallVec;
 
 /// Bytes stored inline when they fit in 16 bytes, on the heap otherwise.
@@ -21,6 +21,7 @@ pub enum Value {
     Hash(Box<Hash>),
     Set(Box<Set>),
     ZSet(Box<ZSet>),
+    Stream(Box<Stream>),
 }
 
 impl Value {
@@ -42,6 +43,7 @@ impl Value {
             Value::Hash(h) => std::mem::size_of::<Hash>() + h.heap_size(),
             Value::Set(s) => std::mem::size_of::<Set>() + s.heap_size(),
             Value::ZSet(z) => std::mem::size_of::<ZSet>() + z.heap_size(),
+            Value::Stream(s) => std::mem::size_of::<Stream>() + s.heap_size(),
         }
     }
 
@@ -53,6 +55,7 @@ impl Value {
             Value::Hash(_) => "hash",
             Value::Set(_) => "set",
             Value::ZSet(_) => "zset",
+            Value::Stream(_) => "stream",
         }
     }
 }

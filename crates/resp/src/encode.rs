@@ -87,6 +87,17 @@ pub fn encode(reply: &Reply, proto: Protocol, out: &mut BytesMut) {
                 encode(b, proto, out);
             }
         }
+        Reply::KeyedArrays(pairs) => {
+            let tag = if proto == Protocol::Resp3 { b'%' } else { b'*' };
+            int_line(out, tag, pairs.len() as i64);
+            for (k, v) in pairs {
+                if proto == Protocol::Resp2 {
+                    out.put_slice(b"*2\r\n");
+                }
+                encode(k, proto, out);
+                encode(v, proto, out);
+            }
+        }
         Reply::Push(items) => {
             let tag = if proto == Protocol::Resp3 { b'>' } else { b'*' };
             int_line(out, tag, items.len() as i64);
@@ -235,6 +246,12 @@ mod tests {
             "*2\r\n$1\r\na\r\n$3\r\n1.5\r\n"
         );
         assert_eq!(enc(&Reply::Pairs(vec![]), Protocol::Resp3), "*0\r\n");
+        let keyed = Reply::KeyedArrays(vec![(Reply::bulk_str("s"), Reply::Array(vec![]))]);
+        assert_eq!(
+            enc(&keyed, Protocol::Resp2),
+            "*1\r\n*2\r\n$1\r\ns\r\n*0\r\n"
+        );
+        assert_eq!(enc(&keyed, Protocol::Resp3), "%1\r\n$1\r\ns\r\n*0\r\n");
     }
 
     #[test]

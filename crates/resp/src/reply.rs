@@ -47,6 +47,9 @@ pub enum Reply {
     /// in RESP2 one flat array (ZRANGE WITHSCORES, HRANDFIELD WITHVALUES:
     /// replies whose order matters, so not a map).
     Pairs(Vec<(Reply, Reply)>),
+    /// Keyed results: a map in RESP3, an array of two-element arrays in
+    /// RESP2 (XREAD / XREADGROUP's per-stream replies, as Redis sends).
+    KeyedArrays(Vec<(Reply, Reply)>),
 }
 
 impl Reply {

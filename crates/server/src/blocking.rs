@@ -213,10 +213,19 @@ impl Blocking {
     /// waits for, `args` what to run next time (a blocking XREAD with `$`
     /// resolved), `on_timeout` its timeout reply. Returns what to do next,
     /// and the timeout to arm if this was its first "nothing found".
-    pub fn blocked(&mut self, id: u64, keys: Vec<Bytes>, on_timeout: Reply) -> (AfterBlock, bool) {
+    pub fn blocked(
+        &mut self,
+        id: u64,
+        keys: Vec<Bytes>,
+        args: Option<Vec<Bytes>>,
+        on_timeout: Reply,
+    ) -> (AfterBlock, bool) {
         let Some(w) = self.waiters.get_mut(&id) else {
             return (AfterBlock::Done, false);
         };
+        if let Some(args) = args {
+            w.args = args;
+        }
         if w.timed_out {
             self.deliver(id, on_timeout);
             return (AfterBlock::Done, false);
@@ -331,9 +340,9 @@ mod tests {
         let mut b = Blocking::default();
         let (id, _rx) = b.park(3, 0, spec(), vec![], vec![key("k")], None);
         assert!(!b.note_write(3, 0, &key("k")), "nothing parked yet");
-        let (next, first) = b.blocked(id, vec![key("k")], Reply::NilArray);
+        let (next, first) = b.blocked(id, vec![key("k")], None, Reply::NilArray);
         assert!(matches!(next, AfterBlock::Retry) && first);
-        let (next, first) = b.blocked(id, vec![key("k")], Reply::NilArray);
+        let (next, first) = b.blocked(id, vec![key("k")], None, Reply::NilArray);
         assert!(matches!(next, AfterBlock::Parked) && !first);
         assert!(b.note_write(3, 0, &key("k")), "parked: serve it");
     }
@@ -349,7 +358,7 @@ mod tests {
         let (id, mut rx) = b.park(0, 0, spec(), vec![], vec![key("k")], None);
         b.time_out(id);
         assert!(rx.try_recv().is_err(), "in flight: the result decides");
-        let (next, _) = b.blocked(id, vec![key("k")], Reply::Nil);
+        let (next, _) = b.blocked(id, vec![key("k")], None, Reply::Nil);
         assert!(matches!(next, AfterBlock::Done));
         assert_eq!(rx.try_recv().ok(), Some(Reply::Nil));
 

@@ -459,6 +459,9 @@ impl Session {
 
     fn park(&mut self, spec: &'static CommandSpec, args: Vec<Bytes>, on: BlockOn) -> Parked {
         let blocking = &self.server.blocking;
+        // A command that rewrote its arguments when it blocked (XREAD's
+        // `$`) runs the rewritten form when woken.
+        let args = on.rerun.unwrap_or(args);
         let (id, rx) = blocking.borrow_mut().park(
             crate::router::LOCAL_SHARD,
             self.db,

@@ -68,7 +68,15 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp: RespVersion) -> mlua::Result<
         Reply::DoubleText(b) => Value::String(lua.create_string(&b)?),
         Reply::Bool(b) if resp3 => Value::Boolean(b),
         Reply::Bool(b) => Value::Number(b as i64 as f64),
-        Reply::Map(pairs) if resp3 => {
+        Reply::KeyedArrays(pairs) if !resp3 => array(
+            lua,
+            pairs
+                .into_iter()
+                .map(|(k, v)| Reply::Array(vec![k, v]))
+                .collect(),
+            resp,
+        )?,
+        Reply::Map(pairs) | Reply::KeyedArrays(pairs) if resp3 => {
             let m = lua.create_table()?;
             for (k, v) in pairs {
                 m.raw_set(reply_to_lua(lua, k, resp)?, reply_to_lua(lua, v, resp)?)?;
@@ -103,8 +111,8 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp: RespVersion) -> mlua::Result<
             single(lua, "verbatim_string", Value::Table(v))?
         }
         Reply::Verbatim(_, b) => Value::String(lua.create_string(&b)?),
-        // The remaining shapes are RESP3-only and matched above.
-        Reply::Map(_) => Value::Nil,
+        // The remaining shapes are matched above in both protocols.
+        Reply::Map(_) | Reply::KeyedArrays(_) => Value::Nil,
     })
 }
 

@@ -70,7 +70,9 @@ async fn follow(
                 return;
             }
         };
-        let (next, first) = blocking.borrow_mut().blocked(id, on.keys, on.on_timeout);
+        let (next, first) = blocking
+            .borrow_mut()
+            .blocked(id, on.keys, on.rerun, on.on_timeout);
         if first {
             arm_timeout(&blocking, id, on.timeout_ms);
         }

@@ -34,7 +34,10 @@ pub fn dispatch(
     spec: &'static CommandSpec,
     args: &[Bytes],
 ) -> Outcome {
-    let write = matches!(spec.handler, Handler::Write(_));
+    // A blocking read (XREAD) is proposed like a write: only an applied
+    // entry can report that it blocks, and its re-runs are proposals too.
+    let blocking = spec.flags.contains(kvasir_core::table::Flags::BLOCKING);
+    let write = matches!(spec.handler, Handler::Write(_)) || blocking;
     let slot = match command_slot(spec, args) {
         Err(e) => return e.reply().into(),
         Ok(slot) => slot,
@@ -52,7 +55,7 @@ pub fn dispatch(
         Err(Route::LocalReplica(shard)) => return local_read(node, shard, s.db, args).into(),
         Err(route) => return not_submitted(route).into(),
     };
-    if spec.flags.contains(kvasir_core::table::Flags::BLOCKING) {
+    if blocking {
         return Outcome::Parked(super::blocked::park(s, node, slot, spec, args, rx));
     }
     Outcome::Pending(Box::new(PendingOp {

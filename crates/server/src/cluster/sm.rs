@@ -297,11 +297,14 @@ mod tests {
         // In flight: a write marks it for a rerun, nothing to serve yet.
         sm.apply(&cmd(&["RPUSH", "l", "a"]), &ctx);
         assert!(hooks.take_ready().is_empty());
+        let (next, _) =
+            blocking
+                .borrow_mut()
+                .blocked(id, on.keys.clone(), None, on.on_timeout.clone());
+        assert!(matches!(next, AfterBlock::Retry));
         let (next, _) = blocking
             .borrow_mut()
-            .blocked(id, on.keys.clone(), on.on_timeout.clone());
-        assert!(matches!(next, AfterBlock::Retry));
-        let (next, _) = blocking.borrow_mut().blocked(id, on.keys, on.on_timeout);
+            .blocked(id, on.keys, None, on.on_timeout);
         assert!(matches!(next, AfterBlock::Parked));
         // Parked now: a write to another key serves nobody, one to l does.
         sm.apply(&cmd(&["SET", "other", "1"]), &ctx);
