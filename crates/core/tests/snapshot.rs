@@ -224,6 +224,7 @@ fn custom_limits_round_trip() {
         zset_max_listpack_entries: 3,
         zset_max_listpack_value: 8,
         list_max_listpack_size: 2,
+        ..EncodingLimits::default()
     };
     let st = every_encoding(limits);
     let mut back = round_trip(&st);
@@ -366,6 +367,7 @@ fn restored_replica_stays_in_step() {
                 zset_max_listpack_entries: 8,
                 zset_max_listpack_value: 16,
                 list_max_listpack_size: 4,
+                ..EncodingLimits::default()
             };
         }
         let step = |st: &mut Store, rng: &mut Rng, i: u64| {

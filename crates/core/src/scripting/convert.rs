@@ -133,7 +133,7 @@ fn single(lua: &Lua, key: &str, v: Value) -> mlua::Result<Value> {
 /// Lua number to integer reply: truncated toward zero as C's cast does;
 /// out of range (and NaN) gives Redis's result on x86, the i64 minimum.
 pub fn number_to_int(n: f64) -> i64 {
-    if n.is_nan() || n >= 9.223_372_036_854_776e18 || n < -9.223_372_036_854_776e18 {
+    if !(-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&n) {
         i64::MIN
     } else {
         n as i64

@@ -289,10 +289,14 @@ impl ScriptVm {
                 match register_args(args) {
                     Ok((name, f, info)) => {
                         let mut reg = registered.borrow_mut();
-                        if reg.contains_key(&name) {
-                            *problem.borrow_mut() = Some(format!("Function {name} already exists"));
-                        } else {
-                            reg.insert(name, (f, info));
+                        match reg.entry(name) {
+                            std::collections::btree_map::Entry::Occupied(e) => {
+                                *problem.borrow_mut() =
+                                    Some(format!("Function {} already exists", e.key()));
+                            }
+                            std::collections::btree_map::Entry::Vacant(e) => {
+                                e.insert((f, info));
+                            }
                         }
                     }
                     Err(text) => *problem.borrow_mut() = Some(text),
@@ -723,7 +727,7 @@ fn register_args(args: MultiValue) -> Result<(String, Function, FunctionInfo), S
                     _ => String::new(),
                 };
                 if !["function_name", "callback", "flags", "description"].contains(&key.as_str()) {
-                    return Err(format!("unknown argument given to redis.register_function"));
+                    return Err("unknown argument given to redis.register_function".to_string());
                 }
             }
             let name = match t.raw_get::<Value>("function_name") {
@@ -819,10 +823,9 @@ fn install_step_limit(
 
 /// The instruction-count hook of the main thread and of every coroutine
 /// (Lua 5.1 coroutines do not inherit mlua's hook).
-fn step_hook(
-    steps: Arc<AtomicU64>,
-    limit: Arc<AtomicU64>,
-) -> Arc<dyn Fn(&Lua, &mlua::debug::Debug) -> mlua::Result<mlua::VmState> + Send + Sync> {
+type StepHook = Arc<dyn Fn(&Lua, &mlua::debug::Debug) -> mlua::Result<mlua::VmState> + Send + Sync>;
+
+fn step_hook(steps: Arc<AtomicU64>, limit: Arc<AtomicU64>) -> StepHook {
     Arc::new(move |_, _| {
         let n = steps.fetch_add(1, Ordering::Relaxed) + 1;
         if n >= limit.load(Ordering::Relaxed) {
