@@ -6,6 +6,7 @@ pub mod bit;
 pub mod cjson;
 pub mod cmsgpack;
 pub mod structlib;
+mod util;
 
 /// Registers every library as a global table of `lua`.
 pub fn register_all(lua: &mlua::Lua) -> mlua::Result<()> {
