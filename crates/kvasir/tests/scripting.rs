@@ -311,3 +311,61 @@ fn scripts_replicate_deterministically_on_a_cluster() {
     assert_eq!(one, 1);
     cluster.wait_digests_equal(Duration::from_secs(10));
 }
+
+/// Escapes from the sandbox are refused, and a script that never ends, a
+/// table that grows without bound or unbounded recursion each fail with an
+/// error while the server keeps serving.
+#[test]
+fn sandbox_escapes_are_refused_and_runaway_scripts_stop() {
+    let kv = Kvasir::start(&[]);
+    let mut conn = kv.conn();
+    let err = |conn: &mut redis::Connection, script: &str| -> String {
+        match redis::cmd("EVAL").arg(script).arg(0).query::<redis::Value>(conn) {
+            Ok(v) => format!("no error: {v:?}"),
+            Err(e) => e.to_string(),
+        }
+    };
+    for (script, expected) in [
+        ("os.execute('touch /tmp/kvasir-escaped')", "nonexistent global variable 'os'"),
+        ("io.open('/etc/passwd')", "nonexistent global variable 'io'"),
+        ("require('os')", "nonexistent global variable 'require'"),
+        ("dofile('/etc/passwd')", "nonexistent global variable 'dofile'"),
+        ("setmetatable(_G, nil) x = 1", "cannot change a protected metatable"),
+        ("rawset(_G, 'x', 1)", "Attempt to modify a readonly table"),
+        ("string.rep = nil", "Attempt to modify a readonly table"),
+        ("getmetatable('').__index.upper = nil", "attempt to index"),
+        ("local function f(n) return f(n + 1) + 1 end return f(1)", "stack overflow"),
+        ("local t = {} local i = 0 while true do i = i + 1 t[i] = string.rep('x', 1000000) .. i end", "not enough memory"),
+    ] {
+        let got = err(&mut conn, script);
+        assert!(got.contains(expected), "{script}: {got}");
+    }
+    // Bytecode never loads: string.dump's output is refused by loadstring.
+    let loaded: redis::Value = redis::cmd("EVAL")
+        .arg("return loadstring(string.dump(function() return 1 end)) == nil")
+        .arg(0)
+        .query(&mut conn)
+        .expect("eval");
+    assert_eq!(loaded, redis::Value::Int(1));
+    // An endless loop is stopped by the instruction budget, even when it
+    // tries to catch the stop; what it wrote before stays.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("script-max-instructions")
+        .arg("20000000")
+        .query(&mut conn)
+        .expect("config set");
+    for script in [
+        "while true do end",
+        "redis.call('set', 'written', '1') while true do pcall(function() while true do end end) end",
+        "local co = coroutine.wrap(function() while true do end end) co()",
+    ] {
+        let got = err(&mut conn, script);
+        assert!(got.contains("script-max-instructions"), "{script}: {got}");
+    }
+    let written: String = redis::cmd("GET").arg("written").query(&mut conn).expect("get");
+    assert_eq!(written, "1");
+    let pong: String = redis::cmd("PING").query(&mut conn).expect("still serving");
+    assert_eq!(pong, "PONG");
+    assert!(!std::path::Path::new("/tmp/kvasir-escaped").exists());
+}
