@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what the cluster-client smoke tests (tests/python/test_cluster_clients.py)
-# need, from the package registries into the usual per-user caches, so that
-# the tests themselves build and run offline:
+# and the job-framework tests (tests/python/test_frameworks.py) need, from the
+# package registries into the usual per-user caches, so that the tests
+# themselves build and run offline:
 #   - go-redis v9 for tests/clients/go: `go mod download` into the Go module
 #     cache (GOMODCACHE, ~/go/pkg/mod by default);
-#   - ioredis for tests/clients/node: `npm ci` into tests/clients/node/node_modules
-#     (gitignored; npm keeps its download cache in ~/.npm);
+#   - ioredis and BullMQ for tests/clients/node: `npm ci` into
+#     tests/clients/node/node_modules (gitignored; npm keeps its download cache in ~/.npm);
 #   - Jedis for tests/clients/java: `mvn package` (dependencies and plugins into
 #     ~/.m2), which also builds tests/clients/java/target/kvclient-java.jar.
 # Idempotent and quick when the caches are warm: each step is skipped when an
@@ -39,12 +40,12 @@ done
     cd "$CLIENTS/node"
     stamp=node_modules/.kvasir-lock.sha256
     want=$(sha256sum package-lock.json | cut -d' ' -f1)
-    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -d node_modules/ioredis ]; then
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -d node_modules/ioredis ] && [ -d node_modules/bullmq ]; then
         echo "install-client-deps: node_modules up to date"
     else
         npm ci --no-audit --no-fund --loglevel=error
         echo "$want" >"$stamp"
-        echo "install-client-deps: npm ci done (ioredis $(node -p 'require("ioredis/package.json").version'))"
+        echo "install-client-deps: npm ci done (ioredis $(node -p 'require("ioredis/package.json").version'), bullmq $(node -p 'require("bullmq/package.json").version'))"
     fi
 )
 
@@ -59,4 +60,4 @@ done
     fi
     test -f target/kvclient-java.jar
 )
-echo "install-client-deps: go-redis, ioredis and jedis ready"
+echo "install-client-deps: go-redis, ioredis, bullmq and jedis ready"

@@ -8,13 +8,15 @@ cd "$(dirname "$0")/.."
 bash scripts/install-test-deps.sh
 cargo test --workspace --all-targets "$@"
 
-# redis-py lives in a virtualenv outside the checkout, made once.
+# redis-py (and RQ, for tests/python/test_frameworks.py) live in a virtualenv
+# outside the checkout, made once; an older venv without RQ just gets RQ added.
 VENV="${KVASIR_TEST_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/kvasir-test-venv}"
-if [ ! -x "$VENV/bin/pytest" ] || ! "$VENV/bin/python" -c "import redis" 2>/dev/null; then
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check "redis>=5,<6" "pytest>=7"
+if [ ! -x "$VENV/bin/pytest" ] || ! "$VENV/bin/python" -c "import redis, rq" 2>/dev/null; then
+    [ -x "$VENV/bin/pip" ] || python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check "redis>=5,<6" "pytest>=7" "rq==3.0.0"
 fi
-# go-redis, ioredis and Jedis for tests/python/test_cluster_clients.py.
+# go-redis, ioredis and Jedis for tests/python/test_cluster_clients.py, BullMQ
+# for tests/python/test_frameworks.py.
 bash scripts/install-client-deps.sh
 cargo build -q -p kvasir
 KVASIR_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/kvasir" "$VENV/bin/pytest" -q -p no:cacheprovider tests/python

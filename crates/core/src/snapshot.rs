@@ -545,6 +545,10 @@ pub fn decode(bytes: &[u8]) -> Result<Store, SnapshotError> {
     }
     // Images written before scripting end with the databases.
     if r.remaining() != 0 {
+        let at = r.pos;
+        if r.u8()? != SCRIPTS_SECTION {
+            return Err(r.corrupt(at, "bytes after the last database"));
+        }
         decode_scripts(&mut r, &mut store)?;
     }
     if r.remaining() != 0 {
@@ -553,9 +557,13 @@ pub fn decode(bytes: &[u8]) -> Result<Store, SnapshotError> {
     Ok(store)
 }
 
+/// The tag of the section after the databases.
+const SCRIPTS_SECTION: u8 = b'S';
+
 /// Script bodies (sorted by SHA1, so images of equal stores are equal)
-/// and FUNCTION libraries' code.
+/// and FUNCTION libraries' code, after [`SCRIPTS_SECTION`].
 fn encode_scripts(store: &Store, out: &mut Vec<u8>) {
+    out.push(SCRIPTS_SECTION);
     let mut bodies: Vec<_> = store.scripts.bodies.iter().collect();
     bodies.sort_by(|a, b| a.0.cmp(b.0));
     put_len(out, bodies.len());

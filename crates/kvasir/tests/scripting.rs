@@ -51,6 +51,10 @@ const SCRIPTS: &[&[&str]] = &[
     &["EVAL", "return redis.call('incrbyfloat', KEYS[1], 1.5)", "1", "n2"],
     &["EVAL", "local r = redis.call('get') return r", "0"],
     &["EVAL", "local r = redis.call('nosuch') return r", "0"],
+    &["EVAL", "local x = 1\nreturn redis.call('nosuch')", "0"],
+    &["EVAL", "return redis.call('incr', KEYS[1])", "1", "s1"],
+    &["EVAL", "return redis.setresp(4)", "0"],
+    &["EVAL", "local ok, e = pcall(redis.call, 'incr', 'kx', 'y') return {ok, e}", "0"],
     &["EVAL", "return redis.pcall('nosuch')", "0"],
     &["EVAL", "local ok, e = pcall(redis.call, 'nosuch') return e", "0"],
     &["EVAL", "return redis.pcall('lpush', KEYS[1], 'a')", "1", "s1"],
@@ -108,6 +112,7 @@ const SCRIPTS: &[&[&str]] = &[
     &["FUNCTION", "LOAD", "#!lua name=bad-name\nredis.register_function('f', function() return 1 end)"],
     &["FUNCTION", "LOAD", "#!lua name=empty\nlocal x = 1"],
     &["FUNCTION", "LOAD", "#!js name=js\nx"],
+    &["FUNCTION", "LOAD", "#!lua name=lib"],
     &["FCALL", "myincr", "1", "fn1", "7"],
     &["FCALL", "myincr", "1", "fn1", "3"],
     &["FCALL_RO", "myget", "1", "fn1"],
@@ -320,7 +325,11 @@ fn sandbox_escapes_are_refused_and_runaway_scripts_stop() {
     let kv = Kvasir::start(&[]);
     let mut conn = kv.conn();
     let err = |conn: &mut redis::Connection, script: &str| -> String {
-        match redis::cmd("EVAL").arg(script).arg(0).query::<redis::Value>(conn) {
+        match redis::cmd("EVAL")
+            .arg(script)
+            .arg(0)
+            .query::<redis::Value>(conn)
+        {
             Ok(v) => format!("no error: {v:?}"),
             Err(e) => e.to_string(),
         }
@@ -363,7 +372,10 @@ fn sandbox_escapes_are_refused_and_runaway_scripts_stop() {
         let got = err(&mut conn, script);
         assert!(got.contains("script-max-instructions"), "{script}: {got}");
     }
-    let written: String = redis::cmd("GET").arg("written").query(&mut conn).expect("get");
+    let written: String = redis::cmd("GET")
+        .arg("written")
+        .query(&mut conn)
+        .expect("get");
     assert_eq!(written, "1");
     let pong: String = redis::cmd("PING").query(&mut conn).expect("still serving");
     assert_eq!(pong, "PONG");

@@ -225,7 +225,9 @@ fn library_name(code: &[u8]) -> Result<String, CmdError> {
     if !code.starts_with(b"#!") {
         return Err(CmdError::other("ERR Missing library metadata"));
     }
-    let end = code.iter().position(|&c| c == b'\n').unwrap_or(code.len());
+    let Some(end) = code.iter().position(|&c| c == b'\n') else {
+        return Err(CmdError::other("ERR Invalid library metadata"));
+    };
     let line = String::from_utf8_lossy(&code[2..end]);
     let mut parts = line.split(' ').filter(|p| !p.is_empty());
     let engine = parts.next().unwrap_or("");

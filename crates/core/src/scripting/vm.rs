@@ -37,26 +37,13 @@ local rawpcall, rawerror, rawtype, rawsetmeta, rawtostring = pcall, error, type,
 local rawloadstring, concat, rawset_ = loadstring, table.concat, rawset
 hidden.redis_real = redis
 
-redis.call = function(...)
-  local ok, v = hidden.call(...)
-  if not ok then rawerror(v) end
-  return v
-end
-redis.pcall = function(...)
-  local _, v = hidden.call(...)
-  return v
-end
-redis.setresp = function(v)
-  if v ~= 2 and v ~= 3 then rawerror({err = 'ERR RESP version must be 2 or 3.'}) end
-  hidden.resp = v
-end
-
 -- Redis hands error tables to scripts' pcall as their text.
 local rawxpcall = xpcall
 local function fix(ok, ...)
   if not ok then
     if hidden.stopped() then rawerror((...), 0) end
     local e = ...
+    if rawtype(e) == 'userdata' then return false, hidden.error_text(e) end
     if rawtype(e) == 'table' and e.err then return false, e.err end
   end
   return ok, ...
@@ -212,7 +199,18 @@ impl ScriptVm {
         install_random(&lua, &g, rng.clone())?;
         g.raw_set("redis", redis_table(&lua)?)?;
         let hidden = lua.create_table()?;
-        hidden.raw_set("resp", 2)?;
+        hidden.raw_set(
+            "error_text",
+            lua.create_function(|_, e: Value| {
+                Ok(match &e {
+                    Value::Error(err) => match err.downcast_ref::<CallError>() {
+                        Some(CallError(text)) => text.clone(),
+                        None => lua_error_text(err),
+                    },
+                    other => value_text(other),
+                })
+            })?,
+        )?;
         let steps = Arc::new(AtomicU64::new(0));
         let step_limit = Arc::new(AtomicU64::new(u64::MAX));
         install_step_limit(&lua, &hidden, steps.clone(), step_limit.clone())?;
@@ -409,29 +407,54 @@ fn execute(
         g.raw_set("KEYS", keys.clone())?;
         g.raw_set("ARGV", argv.clone())?;
     }
-    vm.hidden.raw_set("resp", 2)?;
     let xrun: Function = vm.hidden.raw_get("xrun")?;
     let source = if is_function {
         "@user_function"
     } else {
         "@user_script"
     };
+    let redis: Table = vm.hidden.raw_get("redis_real")?;
+    let resp = std::cell::Cell::new(RespVersion::Resp2);
     lua.scope(|scope| {
+        // redis.call and redis.pcall are Rust functions called straight from
+        // the script, so the script's frame (and line) is still on the stack
+        // when a call fails, even in `return redis.call(...)`.
         let call = scope.create_function(|lua, args: MultiValue| {
-            let resp = match vm.hidden.raw_get::<i64>("resp") {
-                Ok(3) => RespVersion::Resp3,
-                _ => RespVersion::Resp2,
-            };
-            let mut st = state.borrow_mut();
-            match st.call(lua, args) {
-                Ok(reply) => match reply {
-                    Reply::Error(text) => Ok((false, error_table(lua, &text, source)?)),
-                    r => Ok((true, convert::reply_to_lua(lua, r, resp)?)),
-                },
-                Err(e) => Ok((false, error_table(lua, &e.text(), source)?)),
+            let reply = state.borrow_mut().call(lua, args);
+            match reply {
+                Ok(Reply::Error(text)) => {
+                    Err(mlua::Error::external(CallError(convert::error_text(&text))))
+                }
+                Ok(r) => convert::reply_to_lua(lua, r, resp.get()),
+                Err(e) => Err(mlua::Error::external(CallError(convert::error_text(
+                    &e.text(),
+                )))),
             }
         })?;
-        vm.hidden.raw_set("call", call)?;
+        let pcall = scope.create_function(|lua, args: MultiValue| {
+            let reply = state.borrow_mut().call(lua, args);
+            match reply {
+                Ok(r) => convert::reply_to_lua(lua, r, resp.get()),
+                Err(e) => convert::reply_to_lua(lua, e.to_reply(), resp.get()),
+            }
+        })?;
+        let setresp = scope.create_function(|_, v: Value| {
+            match v {
+                Value::Integer(2) => resp.set(RespVersion::Resp2),
+                Value::Integer(3) => resp.set(RespVersion::Resp3),
+                Value::Number(n) if n == 2.0 => resp.set(RespVersion::Resp2),
+                Value::Number(n) if n == 3.0 => resp.set(RespVersion::Resp3),
+                _ => {
+                    return Err(mlua::Error::external(CallError(
+                        "ERR RESP version must be 2 or 3.".into(),
+                    )))
+                }
+            }
+            Ok(())
+        })?;
+        redis.raw_set("call", call)?;
+        redis.raw_set("pcall", pcall)?;
+        redis.raw_set("setresp", setresp)?;
         let handler = scope.create_function(move |lua, err: Value| {
             // The message handler runs where the error was raised: note the
             // script's line for the reply.
@@ -446,7 +469,9 @@ fn execute(
             (Value::Nil, Value::Nil)
         };
         let out: MultiValue = xrun.call((func.clone(), handler, a, b))?;
-        vm.hidden.raw_set("call", Value::Nil)?;
+        for f in ["call", "pcall", "setresp"] {
+            redis.raw_set(f, Value::Nil)?;
+        }
         let mut out = out.into_iter();
         let ok = matches!(out.next(), Some(Value::Boolean(true)));
         let value = out.next().unwrap_or(Value::Nil);
@@ -469,6 +494,12 @@ fn raised_error_reply(info: &Value, name: &str, source: &str) -> Reply {
     let line: Option<i64> = info.raw_get("line").ok();
     let err: Value = info.raw_get("e").unwrap_or(Value::Nil);
     match &err {
+        Value::Error(e) => match e.downcast_ref::<CallError>() {
+            Some(CallError(text)) => {
+                Reply::Error(format!("{text} script: {name}{}", location(source, line)).into())
+            }
+            None => script_error(&lua_error_text(e), name, source, line),
+        },
         Value::Table(t) => match t.raw_get::<Value>("err") {
             Ok(Value::String(s)) => {
                 let text = s.to_string_lossy();
@@ -519,15 +550,18 @@ fn script_line(lua: &Lua, source: &str) -> Option<i64> {
     })
 }
 
-/// A redis.call error as Redis builds it: `{err = "CODE msg", line = n}`.
-fn error_table(lua: &Lua, text: &str, source: &str) -> mlua::Result<Value> {
-    let t = lua.create_table()?;
-    t.raw_set("err", convert::error_text(text))?;
-    if let Some(line) = script_line(lua, source) {
-        t.raw_set("line", line)?;
+/// The error a failed `redis.call` raises: Redis's error text
+/// (`CODE message`), which a script's `pcall` receives as a string.
+#[derive(Debug)]
+struct CallError(String);
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
-    Ok(Value::Table(t))
 }
+
+impl std::error::Error for CallError {}
 
 fn bytes_table(lua: &Lua, items: &[Bytes]) -> mlua::Result<Table> {
     let t = lua.create_table_with_capacity(items.len(), 0)?;
