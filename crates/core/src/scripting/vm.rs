@@ -442,8 +442,8 @@ fn execute(
             match v {
                 Value::Integer(2) => resp.set(RespVersion::Resp2),
                 Value::Integer(3) => resp.set(RespVersion::Resp3),
-                Value::Number(n) if n == 2.0 => resp.set(RespVersion::Resp2),
-                Value::Number(n) if n == 3.0 => resp.set(RespVersion::Resp3),
+                Value::Number(2.0) => resp.set(RespVersion::Resp2),
+                Value::Number(3.0) => resp.set(RespVersion::Resp3),
                 _ => {
                     return Err(mlua::Error::external(CallError(
                         "ERR RESP version must be 2 or 3.".into(),
