@@ -1,5 +1,6 @@
 //! Generic key commands: DEL, EXISTS, TYPE, RENAME, COPY, the expiry
-//! family, KEYS, SCAN, RANDOMKEY and OBJECT, with Redis 7.0 replies.
+//! family, KEYS, SCAN, RANDOMKEY, OBJECT, DUMP and RESTORE, with Redis 7.0
+//! replies.
 //!
 //! Writes expire the keys they touch lazily first (`Store::expire_if_needed`
 //! at `ctx.now_ms`); reads see expired keys as missing and change nothing.
@@ -52,6 +53,8 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("keys", 2, R, NO_KEYS, &["keyspace", "read", "slow", "dangerous"], G, "1.0.0", "Returns all key names that match a pattern.", Handler::Read(keys)).reaching(Keyless::List),
     cmd("scan", -2, R, NO_KEYS, ACL_RS, G, "2.8.0", "Iterates over the key names in the database.", Handler::Read(scan)).reaching(Keyless::Cursor),
     cmd("randomkey", 1, R, NO_KEYS, ACL_RS, G, "1.0.0", "Returns a random key name from the database.", Handler::Read(randomkey)).reaching(Keyless::Pick),
+    cmd("dump", 2, R, KEY, ACL_RS, G, "2.6.0", "Returns a serialized representation of the value stored at a key.", Handler::Read(dump)),
+    cmd("restore", -4, W.union(Flags::DENYOOM), KEY, &["keyspace", "write", "slow", "dangerous"], G, "2.6.0", "Creates a key from the serialized representation of a value.", Handler::Write(restore)),
     container("object", -2, &["slow"], G, "2.2.3", "A container for object introspection commands.", OBJECT_SUBS),
 ];
 
@@ -552,6 +555,83 @@ fn randomkey(store: &Store, db: usize, _args: &[Bytes], ctx: &Ctx) -> CmdResult 
         .filter_map(|n| d.entry_at((ctx.random(n) % len) as usize))
         .find(|e| !e.is_expired(ctx.now_ms));
     Ok(live.map_or(Reply::Nil, key_reply))
+}
+
+// ---- DUMP, RESTORE ------------------------------------------------------------
+
+/// DUMP key: the value in Redis 7.0's serialization format (see
+/// [`crate::rdb`]), which redis-server's RESTORE loads; nil for a missing
+/// key. The TTL is not part of the payload.
+fn dump(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+    Ok(match store.live(db, &args[1], ctx.now_ms) {
+        Some(e) => Reply::Bulk(Bytes::from(crate::rdb::dump(&e.value))),
+        None => Reply::Nil,
+    })
+}
+
+/// RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME s]
+/// [FREQ f], checked in Redis's order: options, BUSYKEY, the TTL, the
+/// payload's version and checksum, then its contents. A TTL of 0 means
+/// no expiry; ABSTTL makes it a Unix time in ms; a time already past
+/// restores nothing (and REPLACE has still deleted the old key), as
+/// Redis does. IDLETIME and FREQ are validated, then ignored: access
+/// times and frequencies are not tracked (OBJECT IDLETIME is always 0).
+fn restore(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+    let key = &args[1];
+    let (mut replace, mut absttl) = (false, false);
+    let (mut idle, mut freq) = (false, false);
+    let mut j = 4;
+    while j < args.len() {
+        let more = j + 1 < args.len();
+        let a = &args[j];
+        if eq_ic(a, "REPLACE") {
+            replace = true;
+        } else if eq_ic(a, "ABSTTL") {
+            absttl = true;
+        } else if eq_ic(a, "IDLETIME") && more && !freq {
+            if parse_i64(&args[j + 1])? < 0 {
+                return Err(CmdError::other("ERR Invalid IDLETIME value, must be >= 0"));
+            }
+            idle = true;
+            j += 1;
+        } else if eq_ic(a, "FREQ") && more && !idle {
+            if !(0..=255).contains(&parse_i64(&args[j + 1])?) {
+                return Err(CmdError::other(
+                    "ERR Invalid FREQ value, must be >= 0 and <= 255",
+                ));
+            }
+            freq = true;
+            j += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        j += 1;
+    }
+    let exists = store.expire_if_needed(db, key, ctx);
+    if exists && !replace {
+        return Err(CmdError::other("BUSYKEY Target key name already exists."));
+    }
+    let ttl = parse_i64(&args[2])?;
+    if ttl < 0 {
+        return Err(CmdError::other("ERR Invalid TTL value, must be >= 0"));
+    }
+    let body = crate::rdb::verify(&args[3])
+        .ok_or_else(|| CmdError::other("ERR DUMP payload version or checksum are wrong"))?;
+    let value = crate::rdb::decode_value(body, &store.limits)
+        .map_err(|_| CmdError::other("ERR Bad data format"))?;
+    if exists {
+        store.db_mut(db).remove(key);
+    }
+    let now = i64::try_from(ctx.now_ms).unwrap_or(i64::MAX);
+    // Redis adds without an overflow check: a sum past i64 lands in the
+    // past, which restores nothing.
+    let at = if absttl { ttl } else { ttl.wrapping_add(now) };
+    if ttl != 0 && at <= now {
+        return Ok(Reply::ok());
+    }
+    let expire_at = (ttl != 0).then_some(at as u64);
+    store.db_mut(db).set(key, value, expire_at);
+    Ok(Reply::ok())
 }
 
 // ---- OBJECT ---------------------------------------------------------------------
