@@ -15,6 +15,8 @@
 # CLUSTER (0 or 1), BENCH_TIMEOUT (seconds per run, 600).
 # Needs redis-cli, redis-benchmark, redis-server: scripts/install-test-deps.sh.
 set -euo pipefail
+# Commands contain `*` (XADD): no pathname expansion anywhere.
+set -f
 
 NAME=vs-redis-commands
 N=${N:-100000}
@@ -66,7 +68,7 @@ command_of() { # case
         evalsha-10) echo "EVALSHA $TEN_SHA 1 {t:__rand_int__} v" ;;
         xadd) echo "XADD {s:__rand_int__} * f v" ;;
         xrange) echo "XRANGE {s:__rand_int__} - + COUNT 10" ;;
-        setbit) echo "SETBIT {b:__rand_int__} __rand_int__ 1" ;;
+        setbit) echo "SETBIT {b:__rand_int__} 12345 1" ;;
         bitcount) echo "BITCOUNT {b:__rand_int__}" ;;
         pfadd) echo "PFADD {h:__rand_int__} __rand_int__" ;;
         pfcount) echo "PFCOUNT {h:__rand_int__}" ;;

@@ -8,12 +8,13 @@ cd "$(dirname "$0")/.."
 bash scripts/install-test-deps.sh
 cargo test --workspace --all-targets "$@"
 
-# redis-py (and RQ, for tests/python/test_frameworks.py) live in a virtualenv
-# outside the checkout, made once; an older venv without RQ just gets RQ added.
+# redis-py (with RQ for tests/python/test_frameworks.py and Celery for
+# tests/python/test_celery.py) live in a virtualenv outside the checkout, made
+# once; an older venv without RQ or Celery just gets them added.
 VENV="${KVASIR_TEST_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/kvasir-test-venv}"
-if [ ! -x "$VENV/bin/pytest" ] || ! "$VENV/bin/python" -c "import redis, rq" 2>/dev/null; then
+if [ ! -x "$VENV/bin/pytest" ] || ! "$VENV/bin/python" -c "import redis, rq, celery" 2>/dev/null; then
     [ -x "$VENV/bin/pip" ] || python3 -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check "redis>=5,<6" "pytest>=7" "rq==3.0.0"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check "redis>=5,<6" "pytest>=7" "rq==3.0.0" "celery==5.5.3"
 fi
 # go-redis, ioredis and Jedis for tests/python/test_cluster_clients.py, BullMQ
 # for tests/python/test_frameworks.py.
