@@ -30,18 +30,18 @@ const ACL_W: &[&str] = &["write", "geo", "slow"];
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("geoadd", -5, W_OOM, KEY, ACL_W, G, "3.2.0", "Adds one or more members to a geospatial index. The key is created if it doesn't exist.", Handler::Write(geoadd)),
+    cmd("geoadd", -5, W_OOM, KEY, ACL_W, G, "3.2.0", "Adds one or more members to a geospatial index. The key is created if it doesn't exist.", Handler::Write(geoadd)).events(crate::notify::Events::Named("zadd")),
     cmd("geodist", -4, R, KEY, ACL_R, G, "3.2.0", "Returns the distance between two members of a geospatial index.", Handler::Read(geodist)),
     cmd("geohash", -2, R, KEY, ACL_R, G, "3.2.0", "Returns members from a geospatial index as geohash strings.", Handler::Read(geohash)),
     cmd("geopos", -2, R, KEY, ACL_R, G, "3.2.0", "Returns the longitude and latitude of members from a geospatial index.", Handler::Read(geopos)),
     // The STORE/STOREDIST destination is a key too: movable keys.
-    CommandSpec { key_finder: Some(georadius_keys), ..cmd("georadius", -6, W_OOM_MOV, KEY, ACL_W, G, "3.2.0", "Queries a geospatial index for members within a distance from a coordinate, optionally stores the result.", Handler::Write(georadius)) },
-    CommandSpec { key_finder: Some(georadius_keys), ..cmd("georadiusbymember", -5, W_OOM_MOV, KEY, ACL_W, G, "3.2.0", "Queries a geospatial index for members within a distance from a member, optionally stores the result.", Handler::Write(georadiusbymember)) },
+    CommandSpec { key_finder: Some(georadius_keys), ..cmd("georadius", -6, W_OOM_MOV, KEY, ACL_W, G, "3.2.0", "Queries a geospatial index for members within a distance from a coordinate, optionally stores the result.", Handler::Write(georadius)) }.events(crate::notify::Events::Custom(crate::notify::georadiusstore)),
+    CommandSpec { key_finder: Some(georadius_keys), ..cmd("georadiusbymember", -5, W_OOM_MOV, KEY, ACL_W, G, "3.2.0", "Queries a geospatial index for members within a distance from a member, optionally stores the result.", Handler::Write(georadiusbymember)) }.events(crate::notify::Events::Custom(crate::notify::georadiusstore)),
     cmd("georadiusbymember_ro", -5, R, KEY, ACL_R, G, "3.2.10", "Returns members from a geospatial index that are within a distance from a member.", Handler::Read(georadiusbymember_ro)),
     cmd("georadius_ro", -6, R, KEY, ACL_R, G, "3.2.10", "Returns members from a geospatial index that are within a distance from a coordinate.", Handler::Read(georadius_ro)),
     cmd("geosearch", -7, R, KEY, ACL_R, G, "6.2.0", "Queries a geospatial index for members inside an area of a box or a circle.", Handler::Read(geosearch)),
     // Destination, then source.
-    cmd("geosearchstore", -8, W_OOM, (1, 2, 1), ACL_W, G, "6.2.0", "Queries a geospatial index for members inside an area of a box or a circle, optionally stores the result.", Handler::Write(geosearchstore)),
+    cmd("geosearchstore", -8, W_OOM, (1, 2, 1), ACL_W, G, "6.2.0", "Queries a geospatial index for members inside an area of a box or a circle, optionally stores the result.", Handler::Write(geosearchstore)).events(crate::notify::Events::Dest("geosearchstore")),
 ];
 
 /// Key finder for GEORADIUS and GEORADIUSBYMEMBER (Redis's

@@ -41,11 +41,11 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("hkeys", 2, R, ONE_KEY, ACL_R, G, "2.0.0", "Get all the fields in a hash", Handler::Read(hkeys)),
     cmd("hlen", 2, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Get the number of fields in a hash", Handler::Read(hlen)),
     cmd("hmget", -3, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Get the values of all the given hash fields", Handler::Read(hmget)),
-    cmd("hmset", -4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set multiple hash fields to multiple values", Handler::Write(hmset)),
+    cmd("hmset", -4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set multiple hash fields to multiple values", Handler::Write(hmset)).events(crate::notify::Events::Named("hset")),
     cmd("hrandfield", -2, R, ONE_KEY, ACL_R, G, "6.2.0", "Get one or multiple random fields from a hash", Handler::Read(hrandfield)),
     cmd("hscan", -3, R, ONE_KEY, ACL_R, G, "2.8.0", "Incrementally iterate hash fields and associated values", Handler::Read(hscan)),
     cmd("hset", -4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set the string value of a hash field", Handler::Write(hset)),
-    cmd("hsetnx", 4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set the value of a hash field, only if the field does not exist", Handler::Write(hsetnx)).idle_on_empty(),
+    cmd("hsetnx", 4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set the value of a hash field, only if the field does not exist", Handler::Write(hsetnx)).idle_on_empty().events(crate::notify::Events::Named("hset")),
     cmd("hstrlen", 3, RF, ONE_KEY, ACL_RF, G, "3.2.0", "Get the length of the value of a hash field", Handler::Read(hstrlen)),
     cmd("hvals", 2, R, ONE_KEY, ACL_R, G, "2.0.0", "Get all the values in a hash", Handler::Read(hvals)),
 ];

@@ -32,19 +32,19 @@ const SUB_KEY: (i32, i32, i32) = (2, 2, 1);
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("del", -2, W, ALL_KEYS, ACL_WS, G, "1.0.0", "Deletes one or more keys.", Handler::Write(del)).idle_on_empty(),
-    cmd("unlink", -2, WF, ALL_KEYS, ACL_WF, G, "4.0.0", "Asynchronously deletes one or more keys.", Handler::Write(del)).idle_on_empty(),
+    cmd("del", -2, W, ALL_KEYS, ACL_WS, G, "1.0.0", "Deletes one or more keys.", Handler::Write(del)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)),
+    cmd("unlink", -2, WF, ALL_KEYS, ACL_WF, G, "4.0.0", "Asynchronously deletes one or more keys.", Handler::Write(del)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)),
     cmd("exists", -2, RF, ALL_KEYS, ACL_RF, G, "1.0.0", "Determines whether one or more keys exist.", Handler::Read(exists)),
     cmd("touch", -2, RF, ALL_KEYS, ACL_RF, G, "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", Handler::Read(exists)),
     cmd("type", 2, RF, KEY, ACL_RF, G, "1.0.0", "Determines the type of value stored at a key.", Handler::Read(type_of)),
-    cmd("rename", 3, W, TWO_KEYS, ACL_WS, G, "1.0.0", "Renames a key and overwrites the destination.", Handler::Write(rename)),
-    cmd("renamenx", 3, WF, TWO_KEYS, ACL_WF, G, "1.0.0", "Renames a key only when the target key name doesn't exist.", Handler::Write(renamenx)).idle_on_empty(),
-    cmd("copy", -3, W.union(Flags::DENYOOM), TWO_KEYS, ACL_WS, G, "6.2.0", "Copies the value of a key to a new key.", Handler::Write(copy)).idle_on_empty(),
-    cmd("move", 3, WF, KEY, ACL_WF, G, "1.0.0", "Moves a key to another database.", Handler::Write(move_key)).idle_on_empty(),
-    cmd("expire", -3, WF, KEY, ACL_WF, G, "1.0.0", "Sets the expiration time of a key in seconds.", Handler::Write(expire)).idle_on_empty(),
-    cmd("pexpire", -3, WF, KEY, ACL_WF, G, "2.6.0", "Sets the expiration time of a key in milliseconds.", Handler::Write(pexpire)).idle_on_empty(),
-    cmd("expireat", -3, WF, KEY, ACL_WF, G, "1.2.0", "Sets the expiration time of a key to a Unix timestamp.", Handler::Write(expireat)).idle_on_empty(),
-    cmd("pexpireat", -3, WF, KEY, ACL_WF, G, "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp.", Handler::Write(pexpireat)).idle_on_empty(),
+    cmd("rename", 3, W, TWO_KEYS, ACL_WS, G, "1.0.0", "Renames a key and overwrites the destination.", Handler::Write(rename)).events(crate::notify::Events::Custom(crate::notify::rename)),
+    cmd("renamenx", 3, WF, TWO_KEYS, ACL_WF, G, "1.0.0", "Renames a key only when the target key name doesn't exist.", Handler::Write(renamenx)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::rename)),
+    cmd("copy", -3, W.union(Flags::DENYOOM), TWO_KEYS, ACL_WS, G, "6.2.0", "Copies the value of a key to a new key.", Handler::Write(copy)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::copy)),
+    cmd("move", 3, WF, KEY, ACL_WF, G, "1.0.0", "Moves a key to another database.", Handler::Write(move_key)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::move_key)),
+    cmd("expire", -3, WF, KEY, ACL_WF, G, "1.0.0", "Sets the expiration time of a key in seconds.", Handler::Write(expire)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::expire)),
+    cmd("pexpire", -3, WF, KEY, ACL_WF, G, "2.6.0", "Sets the expiration time of a key in milliseconds.", Handler::Write(pexpire)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::expire)),
+    cmd("expireat", -3, WF, KEY, ACL_WF, G, "1.2.0", "Sets the expiration time of a key to a Unix timestamp.", Handler::Write(expireat)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::expire)),
+    cmd("pexpireat", -3, WF, KEY, ACL_WF, G, "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp.", Handler::Write(pexpireat)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::expire)),
     cmd("persist", 2, WF, KEY, ACL_WF, G, "2.2.0", "Removes the expiration time of a key.", Handler::Write(persist)).idle_on_empty(),
     cmd("ttl", 2, RF, KEY, ACL_RF, G, "1.0.0", "Returns the expiration time in seconds of a key.", Handler::Read(ttl)),
     cmd("pttl", 2, RF, KEY, ACL_RF, G, "2.6.0", "Returns the expiration time in milliseconds of a key.", Handler::Read(pttl)),
@@ -54,7 +54,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("scan", -2, R, NO_KEYS, ACL_RS, G, "2.8.0", "Iterates over the key names in the database.", Handler::Read(scan)).reaching(Keyless::Cursor),
     cmd("randomkey", 1, R, NO_KEYS, ACL_RS, G, "1.0.0", "Returns a random key name from the database.", Handler::Read(randomkey)).reaching(Keyless::Pick),
     cmd("dump", 2, R, KEY, ACL_RS, G, "2.6.0", "Returns a serialized representation of the value stored at a key.", Handler::Read(dump)),
-    cmd("restore", -4, W.union(Flags::DENYOOM), KEY, &["keyspace", "write", "slow", "dangerous"], G, "2.6.0", "Creates a key from the serialized representation of a value.", Handler::Write(restore)),
+    cmd("restore", -4, W.union(Flags::DENYOOM), KEY, &["keyspace", "write", "slow", "dangerous"], G, "2.6.0", "Creates a key from the serialized representation of a value.", Handler::Write(restore)).events(crate::notify::Events::Custom(crate::notify::restore)),
     container("object", -2, &["slow"], G, "2.2.3", "A container for object introspection commands.", OBJECT_SUBS),
 ];
 

@@ -31,6 +31,7 @@ pub mod hyperloglog;
 pub mod keys;
 pub mod list;
 pub mod machine;
+pub mod notify;
 pub mod rdb;
 pub mod scripting;
 pub mod server;

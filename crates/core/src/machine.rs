@@ -58,7 +58,7 @@ pub fn execute(
     ctx: &Ctx,
 ) -> CmdResult {
     match spec.handler {
-        Handler::Write(f) => f(store, db, args, ctx),
+        Handler::Write(f) => crate::notify::write(store, spec, f, db, args, ctx),
         Handler::Read(f) => f(store, db, args, ctx),
         Handler::Session(_) | Handler::Container => Err(crate::error::unknown_command(args)),
     }
@@ -87,6 +87,17 @@ pub enum Written<'a> {
     Command(&'static CommandSpec, &'a [Bytes]),
     /// Keys the expiry cycle removed.
     Expired(&'a [Bytes]),
+    /// Keyspace events (`notify-keyspace-events`) the store produced, in
+    /// order; heard only when the setting is not empty.
+    Events(&'a [crate::notify::Event]),
+}
+
+/// Hands the store's buffered keyspace events to `on_write`.
+fn flush_events(store: &mut Store, db: usize, on_write: &mut impl FnMut(usize, Written)) {
+    if !store.events.is_empty() {
+        let events = store.take_events();
+        on_write(db, Written::Events(&events));
+    }
 }
 
 /// Whether a blocked command must keep waiting because one of `keys` now
@@ -131,6 +142,7 @@ pub fn apply(
         ShardCmd::Expire { db, keys } => {
             if *db < store.databases() && store.apply_expired(*db, keys, ctx) > 0 {
                 on_write(*db, Written::Expired(keys));
+                flush_events(store, *db, &mut on_write);
             }
             Applied::Reply(Reply::ok())
         }
@@ -206,6 +218,7 @@ fn run(
                     on_write(db, Written::Command(spec, args));
                 }
             }
+            flush_events(store, db, on_write);
             r
         });
         let reply = match result {
@@ -499,6 +512,7 @@ mod tests {
         apply(&mut st, &cmd, &ctx, |db, w| match w {
             Written::Command(spec, a) => written.push((db, spec.name, a.to_vec())),
             Written::Expired(keys) => written.push((db, "expired", keys.to_vec())),
+            Written::Events(_) => {}
         });
         let names: Vec<_> = written.iter().map(|w| w.1).collect();
         assert_eq!(names, ["rpush", "set"]);

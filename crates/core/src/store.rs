@@ -104,6 +104,13 @@ pub struct Store {
     pub key_slot: Option<fn(&[u8]) -> u16>,
     /// Script bodies and FUNCTION libraries: replicated state.
     pub scripts: crate::scripting::Scripts,
+    /// The keyspace event classes to produce (`notify-keyspace-events`,
+    /// [`crate::notify`]); 0 produces none at no cost. Local configuration
+    /// like `cluster_mode`: the server sets it on every store it creates or
+    /// restores, and on CONFIG SET.
+    pub notify: u32,
+    /// Events produced by the current apply, taken by the apply hook.
+    pub events: Vec<crate::notify::Event>,
 }
 
 impl Default for Store {
@@ -121,6 +128,8 @@ impl Store {
             cluster_mode: false,
             key_slot: None,
             scripts: Default::default(),
+            notify: 0,
+            events: Vec::new(),
         }
     }
 
@@ -191,6 +200,7 @@ impl Store {
             Some(e) if e.is_expired(ctx.now_ms) => {
                 d.remove(key);
                 self.stats.expired_keys += 1;
+                self.emit(crate::notify::EXPIRED, "expired", db, key);
                 false
             }
             Some(_) => true,
@@ -217,6 +227,7 @@ impl Store {
             if d.get(k).is_some_and(|e| e.is_expired(ctx.now_ms)) {
                 d.remove(k);
                 n += 1;
+                self.emit(crate::notify::EXPIRED, "expired", db, k);
             }
         }
         self.stats.expired_keys += n as u64;

@@ -50,10 +50,10 @@ const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("xack", -4, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Marks a pending message as correctly processed, effectively removing it from the pending entries list of the consumer group.", Handler::Write(xack)).idle_on_empty(),
-    cmd("xadd", -5, WDF, ONE_KEY, ACL_WF, G, "5.0.0", "Appends a new entry to a stream", Handler::Write(xadd)).idle_on_empty(),
-    cmd("xautoclaim", -6, WF, ONE_KEY, ACL_WF, G, "6.2.0", "Changes (or acquires) ownership of messages in a consumer group, as if the messages were delivered to the specified consumer.", Handler::Write(xautoclaim)),
-    cmd("xclaim", -6, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Changes (or acquires) ownership of a message in a consumer group, as if the message was delivered to the specified consumer.", Handler::Write(xclaim)),
+    cmd("xack", -4, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Marks a pending message as correctly processed, effectively removing it from the pending entries list of the consumer group.", Handler::Write(xack)).idle_on_empty().events(crate::notify::Events::None),
+    cmd("xadd", -5, WDF, ONE_KEY, ACL_WF, G, "5.0.0", "Appends a new entry to a stream", Handler::Write(xadd)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::xadd)),
+    cmd("xautoclaim", -6, WF, ONE_KEY, ACL_WF, G, "6.2.0", "Changes (or acquires) ownership of messages in a consumer group, as if the messages were delivered to the specified consumer.", Handler::Write(xautoclaim)).events(crate::notify::Events::None),
+    cmd("xclaim", -6, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Changes (or acquires) ownership of a message in a consumer group, as if the message was delivered to the specified consumer.", Handler::Write(xclaim)).events(crate::notify::Events::None),
     cmd("xdel", -3, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Removes the specified entries from the stream. Returns the number of items actually deleted, that may be different from the number of IDs passed in case certain IDs do not exist.", Handler::Write(xdel)).idle_on_empty(),
     container("xgroup", -2, &["slow"], G, "5.0.0", "A container for consumer groups commands", XGROUP_SUBS),
     container("xinfo", -2, &["slow"], G, "5.0.0", "A container for stream introspection commands", XINFO_SUBS),
@@ -61,7 +61,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("xpending", -3, R, ONE_KEY, ACL_R, G, "5.0.0", "Return information and entries from a stream consumer group pending entries list, that are messages fetched but never acknowledged.", Handler::Read(xpending)),
     cmd("xrange", -4, R, ONE_KEY, ACL_R, G, "5.0.0", "Return a range of elements in a stream, with IDs matching the specified IDs interval", Handler::Read(xrange)),
     CommandSpec { key_finder: Some(keys_after_streams), ..cmd("xread", -4, R_BLOCK, NO_KEYS, ACL_RB, G, "5.0.0", "Return never seen elements in multiple streams, with IDs greater than the ones reported by the caller for each stream. Can block.", Handler::Read(xread)) },
-    CommandSpec { key_finder: Some(keys_after_streams), ..cmd("xreadgroup", -7, W_BLOCK, NO_KEYS, ACL_WB, G, "5.0.0", "Return new entries from a stream using a consumer group, or access the history of the pending entries for a given consumer. Can block.", Handler::Write(xreadgroup)) },
+    CommandSpec { key_finder: Some(keys_after_streams), ..cmd("xreadgroup", -7, W_BLOCK, NO_KEYS, ACL_WB, G, "5.0.0", "Return new entries from a stream using a consumer group, or access the history of the pending entries for a given consumer. Can block.", Handler::Write(xreadgroup)) }.events(crate::notify::Events::None),
     cmd("xrevrange", -4, R, ONE_KEY, ACL_R, G, "5.0.0", "Return a range of elements in a stream, with IDs matching the specified IDs interval, in reverse order (from greater to smaller IDs) compared to XRANGE", Handler::Read(xrevrange)),
     cmd("xsetid", -3, WDF, ONE_KEY, ACL_WF, G, "5.0.0", "An internal command for replicating stream values", Handler::Write(xsetid)),
     cmd("xtrim", -4, W, ONE_KEY, ACL_W, G, "5.0.0", "Trims the stream to (approximately if '~' is passed) a certain size", Handler::Write(xtrim)).idle_on_empty(),
@@ -69,12 +69,12 @@ pub const COMMANDS: &[CommandSpec] = &[
 
 #[rustfmt::skip]
 const XGROUP_SUBS: &[CommandSpec] = &[
-    cmd("create", -5, WD, SUB_KEY, ACL_W, G, "5.0.0", "Create a consumer group.", Handler::Write(xgroup_create)),
-    cmd("createconsumer", 5, WD, SUB_KEY, ACL_W, G, "6.2.0", "Create a consumer in a consumer group.", Handler::Write(xgroup_createconsumer)).idle_on_empty(),
-    cmd("delconsumer", 5, W, SUB_KEY, ACL_W, G, "5.0.0", "Delete a consumer from a consumer group.", Handler::Write(xgroup_delconsumer)),
-    cmd("destroy", 4, W, SUB_KEY, ACL_W, G, "5.0.0", "Destroy a consumer group.", Handler::Write(xgroup_destroy)).idle_on_empty(),
+    cmd("create", -5, WD, SUB_KEY, ACL_W, G, "5.0.0", "Create a consumer group.", Handler::Write(xgroup_create)).events(crate::notify::Events::Named("xgroup-create")),
+    cmd("createconsumer", 5, WD, SUB_KEY, ACL_W, G, "6.2.0", "Create a consumer in a consumer group.", Handler::Write(xgroup_createconsumer)).idle_on_empty().events(crate::notify::Events::Named("xgroup-createconsumer")),
+    cmd("delconsumer", 5, W, SUB_KEY, ACL_W, G, "5.0.0", "Delete a consumer from a consumer group.", Handler::Write(xgroup_delconsumer)).events(crate::notify::Events::Named("xgroup-delconsumer")),
+    cmd("destroy", 4, W, SUB_KEY, ACL_W, G, "5.0.0", "Destroy a consumer group.", Handler::Write(xgroup_destroy)).idle_on_empty().events(crate::notify::Events::Named("xgroup-destroy")),
     cmd("help", 2, HELP_FLAGS, NO_KEYS, ACL_HELP, G, "5.0.0", "Show helpful text about the different subcommands", Handler::Read(xgroup_help)),
-    cmd("setid", -5, W, SUB_KEY, ACL_W, G, "5.0.0", "Set a consumer group to an arbitrary last delivered ID value.", Handler::Write(xgroup_setid)),
+    cmd("setid", -5, W, SUB_KEY, ACL_W, G, "5.0.0", "Set a consumer group to an arbitrary last delivered ID value.", Handler::Write(xgroup_setid)).events(crate::notify::Events::Named("xgroup-setid")),
 ];
 
 #[rustfmt::skip]

@@ -119,6 +119,9 @@ pub struct CommandSpec {
     /// members...): Redis signals no modification then, so watchers stay
     /// clean and nobody blocked on the key is served.
     pub idle_on_empty_reply: bool,
+    /// The keyspace events a successful run produces
+    /// (`notify-keyspace-events`, [`crate::notify`]).
+    pub events: crate::notify::Events,
 }
 
 /// The reach of a keyspace command that has no key arguments.
@@ -198,6 +201,11 @@ impl CommandSpec {
                 Reply::Array(items) => items.is_empty(),
                 _ => false,
             }
+    }
+
+    /// This entry with other keyspace events than its name on its keys.
+    pub const fn events(self, events: crate::notify::Events) -> CommandSpec {
+        CommandSpec { events, ..self }
     }
 
     /// This entry with a keyless reach (see [`Keyless`]).
@@ -382,6 +390,7 @@ pub const fn cmd(
         key_finder: None,
         keyless: Keyless::No,
         idle_on_empty_reply: false,
+        events: crate::notify::Events::Default,
     }
 }
 
@@ -412,6 +421,7 @@ pub const fn container(
         key_finder: None,
         keyless: Keyless::No,
         idle_on_empty_reply: false,
+        events: crate::notify::Events::Default,
     }
 }
 

@@ -534,7 +534,15 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
                     "ERR CONFIG SET of encoding thresholds is not supported in cluster mode (set them at bootstrap)",
                 ));
             }
+            let notify = next.notify_keyspace_events;
             *s.server.config.borrow_mut() = next;
+            s.server
+                .local_store
+                .borrow_mut()
+                .with_store(|store| store.notify = notify);
+            if let Some(node) = &s.server.cluster {
+                node.hooks.notify.set(notify);
+            }
             // Under Raft this becomes a replicated entry, so that every
             // replica converts encodings at the same point.
             s.server

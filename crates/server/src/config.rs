@@ -36,6 +36,8 @@ pub struct Config {
     pub list_max_listpack_size: i64,
     /// Lua instructions after which a script is stopped.
     pub script_max_instructions: u64,
+    /// notify-keyspace-events as class flags (`kvasir_core::notify`).
+    pub notify_keyspace_events: u32,
     /// Cluster mode (set with --initial-cluster): this node's id.
     pub node_id: Option<u64>,
     /// Every member as `id=ip:port@cport,...`, the same on every node.
@@ -91,6 +93,7 @@ impl Default for Config {
             zset_max_listpack_value: 64,
             list_max_listpack_size: -2,
             script_max_instructions: kvasir_core::store::DEFAULT_SCRIPT_MAX_INSTRUCTIONS,
+            notify_keyspace_events: 0,
             node_id: None,
             initial_cluster: None,
             cluster_secret: None,
@@ -205,6 +208,10 @@ impl Config {
                 "script-max-instructions",
                 self.script_max_instructions.to_string(),
             ),
+            (
+                "notify-keyspace-events",
+                kvasir_core::notify::format_flags(self.notify_keyspace_events),
+            ),
             ("appendonly", "no".to_string()),
             ("save", String::new()),
         ]
@@ -260,6 +267,10 @@ impl Config {
             "zset-max-listpack-value" => self.zset_max_listpack_value = memory(value)?,
             "list-max-listpack-size" => self.list_max_listpack_size = num(value)?,
             "script-max-instructions" => self.script_max_instructions = num::<u64>(value)?.max(1000),
+            "notify-keyspace-events" => {
+                self.notify_keyspace_events = kvasir_core::notify::parse_flags(value)
+                    .ok_or_else(|| SetError::Invalid(kvasir_core::notify::INVALID.into()))?
+            }
             "appendonly" | "save" => {}
             "port" | "bind" | "dir" | "io-threads" | "databases" => return Err(SetError::Immutable),
             other => {

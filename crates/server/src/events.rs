@@ -34,6 +34,7 @@ pub fn touch_watchers(watches: &Watches, db: usize, written: Written) {
         Written::Command(spec, _) if spec.keyless == Keyless::FlushAll => watches.touch_db(None),
         Written::Command(spec, args) => watches.touch(db, &written_keys(spec, args)),
         Written::Expired(keys) => watches.touch(db, keys),
+        Written::Events(_) => {}
     }
 }
 
@@ -74,6 +75,10 @@ pub fn watched_before_flush(
 /// Called after every change to the standalone store: watchers are
 /// touched and clients blocked on the written keys served.
 pub fn after_write(server: &Server, db: usize, written: Written) {
+    if let Written::Events(events) = written {
+        let flags = server.config.borrow().notify_keyspace_events;
+        return crate::notify::publish(&server.pubsub.borrow(), flags, events);
+    }
     // The common case: nobody watches or waits, so nothing to compute on
     // the write path.
     if server.watches.borrow().is_empty() && server.blocking.borrow().is_empty() {
@@ -82,6 +87,7 @@ pub fn after_write(server: &Server, db: usize, written: Written) {
     let (spec, args) = match written {
         Written::Command(spec, args) => (spec, args),
         Written::Expired(_) => return touch_watchers(&server.watches.borrow(), db, written),
+        Written::Events(_) => return,
     };
     match spec.keyless {
         Keyless::FlushDb | Keyless::FlushAll => {
@@ -166,6 +172,7 @@ fn serve_blocked(server: &Server, db: usize, keys: Vec<Bytes>) {
                 break;
             }
             let result = server.local_store.borrow_mut().execute(spec, db, &args);
+            crate::notify::publish_local(server);
             if let Err(CmdError::WouldBlock(_)) = result {
                 break;
             }

@@ -27,6 +27,7 @@ pub mod events;
 pub mod info;
 pub mod listener;
 pub mod local_store;
+pub mod notify;
 pub mod pubsub;
 pub mod redis_params;
 pub mod router;

@@ -124,7 +124,11 @@ impl Server {
         let databases = config.databases;
         let mut local_store = LocalStore::new(databases);
         let limits = config.encoding_limits();
-        local_store.with_store(|store| store.limits = limits);
+        let notify = config.notify_keyspace_events;
+        local_store.with_store(|store| {
+            store.limits = limits;
+            store.notify = notify;
+        });
         Server {
             config: RefCell::new(config),
             local_store: RefCell::new(local_store),

@@ -91,7 +91,6 @@ pub const PARAMETERS: &[(&str, &str)] = &[
     ("min-replicas-max-lag", "10"),
     ("min-replicas-to-write", "0"),
     ("no-appendfsync-on-rewrite", "no"),
-    ("notify-keyspace-events", ""),
     ("oom-score-adj", "no"),
     ("oom-score-adj-values", "0 200 800"),
     ("pidfile", "/var/run/redis.pid"),

@@ -32,6 +32,7 @@ pub fn submit(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> Ou
 fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> Outcome {
     let flushed = crate::events::watched_before_flush(&s.server, spec, s.db);
     let result = s.server.local_store.borrow_mut().execute(spec, s.db, args);
+    crate::notify::publish_local(&s.server);
     match result {
         Ok(reply) => {
             if let Some(removed) = flushed {
@@ -81,10 +82,13 @@ impl Server {
         {
             let mut local = self.local_store.borrow_mut();
             local.refresh_clock();
-            local.apply(&cmd, |db, w| {
-                if let Written::Expired(keys) = w {
-                    expired.push((db, keys.to_vec()));
+            local.apply(&cmd, |db, w| match w {
+                Written::Expired(keys) => expired.push((db, keys.to_vec())),
+                Written::Events(events) => {
+                    let flags = self.config.borrow().notify_keyspace_events;
+                    crate::notify::publish(&self.pubsub.borrow(), flags, events);
                 }
+                Written::Command(..) => {}
             });
         }
         for (db, keys) in expired {

@@ -188,11 +188,19 @@ fn exec_local(s: &mut Session, queue: Vec<Queued>) -> Reply {
         multi: true,
     };
     let mut written = Vec::new();
-    let applied = s.server.local_store.borrow_mut().apply(&cmd, |db, w| {
-        if let Written::Command(spec, args) = w {
-            written.push((db, spec, args.to_vec()))
-        }
-    });
+    let server = s.server.clone();
+    let applied = s
+        .server
+        .local_store
+        .borrow_mut()
+        .apply(&cmd, |db, w| match w {
+            Written::Command(spec, args) => written.push((db, spec, args.to_vec())),
+            Written::Events(events) => {
+                let flags = server.config.borrow().notify_keyspace_events;
+                crate::notify::publish(&server.pubsub.borrow(), flags, events);
+            }
+            Written::Expired(_) => {}
+        });
     // Served after the store is released: serving runs commands on it.
     for (db, spec, args) in written {
         crate::events::after_write(&s.server, db, Written::Command(spec, &args));

@@ -27,6 +27,8 @@ const EVAL_RO_FLAGS: Flags = Flags::READONLY
 const fn with_keys(spec: CommandSpec) -> CommandSpec {
     CommandSpec {
         key_finder: Some(keys_after_numkeys::<2>),
+        // A script's calls produce their own keyspace events.
+        events: crate::notify::Events::None,
         ..spec
     }
 }

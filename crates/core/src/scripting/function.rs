@@ -18,6 +18,8 @@ const SCRIPTING: &str = "scripting";
 const fn with_keys(spec: CommandSpec) -> CommandSpec {
     CommandSpec {
         key_finder: Some(keys_after_numkeys::<2>),
+        // A script's calls produce their own keyspace events.
+        events: crate::notify::Events::None,
         ..spec
     }
 }

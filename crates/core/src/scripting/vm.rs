@@ -623,7 +623,9 @@ impl CallState<'_> {
         };
         let result = match (spec.handler, &mut self.access) {
             (Handler::Session(cmd), _) => return self.session_command(cmd, &argv),
-            (Handler::Write(f), Access::Write(store)) => f(store, self.db, &argv, &ctx),
+            (Handler::Write(f), Access::Write(store)) => {
+                crate::notify::write(store, spec, f, self.db, &argv, &ctx)
+            }
             (Handler::Read(f), Access::Write(store)) => f(store, self.db, &argv, &ctx),
             (Handler::Read(f), Access::Read(store)) => f(store, self.db, &argv, &ctx),
             (Handler::Write(_), Access::Read(_)) => Err(CmdError::other(

@@ -43,6 +43,9 @@ pub struct ClusterNode {
     hints: RefCell<HashMap<u64, LeaderHint>>,
     /// The nodes each peer reports unreachable, and when it last said so.
     down_reports: RefCell<HashMap<u64, (Vec<u64>, std::time::Instant)>>,
+    /// The apply hooks of this node's shards (keyspace notifications read
+    /// their setting from it).
+    pub hooks: Rc<WriteHooks>,
 }
 
 /// A peer's word that `leader` leads a shard in `term`: the peer knows it
@@ -289,6 +292,8 @@ impl ClusterNode {
             );
         }
         let hooks = Rc::new(WriteHooks::new(watches, blocking.clone()));
+        hooks.notify.set(config.notify_keyspace_events);
+        let publish_cell = server.clone();
         let mut specs = vec![GroupSpec {
             id: META_GROUP,
             voters: members.iter().map(|m| m.id).collect(),
@@ -377,8 +382,10 @@ impl ClusterNode {
             ),
             hints: RefCell::new(HashMap::new()),
             down_reports: RefCell::new(HashMap::new()),
+            hooks: hooks.clone(),
         });
         tokio::task::spawn_local(leader_hints_loop(node.clone()));
+        tokio::task::spawn_local(publish_loop(node.clone(), publish_cell));
         tokio::task::spawn_local(blocked::serve_loop(node.clone(), hooks, blocking));
         tokio::task::spawn_local(announce_loop(node.clone()));
         info!(
@@ -653,6 +660,36 @@ async fn announce_loop(node: Rc<ClusterNode>) {
         }
         let pause = if known { 1000 } else { 200 };
         tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+}
+
+/// Publishes the keyspace events applied on this node for the shards it
+/// leads when it publishes them; followers' events are dropped. Node-local
+/// like Redis Cluster's: a subscriber hears the events of the keys whose
+/// shard this node leads, and when leadership moves the events move with it.
+async fn publish_loop(node: Rc<ClusterNode>, server: ServerCell) {
+    loop {
+        node.hooks.events_notify.notified().await;
+        let events = node.hooks.take_events();
+        let Some(server) = server.borrow().upgrade() else {
+            continue;
+        };
+        let flags = node.hooks.notify.get();
+        let pubsub = server.pubsub.borrow();
+        let mut led: Option<(u64, bool)> = None;
+        for (shard, event) in events {
+            let leads = match led {
+                Some((s, l)) if s == shard => l,
+                _ => {
+                    let l = node.raft.is_leader(shard);
+                    led = Some((shard, l));
+                    l
+                }
+            };
+            if leads {
+                crate::notify::publish(&pubsub, flags, std::slice::from_ref(&event));
+            }
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use kvasir_core::machine::{self, Applied, ShardCmd, Written};
 use kvasir_core::{Ctx, Store};
 use kvasir_raft::{EntryCtx, StateMachine};
 use kvasir_resp::Reply;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use tokio::sync::Notify;
 
@@ -54,6 +54,14 @@ pub struct WriteHooks {
     /// inside an apply.
     ready: RefCell<Vec<(u64, usize, Bytes)>>,
     pub ready_notify: Notify,
+    /// notify-keyspace-events (class flags): every shard store of the node
+    /// takes it before an apply. Local configuration, not replicated.
+    pub notify: Cell<u32>,
+    /// Keyspace events applied on this node, by shard, for the publishing
+    /// task (`cluster::publish_loop`), which publishes those of the shards
+    /// this node leads.
+    events: RefCell<Vec<(u64, kvasir_core::notify::Event)>>,
+    pub events_notify: Notify,
 }
 
 impl WriteHooks {
@@ -66,12 +74,21 @@ impl WriteHooks {
             blocking,
             ready: RefCell::default(),
             ready_notify: Notify::new(),
+            notify: Cell::new(0),
+            events: RefCell::default(),
+            events_notify: Notify::new(),
         }
     }
 
     /// A write applied on this node (leader or follower): watchers of its
     /// keys become dirty, clients blocked on them are to be served.
     fn after_write(&self, shard: u64, db: usize, written: Written) {
+        if let Written::Events(events) = written {
+            let mut queued = self.events.borrow_mut();
+            queued.extend(events.iter().map(|e| (shard, e.clone())));
+            self.events_notify.notify_one();
+            return;
+        }
         crate::events::touch_watchers(&self.watches.borrow(), db, written);
         let Written::Command(spec, args) = written else {
             return;
@@ -88,6 +105,11 @@ impl WriteHooks {
                 }
             }
         }
+    }
+
+    /// The keyspace events applied since the last call, by shard.
+    pub fn take_events(&self) -> Vec<(u64, kvasir_core::notify::Event)> {
+        std::mem::take(&mut self.events.borrow_mut())
     }
 
     /// The keys written since the last call that have parked waiters.
@@ -140,6 +162,7 @@ pub fn decode(b: &[u8]) -> Option<Cmd> {
 impl ShardSm {
     fn apply(&mut self, cmd: &ShardCmd, ctx: &Ctx) -> Out {
         let (id, hooks) = (self.id, &self.hooks);
+        self.store.notify = hooks.notify.get();
         let applied = machine::apply(&mut self.store, cmd, ctx, |db, written| {
             hooks.after_write(id, db, written)
         });
