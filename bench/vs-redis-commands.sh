@@ -7,8 +7,9 @@
 # side by side; each case runs $REPEAT times per pipeline depth, servers
 # alternating, and the median is reported with the ratio. With CLUSTER=1 a
 # 3-node Kvasir cluster (RF=3, --wal fsync) is measured too, driven with
-# `redis-benchmark --cluster`; its keys carry hash tags so every script's
-# keys share a slot.
+# `redis-benchmark --cluster`, which replaces `{tag}` in the keys with a hash
+# tag of a slot the node it sends to serves (so every script's keys share a
+# slot, on the right node).
 #
 # Environment: N (requests per run, 100000), REPEAT (3), CLIENTS (50),
 # PIPELINES ("1 16"), CASES (space-separated case names, default all),
@@ -64,16 +65,16 @@ ALL_CASES="evalsha-incr evalsha-10 xadd xrange setbit bitcount pfadd pfcount geo
 CASES=${CASES:-$ALL_CASES}
 command_of() { # case
     case "$1" in
-        evalsha-incr) echo "EVALSHA $INCR_SHA 1 {k:__rand_int__}" ;;
-        evalsha-10) echo "EVALSHA $TEN_SHA 1 {t:__rand_int__} v" ;;
-        xadd) echo "XADD {s:__rand_int__} * f v" ;;
-        xrange) echo "XRANGE {s:__rand_int__} - + COUNT 10" ;;
-        setbit) echo "SETBIT {b:__rand_int__} 12345 1" ;;
-        bitcount) echo "BITCOUNT {b:__rand_int__}" ;;
-        pfadd) echo "PFADD {h:__rand_int__} __rand_int__" ;;
-        pfcount) echo "PFCOUNT {h:__rand_int__}" ;;
-        geoadd) echo "GEOADD {g:__rand_int__} 13.361389 38.115556 m:__rand_int__" ;;
-        geosearch) echo "GEOSEARCH {g:__rand_int__} FROMLONLAT 15 37 BYRADIUS 200 km ASC" ;;
+        evalsha-incr) echo "EVALSHA $INCR_SHA 1 k:{tag}:__rand_int__" ;;
+        evalsha-10) echo "EVALSHA $TEN_SHA 1 t:{tag}:__rand_int__ v" ;;
+        xadd) echo "XADD s:{tag}:__rand_int__ * f v" ;;
+        xrange) echo "XRANGE s:{tag}:__rand_int__ - + COUNT 10" ;;
+        setbit) echo "SETBIT b:{tag}:__rand_int__ 12345 1" ;;
+        bitcount) echo "BITCOUNT b:{tag}:__rand_int__" ;;
+        pfadd) echo "PFADD h:{tag}:__rand_int__ __rand_int__" ;;
+        pfcount) echo "PFCOUNT h:{tag}:__rand_int__" ;;
+        geoadd) echo "GEOADD g:{tag}:__rand_int__ 13.361389 38.115556 m:__rand_int__" ;;
+        geosearch) echo "GEOSEARCH g:{tag}:__rand_int__ FROMLONLAT 15 37 BYRADIUS 200 km ASC" ;;
         *) die "unknown case $1" ;;
     esac
 }
