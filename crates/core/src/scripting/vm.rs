@@ -122,7 +122,22 @@ pub struct ScriptVm {
     /// limit in the same units.
     steps: Arc<AtomicU64>,
     step_limit: Arc<AtomicU64>,
+    /// The run's `redis.setresp` choice: 2 or 3.
+    resp: Arc<AtomicU64>,
+    /// The real `redis` table (scripts see a read-only proxy), where each
+    /// run installs its `call` and `pcall`.
+    redis: Table,
+    /// The prelude's `xpcall` runner and the message handler that notes
+    /// the script line of an error.
+    xrun: Function,
+    handler: Function,
+    /// Runs since the last garbage-collection step.
+    runs_since_gc: u32,
 }
+
+/// Runs between two incremental garbage-collection steps (Redis's
+/// LUA_GC_CYCLE_PERIOD).
+const GC_EVERY: u32 = 50;
 
 /// How often (in Lua instructions) the step hook runs.
 const HOOK_EVERY: u32 = 10_000;
@@ -214,10 +229,22 @@ impl ScriptVm {
         let steps = Arc::new(AtomicU64::new(0));
         let step_limit = Arc::new(AtomicU64::new(u64::MAX));
         install_step_limit(&lua, &hidden, steps.clone(), step_limit.clone())?;
+        let resp = Arc::new(AtomicU64::new(2));
+        install_setresp(&lua, &g, resp.clone())?;
         lua.load(PRELUDE)
             .set_name("=prelude")
             .set_mode(ChunkMode::Text)
             .call::<()>(hidden.clone())?;
+        let redis: Table = hidden.raw_get("redis_real")?;
+        let xrun: Function = hidden.raw_get("xrun")?;
+        let handler = lua.create_function(|lua, err: Value| {
+            // The message handler runs where the error was raised: note the
+            // script's line for the reply.
+            let info = lua.create_table()?;
+            info.raw_set("e", err)?;
+            info.raw_set("line", script_line(lua))?;
+            Ok(info)
+        })?;
         Ok(ScriptVm {
             lua,
             hidden,
@@ -227,6 +254,11 @@ impl ScriptVm {
             rng,
             steps,
             step_limit,
+            resp,
+            redis,
+            xrun,
+            handler,
+            runs_since_gc: 0,
         })
     }
 
@@ -382,7 +414,11 @@ pub fn run(access: Access<'_>, program: Program<'_>, run: Run<'_>) -> (Reply, bo
     let reply = execute(&vm, &state, &func, &name, is_function, &run)
         .unwrap_or_else(|e| script_error(&lua_error_text(&e), &name, source, None));
     let _ = vm.lua.set_memory_limit(0);
-    let _ = vm.lua.gc_step();
+    vm.runs_since_gc += 1;
+    if vm.runs_since_gc >= GC_EVERY {
+        vm.runs_since_gc = 0;
+        let _ = vm.lua.gc_step();
+    }
     let access = state.into_inner().access;
     access.store().scripts.put_vm(vm);
     (reply, true)
@@ -407,14 +443,17 @@ fn execute(
         g.raw_set("KEYS", keys.clone())?;
         g.raw_set("ARGV", argv.clone())?;
     }
-    let xrun: Function = vm.hidden.raw_get("xrun")?;
     let source = if is_function {
         "@user_function"
     } else {
         "@user_script"
     };
-    let redis: Table = vm.hidden.raw_get("redis_real")?;
-    let resp = std::cell::Cell::new(RespVersion::Resp2);
+    vm.resp.store(2, Ordering::Relaxed);
+    let resp = || match vm.resp.load(Ordering::Relaxed) {
+        3 => RespVersion::Resp3,
+        _ => RespVersion::Resp2,
+    };
+    let redis = &vm.redis;
     lua.scope(|scope| {
         // redis.call and redis.pcall are Rust functions called straight from
         // the script, so the script's frame (and line) is still on the stack
@@ -425,7 +464,7 @@ fn execute(
                 Ok(Reply::Error(text)) => {
                     Err(mlua::Error::external(CallError(convert::error_text(&text))))
                 }
-                Ok(r) => convert::reply_to_lua(lua, r, resp.get()),
+                Ok(r) => convert::reply_to_lua(lua, r, resp()),
                 Err(e) => Err(mlua::Error::external(CallError(convert::error_text(
                     &e.text(),
                 )))),
@@ -434,42 +473,19 @@ fn execute(
         let pcall = scope.create_function(|lua, args: MultiValue| {
             let reply = state.borrow_mut().call(lua, args);
             match reply {
-                Ok(r) => convert::reply_to_lua(lua, r, resp.get()),
-                Err(e) => convert::reply_to_lua(lua, e.to_reply(), resp.get()),
+                Ok(r) => convert::reply_to_lua(lua, r, resp()),
+                Err(e) => convert::reply_to_lua(lua, e.to_reply(), resp()),
             }
-        })?;
-        let setresp = scope.create_function(|_, v: Value| {
-            match v {
-                Value::Integer(2) => resp.set(RespVersion::Resp2),
-                Value::Integer(3) => resp.set(RespVersion::Resp3),
-                Value::Number(2.0) => resp.set(RespVersion::Resp2),
-                Value::Number(3.0) => resp.set(RespVersion::Resp3),
-                _ => {
-                    return Err(mlua::Error::external(CallError(
-                        "ERR RESP version must be 2 or 3.".into(),
-                    )))
-                }
-            }
-            Ok(())
         })?;
         redis.raw_set("call", call)?;
         redis.raw_set("pcall", pcall)?;
-        redis.raw_set("setresp", setresp)?;
-        let handler = scope.create_function(move |lua, err: Value| {
-            // The message handler runs where the error was raised: note the
-            // script's line for the reply.
-            let info = lua.create_table()?;
-            info.raw_set("e", err)?;
-            info.raw_set("line", script_line(lua, source))?;
-            Ok(info)
-        })?;
         let (a, b) = if is_function {
             (Value::Table(keys), Value::Table(argv))
         } else {
             (Value::Nil, Value::Nil)
         };
-        let out: MultiValue = xrun.call((func.clone(), handler, a, b))?;
-        for f in ["call", "pcall", "setresp"] {
+        let out: MultiValue = vm.xrun.call((func.clone(), vm.handler.clone(), a, b))?;
+        for f in ["call", "pcall"] {
             redis.raw_set(f, Value::Nil)?;
         }
         let mut out = out.into_iter();
@@ -537,13 +553,16 @@ fn value_text(v: &Value) -> String {
 }
 
 /// The current line of the innermost script frame on the stack.
-fn script_line(lua: &Lua, source: &str) -> Option<i64> {
+fn script_line(lua: &Lua) -> Option<i64> {
     (0..16).find_map(|level| {
         lua.inspect_stack(level, |d| {
             let src = d.source();
-            (src.source.as_deref() == Some(source))
-                .then(|| d.current_line())
-                .flatten()
+            matches!(
+                src.source.as_deref(),
+                Some("@user_script" | "@user_function")
+            )
+            .then(|| d.current_line())
+            .flatten()
         })
         .flatten()
         .map(|l| l as i64)
@@ -869,6 +888,26 @@ fn step_hook(steps: Arc<AtomicU64>, limit: Arc<AtomicU64>) -> StepHook {
         }
         Ok(mlua::VmState::Continue)
     })
+}
+
+/// `redis.setresp(2|3)`: the protocol the script's calls answer in.
+fn install_setresp(lua: &Lua, g: &Table, resp: Arc<AtomicU64>) -> mlua::Result<()> {
+    let redis: Table = g.raw_get("redis")?;
+    let setresp = lua.create_function(move |_, v: Value| {
+        let n = match v {
+            Value::Integer(n @ (2 | 3)) => n as u64,
+            Value::Number(2.0) => 2,
+            Value::Number(3.0) => 3,
+            _ => {
+                return Err(mlua::Error::external(CallError(
+                    "ERR RESP version must be 2 or 3.".into(),
+                )))
+            }
+        };
+        resp.store(n, Ordering::Relaxed);
+        Ok(())
+    })?;
+    redis.raw_set("setresp", setresp)
 }
 
 /// `math.random` and `math.randomseed` over the run's seed.
