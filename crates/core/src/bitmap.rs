@@ -235,10 +235,26 @@ fn count_ones(s: &[u8], first: u64, last: u64) -> u64 {
     let Some(bytes) = s.get(fb..=lb) else {
         return 0;
     };
-    let all: u64 = bytes.iter().map(|b| u64::from(b.count_ones())).sum();
     let before = bytes[0] & !(0xFFu8 >> (first & 7));
     let after = bytes[lb - fb] & (0xFFu8 >> (last & 7) >> 1);
-    all - u64::from(before.count_ones()) - u64::from(after.count_ones())
+    popcount(bytes) - u64::from(before.count_ones()) - u64::from(after.count_ones())
+}
+
+/// Set bits of `bytes`, eight bytes at a time (a portable build has no
+/// popcnt instruction; one u64 count is far cheaper than eight u8 ones).
+fn popcount(bytes: &[u8]) -> u64 {
+    let mut words = bytes.chunks_exact(8);
+    let mut n: u64 = 0;
+    for w in &mut words {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(w);
+        n += u64::from(u64::from_ne_bytes(a).count_ones());
+    }
+    n + words
+        .remainder()
+        .iter()
+        .map(|b| u64::from(b.count_ones()))
+        .sum::<u64>()
 }
 
 /// BITPOS key bit [start [end [BYTE|BIT]]]: the first bit equal to `bit`
