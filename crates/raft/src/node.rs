@@ -296,6 +296,13 @@ impl<S: StateMachine> MultiRaft<S> {
                     storage.commit_index()
                 ));
             }
+            storage.verify_entries().map_err(|e| {
+                format!(
+                    "the Raft log in {} is damaged: group {}: {e} (a corrupted record that recovery could not drop); this node cannot safely rejoin with it (replacing a node's data is not supported yet: restore the folder from a backup)",
+                    cfg.dir.join("raft").display(),
+                    spec.id
+                )
+            })?;
             let mut sm = spec.sm;
             let snap_index = storage.snapshot_index();
             if snap_index > 0 {
