@@ -81,7 +81,7 @@ pub const PARAMETERS: &[(&str, &str)] = &[
     ("lfu-decay-time", "1"),
     ("lfu-log-factor", "10"),
     ("list-compress-depth", "0"),
-    ("logfile", "/tmp/r.log"),
+    ("logfile", ""),
     ("lua-time-limit", "5000"),
     ("masterauth", ""),
     ("masteruser", ""),
