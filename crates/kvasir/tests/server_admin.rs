@@ -134,6 +134,31 @@ fn info_keyspace_counts_keys_and_expires() {
     assert!(!info.contains("db1:"), "{info}");
 }
 
+/// Commands run by EXEC are calls of their own in commandstats, as in
+/// Redis (a queue that WATCH aborted runs nothing and counts nothing).
+#[test]
+fn commands_inside_exec_are_counted() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let _: () = q(&mut c, &["CONFIG", "RESETSTAT"]);
+    let _: () = q(&mut c, &["MULTI"]);
+    let _: Value = q(&mut c, &["SET", "k", "v"]);
+    let _: Value = q(&mut c, &["INCR", "n"]);
+    let _: Value = q(&mut c, &["INCR", "n"]);
+    let _: Value = q(&mut c, &["EXEC"]);
+    let _: () = q(&mut c, &["WATCH", "w"]);
+    let mut other = server.conn();
+    let _: () = q(&mut other, &["SET", "w", "changed"]);
+    let _: () = q(&mut c, &["MULTI"]);
+    let _: Value = q(&mut c, &["LPUSH", "l", "x"]);
+    let aborted: Value = q(&mut c, &["EXEC"]);
+    assert_eq!(aborted, Value::Nil);
+    let info: String = q(&mut c, &["INFO", "commandstats"]);
+    assert!(info.contains("cmdstat_set:calls=2,"), "{info}");
+    assert!(info.contains("cmdstat_incr:calls=2,"), "{info}");
+    assert!(!info.contains("cmdstat_lpush:"), "{info}");
+}
+
 #[test]
 fn info_commandstats_and_errorstats_count_calls() {
     let server = Kvasir::start(&[]);

@@ -517,19 +517,7 @@ impl Session {
                 *stats.errors.entry(code).or_insert(0) += 1;
             }
             if let Some((spec, parent)) = spec {
-                // Keyed by the spec's address: no string hashing per call.
-                let entry = stats
-                    .commands
-                    .entry(spec as *const CommandSpec as usize)
-                    .or_insert_with(|| match parent {
-                        Some(p) => CmdStat::named(p.name, spec.name),
-                        None => CmdStat::named(spec.name, ""),
-                    });
-                entry.calls += 1;
-                entry.usec += micros;
-                if reply.is_error() {
-                    entry.failed += 1;
-                }
+                count_call(&mut stats, spec, parent, micros, reply.is_error());
             }
         }
         let (threshold, max_len) = {
@@ -545,6 +533,41 @@ impl Session {
                 self.info.name.borrow().clone(),
                 (crate::local_store::unix_ms() / 1000) as i64,
             );
+        }
+    }
+}
+
+/// One call of `spec` in INFO commandstats. Keyed by the spec's address:
+/// no string hashing per call.
+fn count_call(
+    stats: &mut crate::listener::Stats,
+    spec: &'static CommandSpec,
+    parent: Option<&'static CommandSpec>,
+    micros: u64,
+    failed: bool,
+) {
+    let entry = stats
+        .commands
+        .entry(spec as *const CommandSpec as usize)
+        .or_insert_with(|| match parent {
+            Some(p) => CmdStat::named(p.name, spec.name),
+            None => CmdStat::named(spec.name, ""),
+        });
+    entry.calls += 1;
+    entry.usec += micros;
+    if failed {
+        entry.failed += 1;
+    }
+}
+
+impl Session {
+    /// Counts the commands EXEC runs, as Redis does (each is a call in
+    /// commandstats and in total_commands_processed).
+    pub fn account_queued(&self, queued: &[crate::transaction::Queued]) {
+        let mut stats = self.server.stats.borrow_mut();
+        for q in queued {
+            stats.total_commands_processed += 1;
+            count_call(&mut stats, q.spec, q.parent, 0, false);
         }
     }
 }

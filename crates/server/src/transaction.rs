@@ -169,6 +169,7 @@ pub fn exec(s: &mut Session) -> Outcome {
     if dirty {
         return Reply::NilArray.into();
     }
+    s.account_queued(&queue);
     let keyspace_only = queue
         .iter()
         .all(|q| matches!(q.spec.handler, Handler::Write(_) | Handler::Read(_)));
