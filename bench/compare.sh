@@ -79,7 +79,7 @@ duration_flag() {
 
 echo "compare: building Kvasir (release)..." >&2
 (cd "$ROOT" && cargo build --release -q -p kvasir)
-KVASIR_BIN="$ROOT/target/release/kvasir"
+KVASIR_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/kvasir"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kvasir-compare.XXXXXX")
 declare -A PORT PID

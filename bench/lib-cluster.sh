@@ -33,11 +33,11 @@ for tool in redis-cli python3 awk timeout; do
     esac
 done
 
-KVASIR=${KVASIR:-$ROOT/target/release/kvasir}
+KVASIR=${KVASIR:-${CARGO_TARGET_DIR:-$ROOT/target}/release/kvasir}
 if [ ! -x "$KVASIR" ]; then
     say "building Kvasir (release)..."
     (cd "$ROOT" && cargo build --release -q -p kvasir)
-    KVASIR="$ROOT/target/release/kvasir"
+    KVASIR="${CARGO_TARGET_DIR:-$ROOT/target}/release/kvasir"
 fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kvasir-$NAME.XXXXXX")

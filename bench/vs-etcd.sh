@@ -83,11 +83,11 @@ if has_system etcd && [ ! -x "$ETCD_BENCHMARK" ]; then
 fi
 
 if has_system kvasir1 || has_system kvasir3; then
-    KVASIR=${KVASIR:-$ROOT/target/release/kvasir}
+    KVASIR=${KVASIR:-${CARGO_TARGET_DIR:-$ROOT/target}/release/kvasir}
     if [ ! -x "$KVASIR" ]; then
         say "building Kvasir (release)..."
         (cd "$ROOT" && cargo build --release -q -p kvasir)
-        KVASIR="$ROOT/target/release/kvasir"
+        KVASIR="${CARGO_TARGET_DIR:-$ROOT/target}/release/kvasir"
     fi
 fi
 

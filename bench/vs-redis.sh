@@ -41,7 +41,7 @@ done
 
 echo "vs-redis: building Kvasir (release)..." >&2
 (cd "$ROOT" && cargo build --release -q -p kvasir)
-KVASIR_BIN="$ROOT/target/release/kvasir"
+KVASIR_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/kvasir"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kvasir-vs-redis.XXXXXX")
 KVASIR_PID=""
