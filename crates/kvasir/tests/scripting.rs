@@ -129,9 +129,7 @@ const SCRIPTS: &[&[&str]] = &[
 #[test]
 fn scripts_answer_as_redis_does() {
     let (_guard, port) = start_redis();
-    let mut real = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-        .and_then(|c| c.get_connection())
-        .expect("redis-server");
+    let mut real = cluster::connect(port).expect("redis-server");
     let kv = Kvasir::start(&[]);
     let mut ours = kv.conn();
     let mut mismatches = Vec::new();
@@ -159,9 +157,7 @@ fn scripts_answer_as_redis_does() {
 #[test]
 fn functions_survive_dump_and_restore_between_redis_and_kvasir() {
     let (_guard, port) = start_redis();
-    let mut real = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-        .and_then(|c| c.get_connection())
-        .expect("redis-server");
+    let mut real = cluster::connect(port).expect("redis-server");
     let kv = Kvasir::start(&[]);
     let mut ours = kv.conn();
     let code = format!(

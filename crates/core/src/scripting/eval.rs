@@ -2,12 +2,9 @@
 
 use super::vm::{self, Access, Program, Run};
 use super::{sha1_hex, ScriptFlags};
-use crate::args::eq_ic;
 use crate::error::{CmdError, CmdResult};
 use crate::store::{Ctx, Store};
-use crate::table::{
-    cmd, container, help_reply, keys_after_numkeys, CommandSpec, Flags, Handler, Keyless,
-};
+use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Handler, Keyless};
 use bytes::Bytes;
 use kvasir_resp::Reply;
 
@@ -24,17 +21,8 @@ const EVAL_RO_FLAGS: Flags = Flags::READONLY
     .union(Flags::SKIP_MONITOR)
     .union(Flags::MOVABLEKEYS);
 
-const fn with_keys(spec: CommandSpec) -> CommandSpec {
-    CommandSpec {
-        key_finder: Some(keys_after_numkeys::<2>),
-        // A script's calls produce their own keyspace events.
-        events: crate::notify::Events::None,
-        ..spec
-    }
-}
-
 pub const COMMANDS: &[CommandSpec] = &[
-    with_keys(cmd(
+    super::with_script_keys(cmd(
         "eval",
         -3,
         EVAL_FLAGS,
@@ -46,7 +34,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         Handler::Write(eval),
     ))
     .reaching(Keyless::AnyShard),
-    with_keys(cmd(
+    super::with_script_keys(cmd(
         "evalsha",
         -3,
         EVAL_FLAGS,
@@ -58,7 +46,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         Handler::Write(evalsha),
     ))
     .reaching(Keyless::AnyShard),
-    with_keys(cmd(
+    super::with_script_keys(cmd(
         "eval_ro",
         -3,
         EVAL_RO_FLAGS,
@@ -70,7 +58,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         Handler::Read(eval_ro),
     ))
     .reaching(Keyless::AnyShard),
-    with_keys(cmd(
+    super::with_script_keys(cmd(
         "evalsha_ro",
         -3,
         EVAL_RO_FLAGS,
@@ -139,7 +127,7 @@ const SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "2.6.0",
         "Terminates a server-side Lua script during execution.",
-        Handler::Read(script_kill),
+        Handler::Read(super::kill),
     )
     .reaching(Keyless::AnyShard),
     cmd(
@@ -204,10 +192,6 @@ pub fn shebang_flags(body: &[u8]) -> Result<Option<ScriptFlags>, CmdError> {
         }
     }
     Ok(Some(flags))
-}
-
-fn ro_write_flag_error() -> CmdError {
-    CmdError::other("ERR Can not execute a script with write flag using *_ro command.")
 }
 
 fn eval(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
@@ -285,7 +269,7 @@ fn run_read_only(
     let (keys, argv) = split_keys(args)?;
     if let Some(flags) = shebang_flags(body)? {
         if !flags.contains(ScriptFlags::NO_WRITES) {
-            return Err(ro_write_flag_error());
+            return Err(super::ro_write_flag_error());
         }
     }
     let run = Run {
@@ -333,25 +317,9 @@ fn script_exists(store: &Store, _db: usize, args: &[Bytes], _ctx: &Ctx) -> CmdRe
 
 /// SCRIPT FLUSH [ASYNC|SYNC]; both empty the cache at once.
 fn script_flush(store: &mut Store, _db: usize, args: &[Bytes], _ctx: &Ctx) -> CmdResult {
-    match args.get(2) {
-        None => {}
-        Some(a) if args.len() == 3 && (eq_ic(a, "async") || eq_ic(a, "sync")) => {}
-        Some(_) => {
-            return Err(CmdError::other(
-                "ERR SCRIPT FLUSH only support SYNC|ASYNC option",
-            ))
-        }
-    }
+    super::check_flush_mode(args, "ERR SCRIPT FLUSH only support SYNC|ASYNC option")?;
     store.scripts.flush_bodies();
     Ok(Reply::ok())
-}
-
-/// A script runs to its end before the next command is served, so there
-/// is never one to kill when SCRIPT KILL is read.
-fn script_kill(_store: &Store, _db: usize, _args: &[Bytes], _ctx: &Ctx) -> CmdResult {
-    Err(CmdError::other(
-        "NOTBUSY No scripts in execution right now.",
-    ))
 }
 
 fn script_help(_store: &Store, _db: usize, _args: &[Bytes], _ctx: &Ctx) -> CmdResult {

@@ -7,25 +7,14 @@ use crate::args::eq_ic;
 use crate::error::{CmdError, CmdResult};
 use crate::glob::matches as glob_match;
 use crate::store::{Ctx, Store};
-use crate::table::{
-    cmd, container, help_reply, keys_after_numkeys, CommandSpec, Flags, Handler, Keyless,
-};
+use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Handler, Keyless};
 use bytes::Bytes;
 use kvasir_resp::Reply;
 
 const SCRIPTING: &str = "scripting";
 
-const fn with_keys(spec: CommandSpec) -> CommandSpec {
-    CommandSpec {
-        key_finder: Some(keys_after_numkeys::<2>),
-        // A script's calls produce their own keyspace events.
-        events: crate::notify::Events::None,
-        ..spec
-    }
-}
-
 pub const COMMANDS: &[CommandSpec] = &[
-    with_keys(cmd(
+    super::with_script_keys(cmd(
         "fcall",
         -3,
         Flags::WRITE
@@ -42,7 +31,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         Handler::Write(fcall),
     ))
     .reaching(Keyless::AnyShard),
-    with_keys(cmd(
+    super::with_script_keys(cmd(
         "fcall_ro",
         -3,
         Flags::READONLY
@@ -165,7 +154,7 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "7.0.0",
         "Terminates a function during execution.",
-        Handler::Read(function_kill),
+        Handler::Read(super::kill),
     )
     .reaching(Keyless::AnyShard),
     cmd(
@@ -180,10 +169,6 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
         Handler::Read(function_help),
     ),
 ];
-
-fn ro_write_flag_error() -> CmdError {
-    CmdError::other("ERR Can not execute a script with write flag using *_ro command.")
-}
 
 fn fcall(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let (keys, argv) = super::eval::split_keys(args)?;
@@ -207,7 +192,7 @@ fn fcall_ro(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let name = String::from_utf8_lossy(&args[1]).into_owned();
     match store.scripts.function(&name) {
         Some((_, f)) if !f.flags.contains(ScriptFlags::NO_WRITES) => {
-            return Err(ro_write_flag_error())
+            return Err(super::ro_write_flag_error())
         }
         Some(_) => {}
         None => return Err(CmdError::other("ERR Function not found")),
@@ -347,15 +332,7 @@ fn function_delete(store: &mut Store, _db: usize, args: &[Bytes], _ctx: &Ctx) ->
 }
 
 fn function_flush(store: &mut Store, _db: usize, args: &[Bytes], _ctx: &Ctx) -> CmdResult {
-    match args.get(2) {
-        None => {}
-        Some(a) if args.len() == 3 && (eq_ic(a, "async") || eq_ic(a, "sync")) => {}
-        Some(_) => {
-            return Err(CmdError::other(
-                "ERR FUNCTION FLUSH only supports SYNC|ASYNC option",
-            ))
-        }
-    }
+    super::check_flush_mode(args, "ERR FUNCTION FLUSH only supports SYNC|ASYNC option")?;
     store.scripts.set_libraries(Default::default());
     Ok(Reply::ok())
 }
@@ -447,13 +424,6 @@ fn function_stats(store: &Store, _db: usize, _args: &[Bytes], _ctx: &Ctx) -> Cmd
             )]),
         ),
     ]))
-}
-
-/// As SCRIPT KILL: a function runs to its end before the next command.
-fn function_kill(_store: &Store, _db: usize, _args: &[Bytes], _ctx: &Ctx) -> CmdResult {
-    Err(CmdError::other(
-        "NOTBUSY No scripts in execution right now.",
-    ))
 }
 
 fn function_dump(store: &Store, _db: usize, _args: &[Bytes], _ctx: &Ctx) -> CmdResult {

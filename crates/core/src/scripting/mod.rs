@@ -143,6 +143,48 @@ impl std::fmt::Debug for Scripts {
     }
 }
 
+/// A script-running command's table entry: its keys are the `numkeys`
+/// arguments after the body or name, and it produces no keyspace events of
+/// its own (the commands it calls do).
+pub(crate) const fn with_script_keys(spec: crate::table::CommandSpec) -> crate::table::CommandSpec {
+    crate::table::CommandSpec {
+        key_finder: Some(crate::table::keys_after_numkeys::<2>),
+        events: crate::notify::Events::None,
+        ..spec
+    }
+}
+
+pub(crate) fn ro_write_flag_error() -> crate::CmdError {
+    crate::CmdError::other("ERR Can not execute a script with write flag using *_ro command.")
+}
+
+/// SCRIPT FLUSH / FUNCTION FLUSH `[ASYNC|SYNC]`: both empty at once.
+pub(crate) fn check_flush_mode(args: &[Bytes], error: &'static str) -> Result<(), crate::CmdError> {
+    match args.get(2) {
+        None => Ok(()),
+        Some(a)
+            if args.len() == 3
+                && (crate::args::eq_ic(a, "async") || crate::args::eq_ic(a, "sync")) =>
+        {
+            Ok(())
+        }
+        Some(_) => Err(crate::CmdError::other(error)),
+    }
+}
+
+/// SCRIPT KILL and FUNCTION KILL: a script runs to its end before the next
+/// command is served, so there is never one to kill when this is read.
+pub(crate) fn kill(
+    _store: &crate::Store,
+    _db: usize,
+    _args: &[Bytes],
+    _ctx: &crate::Ctx,
+) -> crate::error::CmdResult {
+    Err(crate::CmdError::other(
+        "NOTBUSY No scripts in execution right now.",
+    ))
+}
+
 /// The lower-case SHA1 hex of `body`, the name EVALSHA uses.
 pub fn sha1_hex(body: &[u8]) -> String {
     sha1_smol::Sha1::from(body).digest().to_string()

@@ -1024,28 +1024,10 @@ pub fn register(lua: &mlua::Lua) -> mlua::Result<()> {
 mod tests {
     use mlua::Lua;
 
+    use crate::scripting::libs::test_support::{eval, eval_err};
+
     fn lua() -> Lua {
-        let lua = Lua::new();
-        super::register(&lua).unwrap();
-        lua
-    }
-
-    fn eval(lua: &Lua, code: &str) -> String {
-        lua.load(code).eval::<String>().unwrap()
-    }
-
-    /// The error a script sees when `code` fails inside `pcall`, without
-    /// the "user_script:1: " position that `luaL_error` prefixes.
-    fn eval_err(lua: &Lua, code: &str) -> String {
-        let wrapped = format!("local ok, e = pcall(function() {code} end) assert(not ok) return e");
-        let e = lua
-            .load(wrapped)
-            .set_name("@user_script")
-            .eval::<String>()
-            .unwrap();
-        e.strip_prefix("user_script:1: ")
-            .map(str::to_string)
-            .unwrap_or(e)
+        crate::scripting::libs::test_support::lua_with(super::register)
     }
 
     // Expected values checked against redis-server 7.0.15.

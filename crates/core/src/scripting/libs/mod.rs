@@ -6,6 +6,8 @@ pub mod bit;
 pub mod cjson;
 pub mod cmsgpack;
 pub mod structlib;
+#[cfg(test)]
+mod test_support;
 mod util;
 
 /// Registers every library as a global table of `lua`.
