@@ -68,7 +68,7 @@ pub struct EncodingLimits {
     pub script_max_instructions: u64,
 }
 
-/// The default of `script-max-instructions`: about ten seconds of Lua on
+/// The default of `script-max-instructions`: 1.4-2.8 s of simple Lua loops on
 /// one core of this era.
 pub const DEFAULT_SCRIPT_MAX_INSTRUCTIONS: u64 = 1_000_000_000;
 
