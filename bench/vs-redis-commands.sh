@@ -60,11 +60,18 @@ INCR_SHA=$(sha "$INCR_SCRIPT")
 TEN_SHA=$(sha "$TEN_SCRIPT")
 
 # name | command (redis-benchmark replaces __rand_int__). Order matters: the
-# XRANGE case reads the streams XADD filled, BITCOUNT the bitmaps, etc.
+# XRANGE case reads the streams XADD filled, BITCOUNT the bitmaps, etc. The
+# plain key-value cases (set incr lpush get) are not in the default list:
+# run them with CASES="set incr lpush get" CLUSTER=1 (the replicated-write
+# comparison of docs/benchmarks.md).
 ALL_CASES="evalsha-incr evalsha-10 xadd xrange setbit bitcount pfadd pfcount geoadd geosearch"
 CASES=${CASES:-$ALL_CASES}
 command_of() { # case
     case "$1" in
+        set) echo "SET k:{tag}:__rand_int__ v" ;;
+        incr) echo "INCR n:{tag}:__rand_int__" ;;
+        lpush) echo "LPUSH l:{tag}:__rand_int__ v" ;;
+        get) echo "GET k:{tag}:__rand_int__" ;;
         evalsha-incr) echo "EVALSHA $INCR_SHA 1 k:{tag}:__rand_int__" ;;
         evalsha-10) echo "EVALSHA $TEN_SHA 1 t:{tag}:__rand_int__ v" ;;
         xadd) echo "XADD s:{tag}:__rand_int__ * f v" ;;

@@ -1,12 +1,14 @@
 //! The node loop: one task drives every Raft group of this node, TiKV
 //! style. Each round steps what peers sent, ticks, turns queued client
 //! proposals into one entry per group and queued reads into one ReadIndex
-//! request per group, collects every group's Ready, writes all their
-//! entries and hard states in ONE raft-engine batch with one fsync (group
-//! commit), then sends the messages that needed persistence, applies
-//! committed entries to each group's state machine and answers waiting
-//! clients. Sessions never touch a RawNode: they only queue work and wake
-//! the loop.
+//! request per group, and takes every group's Ready: a leader's messages go
+//! out at once, committed entries apply to the group's state machine (and
+//! waiting clients hear back), entries and hard states join the next log
+//! write. All groups' writes share ONE raft-engine batch with one fsync
+//! (group commit), run off the loop while the next rounds go on; when it
+//! completes, its Readies count as persisted and the messages that needed
+//! that (a follower's acknowledgements, votes) are sent. Sessions never
+//! touch a RawNode: they only queue work and wake the loop.
 
 use crate::entry::{self, EntryBuilder, EntryCtx};
 use crate::snapfile;
@@ -94,6 +96,45 @@ pub trait StateMachine: 'static {
 }
 
 /// Bootstrap description of one group.
+/// One raft-engine write being filled by rounds or in flight: the entries
+/// and hard states of the Readies it carries, and what its completion
+/// releases.
+struct LogWrite {
+    /// Its sequence number (what `GroupStorage::append` tags entries with).
+    number: u64,
+    batch: LogBatch,
+    /// Some Ready in it must be on disk before it counts as persisted.
+    sync: bool,
+    /// It carries a received snapshot: written before the loop steps on.
+    urgent: bool,
+    /// (group position, Ready number, messages to send once persisted).
+    readies: Vec<(usize, u64, Vec<raft::eraftpb::Message>)>,
+}
+
+impl LogWrite {
+    fn new(number: u64) -> LogWrite {
+        LogWrite {
+            number,
+            batch: LogBatch::default(),
+            sync: false,
+            urgent: false,
+            readies: Vec::new(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.batch.is_empty() && self.readies.is_empty()
+    }
+}
+
+/// A record in a region no group uses, written with sync to make raft-engine
+/// fsync what earlier writes left in the page cache.
+fn sync_marker() -> Result<LogBatch, raft_engine::Error> {
+    let mut batch = LogBatch::default();
+    batch.put(u64::MAX, b"sync".to_vec(), b"1".to_vec())?;
+    Ok(batch)
+}
+
 pub struct GroupSpec<S> {
     pub id: u64,
     pub voters: Vec<u64>,
@@ -142,6 +183,10 @@ struct Group<S: StateMachine> {
     applied_term: u64,
     last_role: StateRole,
     stats: GroupStats,
+    /// Readies handed to the log writer and not yet persisted.
+    unpersisted: usize,
+    /// The number of the last Ready taken.
+    last_ready: u64,
 }
 
 /// A snapshot of one group's state, for INFO and CLUSTER commands.
@@ -359,6 +404,8 @@ impl<S: StateMachine> MultiRaft<S> {
                 applied_term,
                 last_role: StateRole::Follower,
                 stats: GroupStats::default(),
+                unpersisted: 0,
+                last_ready: 0,
             });
         }
         if !init.is_empty() {
@@ -557,62 +604,154 @@ impl<S: StateMachine> MultiRaft<S> {
         self.engine.get_used_size()
     }
 
+    /// `--wal async`: everything written so far reaches the disk once a
+    /// second. raft-engine syncs only as part of a non-empty write, so the
+    /// loop writes a small marker record with sync.
     async fn sync_loop(self: Rc<Self>) {
         let mut t = tokio::time::interval(Duration::from_secs(1));
         loop {
             t.tick().await;
             let engine = self.engine.clone();
-            if let Ok(Err(e)) = tokio::task::spawn_blocking(move || engine.sync()).await {
+            let synced = tokio::task::spawn_blocking(move || {
+                let mut batch = sync_marker()?;
+                engine.write(&mut batch, true)
+            })
+            .await;
+            if let Ok(Err(e)) = synced {
                 error!("raft log sync failed: {e}");
             }
         }
     }
 
+    /// The node loop. Each round steps and proposes, then hands every
+    /// group's Ready to the log writer without waiting for it: raft-rs is
+    /// told at once (`advance_append_async`) and keeps stepping, so
+    /// proposals reach followers and acknowledgements are counted while a
+    /// previous round's fsync is still running (Raft thesis 10.2.1). One
+    /// write (with one fsync for every group: group commit) is in flight at
+    /// a time; the rounds meanwhile fill the next one. A Ready counts as
+    /// persisted (`on_persist_ready`, and the messages that needed it are
+    /// sent) only when the write carrying it completes, so nothing is
+    /// acknowledged before a majority has it on disk.
     async fn run(self: Rc<Self>) {
         let mut ticker = tokio::time::interval(self.cfg.tick);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_purge = Instant::now();
+        let mut pending = LogWrite::new(1);
+        let mut in_flight: Option<tokio::task::JoinHandle<(Result<(), String>, LogWrite)>> = None;
         loop {
-            let tick = tokio::select! {
-                _ = ticker.tick() => true,
-                _ = self.inbox.wake.notified() => false,
-            };
-            let (mut batch, readies, must_sync) = self.round_begin(tick);
+            let mut tick = false;
+            let mut done = None;
+            tokio::select! {
+                _ = ticker.tick() => tick = true,
+                _ = self.inbox.wake.notified() => {}
+                res = async {
+                    match in_flight.as_mut() {
+                        Some(h) => h.await,
+                        None => std::future::pending().await,
+                    }
+                }, if in_flight.is_some() => {
+                    in_flight = None;
+                    done = Some(res);
+                }
+            }
+            if let Some(res) = done {
+                let write = match res {
+                    Ok((Ok(()), write)) => write,
+                    Ok((Err(e), _)) => return self.fail(format!("Raft log write failed: {e}")),
+                    Err(e) => return self.fail(format!("Raft log write failed: {e}")),
+                };
+                self.on_written(write);
+            }
+            self.round(tick, &mut pending);
             if self.fatal.borrow().is_some() {
                 // The binary stops the process; nothing more is done here.
                 return;
             }
-            if !batch.is_empty() {
-                let engine = self.engine.clone();
-                // A round that only moves the commit index needs no fsync
-                // (raft-rs's must_sync): a lower commit after a crash is
-                // learnt again from the leader.
-                let sync = self.cfg.wal == WalMode::Fsync && must_sync;
-                // An fsync runs off the loop so sessions keep batching the
-                // next round meanwhile; a write to the page cache is cheaper
-                // than the thread hand-off.
-                let err = if sync {
-                    self.fsyncs.set(self.fsyncs.get() + 1);
-                    match tokio::task::spawn_blocking(move || engine.write(&mut batch, true)).await
-                    {
-                        Ok(Ok(_)) => None,
-                        Ok(Err(e)) => Some(e.to_string()),
-                        Err(e) => Some(e.to_string()),
+            if pending.urgent {
+                // A received snapshot replaced a group's log: it is written
+                // before raft-rs reads that log again, after any earlier
+                // write.
+                if let Some(h) = in_flight.take() {
+                    match h.await {
+                        Ok((Ok(()), write)) => self.on_written(write),
+                        Ok((Err(e), _)) => return self.fail(format!("Raft log write failed: {e}")),
+                        Err(e) => return self.fail(format!("Raft log write failed: {e}")),
                     }
+                }
+                let next = LogWrite::new(pending.number + 1);
+                let mut write = std::mem::replace(&mut pending, next);
+                let sync = self.cfg.wal != WalMode::None;
+                if let Err(e) = self.write_log(&mut write, sync) {
+                    return self.fail(format!("Raft log write failed: {e}"));
+                }
+                self.on_written(write);
+                self.inbox.wake.notify_one();
+            } else if in_flight.is_none() && !pending.is_empty() {
+                let next = LogWrite::new(pending.number + 1);
+                let mut write = std::mem::replace(&mut pending, next);
+                if self.cfg.wal == WalMode::Fsync && write.sync {
+                    // The fsync runs off the loop; the loop goes on stepping.
+                    self.fsyncs.set(self.fsyncs.get() + 1);
+                    self.log_writes.set(self.log_writes.get() + 1);
+                    let engine = self.engine.clone();
+                    in_flight = Some(tokio::task::spawn_blocking(move || {
+                        let res = engine.write(&mut write.batch, true);
+                        (res.map(|_| ()).map_err(|e| e.to_string()), write)
+                    }));
                 } else {
-                    engine.write(&mut batch, false).err().map(|e| e.to_string())
-                };
-                self.log_writes.set(self.log_writes.get() + 1);
-                if let Some(e) = err {
-                    self.fail(format!("Raft log write failed: {e}"));
-                    return;
+                    // A write to the page cache is cheaper than the thread
+                    // hand-off: done here, and what it releases is handled
+                    // in the next round, at once.
+                    if let Err(e) = self.write_log(&mut write, false) {
+                        return self.fail(format!("Raft log write failed: {e}"));
+                    }
+                    self.on_written(write);
+                    self.inbox.wake.notify_one();
                 }
             }
-            self.round_finish(readies);
             if last_purge.elapsed() > Duration::from_secs(10) {
                 last_purge = Instant::now();
                 let engine = self.engine.clone();
                 let _ = tokio::task::spawn_blocking(move || engine.purge_expired_files()).await;
+            }
+        }
+    }
+
+    /// Writes a log batch on the loop (small or rare writes).
+    fn write_log(&self, write: &mut LogWrite, sync: bool) -> Result<(), String> {
+        if write.batch.is_empty() {
+            return Ok(());
+        }
+        if sync {
+            self.fsyncs.set(self.fsyncs.get() + 1);
+        }
+        self.log_writes.set(self.log_writes.get() + 1);
+        self.engine
+            .write(&mut write.batch, sync)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// A log write completed: its entries are read from raft-engine now,
+    /// its Readies count as persisted, and the messages that waited for
+    /// that go out.
+    fn on_written(&self, write: LogWrite) {
+        let mut inner = self.inner.borrow_mut();
+        for (i, number, msgs) in write.readies {
+            let Some(g) = inner.groups.get_mut(i) else {
+                continue;
+            };
+            g.raw.mut_store().written(write.number);
+            g.raw.on_persist_ready(number);
+            g.unpersisted = g.unpersisted.saturating_sub(1);
+            if g.unpersisted == 0 {
+                // Later Readies that needed no write are persisted too.
+                g.raw.on_persist_ready(g.last_ready);
+            }
+            g.raw.advance_apply_to(g.applied);
+            if !msgs.is_empty() {
+                self.transport.send(g.id, msgs);
             }
         }
     }
@@ -663,7 +802,9 @@ impl<S: StateMachine> MultiRaft<S> {
         }
     }
 
-    fn round_begin(&self, tick: bool) -> (LogBatch, Vec<(usize, raft::Ready)>, bool) {
+    /// One round: steps what peers sent, ticks, proposes and queues reads,
+    /// then takes every group's Ready (see [`MultiRaft::take_ready`]).
+    fn round(&self, tick: bool, log: &mut LogWrite) {
         let mut guard = self.inner.borrow_mut();
         let inner = &mut *guard;
         let msgs = std::mem::take(&mut *self.inbox.messages.borrow_mut());
@@ -701,7 +842,7 @@ impl<S: StateMachine> MultiRaft<S> {
             drop(guard);
             self.fail(msg.clone());
             self.set_fatal(Fatal::LostAcknowledgedEntries(msg));
-            return (LogBatch::default(), Vec::new(), false);
+            return;
         }
         for (group, to, ok) in std::mem::take(&mut *self.inbox.snapshot_reports.borrow_mut()) {
             if let Some(&i) = inner.index.get(&group) {
@@ -785,58 +926,98 @@ impl<S: StateMachine> MultiRaft<S> {
                 }
             }
         }
-        let mut batch = LogBatch::default();
-        let mut readies = Vec::new();
-        let mut must_sync = false;
         let snap_dir = self.cfg.dir.join("snap");
         for (i, g) in inner.groups.iter_mut().enumerate() {
-            if !g.raw.has_ready() {
-                continue;
+            if g.raw.has_ready() {
+                self.take_ready(i, g, log, &snap_dir);
+            } else if !g.reads_ready.is_empty() {
+                // Reads whose index an earlier round's apply reached.
+                Self::serve_reads(g);
             }
-            let mut rd = g.raw.ready();
-            if let Some(ss) = rd.ss() {
-                if ss.raft_state != StateRole::Leader && g.last_role == StateRole::Leader {
-                    Self::lost_leadership(g, ss.leader_id);
-                }
-                if ss.raft_state == StateRole::Leader && g.last_role != StateRole::Leader {
-                    info!(group = g.id, term = g.raw.raft.term, "became leader");
-                }
-                g.last_role = ss.raft_state;
-            }
-            let msgs = rd.take_messages();
-            if !msgs.is_empty() {
-                self.transport.send(g.id, msgs);
-            }
-            must_sync |= rd.must_sync();
-            if !rd.snapshot().is_empty() {
-                Self::install_snapshot(g, rd.snapshot().clone(), &snap_dir, &mut batch);
-            }
-            // Committed means a majority has the entries in a synced log:
-            // they apply (and their clients hear back) without waiting for
-            // this round's write, as raft-rs's own examples do.
-            let committed = rd.take_committed_entries();
-            Self::apply_entries(g, committed);
-            if let Err(e) = g.raw.mut_store().append(rd.entries(), &mut batch) {
-                error!(group = g.id, "appending entries: {e}");
-            }
-            if let Some(hs) = rd.hs() {
-                let hs = hs.clone();
-                if let Err(e) = g.raw.mut_store().set_hard_state(&hs, &mut batch) {
-                    error!(group = g.id, "hard state: {e}");
-                }
-            }
-            for rs in rd.take_read_states() {
-                let mut id = [0u8; 8];
-                if rs.request_ctx.len() == 8 {
-                    id.copy_from_slice(&rs.request_ctx);
-                }
-                if let Some(b) = g.reads_in_flight.remove(&u64::from_le_bytes(id)) {
-                    g.reads_ready.push((rs.index, b));
-                }
-            }
-            readies.push((i, rd));
         }
-        (batch, readies, must_sync)
+    }
+
+    /// Handles one group's Ready without waiting for the disk: messages a
+    /// leader may send before persisting go out now, committed entries
+    /// apply (raft-rs gives only entries this node has persisted, and a
+    /// majority has them), entries and hard state join the next log write,
+    /// and raft-rs is advanced at once. The messages that must wait for
+    /// persistence (a follower's acknowledgements, votes) travel with the
+    /// write. A Ready with nothing to persist durably (no entries, no
+    /// snapshot, no vote or term change) counts as persisted at once when
+    /// no earlier Ready of the group is still being written.
+    fn take_ready(&self, i: usize, g: &mut Group<S>, log: &mut LogWrite, snap_dir: &Path) {
+        let mut rd = g.raw.ready();
+        g.last_ready = rd.number();
+        if let Some(ss) = rd.ss() {
+            if ss.raft_state != StateRole::Leader && g.last_role == StateRole::Leader {
+                Self::lost_leadership(g, ss.leader_id);
+            }
+            if ss.raft_state == StateRole::Leader && g.last_role != StateRole::Leader {
+                info!(group = g.id, term = g.raw.raft.term, "became leader");
+            }
+            g.last_role = ss.raft_state;
+        }
+        let msgs = rd.take_messages();
+        if !msgs.is_empty() {
+            self.transport.send(g.id, msgs);
+        }
+        // raft-rs sets must_sync for entries, a snapshot, a term or a vote.
+        let durable = rd.must_sync() || !rd.entries().is_empty() || !rd.snapshot().is_empty();
+        let snapshot = !rd.snapshot().is_empty();
+        if snapshot {
+            Self::install_snapshot(g, rd.snapshot().clone(), snap_dir, &mut log.batch);
+            log.urgent = true;
+        }
+        let committed = rd.take_committed_entries();
+        Self::apply_entries(g, committed);
+        if let Err(e) = g
+            .raw
+            .mut_store()
+            .append(rd.entries(), &mut log.batch, log.number)
+        {
+            error!(group = g.id, "appending entries: {e}");
+        }
+        if let Some(hs) = rd.hs() {
+            let hs = hs.clone();
+            if let Err(e) = g.raw.mut_store().set_hard_state(&hs, &mut log.batch) {
+                error!(group = g.id, "hard state: {e}");
+            }
+        }
+        for rs in rd.take_read_states() {
+            let mut id = [0u8; 8];
+            if rs.request_ctx.len() == 8 {
+                id.copy_from_slice(&rs.request_ctx);
+            }
+            if let Some(b) = g.reads_in_flight.remove(&u64::from_le_bytes(id)) {
+                g.reads_ready.push((rs.index, b));
+            }
+        }
+        let number = rd.number();
+        let persisted = rd.take_persisted_messages();
+        g.raw.advance_append_async(rd);
+        if durable {
+            g.unpersisted += 1;
+            log.sync = true;
+            log.readies.push((i, number, persisted));
+        } else {
+            if g.unpersisted == 0 {
+                g.raw.on_persist_ready(number);
+            }
+            if !persisted.is_empty() {
+                self.transport.send(g.id, persisted);
+            }
+        }
+        if !snapshot {
+            // A received snapshot counts as applied once it is persisted
+            // (raft-rs refuses an applied index past the persisted one).
+            g.raw.advance_apply_to(g.applied);
+        }
+        Self::drop_overwritten_waiters(g);
+        Self::serve_reads(g);
+        if g.applied >= g.raw.store().snapshot_index() + self.cfg.snapshot_entries {
+            self.take_snapshot(g);
+        }
     }
 
     fn propose_batch(g: &mut Group<S>, now_ms: u64, seed: u64, max_bytes: usize) {
@@ -972,37 +1153,6 @@ impl<S: StateMachine> MultiRaft<S> {
         }
         if let Err(e) = g.raw.mut_store().set_snapshot(meta, data, true, batch) {
             error!(group = g.id, "recording snapshot: {e}");
-        }
-    }
-
-    fn round_finish(&self, readies: Vec<(usize, raft::Ready)>) {
-        let mut inner = self.inner.borrow_mut();
-        let inner = &mut *inner;
-        for (i, mut rd) in readies {
-            let g = &mut inner.groups[i];
-            let persisted = rd.take_persisted_messages();
-            if !persisted.is_empty() {
-                self.transport.send(g.id, persisted);
-            }
-            let mut light = g.raw.advance(rd);
-            let msgs = light.take_messages();
-            if !msgs.is_empty() {
-                self.transport.send(g.id, msgs);
-            }
-            let committed = light.take_committed_entries();
-            Self::apply_entries(g, committed);
-            g.raw.advance_apply_to(g.applied);
-            Self::drop_overwritten_waiters(g);
-            Self::serve_reads(g);
-            if g.applied >= g.raw.store().snapshot_index() + self.cfg.snapshot_entries {
-                self.take_snapshot(g);
-            }
-        }
-        // Reads whose index was reached by an earlier round.
-        for g in &mut inner.groups {
-            if !g.reads_ready.is_empty() {
-                Self::serve_reads(g);
-            }
         }
     }
 

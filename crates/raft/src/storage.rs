@@ -3,11 +3,18 @@
 //! and the latest snapshot's metadata are raft-engine key-values of the
 //! group; the snapshot image itself is a file (see `snapfile`), kept in
 //! memory once loaded so a leader can hand it to a lagging follower.
+//!
+//! The node loop hands raft-rs a Ready's entries before they reach
+//! raft-engine (the write, and its fsync, run off the loop while the loop
+//! keeps stepping), so the storage keeps those entries in memory, tagged
+//! with the log write that carries them, until that write completes; reads
+//! see them over what raft-engine holds.
 
 use bytes::Bytes;
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
 use raft::{GetEntriesContext, RaftState, StorageError};
 use raft_engine::{Engine, LogBatch, MessageExt};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Tells raft-engine how to find an entry's index.
@@ -34,6 +41,11 @@ pub struct GroupStorage {
     snap_meta: SnapshotMetadata,
     /// The latest snapshot's image (empty when none was taken).
     snap_data: Bytes,
+    /// Entries appended but not yet written to raft-engine, contiguous by
+    /// index, each with the number of the log write that carries it. They
+    /// shadow raft-engine's entries from their first index on (an append
+    /// that overwrites a conflicting tail lands here first).
+    unwritten: VecDeque<(u64, Entry)>,
 }
 
 fn store_err(e: impl std::fmt::Display) -> raft::Error {
@@ -66,6 +78,7 @@ impl GroupStorage {
             conf_state,
             snap_meta: snap_meta.unwrap_or_default(),
             snap_data: Bytes::new(),
+            unwritten: VecDeque::new(),
         })
     }
 
@@ -99,14 +112,47 @@ impl GroupStorage {
         Ok(())
     }
 
-    /// Appends (or overwrites from their first index) entries in `batch`.
-    pub fn append(&mut self, entries: &[Entry], batch: &mut LogBatch) -> Result<(), String> {
-        if entries.is_empty() {
+    /// Appends (or overwrites from their first index) entries in `batch`,
+    /// the batch of log write number `write`; until [`Self::written`] is
+    /// told that write completed, reads find them in memory.
+    pub fn append(
+        &mut self,
+        entries: &[Entry],
+        batch: &mut LogBatch,
+        write: u64,
+    ) -> Result<(), String> {
+        let Some(first) = entries.first().map(|e| e.index) else {
             return Ok(());
-        }
+        };
         batch
             .add_entries::<EntryExt>(self.group, entries)
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        while self.unwritten.back().is_some_and(|(_, e)| e.index >= first) {
+            self.unwritten.pop_back();
+        }
+        self.unwritten
+            .extend(entries.iter().map(|e| (write, e.clone())));
+        Ok(())
+    }
+
+    /// Log write number `write` (and every earlier one) reached
+    /// raft-engine: its entries are read from there now.
+    pub fn written(&mut self, write: u64) {
+        while self.unwritten.front().is_some_and(|(w, _)| *w <= write) {
+            self.unwritten.pop_front();
+        }
+    }
+
+    /// The first index held only in memory, if any.
+    fn unwritten_first(&self) -> Option<u64> {
+        self.unwritten.front().map(|(_, e)| e.index)
+    }
+
+    /// The in-memory entry at `idx` (None below or past the held range).
+    fn unwritten_at(&self, idx: u64) -> Option<&Entry> {
+        let first = self.unwritten_first()?;
+        let k = usize::try_from(idx.checked_sub(first)?).ok()?;
+        self.unwritten.get(k).map(|(_, e)| e)
     }
 
     /// Makes `meta` + `data` the group's snapshot (one just taken locally or
@@ -122,6 +168,8 @@ impl GroupStorage {
         batch: &mut LogBatch,
     ) -> Result<(), String> {
         if received {
+            // The caller writes this batch before raft-rs reads again.
+            self.unwritten.clear();
             batch.add_command(self.group, raft_engine::Command::Clean);
         } else {
             batch.add_command(
@@ -226,10 +274,18 @@ impl raft::Storage for GroupStorage {
             )));
         }
         let mut out = Vec::with_capacity((high - low) as usize);
-        let max = max_size.into().map(|m| m as usize);
-        self.engine
-            .fetch_entries_to::<EntryExt>(self.group, low, high, max, &mut out)
-            .map_err(store_err)?;
+        let max_size = max_size.into();
+        let split = self.unwritten_first().map_or(high, |u| u.clamp(low, high));
+        if low < split {
+            let max = max_size.map(|m| m as usize);
+            self.engine
+                .fetch_entries_to::<EntryExt>(self.group, low, split, max, &mut out)
+                .map_err(store_err)?;
+        }
+        if split < high && out.len() as u64 == split - low {
+            out.extend((split..high).filter_map(|i| self.unwritten_at(i).cloned()));
+            raft::util::limit_size(&mut out, max_size);
+        }
         // raft-rs expects at least one entry when any is asked for.
         if out.is_empty() && low < high {
             return Err(raft::Error::Store(StorageError::Unavailable));
@@ -248,6 +304,12 @@ impl raft::Storage for GroupStorage {
         if idx > self.last_index()? {
             return Err(raft::Error::Store(StorageError::Unavailable));
         }
+        if self.unwritten_first().is_some_and(|u| idx >= u) {
+            return match self.unwritten_at(idx) {
+                Some(e) => Ok(e.term),
+                None => Err(raft::Error::Store(StorageError::Unavailable)),
+            };
+        }
         match self.engine.get_entry::<EntryExt>(self.group, idx) {
             Ok(Some(e)) => Ok(e.term),
             Ok(None) => Err(raft::Error::Store(StorageError::Unavailable)),
@@ -263,6 +325,9 @@ impl raft::Storage for GroupStorage {
     }
 
     fn last_index(&self) -> raft::Result<u64> {
+        if let Some((_, e)) = self.unwritten.back() {
+            return Ok(e.index.max(self.snap_meta.index));
+        }
         Ok(match self.engine_last() {
             Some(i) => i.max(self.snap_meta.index),
             None => self.snap_meta.index,
@@ -279,5 +344,108 @@ impl raft::Storage for GroupStorage {
         s.set_data(self.snap_data.clone());
         s.set_metadata(self.snap_meta.clone());
         Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raft::Storage;
+
+    fn entry(index: u64, term: u64) -> Entry {
+        Entry {
+            index,
+            term,
+            data: Bytes::from(format!("{index}/{term}")),
+            ..Default::default()
+        }
+    }
+
+    fn open(dir: &std::path::Path) -> GroupStorage {
+        let cfg = raft_engine::Config {
+            dir: dir.to_string_lossy().into_owned(),
+            ..Default::default()
+        };
+        let engine = Arc::new(Engine::open(cfg).unwrap());
+        GroupStorage::open(engine, 7, &[1]).unwrap()
+    }
+
+    fn terms(s: &GroupStorage, low: u64, high: u64) -> Vec<(u64, u64)> {
+        s.entries(low, high, None, GetEntriesContext::empty(false))
+            .unwrap()
+            .iter()
+            .map(|e| (e.index, e.term))
+            .collect()
+    }
+
+    /// Entries handed to raft-rs before their write completes are read from
+    /// memory, an overwrite of a conflicting tail shadows both the engine's
+    /// and the older in-memory entries, and completing a write hands reads
+    /// back to raft-engine without losing the newer overwrite.
+    #[test]
+    fn unwritten_entries_are_read_until_their_write_completes() {
+        let dir = std::env::temp_dir().join(format!("kvasir-storage-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut s = open(&dir);
+        let engine = s.engine.clone();
+
+        // Write 1: entries 1..=4 of term 1, written to the engine.
+        let mut b1 = LogBatch::default();
+        let first: Vec<Entry> = (1..=4).map(|i| entry(i, 1)).collect();
+        s.append(&first, &mut b1, 1).unwrap();
+        assert_eq!(s.last_index().unwrap(), 4);
+        assert_eq!(s.term(3).unwrap(), 1);
+        engine.write(&mut b1, false).unwrap();
+        s.written(1);
+        assert!(s.unwritten.is_empty());
+
+        // Write 2 (in flight): 5..=6 of term 1. Write 3 (queued): a new
+        // leader overwrites from 4 with term 2.
+        let mut b2 = LogBatch::default();
+        s.append(&[entry(5, 1), entry(6, 1)], &mut b2, 2).unwrap();
+        let mut b3 = LogBatch::default();
+        s.append(&[entry(4, 2), entry(5, 2)], &mut b3, 3).unwrap();
+        assert_eq!(s.last_index().unwrap(), 5);
+        assert_eq!(terms(&s, 2, 6), vec![(2, 1), (3, 1), (4, 2), (5, 2)]);
+        assert_eq!(s.term(4).unwrap(), 2);
+        assert!(s.term(6).is_err());
+
+        // Write 2 completes: nothing of it is left in memory, the overwrite
+        // still shadows the engine's stale 4..=6.
+        engine.write(&mut b2, false).unwrap();
+        s.written(2);
+        assert_eq!(s.last_index().unwrap(), 5);
+        assert_eq!(
+            terms(&s, 1, 6),
+            vec![(1, 1), (2, 1), (3, 1), (4, 2), (5, 2)]
+        );
+
+        // Write 3 completes: the engine has the truncated, overwritten log.
+        engine.write(&mut b3, false).unwrap();
+        s.written(3);
+        assert!(s.unwritten.is_empty());
+        assert_eq!(s.last_index().unwrap(), 5);
+        assert_eq!(
+            terms(&s, 1, 6),
+            vec![(1, 1), (2, 1), (3, 1), (4, 2), (5, 2)]
+        );
+
+        // A size limit still returns at least one entry, across the split.
+        let mut b4 = LogBatch::default();
+        s.append(&[entry(6, 2), entry(7, 2)], &mut b4, 4).unwrap();
+        let one = s
+            .entries(5, 8, Some(1), GetEntriesContext::empty(false))
+            .unwrap();
+        assert_eq!(one.len(), 1);
+        let all = s
+            .entries(5, 8, None, GetEntriesContext::empty(false))
+            .unwrap();
+        assert_eq!(
+            all.iter().map(|e| e.index).collect::<Vec<_>>(),
+            vec![5, 6, 7]
+        );
+        drop(s);
+        drop(engine);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
