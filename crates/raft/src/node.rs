@@ -127,6 +127,57 @@ impl LogWrite {
     }
 }
 
+/// Fault injection for tests of the disk path, set by environment
+/// variables a test gives one node (never set in production):
+/// `KVASIR_FAULT_LOG_WRITE_DELAY_MS` stalls every synced log write that
+/// long (a slow or stuck disk), `KVASIR_FAULT_LOG_WRITE_FAIL_IF_EXISTS=PATH`
+/// makes every synced write fail once that file exists (a failed fsync, at
+/// a moment the test chooses).
+#[derive(Default)]
+struct LogFaults {
+    delay: Duration,
+    fail_if_exists: Option<PathBuf>,
+}
+
+impl LogFaults {
+    fn from_env() -> LogFaults {
+        let var = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        let faults = LogFaults {
+            delay: Duration::from_millis(var("KVASIR_FAULT_LOG_WRITE_DELAY_MS").unwrap_or(0)),
+            fail_if_exists: std::env::var_os("KVASIR_FAULT_LOG_WRITE_FAIL_IF_EXISTS")
+                .map(PathBuf::from),
+        };
+        if !faults.delay.is_zero() || faults.fail_if_exists.is_some() {
+            warn!(
+                delay_ms = faults.delay.as_millis() as u64,
+                fail_if_exists = ?faults.fail_if_exists,
+                "log write faults injected (test only)"
+            );
+        }
+        faults
+    }
+
+    /// Writes `batch` to the log, after the injected delay or failure.
+    fn write(&self, engine: &Engine, batch: &mut LogBatch, sync: bool) -> Result<(), String> {
+        if sync {
+            if !self.delay.is_zero() {
+                std::thread::sleep(self.delay);
+            }
+            if self.fail_if_exists.as_ref().is_some_and(|p| p.exists()) {
+                return Err("fsync failed (injected fault)".into());
+            }
+        }
+        engine
+            .write(batch, sync)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// A record in a region no group uses, written with sync to make raft-engine
 /// fsync what earlier writes left in the page cache.
 fn sync_marker() -> Result<LogBatch, raft_engine::Error> {
@@ -228,13 +279,15 @@ pub enum Fatal {
     LoopStopped(String),
     /// The recovered log lacks entries this node had acknowledged.
     LostAcknowledgedEntries(String),
+    /// Writing (or syncing) the Raft log failed.
+    LogWriteFailed(String),
 }
 
 impl std::fmt::Display for Fatal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Fatal::LoopStopped(why) => write!(f, "the Raft loop stopped unexpectedly ({why})"),
-            Fatal::LostAcknowledgedEntries(why) => f.write_str(why),
+            Fatal::LostAcknowledgedEntries(why) | Fatal::LogWriteFailed(why) => f.write_str(why),
         }
     }
 }
@@ -249,6 +302,7 @@ pub struct MultiRaft<S: StateMachine> {
     fatal_notify: tokio::sync::Notify,
     pub fsyncs: Cell<u64>,
     pub log_writes: Cell<u64>,
+    faults: Arc<LogFaults>,
 }
 
 fn unix_ms() -> u64 {
@@ -440,6 +494,7 @@ impl<S: StateMachine> MultiRaft<S> {
             fatal_notify: tokio::sync::Notify::new(),
             fsyncs: Cell::new(0),
             log_writes: Cell::new(0),
+            faults: Arc::new(LogFaults::from_env()),
         });
         let driver = tokio::task::spawn_local(node.clone().run());
         let watcher = node.clone();
@@ -510,6 +565,10 @@ impl<S: StateMachine> MultiRaft<S> {
     pub fn read(&self, group: u64, cmd: S::Cmd) -> oneshot::Receiver<Result<S::Out, RaftError>> {
         let (tx, rx) = oneshot::channel();
         let mut inner = self.inner.borrow_mut();
+        if let Some(e) = &inner.failed {
+            let _ = tx.send(Err(RaftError::Storage(e.clone())));
+            return rx;
+        }
         match inner.index.get(&group).copied() {
             Some(i) => {
                 inner.groups[i].reads.push((cmd, tx));
@@ -658,8 +717,8 @@ impl<S: StateMachine> MultiRaft<S> {
             if let Some(res) = done {
                 let write = match res {
                     Ok((Ok(()), write)) => write,
-                    Ok((Err(e), _)) => return self.fail(format!("Raft log write failed: {e}")),
-                    Err(e) => return self.fail(format!("Raft log write failed: {e}")),
+                    Ok((Err(e), _)) => return self.log_write_failed(e),
+                    Err(e) => return self.log_write_failed(e.to_string()),
                 };
                 self.on_written(write);
             }
@@ -675,15 +734,15 @@ impl<S: StateMachine> MultiRaft<S> {
                 if let Some(h) = in_flight.take() {
                     match h.await {
                         Ok((Ok(()), write)) => self.on_written(write),
-                        Ok((Err(e), _)) => return self.fail(format!("Raft log write failed: {e}")),
-                        Err(e) => return self.fail(format!("Raft log write failed: {e}")),
+                        Ok((Err(e), _)) => return self.log_write_failed(e),
+                        Err(e) => return self.log_write_failed(e.to_string()),
                     }
                 }
                 let next = LogWrite::new(pending.number + 1);
                 let mut write = std::mem::replace(&mut pending, next);
                 let sync = self.cfg.wal != WalMode::None;
                 if let Err(e) = self.write_log(&mut write, sync) {
-                    return self.fail(format!("Raft log write failed: {e}"));
+                    return self.log_write_failed(e);
                 }
                 self.on_written(write);
                 self.inbox.wake.notify_one();
@@ -695,16 +754,17 @@ impl<S: StateMachine> MultiRaft<S> {
                     self.fsyncs.set(self.fsyncs.get() + 1);
                     self.log_writes.set(self.log_writes.get() + 1);
                     let engine = self.engine.clone();
+                    let faults = self.faults.clone();
                     in_flight = Some(tokio::task::spawn_blocking(move || {
-                        let res = engine.write(&mut write.batch, true);
-                        (res.map(|_| ()).map_err(|e| e.to_string()), write)
+                        let res = faults.write(&engine, &mut write.batch, true);
+                        (res, write)
                     }));
                 } else {
                     // A write to the page cache is cheaper than the thread
                     // hand-off: done here, and what it releases is handled
                     // in the next round, at once.
                     if let Err(e) = self.write_log(&mut write, false) {
-                        return self.fail(format!("Raft log write failed: {e}"));
+                        return self.log_write_failed(e);
                     }
                     self.on_written(write);
                     self.inbox.wake.notify_one();
@@ -727,10 +787,16 @@ impl<S: StateMachine> MultiRaft<S> {
             self.fsyncs.set(self.fsyncs.get() + 1);
         }
         self.log_writes.set(self.log_writes.get() + 1);
-        self.engine
-            .write(&mut write.batch, sync)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        self.faults.write(&self.engine, &mut write.batch, sync)
+    }
+
+    /// The log cannot be written: nothing waiting was acknowledged, every
+    /// client hears an error, and the node stops (the binary exits), so
+    /// the other replicas elect new leaders and clients move to them.
+    fn log_write_failed(&self, e: String) {
+        let why = format!("Raft log write failed: {e}");
+        self.fail(why.clone());
+        self.set_fatal(Fatal::LogWriteFailed(why));
     }
 
     /// A log write completed: its entries are read from raft-engine now,
@@ -1239,6 +1305,7 @@ impl<S: StateMachine> MultiRaft<S> {
                 }
             }
         }
+        g.raw.mut_store().applied(g.applied);
     }
 
     fn take_snapshot(&self, g: &mut Group<S>) {

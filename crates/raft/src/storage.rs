@@ -8,7 +8,9 @@
 //! raft-engine (the write, and its fsync, run off the loop while the loop
 //! keeps stepping), so the storage keeps those entries in memory, tagged
 //! with the log write that carries them, until that write completes; reads
-//! see them over what raft-engine holds.
+//! see them over what raft-engine holds. They stay until applied too (an
+//! entry cache, bounded): applying reads them back, and raft-engine would
+//! read, decompress and decode them from its files.
 
 use bytes::Bytes;
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
@@ -41,12 +43,21 @@ pub struct GroupStorage {
     snap_meta: SnapshotMetadata,
     /// The latest snapshot's image (empty when none was taken).
     snap_data: Bytes,
-    /// Entries appended but not yet written to raft-engine, contiguous by
-    /// index, each with the number of the log write that carries it. They
-    /// shadow raft-engine's entries from their first index on (an append
-    /// that overwrites a conflicting tail lands here first).
+    /// The newest entries, contiguous by index, each with the number of
+    /// the log write that carries it: every entry not yet written to
+    /// raft-engine, and written ones not yet applied (up to
+    /// [`CACHE_ENTRIES`]). They shadow raft-engine's entries from their
+    /// first index on (an append that overwrites a conflicting tail lands
+    /// here first).
     unwritten: VecDeque<(u64, Entry)>,
+    /// Log writes up to this number have completed.
+    written_write: u64,
+    /// Entries up to this index were applied.
+    applied: u64,
 }
+
+/// Written entries kept in memory while they wait to be applied.
+const CACHE_ENTRIES: usize = 4096;
 
 fn store_err(e: impl std::fmt::Display) -> raft::Error {
     raft::Error::Store(StorageError::Other(e.to_string().into()))
@@ -79,6 +90,8 @@ impl GroupStorage {
             snap_meta: snap_meta.unwrap_or_default(),
             snap_data: Bytes::new(),
             unwritten: VecDeque::new(),
+            written_write: 0,
+            applied: 0,
         })
     }
 
@@ -136,9 +149,24 @@ impl GroupStorage {
     }
 
     /// Log write number `write` (and every earlier one) reached
-    /// raft-engine: its entries are read from there now.
+    /// raft-engine: its entries are read from there once applied.
     pub fn written(&mut self, write: u64) {
-        while self.unwritten.front().is_some_and(|(w, _)| *w <= write) {
+        self.written_write = self.written_write.max(write);
+        self.trim();
+    }
+
+    /// Entries up to `index` were applied: the written ones leave memory.
+    pub fn applied(&mut self, index: u64) {
+        self.applied = self.applied.max(index);
+        self.trim();
+    }
+
+    fn trim(&mut self) {
+        while let Some((w, e)) = self.unwritten.front() {
+            let written = *w <= self.written_write;
+            if !written || (e.index > self.applied && self.unwritten.len() <= CACHE_ENTRIES) {
+                break;
+            }
             self.unwritten.pop_front();
         }
     }
@@ -397,6 +425,11 @@ mod tests {
         assert_eq!(s.term(3).unwrap(), 1);
         engine.write(&mut b1, false).unwrap();
         s.written(1);
+        // Written but not applied: still served from memory.
+        assert_eq!(s.unwritten.len(), 4);
+        s.applied(2);
+        assert_eq!(s.unwritten.len(), 2);
+        s.applied(4);
         assert!(s.unwritten.is_empty());
 
         // Write 2 (in flight): 5..=6 of term 1. Write 3 (queued): a new
@@ -423,6 +456,7 @@ mod tests {
         // Write 3 completes: the engine has the truncated, overwritten log.
         engine.write(&mut b3, false).unwrap();
         s.written(3);
+        s.applied(5);
         assert!(s.unwritten.is_empty());
         assert_eq!(s.last_index().unwrap(), 5);
         assert_eq!(

@@ -241,7 +241,10 @@ async fn serve(config: Config) -> std::io::Result<()> {
         _ = tokio::signal::ctrl_c() => info!("Received SIGINT scheduling shutdown..."),
         _ = server.shutdown.notified() => info!("User requested shutdown..."),
         Some(f) = fatal => {
-            // A node whose Raft side stopped must not keep answering clients.
+            // A node whose Raft side stopped must not keep answering
+            // clients; the errors its waiting clients were given get a
+            // moment to reach them first.
+            tokio::time::sleep(Duration::from_millis(100)).await;
             return Err(std::io::Error::other(format!("{f}; exiting")));
         }
     }

@@ -103,6 +103,8 @@ pub struct Cluster {
     pub nodes: Vec<Node>,
     pub initial_cluster: String,
     pub extra: Vec<String>,
+    /// Environment variables given to one node's process (fault injection).
+    pub env: Vec<(u64, String, String)>,
 }
 
 fn unique_root() -> PathBuf {
@@ -256,6 +258,7 @@ impl Cluster {
             nodes,
             initial_cluster,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
         };
         for id in 1..=NODES {
             c.spawn(id);
@@ -322,8 +325,14 @@ impl Cluster {
             .expect("open log");
         let _ = writeln!(log, "===== harness: starting node {id}: kvasir {args:?}");
         let err = log.try_clone().expect("clone log");
+        let env = self
+            .env
+            .iter()
+            .filter(|(node, _, _)| *node == id)
+            .map(|(_, k, v)| (k.clone(), v.clone()));
         let child = Command::new(env!("CARGO_BIN_EXE_kvasir"))
             .args(args)
+            .envs(env)
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(err))
@@ -332,6 +341,12 @@ impl Cluster {
         let n = self.node_mut(id);
         n.child = Some(child);
         n.stopped = false;
+    }
+
+    /// Sets an environment variable for node `id`'s next starts.
+    pub fn set_env(&mut self, id: u64, key: &str, value: &str) {
+        self.env.retain(|(n, k, _)| !(*n == id && k == key));
+        self.env.push((id, key.to_string(), value.to_string()));
     }
 
     /// Whether node `id`'s process is alive (stopped counts as alive).
