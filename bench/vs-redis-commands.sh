@@ -11,9 +11,11 @@
 # tag of a slot the node it sends to serves (so every script's keys share a
 # slot, on the right node).
 #
-# Environment: N (requests per run, 100000), REPEAT (3), CLIENTS (50),
+# Environment: N (requests per run at -P 1, 100000), N_PIPELINED (requests
+# per run at -P > 1, 10 x N), REPEAT (3), CLIENTS (50),
 # PIPELINES ("1 16"), CASES (space-separated case names, default all),
-# CLUSTER (0 or 1), BENCH_TIMEOUT (seconds per run, 600).
+# CLUSTER (0 or 1), BENCH_TIMEOUT (seconds per run, 600), KVASIR (a binary
+# to run instead of building this checkout's release build).
 # Needs redis-cli, redis-benchmark, redis-server: scripts/install-test-deps.sh.
 set -euo pipefail
 # Commands contain `*` (XADD): no pathname expansion anywhere.
@@ -21,6 +23,9 @@ set -f
 
 NAME=vs-redis-commands
 N=${N:-100000}
+# Pipelined runs are ten times as fast: ten times the requests keep them
+# long enough to measure (1,000,000 at -P 16 take ~1 s on one node).
+N_PIPELINED=${N_PIPELINED:-$((N * 10))}
 REPEAT=${REPEAT:-3}
 CLIENTS=${CLIENTS:-50}
 PIPELINES=${PIPELINES:-"1 16"}
@@ -35,9 +40,11 @@ for tool in redis-cli redis-benchmark redis-server sha1sum awk timeout; do
     }
 done
 
-echo "$NAME: building Kvasir (release)..." >&2
-(cd "$ROOT" && cargo build --release -q -p kvasir)
-KVASIR="${CARGO_TARGET_DIR:-$ROOT/target}/release/kvasir"
+if [ -z "${KVASIR:-}" ]; then
+    echo "$NAME: building Kvasir (release)..." >&2
+    (cd "$ROOT" && cargo build --release -q -p kvasir)
+    KVASIR="${CARGO_TARGET_DIR:-$ROOT/target}/release/kvasir"
+fi
 export KVASIR
 
 # shellcheck source=bench/lib-cluster.sh
@@ -118,7 +125,7 @@ bench_once() { # label port pipeline case [--cluster]
     local label=$1 port=$2 pipe=$3 case=$4 extra=${5:-} out rps
     # shellcheck disable=SC2046,SC2086 # the command is split into words
     out=$(timeout "$BENCH_TIMEOUT" redis-benchmark -h 127.0.0.1 -p "$port" $extra -c "$CLIENTS" \
-        -r 16384 -n "$N" -P "$pipe" -q --csv $(command_of "$case") 2>&1) ||
+        -r 16384 -n "$(if [ "$pipe" -gt 1 ]; then echo "$N_PIPELINED"; else echo "$N"; fi)" -P "$pipe" -q --csv $(command_of "$case") 2>&1) ||
         die "redis-benchmark failed against $label ($case): $out"
     rps=$(echo "$out" | tr -d '\r' | awk -F'","' '/^"/ && !/^"test"/ { r=$2; gsub(/"/, "", r); print r; exit }')
     [ -n "$rps" ] || die "no result from redis-benchmark against $label ($case): $out"
@@ -171,7 +178,7 @@ RS_VERSION=$(rcli "$RP" INFO server | awk -F: '$1=="redis_version"{print $2; exi
 echo "# Kvasir vs Redis: scripts, streams, bitmaps, HyperLogLog, geo"
 echo
 echo "Kvasir ${KV_VERSION:-?} (release) vs redis-server ${RS_VERSION:-?} (no persistence), 127.0.0.1,"
-echo "$(nproc) CPUs shared by servers and client; redis-benchmark -c $CLIENTS -r 16384 -n $N;"
+echo "$(nproc) CPUs shared by servers and client; redis-benchmark -c $CLIENTS -r 16384 -n $N (-P 1), -n $N_PIPELINED (pipelined);"
 echo "median of $REPEAT runs, servers alternating."
 [ "$CLUSTER" = 1 ] && echo "Cluster: 3 Kvasir nodes, RF=3, --wal fsync, redis-benchmark --cluster."
 echo
