@@ -14,8 +14,10 @@
 # Environment: N (requests per test, default 100000), REPEAT (default 3),
 # KEYS (default 1000000), CLIENTS (default 50), PIPELINES (default "1 16"),
 # TESTS (default: the seed report's redis-benchmark suite), BENCH_TIMEOUT,
-# MEMORY_CASES (default "keys zset hashes"), ZSET_MEMBERS (1000000),
-# HASHES (100000).
+# MEMORY_CASES (default "keys zset hashes"; also "stream hll bitmap"),
+# ZSET_MEMBERS (1000000), HASHES (100000), STREAM_ENTRIES (1000000),
+# HLL_ADDS (1000000 PFADDs over 1000 keys), BITMAP_BITS (838860800, 100 MB).
+# TESTS= (empty) measures memory only.
 # Needs redis-cli, redis-benchmark, redis-server: scripts/install-test-deps.sh.
 set -euo pipefail
 
@@ -24,10 +26,13 @@ REPEAT=${REPEAT:-3}
 KEYS=${KEYS:-1000000}
 CLIENTS=${CLIENTS:-50}
 PIPELINES=${PIPELINES:-"1 16"}
-TESTS=${TESTS:-"set,get,incr,lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,zpopmin,lrange,mset"}
+TESTS=${TESTS-"set,get,incr,lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,zpopmin,lrange,mset"}
 MEMORY_CASES=${MEMORY_CASES:-"keys zset hashes"}
 ZSET_MEMBERS=${ZSET_MEMBERS:-1000000}
 HASHES=${HASHES:-100000}
+STREAM_ENTRIES=${STREAM_ENTRIES:-1000000}
+HLL_ADDS=${HLL_ADDS:-1000000}
+BITMAP_BITS=${BITMAP_BITS:-838860800}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-900} # seconds per redis-benchmark run (it hangs if a server dies)
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -261,6 +266,23 @@ for case_name in $MEMORY_CASES; do
                  for (i = 0; i < n; i++) { k = sprintf("user%d", i);
                    printf "*22\r\n$4\r\nHSET\r\n$%d\r\n%s\r\n", length(k), k;
                    for (f = 0; f < 10; f++) printf "$6\r\nfield%d\r\n$100\r\n%s\r\n", f, v }' ;;
+        stream)
+            # Two 8-byte fields per entry, IDs from the server clock.
+            memory_case "$STREAM_ENTRIES entries in one stream (XADD s * f1 <8 bytes> f2 <8 bytes>)" \
+                entry "$STREAM_ENTRIES" "$STREAM_ENTRIES" \
+                'for (i = 0; i < n; i++) printf "*7\r\n$4\r\nXADD\r\n$1\r\ns\r\n$1\r\n*\r\n$2\r\nf1\r\n$8\r\n%08d\r\n$2\r\nf2\r\n$8\r\n%08d\r\n", i, i' ;;
+        hll)
+            memory_case "$HLL_ADDS PFADDs of distinct elements into 1000 HyperLogLogs (PFADD hll:<i%1000> e:<i>)" \
+                key "$HLL_ADDS" 1000 \
+                'for (i = 0; i < n; i++) { k = sprintf("hll:%d", i % 1000); e = sprintf("e:%d", i);
+                   printf "*3\r\n$5\r\nPFADD\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", length(k), k, length(e), e }' ;;
+        bitmap)
+            memory_case "one bitmap of $BITMAP_BITS bits (SETBIT bm <last bit> 1, then 1000 bits set across it)" \
+                bitmap 1001 1 \
+                'last = '"$BITMAP_BITS"' - 1; s = sprintf("%d", last);
+                 printf "*4\r\n$6\r\nSETBIT\r\n$2\r\nbm\r\n$%d\r\n%s\r\n$1\r\n1\r\n", length(s), s;
+                 for (i = 0; i < 1000; i++) { o = sprintf("%d", int(last / 1000) * i);
+                   printf "*4\r\n$6\r\nSETBIT\r\n$2\r\nbm\r\n$%d\r\n%s\r\n$1\r\n1\r\n", length(o), o }' ;;
         *) echo "vs-redis: unknown memory case $case_name" >&2; exit 1 ;;
     esac
 done

@@ -558,9 +558,25 @@ fn hll_bytes(v: &Value) -> Result<&[u8], CmdError> {
     }
 }
 
+/// Moves a valid HLL's bytes out of its value for an update in place
+/// (no copy of a dense 12 KB HLL per PFADD); [`store_hll`] puts them back.
+fn take_hll(v: &mut Value) -> Result<Vec<u8>, CmdError> {
+    hll_bytes(v)?;
+    match v {
+        Value::Str(s) | Value::Raw(s) => Ok(std::mem::take(s).into_vec()),
+        _ => Err(CmdError::WrongType),
+    }
+}
+
 /// Replaces the string at `key` by `hll` (raw, like every value a PF
 /// command writes), keeping its TTL; creates it without one if missing.
-fn store_hll(store: &mut Store, db: usize, key: &[u8], hll: Vec<u8>) {
+/// A sparse HLL grows a few bytes at a time through `Vec`'s doubling:
+/// its spare room is cut to a quarter of its length, so 1,000 small HLLs
+/// do not carry up to twice their size.
+fn store_hll(store: &mut Store, db: usize, key: &[u8], mut hll: Vec<u8>) {
+    if hll.capacity() > hll.len() + hll.len() / 2 {
+        hll.shrink_to(hll.len() + hll.len() / 4);
+    }
     let value = Value::Raw(CompactBytes::from_vec(hll));
     match store.db_mut(db).get_value_mut(key) {
         Some(v) => *v = value,
@@ -580,7 +596,7 @@ fn store_hll(store: &mut Store, db: usize, key: &[u8], hll: Vec<u8>) {
 fn pfadd(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let key = &args[1];
     let (mut hll, mut updated) = match store.live_value_mut(db, key, ctx) {
-        Some(v) => (hll_bytes(v)?.to_vec(), false),
+        Some(v) => (take_hll(v)?, false),
         None => (new_hll(), true),
     };
     let mut corrupt = false;
