@@ -99,7 +99,8 @@ pub struct Stats {
 pub struct Server {
     pub config: RefCell<Config>,
     pub local_store: RefCell<LocalStore>,
-    pub clients: RefCell<Clients>,
+    /// Shared with [`crate::tracking`], which looks up whom to invalidate.
+    pub clients: Rc<RefCell<Clients>>,
     pub slowlog: RefCell<SlowLog>,
     pub stats: RefCell<Stats>,
     pub pubsub: RefCell<PubSub>,
@@ -107,6 +108,8 @@ pub struct Server {
     pub blocking: crate::blocking::SharedBlocking,
     /// Shared with the cluster's apply hooks, which touch watched keys.
     pub watches: Rc<RefCell<Watches>>,
+    /// Client-side caching; shared with the cluster's apply hooks.
+    pub tracking: crate::tracking::SharedTracking,
     /// Keys written inside EXEC, served to blocked clients after it.
     pub deferred_ready: RefCell<Option<Vec<ReadyKeys>>>,
     pub shutdown: Notify,
@@ -129,10 +132,14 @@ impl Server {
             store.limits = limits;
             store.notify = notify;
         });
+        let clients = Rc::new(RefCell::new(Clients::default()));
+        let tracking = Rc::new(RefCell::new(crate::tracking::Tracking::new(clients.clone())));
+        tracking.borrow_mut().max_keys = config.tracking_table_max_keys();
         Server {
             config: RefCell::new(config),
             local_store: RefCell::new(local_store),
-            clients: RefCell::new(Clients::default()),
+            clients,
+            tracking,
             slowlog: RefCell::new(SlowLog::default()),
             stats: RefCell::new(Stats::default()),
             pubsub: RefCell::new(PubSub::default()),
@@ -189,6 +196,8 @@ async fn serve(config: Config) -> std::io::Result<()> {
     let cell: crate::cluster::ServerCell = Rc::new(RefCell::new(std::rc::Weak::new()));
     let watches = Rc::new(RefCell::new(Watches::default()));
     let blocking: crate::blocking::SharedBlocking = Rc::default();
+    let mut server = Server::new(config, port);
+    let config = server.config.borrow().clone();
     let cluster = match config.initial_cluster {
         Some(_) => Some(
             crate::cluster::ClusterNode::start(
@@ -197,6 +206,7 @@ async fn serve(config: Config) -> std::io::Result<()> {
                 cell.clone(),
                 watches.clone(),
                 blocking.clone(),
+                server.tracking.clone(),
             )
             .await
             .map_err(std::io::Error::other)?,
@@ -208,7 +218,6 @@ async fn serve(config: Config) -> std::io::Result<()> {
     } else {
         "standalone"
     };
-    let mut server = Server::new(config, port);
     server.cluster = cluster;
     server.watches = watches;
     server.blocking = blocking;
