@@ -430,10 +430,7 @@ fn tracking_info(t: &crate::tracking::ClientTracking) -> Reply {
             Reply::bulk_str("flags"),
             Reply::Set(t.flag_names().into_iter().map(Reply::bulk_str).collect()),
         ),
-        (
-            Reply::bulk_str("redirect"),
-            Reply::Int(t.redirect_reply()),
-        ),
+        (Reply::bulk_str("redirect"), Reply::Int(t.redirect_reply())),
         (
             Reply::bulk_str("prefixes"),
             Reply::Array(t.prefixes.iter().cloned().map(Reply::Bulk).collect()),

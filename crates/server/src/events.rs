@@ -49,7 +49,9 @@ pub fn invalidate_tracked(tracking: &crate::tracking::SharedTracking, written: W
         return;
     }
     match written {
-        Written::Command(spec, _) if matches!(spec.keyless, Keyless::FlushDb | Keyless::FlushAll) => {
+        Written::Command(spec, _)
+            if matches!(spec.keyless, Keyless::FlushDb | Keyless::FlushAll) =>
+        {
             crate::tracking::written(tracking, Changed::Flush)
         }
         Written::Command(spec, _) if spec.keyless == Keyless::SwapDb => {}

@@ -133,7 +133,9 @@ impl Server {
             store.notify = notify;
         });
         let clients = Rc::new(RefCell::new(Clients::default()));
-        let tracking = Rc::new(RefCell::new(crate::tracking::Tracking::new(clients.clone())));
+        let tracking = Rc::new(RefCell::new(crate::tracking::Tracking::new(
+            clients.clone(),
+        )));
         tracking.borrow_mut().max_keys = config.tracking_table_max_keys();
         Server {
             config: RefCell::new(config),

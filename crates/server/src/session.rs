@@ -502,8 +502,7 @@ impl Session {
                 for r in replies {
                     // RESP3 pushes (subscribe confirmations) are not
                     // replies: CLIENT REPLY does not silence them.
-                    if !silenced || (self.proto == Protocol::Resp3 && matches!(r, Reply::Push(_)))
-                    {
+                    if !silenced || (self.proto == Protocol::Resp3 && matches!(r, Reply::Push(_))) {
                         self.emit(r, out);
                     }
                 }

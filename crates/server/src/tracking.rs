@@ -59,7 +59,12 @@ impl ClientTracking {
     /// Whether a read now should be remembered (default mode, and
     /// OPTIN/OPTOUT as CLIENT CACHING said).
     fn remembers_reads(&self) -> bool {
-        self.on && !self.bcast && !(self.optin && !self.caching) && !(self.optout && self.caching)
+        let opted_out = if self.optin {
+            !self.caching
+        } else {
+            self.optout && self.caching
+        };
+        self.on && !self.bcast && !opted_out
     }
 
     /// CLIENT TRACKINGINFO's flags, in Redis's order.
@@ -760,11 +765,26 @@ mod tests {
             let all: Vec<Bytes> = args.iter().map(|a| b(a)).collect();
             parse_request(&all, |id| id == 7).and_then(|r| check_enable(&state, &r))
         };
-        assert_eq!(check(&["on", "prefix", "a"]), Err(TrackingError::PrefixWithoutBcast));
-        assert_eq!(check(&["on", "optin", "optout"]), Err(TrackingError::OptinAndOptout));
-        assert_eq!(check(&["on", "bcast", "optin"]), Err(TrackingError::OptWithBcast));
-        assert_eq!(check(&["on", "redirect", "8"]), Err(TrackingError::NoSuchRedirect));
-        assert_eq!(check(&["on", "redirect", "x"]), Err(TrackingError::NotAnInteger));
+        assert_eq!(
+            check(&["on", "prefix", "a"]),
+            Err(TrackingError::PrefixWithoutBcast)
+        );
+        assert_eq!(
+            check(&["on", "optin", "optout"]),
+            Err(TrackingError::OptinAndOptout)
+        );
+        assert_eq!(
+            check(&["on", "bcast", "optin"]),
+            Err(TrackingError::OptWithBcast)
+        );
+        assert_eq!(
+            check(&["on", "redirect", "8"]),
+            Err(TrackingError::NoSuchRedirect)
+        );
+        assert_eq!(
+            check(&["on", "redirect", "x"]),
+            Err(TrackingError::NotAnInteger)
+        );
         assert_eq!(
             check(&["on", "redirect", "7", "redirect", "7"]),
             Err(TrackingError::SecondRedirect)
@@ -774,6 +794,9 @@ mod tests {
             check(&["on", "bcast", "prefix", "a", "prefix", "ab"]),
             Err(TrackingError::OverlapsProvided(b("a"), b("ab")))
         );
-        assert_eq!(check(&["on", "bcast", "prefix", "a", "prefix", "b"]), Ok(()));
+        assert_eq!(
+            check(&["on", "bcast", "prefix", "a", "prefix", "b"]),
+            Ok(())
+        );
     }
 }
