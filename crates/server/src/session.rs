@@ -451,8 +451,10 @@ impl Session {
             return None;
         }
         let tracking = self.info.tracking.borrow().on;
-        if tracking {
+        if tracking && self.server.cluster.is_none() {
             // NOLOOP: the writes of this command are this client's own.
+            // Standalone only: in cluster mode writes apply later, from the
+            // Raft log, where the writer is not known (see operations.md).
             self.server.tracking.borrow().current.set(self.info.id);
         }
         let (outcome, spec) = match resolved {
