@@ -502,9 +502,9 @@ impl Session {
             Outcome::Replies(replies) => {
                 self.account(args, spec, &Reply::ok(), elapsed);
                 for r in replies {
-                    // RESP3 pushes (subscribe confirmations) are not
-                    // replies: CLIENT REPLY does not silence them.
-                    if !silenced || (self.proto == Protocol::Resp3 && matches!(r, Reply::Push(_))) {
+                    // (Un)subscribe confirmations are pushes, not replies:
+                    // CLIENT REPLY does not silence them, in RESP2 either.
+                    if !silenced || matches!(r, Reply::Push(_)) {
                         self.emit(r, out);
                     }
                 }
