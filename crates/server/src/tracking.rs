@@ -408,6 +408,13 @@ impl Tracking {
             }
         }
         self.tracking.remove(&info.id);
+        if self.tracking.is_empty() {
+            // Nobody left to tell: drop what the last ones read, so that
+            // writes cost nothing here again.
+            self.keys.clear();
+            self.by_age.clear();
+            self.items = 0;
+        }
         // The redirect id stays, as in Redis (GETREDIR says -1 while off).
         let redirect = st.redirect;
         *st = ClientTracking {
@@ -685,6 +692,18 @@ mod tests {
         assert_eq!(invalidated(&mut rx), vec![push(&["k"])]);
         f.tracking.invalidate(&[b("k")]);
         assert!(invalidated(&mut rx).is_empty());
+        assert_eq!(f.tracking.totals(), (0, 0, 0));
+    }
+
+    #[test]
+    fn the_last_tracking_client_leaving_empties_the_key_table() {
+        let mut f = fixture();
+        let (c, _rx) = connect(&f, Protocol::Resp3);
+        f.tracking.enable(&c, on(&[]));
+        f.tracking.remember(&c, &[b("k")]);
+        assert!(!f.tracking.is_idle());
+        f.tracking.disable(&c);
+        assert!(f.tracking.is_idle());
         assert_eq!(f.tracking.totals(), (0, 0, 0));
     }
 
