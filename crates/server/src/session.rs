@@ -44,8 +44,8 @@ pub struct Session {
     pub patterns: BTreeSet<Bytes>,
     /// Shard channels (SSUBSCRIBE).
     pub shard_channels: BTreeSet<Bytes>,
-    /// Where pub/sub messages for this connection are queued.
-    pub push_tx: mpsc::Sender<Reply>,
+    /// Pub/sub messages and invalidations for this connection, queued
+    /// through `ClientInfo::push`.
     push_rx: mpsc::Receiver<Reply>,
     /// Cluster mode: READONLY was sent (reads may be served by a replica).
     pub readonly: bool,
@@ -150,11 +150,10 @@ pub async fn run(server: Rc<Server>, mut stream: TcpStream, addr: SocketAddr) {
     let _ = stream.set_nodelay(true);
     let laddr = stream.local_addr().unwrap_or(addr);
     let (push_tx, push_rx) = mpsc::channel(crate::pubsub::QUEUE_LIMIT);
-    let info =
-        server
-            .clients
-            .borrow_mut()
-            .register(addr, laddr, stream.as_raw_fd(), push_tx.clone());
+    let info = server
+        .clients
+        .borrow_mut()
+        .register(addr, laddr, stream.as_raw_fd(), push_tx);
     server.stats.borrow_mut().total_connections_received += 1;
     let authenticated = server.config.borrow().requirepass.is_none();
     let mut session = Session {
@@ -169,7 +168,6 @@ pub async fn run(server: Rc<Server>, mut stream: TcpStream, addr: SocketAddr) {
         channels: BTreeSet::new(),
         patterns: BTreeSet::new(),
         shard_channels: BTreeSet::new(),
-        push_tx,
         push_rx,
         readonly: false,
         pending: std::collections::VecDeque::new(),

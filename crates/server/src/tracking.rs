@@ -452,11 +452,13 @@ impl Tracking {
         }
     }
 
-    /// A key was written (or expired, or evicted): default-mode readers
-    /// hear of it once; with `bcast`, matching prefixes collect it.
-    fn invalidate_key(&mut self, key: &Bytes, bcast: bool) {
+    /// A key was written or expired (`written`), or evicted from the table:
+    /// default-mode readers hear of it once; a written key is also
+    /// collected by the BCAST prefixes it matches, and NOLOOP readers do
+    /// not hear of their own writes.
+    fn invalidate_key(&mut self, key: &Bytes, written: bool) {
         let writer = self.current.get();
-        if bcast && !self.prefixes.is_empty() {
+        if written && !self.prefixes.is_empty() {
             let mut any = false;
             for (p, prefix) in self.prefixes.iter_mut() {
                 if key.starts_with(p) {
@@ -472,7 +474,7 @@ impl Tracking {
         self.by_age.remove(&tracked.seq);
         self.items -= tracked.readers.len();
         for id in tracked.readers {
-            if bcast && id == writer && self.noloop(id) {
+            if written && id == writer && self.noloop(id) {
                 continue;
             }
             self.send(id, Payload::Keys(vec![key.clone()]), true);
