@@ -193,6 +193,12 @@ async fn bind_all(config: &Config) -> std::io::Result<Vec<TcpListener>> {
 }
 
 async fn serve(config: Config) -> std::io::Result<()> {
+    // Before the port is announced: a SIGTERM sent as soon as it is (by a
+    // supervisor or a test) must find the handler installed, not kill the
+    // process with the default action.
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sigint = signal(SignalKind::interrupt())?;
     let listeners = bind_all(&config).await?;
     let port = listeners[0].local_addr()?.port();
     let cell: crate::cluster::ServerCell = Rc::new(RefCell::new(std::rc::Weak::new()));
@@ -239,7 +245,6 @@ async fn serve(config: Config) -> std::io::Result<()> {
     tokio::task::spawn_local(sample_rates(server.clone()));
     info!("Ready to accept connections tcp");
 
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let raft = server.cluster.as_ref().map(|c| c.raft.clone());
     let fatal = async {
         match &raft {
@@ -249,7 +254,7 @@ async fn serve(config: Config) -> std::io::Result<()> {
     };
     tokio::select! {
         _ = sigterm.recv() => info!("Received SIGTERM scheduling shutdown..."),
-        _ = tokio::signal::ctrl_c() => info!("Received SIGINT scheduling shutdown..."),
+        _ = sigint.recv() => info!("Received SIGINT scheduling shutdown..."),
         _ = server.shutdown.notified() => info!("User requested shutdown..."),
         Some(f) = fatal => {
             // A node whose Raft side stopped must not keep answering clients.
