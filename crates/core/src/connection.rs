@@ -89,6 +89,11 @@ pub enum ClientCmd {
     Info,
     Kill,
     NoEvict,
+    Reply,
+    Tracking,
+    Trackinginfo,
+    Getredir,
+    Caching,
     Help,
 }
 
@@ -190,6 +195,11 @@ const CLIENT_SUBS: &[CommandSpec] = &[
     sub("info", 2, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Returns information about the connection.", SessionCmd::Client(ClientCmd::Info)),
     sub("kill", -3, ADMIN, &["admin", "slow", "dangerous", "connection"], CONN, "Terminates open connections.", SessionCmd::Client(ClientCmd::Kill)),
     sub("no-evict", 3, ADMIN, &["admin", "slow", "dangerous", "connection"], CONN, "Sets the client eviction mode of the connection.", SessionCmd::Client(ClientCmd::NoEvict)),
+    sub("reply", 3, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Instructs the server whether to reply to commands.", SessionCmd::Client(ClientCmd::Reply)),
+    sub("tracking", -3, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Controls server-assisted client-side caching for the connection.", SessionCmd::Client(ClientCmd::Tracking)),
+    sub("trackinginfo", 2, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Returns information about server-assisted client-side caching for the connection.", SessionCmd::Client(ClientCmd::Trackinginfo)),
+    sub("getredir", 2, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Returns the client ID to which the connection's tracking notifications are redirected.", SessionCmd::Client(ClientCmd::Getredir)),
+    sub("caching", 3, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Instructs the server whether to track the keys in the next request.", SessionCmd::Client(ClientCmd::Caching)),
     sub("help", 2, FAST_STALE, &["slow", "connection"], CONN, "Returns helpful text about the different subcommands.", SessionCmd::Client(ClientCmd::Help)),
 ];
 

@@ -79,6 +79,7 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
         C::Pubsub(sub) => crate::pubsub::container(s, sub, args),
         C::Cluster(sub) => Ok(crate::cluster::commands::cluster(s, sub, args)),
         C::CommandAll => Ok(command_all()),
+        C::Client(ClientCmd::Reply) => return client_reply(s, &args[2]),
         C::Client(sub) => client(s, sub, args),
         C::Config(sub) => config(s, sub, args),
         C::Command(sub) => command(sub, args),
@@ -263,6 +264,10 @@ fn reset(s: &mut Session) -> Reply {
     s.info.name.borrow_mut().clear();
     crate::transaction::reset(s);
     crate::pubsub::unsubscribe_all(s);
+    s.reply_mode = Default::default();
+    if s.info.tracking.borrow().on {
+        s.server.tracking.borrow_mut().disable(&s.info);
+    }
     s.authenticated = s.server.config.borrow().requirepass.is_none();
     Reply::simple("RESET")
 }
@@ -336,8 +341,20 @@ fn client(s: &mut Session, sub: ClientCmd, args: &[Bytes]) -> AdminResult {
             }
             Ok(Reply::ok())
         }
+        ClientCmd::Tracking => client_tracking(s, &args[2..]),
+        ClientCmd::Trackinginfo => Ok(tracking_info(&s.info.tracking.borrow())),
+        ClientCmd::Getredir => Ok(Reply::Int(s.info.tracking.borrow().redirect_reply())),
+        ClientCmd::Caching => crate::tracking::caching(&mut s.info.tracking.borrow_mut(), &args[2])
+            .map(|()| Reply::ok())
+            .map_err(|e| e.to_cmd_error()),
+        // Answered by `client_reply`: OFF and SKIP have no reply.
+        ClientCmd::Reply => Err(CmdError::Syntax),
         ClientCmd::Help => Ok(help(&[
             "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "CACHING (YES|NO)",
+            "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+            "GETREDIR",
+            "    Return the client ID we are redirecting to when tracking is enabled.",
             "ID",
             "    Return the ID of the current connection.",
             "INFO",
@@ -352,12 +369,73 @@ fn client(s: &mut Session, sub: ClientCmd, args: &[Bytes]) -> AdminResult {
             "    Kill connections. Options are: ID, ADDR, LADDR, TYPE, USER, SKIPME, MAXAGE.",
             "LIST [options ...]",
             "    Return information about client connections. Options: TYPE, ID.",
+            "REPLY (ON|OFF|SKIP)",
+            "    Control the replies sent to the current connection.",
+            "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+            "         [OPTIN] [OPTOUT] [NOLOOP]",
+            "    Control server assisted client side caching.",
+            "TRACKINGINFO",
+            "    Report tracking status for the current connection.",
             "NO-EVICT (ON|OFF)",
             "    Protect current client connection from eviction.",
             "HELP",
             "    Print this help.",
         ])),
     }
+}
+
+/// CLIENT REPLY ON|OFF|SKIP. OFF and SKIP answer nothing; ON answers +OK
+/// (the session reads the mode after the command, so ON's own reply goes
+/// out).
+fn client_reply(s: &mut Session, mode: &[u8]) -> Outcome {
+    if eq_ic(mode, "on") {
+        s.reply_mode.off = false;
+        s.reply_mode.skip = false;
+        return Reply::ok().into();
+    }
+    if eq_ic(mode, "off") {
+        s.reply_mode.off = true;
+    } else if eq_ic(mode, "skip") {
+        if !s.reply_mode.off {
+            s.reply_mode.skip_next = true;
+        }
+    } else {
+        return CmdError::Syntax.to_reply().into();
+    }
+    Outcome::Replies(Vec::new())
+}
+
+/// CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST] [OPTIN]
+/// [OPTOUT] [NOLOOP].
+fn client_tracking(s: &mut Session, rest: &[Bytes]) -> AdminResult {
+    let parsed = {
+        let clients = s.server.clients.borrow();
+        crate::tracking::parse_request(rest, |id| clients.get(id).is_some())
+    };
+    let req = parsed.map_err(|e| e.to_cmd_error())?;
+    if req.on {
+        crate::tracking::check_enable(&s.info.tracking.borrow(), &req)
+            .map_err(|e| e.to_cmd_error())?;
+        s.server.tracking.borrow_mut().enable(&s.info, req);
+    } else {
+        s.server.tracking.borrow_mut().disable(&s.info);
+    }
+    Ok(Reply::ok())
+}
+
+/// CLIENT TRACKINGINFO: a map of flags (a set), redirect and prefixes.
+fn tracking_info(t: &crate::tracking::ClientTracking) -> Reply {
+    Reply::Map(vec![
+        (
+            Reply::bulk_str("flags"),
+            Reply::Set(t.flag_names().into_iter().map(Reply::bulk_str).collect()),
+        ),
+        (Reply::bulk_str("redirect"), Reply::Int(t.redirect_reply())),
+        (
+            Reply::bulk_str("prefixes"),
+            Reply::Array(t.prefixes.iter().cloned().map(Reply::Bulk).collect()),
+        ),
+    ])
 }
 
 fn client_list(s: &Session, opts: &[Bytes]) -> AdminResult {
@@ -535,6 +613,7 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
                 ));
             }
             let notify = next.notify_keyspace_events;
+            s.server.tracking.borrow_mut().max_keys = next.tracking_table_max_keys();
             *s.server.config.borrow_mut() = next;
             s.server
                 .local_store

@@ -2,13 +2,14 @@
 //! clients report. Single-threaded (the event loop owns it), so plain
 //! `Cell`/`RefCell` suffice.
 
-use kvasir_resp::Protocol;
+use crate::tracking::ClientTracking;
+use kvasir_resp::{Protocol, Reply};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Instant;
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, Notify};
 
 /// What the server knows about one connection.
 pub struct ClientInfo {
@@ -36,9 +37,33 @@ pub struct ClientInfo {
     pub ssubscriptions: Cell<usize>,
     /// Commands queued by MULTI, or -1 outside a transaction.
     pub multi: Cell<i64>,
+    /// CLIENT TRACKING state (flags, redirect, prefixes).
+    pub tracking: RefCell<ClientTracking>,
+    /// Where messages for this connection that are not replies (pub/sub,
+    /// invalidations) are queued.
+    pub push_tx: mpsc::Sender<Reply>,
 }
 
 impl ClientInfo {
+    /// Queues a push message; a connection whose queue is full is killed,
+    /// as Redis drops a client over its output buffer limit.
+    pub fn push(&self, msg: Reply) -> bool {
+        match self.push_tx.try_send(msg) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                tracing::warn!(client = self.id, "closing client over its output limit");
+                Clients::kill(self);
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+
+    /// Subscribed to any channel or pattern (Redis's CLIENT_PUBSUB).
+    pub fn subscribed(&self) -> bool {
+        self.subscriptions.get() + self.psubscriptions.get() + self.ssubscriptions.get() > 0
+    }
+
     /// One CLIENT LIST line, in Redis 7.0's field order.
     pub fn line(&self) -> String {
         let now = Instant::now();
@@ -60,6 +85,16 @@ impl ClientInfo {
         if self.multi.get() >= 0 {
             flags.push('x');
         }
+        let tracking = self.tracking.borrow();
+        if tracking.on {
+            flags.push('t');
+        }
+        if tracking.broken_redirect {
+            flags.push('R');
+        }
+        if tracking.bcast {
+            flags.push('B');
+        }
         if self.no_evict.get() {
             flags.push('e');
         }
@@ -67,7 +102,7 @@ impl ClientInfo {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir={} resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -83,6 +118,7 @@ impl ClientInfo {
             self.multi.get(),
             self.qbuf.get(),
             if cmd.is_empty() { "NULL" } else { &cmd },
+            tracking.redirect_reply(),
             resp,
         )
     }
@@ -95,7 +131,13 @@ pub struct Clients {
 }
 
 impl Clients {
-    pub fn register(&mut self, addr: SocketAddr, laddr: SocketAddr, fd: i32) -> Rc<ClientInfo> {
+    pub fn register(
+        &mut self,
+        addr: SocketAddr,
+        laddr: SocketAddr,
+        fd: i32,
+        push_tx: mpsc::Sender<Reply>,
+    ) -> Rc<ClientInfo> {
         self.next_id += 1;
         let now = Instant::now();
         let info = Rc::new(ClientInfo {
@@ -120,6 +162,8 @@ impl Clients {
             psubscriptions: Cell::new(0),
             ssubscriptions: Cell::new(0),
             multi: Cell::new(-1),
+            tracking: RefCell::new(ClientTracking::default()),
+            push_tx,
         });
         self.open.insert(info.id, info.clone());
         info
@@ -127,6 +171,10 @@ impl Clients {
 
     pub fn unregister(&mut self, id: u64) {
         self.open.remove(&id);
+    }
+
+    pub fn get(&self, id: u64) -> Option<&Rc<ClientInfo>> {
+        self.open.get(&id)
     }
 
     pub fn len(&self) -> usize {

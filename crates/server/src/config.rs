@@ -135,6 +135,15 @@ impl Config {
         }
     }
 
+    /// `tracking-table-max-keys` (stored with the Redis parameters); 0 is
+    /// no limit.
+    pub fn tracking_table_max_keys(&self) -> usize {
+        self.stored
+            .get("tracking-table-max-keys")
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(1_000_000)
+    }
+
     /// Every (name, value) pair CONFIG GET can report: Kvasir's settings,
     /// the stored-only redis.conf parameters, and the old names of both.
     pub fn entries(&self) -> Vec<(&'static str, String)> {

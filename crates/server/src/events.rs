@@ -1,5 +1,6 @@
 //! What follows a write: watchers of the written keys are marked dirty
-//! (WATCH/EXEC) and clients blocked on them are served, oldest first, by
+//! (WATCH/EXEC), connections that may cache them are sent invalidations
+//! (CLIENT TRACKING) and clients blocked on them are served, oldest first, by
 //! re-running their command through the shard. Serving a blocked client is
 //! itself a write (BLMOVE pushes to its destination), so ready keys are
 //! processed as a work list until nothing more can be served, as Redis's
@@ -34,6 +35,30 @@ pub fn touch_watchers(watches: &Watches, db: usize, written: Written) {
         Written::Command(spec, _) if spec.keyless == Keyless::FlushAll => watches.touch_db(None),
         Written::Command(spec, args) => watches.touch(db, &written_keys(spec, args)),
         Written::Expired(keys) => watches.touch(db, keys),
+        Written::Events(_) => {}
+    }
+}
+
+/// Tells tracking connections what a write changed: its keys, the whole
+/// keyspace for FLUSHDB / FLUSHALL (Redis invalidates everything on any
+/// flush), or the keys expiry removed. SWAPDB invalidates nothing, as in
+/// Redis 7.0.
+pub fn invalidate_tracked(tracking: &crate::tracking::SharedTracking, written: Written) {
+    use crate::tracking::Written as Changed;
+    if tracking.borrow().is_idle() {
+        return;
+    }
+    match written {
+        Written::Command(spec, _)
+            if matches!(spec.keyless, Keyless::FlushDb | Keyless::FlushAll) =>
+        {
+            crate::tracking::written(tracking, Changed::Flush)
+        }
+        Written::Command(spec, _) if spec.keyless == Keyless::SwapDb => {}
+        Written::Command(spec, args) => {
+            crate::tracking::written(tracking, Changed::Keys(&written_keys(spec, args)))
+        }
+        Written::Expired(keys) => crate::tracking::written(tracking, Changed::Keys(keys)),
         Written::Events(_) => {}
     }
 }
@@ -79,6 +104,7 @@ pub fn after_write(server: &Server, db: usize, written: Written) {
         let flags = server.config.borrow().notify_keyspace_events;
         return crate::notify::publish(&server.pubsub.borrow(), flags, events);
     }
+    invalidate_tracked(&server.tracking, written);
     // The common case: nobody watches or waits, so nothing to compute on
     // the write path.
     if server.watches.borrow().is_empty() && server.blocking.borrow().is_empty() {
@@ -180,6 +206,9 @@ fn serve_blocked(server: &Server, db: usize, keys: Vec<Bytes>) {
             server.blocking.borrow_mut().deliver(id, reply);
             let touched = written_keys(spec, &args);
             server.watches.borrow().touch(db, &touched);
+            if spec.is_write() {
+                invalidate_tracked(&server.tracking, Written::Command(spec, &args));
+            }
             for k in touched {
                 if k != key && server.blocking.borrow().is_blocked_on(LOCAL_SHARD, db, &k) {
                     ready.push_back((db, k));

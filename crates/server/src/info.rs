@@ -143,10 +143,11 @@ fn section(s: &Session, name: &str, out: &mut String) {
         "clients" => {
             let _ = write!(
                 out,
-                "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
+                "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:{}\r\ntracking_clients:{}\r\nclients_in_timeout_table:0\r\n",
                 server.clients.borrow().len(),
                 config.maxclients,
                 server.blocking.borrow().len(),
+                server.tracking.borrow().clients_count(),
             );
         }
         "memory" => {
@@ -177,9 +178,10 @@ fn section(s: &Session, name: &str, out: &mut String) {
             let stats = server.stats.borrow();
             let store_stats = server.local_store.borrow().store().stats.clone();
             let (ops, in_kbps, out_kbps) = stats.rates.rates();
+            let tracked = server.tracking.borrow().totals();
             let _ = write!(
                 out,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntotal_error_replies:{}\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ntotal_error_replies:{}\r\n",
                 stats.total_connections_received,
                 stats.total_commands_processed,
                 ops.round() as u64,
@@ -193,6 +195,9 @@ fn section(s: &Session, name: &str, out: &mut String) {
                 store_stats.keyspace_misses.get(),
                 server.pubsub.borrow().channel_count(),
                 server.pubsub.borrow().numpat(),
+                tracked.0,
+                tracked.1,
+                tracked.2,
                 stats.total_error_replies,
             );
         }

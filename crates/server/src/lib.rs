@@ -14,6 +14,8 @@
 //! - [`admin`]: the commands answered here rather than by the keyspace
 //!   (CLIENT, CONFIG, COMMAND, INFO, SLOWLOG, HELLO, ...), with [`info`]
 //!   rendering INFO and [`clients`] the registry of open connections.
+//! - [`tracking`]: client-side caching (CLIENT TRACKING): who may cache
+//!   which keys, and the invalidations the write hooks ([`events`]) send.
 //!
 //! The keyspace has one writer: everything runs on one event-loop thread
 //! that owns the shard, as redis-server does; no locks on the data path.
@@ -33,6 +35,7 @@ pub mod redis_params;
 pub mod router;
 pub mod session;
 pub mod slowlog;
+pub mod tracking;
 pub mod transaction;
 pub mod watch;
 

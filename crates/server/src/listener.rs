@@ -99,7 +99,8 @@ pub struct Stats {
 pub struct Server {
     pub config: RefCell<Config>,
     pub local_store: RefCell<LocalStore>,
-    pub clients: RefCell<Clients>,
+    /// Shared with [`crate::tracking`], which looks up whom to invalidate.
+    pub clients: Rc<RefCell<Clients>>,
     pub slowlog: RefCell<SlowLog>,
     pub stats: RefCell<Stats>,
     pub pubsub: RefCell<PubSub>,
@@ -107,6 +108,8 @@ pub struct Server {
     pub blocking: crate::blocking::SharedBlocking,
     /// Shared with the cluster's apply hooks, which touch watched keys.
     pub watches: Rc<RefCell<Watches>>,
+    /// Client-side caching; shared with the cluster's apply hooks.
+    pub tracking: crate::tracking::SharedTracking,
     /// Keys written inside EXEC, served to blocked clients after it.
     pub deferred_ready: RefCell<Option<Vec<ReadyKeys>>>,
     pub shutdown: Notify,
@@ -129,10 +132,16 @@ impl Server {
             store.limits = limits;
             store.notify = notify;
         });
+        let clients = Rc::new(RefCell::new(Clients::default()));
+        let tracking = Rc::new(RefCell::new(crate::tracking::Tracking::new(
+            clients.clone(),
+        )));
+        tracking.borrow_mut().max_keys = config.tracking_table_max_keys();
         Server {
             config: RefCell::new(config),
             local_store: RefCell::new(local_store),
-            clients: RefCell::new(Clients::default()),
+            clients,
+            tracking,
             slowlog: RefCell::new(SlowLog::default()),
             stats: RefCell::new(Stats::default()),
             pubsub: RefCell::new(PubSub::default()),
@@ -184,11 +193,19 @@ async fn bind_all(config: &Config) -> std::io::Result<Vec<TcpListener>> {
 }
 
 async fn serve(config: Config) -> std::io::Result<()> {
+    // Before the port is announced: a SIGTERM sent as soon as it is (by a
+    // supervisor or a test) must find the handler installed, not kill the
+    // process with the default action.
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sigint = signal(SignalKind::interrupt())?;
     let listeners = bind_all(&config).await?;
     let port = listeners[0].local_addr()?.port();
     let cell: crate::cluster::ServerCell = Rc::new(RefCell::new(std::rc::Weak::new()));
     let watches = Rc::new(RefCell::new(Watches::default()));
     let blocking: crate::blocking::SharedBlocking = Rc::default();
+    let mut server = Server::new(config, port);
+    let config = server.config.borrow().clone();
     let cluster = match config.initial_cluster {
         Some(_) => Some(
             crate::cluster::ClusterNode::start(
@@ -197,6 +214,7 @@ async fn serve(config: Config) -> std::io::Result<()> {
                 cell.clone(),
                 watches.clone(),
                 blocking.clone(),
+                server.tracking.clone(),
             )
             .await
             .map_err(std::io::Error::other)?,
@@ -208,7 +226,6 @@ async fn serve(config: Config) -> std::io::Result<()> {
     } else {
         "standalone"
     };
-    let mut server = Server::new(config, port);
     server.cluster = cluster;
     server.watches = watches;
     server.blocking = blocking;
@@ -228,7 +245,6 @@ async fn serve(config: Config) -> std::io::Result<()> {
     tokio::task::spawn_local(sample_rates(server.clone()));
     info!("Ready to accept connections tcp");
 
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let raft = server.cluster.as_ref().map(|c| c.raft.clone());
     let fatal = async {
         match &raft {
@@ -238,7 +254,7 @@ async fn serve(config: Config) -> std::io::Result<()> {
     };
     tokio::select! {
         _ = sigterm.recv() => info!("Received SIGTERM scheduling shutdown..."),
-        _ = tokio::signal::ctrl_c() => info!("Received SIGINT scheduling shutdown..."),
+        _ = sigint.recv() => info!("Received SIGINT scheduling shutdown..."),
         _ = server.shutdown.notified() => info!("User requested shutdown..."),
         Some(f) = fatal => {
             // A node whose Raft side stopped must not keep answering

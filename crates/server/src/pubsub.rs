@@ -5,38 +5,26 @@
 //! [`QUEUE_LIMIT`] messages behind is disconnected, as Redis does when a
 //! pub/sub client exceeds its output buffer limit.
 
-use crate::clients::{ClientInfo, Clients};
+use crate::clients::ClientInfo;
 use bytes::Bytes;
 use kvasir_resp::Reply;
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use tokio::sync::mpsc;
 
 /// Messages a subscriber may have waiting before it is disconnected.
 pub const QUEUE_LIMIT: usize = 65536;
 
-/// A subscriber's delivery handle.
+/// A subscriber's delivery handle: its connection's push queue.
 #[derive(Clone)]
 pub struct Subscriber {
     pub info: Rc<ClientInfo>,
-    pub tx: mpsc::Sender<Reply>,
 }
 
 impl Subscriber {
-    /// Queues a message; a subscriber whose queue is full is killed.
+    /// Queues a message; a subscriber whose queue is full is killed
+    /// ([`ClientInfo::push`]).
     fn deliver(&self, msg: Reply) -> bool {
-        match self.tx.try_send(msg) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                tracing::warn!(
-                    client = self.info.id,
-                    "closing pub/sub client over its output limit"
-                );
-                Clients::kill(&self.info);
-                false
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
-        }
+        self.info.push(msg)
     }
 }
 
@@ -246,7 +234,6 @@ pub fn ping_in_subscribed_mode(s: &Session) -> bool {
 fn subscriber(s: &Session) -> Subscriber {
     Subscriber {
         info: s.info.clone(),
-        tx: s.push_tx.clone(),
     }
 }
 

@@ -44,8 +44,8 @@ pub struct Session {
     pub patterns: BTreeSet<Bytes>,
     /// Shard channels (SSUBSCRIBE).
     pub shard_channels: BTreeSet<Bytes>,
-    /// Where pub/sub messages for this connection are queued.
-    pub push_tx: mpsc::Sender<Reply>,
+    /// Pub/sub messages and invalidations for this connection, queued
+    /// through `ClientInfo::push`.
     push_rx: mpsc::Receiver<Reply>,
     /// Cluster mode: READONLY was sent (reads may be served by a replica).
     pub readonly: bool,
@@ -54,12 +54,40 @@ pub struct Session {
     /// are in flight together; anything else waits for them first.
     pending: std::collections::VecDeque<PendingReply>,
     pending_kind: Option<PendingKind>,
+    /// CLIENT REPLY: what happens to the replies of coming commands.
+    pub reply_mode: ReplyMode,
+    /// The parked command's reply is to be dropped (CLIENT REPLY).
+    parked_silent: bool,
 }
 
-/// A reply in request order: ready, or waiting for its shard.
+/// CLIENT REPLY ON|OFF|SKIP, as Redis's CLIENT_REPLY_OFF, _SKIP and
+/// _SKIP_NEXT flags: SKIP silences the command after it, OFF every command
+/// until ON.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub struct ReplyMode {
+    pub off: bool,
+    /// The reply of the command running now is dropped.
+    pub skip: bool,
+    /// CLIENT REPLY SKIP ran: the next command's reply is dropped.
+    pub skip_next: bool,
+}
+
+impl ReplyMode {
+    fn silenced(&self) -> bool {
+        self.off || self.skip
+    }
+
+    /// After each command (Redis's resetClient): SKIP lasts one command.
+    fn command_done(&mut self) {
+        self.skip = std::mem::take(&mut self.skip_next);
+    }
+}
+
+/// A reply in request order: ready, or waiting for its shard (and then
+/// dropped if CLIENT REPLY silenced the command).
 enum PendingReply {
     Ready(Reply),
-    Wait(Box<PendingOp>),
+    Wait(Box<PendingOp>, bool),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -121,13 +149,13 @@ pub struct Parked {
 pub async fn run(server: Rc<Server>, mut stream: TcpStream, addr: SocketAddr) {
     let _ = stream.set_nodelay(true);
     let laddr = stream.local_addr().unwrap_or(addr);
+    let (push_tx, push_rx) = mpsc::channel(crate::pubsub::QUEUE_LIMIT);
     let info = server
         .clients
         .borrow_mut()
-        .register(addr, laddr, stream.as_raw_fd());
+        .register(addr, laddr, stream.as_raw_fd(), push_tx);
     server.stats.borrow_mut().total_connections_received += 1;
     let authenticated = server.config.borrow().requirepass.is_none();
-    let (push_tx, push_rx) = mpsc::channel(crate::pubsub::QUEUE_LIMIT);
     let mut session = Session {
         server: server.clone(),
         info: info.clone(),
@@ -140,11 +168,12 @@ pub async fn run(server: Rc<Server>, mut stream: TcpStream, addr: SocketAddr) {
         channels: BTreeSet::new(),
         patterns: BTreeSet::new(),
         shard_channels: BTreeSet::new(),
-        push_tx,
         push_rx,
         readonly: false,
         pending: std::collections::VecDeque::new(),
         pending_kind: None,
+        reply_mode: ReplyMode::default(),
+        parked_silent: false,
     };
     session.serve(&mut stream).await;
     session.cleanup();
@@ -166,6 +195,9 @@ impl Session {
     fn cleanup(&mut self) {
         self.txn.unwatch_all(&self.server, self.info.id);
         crate::pubsub::unsubscribe_all(self);
+        if self.info.tracking.borrow().on {
+            self.server.tracking.borrow_mut().disable(&self.info);
+        }
     }
 
     async fn serve(&mut self, stream: &mut TcpStream) {
@@ -225,7 +257,9 @@ impl Session {
                             else {
                                 return;
                             };
-                            encode(&reply, self.proto, &mut out);
+                            if !self.parked_silent {
+                                encode(&reply, self.proto, &mut out);
+                            }
                             self.server.local_store.borrow_mut().refresh_clock();
                             clock = Instant::now();
                         }
@@ -308,7 +342,13 @@ impl Session {
         while let Some(slot) = self.pending.pop_front() {
             let reply = match slot {
                 PendingReply::Ready(r) => r,
-                PendingReply::Wait(op) => self.finish_pending(*op).await,
+                PendingReply::Wait(op, silent) => {
+                    let reply = self.finish_pending(*op).await;
+                    if silent {
+                        continue;
+                    }
+                    reply
+                }
             };
             encode(&reply, self.proto, out);
         }
@@ -399,13 +439,21 @@ impl Session {
         clock: &mut Instant,
     ) -> Option<Parked> {
         let resolved = resolve(&args);
-        if let Some(reply) = crate::transaction::queue_if_in_multi(self, &resolved, &args) {
-            self.emit(reply, out);
+        let early = crate::transaction::queue_if_in_multi(self, &resolved, &args)
+            .or_else(|| crate::pubsub::check_subscribed_mode(self, &resolved));
+        if let Some(reply) = early {
+            if !self.reply_mode.silenced() {
+                self.emit(reply, out);
+            }
+            self.reply_mode.command_done();
             return None;
         }
-        if let Some(reply) = crate::pubsub::check_subscribed_mode(self, &resolved) {
-            self.emit(reply, out);
-            return None;
+        let tracking = self.info.tracking.borrow().on;
+        if tracking && self.server.cluster.is_none() {
+            // NOLOOP: the writes of this command are this client's own.
+            // Standalone only: in cluster mode writes apply later, from the
+            // Raft log, where the writer is not known (see operations.md).
+            self.server.tracking.borrow().current.set(self.info.id);
         }
         let (outcome, spec) = match resolved {
             Err(e) => (Outcome::Reply(e.to_reply()), None),
@@ -414,23 +462,54 @@ impl Session {
         let end = Instant::now();
         let elapsed = end - *clock;
         *clock = end;
+        // Read after the command ran: CLIENT REPLY ON lifts it for its
+        // own +OK, as in Redis.
+        let silenced = self.reply_mode.silenced();
+        self.reply_mode.command_done();
+        let tracking = tracking || self.info.tracking.borrow().on;
+        if tracking {
+            self.after_tracked_command(spec);
+        }
+        self.parked_silent = silenced;
+        let parked = self.deliver(outcome, &args, spec, elapsed, silenced, out);
+        if tracking && parked.is_none() {
+            self.emit_queued_pushes(out);
+        }
+        parked
+    }
+
+    /// Accounts for a command's outcome and emits its reply (unless
+    /// silenced), or returns the parked command.
+    fn deliver(
+        &mut self,
+        outcome: Outcome,
+        args: &[Bytes],
+        spec: Option<(&'static CommandSpec, Option<&'static CommandSpec>)>,
+        elapsed: Duration,
+        silenced: bool,
+        out: &mut BytesMut,
+    ) -> Option<Parked> {
         match outcome {
             Outcome::Reply(reply) => {
-                self.account(&args, spec, &reply, elapsed);
-                if !self.silent {
+                self.account(args, spec, &reply, elapsed);
+                if !self.silent && !silenced {
                     self.emit(reply, out);
                 }
                 None
             }
             Outcome::Replies(replies) => {
-                self.account(&args, spec, &Reply::ok(), elapsed);
+                self.account(args, spec, &Reply::ok(), elapsed);
                 for r in replies {
-                    self.emit(r, out);
+                    // (Un)subscribe confirmations are pushes, not replies:
+                    // CLIENT REPLY does not silence them, in RESP2 either.
+                    if !silenced || matches!(r, Reply::Push(_)) {
+                        self.emit(r, out);
+                    }
                 }
                 None
             }
             Outcome::Pending(op) => {
-                self.account(&args, spec, &Reply::ok(), elapsed);
+                self.account(args, spec, &Reply::ok(), elapsed);
                 let kind = if op.write {
                     PendingKind::Writes
                 } else {
@@ -441,19 +520,43 @@ impl Session {
                     // Nothing of this connection may overtake a blocked pop.
                     self.pending_kind = None;
                 }
-                self.pending.push_back(PendingReply::Wait(op));
+                self.pending.push_back(PendingReply::Wait(op, silenced));
                 None
             }
             Outcome::Block(on) => {
-                self.account(&args, spec, &Reply::ok(), elapsed);
+                self.account(args, spec, &Reply::ok(), elapsed);
                 let (spec, _) = spec?;
-                Some(self.park(spec, args, *on))
+                Some(self.park(spec, args.to_vec(), *on))
             }
             Outcome::Parked(parked) => {
-                self.account(&args, spec, &Reply::ok(), elapsed);
+                self.account(args, spec, &Reply::ok(), elapsed);
                 self.info.blocked.set(true);
                 Some(parked)
             }
+        }
+    }
+
+    /// After a command of a tracking connection: NOLOOP's notion of "own
+    /// writes" ends, and CLIENT CACHING lasts one command, or one
+    /// transaction, unless the command was CLIENT itself (Redis's
+    /// resetClient).
+    fn after_tracked_command(
+        &mut self,
+        spec: Option<(&'static CommandSpec, Option<&'static CommandSpec>)>,
+    ) {
+        self.server.tracking.borrow().current.set(0);
+        let was_client = spec.is_some_and(|(s, p)| p.unwrap_or(s).name == "client");
+        if !self.txn.in_multi() && !was_client {
+            self.info.tracking.borrow_mut().caching = false;
+        }
+    }
+
+    /// Emits the push messages queued for this connection (its own
+    /// invalidations) right after the reply that caused them, as Redis
+    /// sends them after the command instead of in the next event-loop turn.
+    fn emit_queued_pushes(&mut self, out: &mut BytesMut) {
+        while let Ok(msg) = self.push_rx.try_recv() {
+            self.emit(msg, out);
         }
     }
 
@@ -492,7 +595,10 @@ impl Session {
             .last_sub
             .set(if parent.is_some() { spec.name } else { "" });
         match spec.handler {
-            Handler::Write(_) | Handler::Read(_) => crate::router::submit(self, spec, args),
+            Handler::Write(_) | Handler::Read(_) => {
+                crate::tracking::remember_read(self, spec, args);
+                crate::router::submit(self, spec, args)
+            }
             Handler::Session(cmd) => crate::admin::run(self, cmd, args),
             // resolve() hands out a container only when it runs itself.
             Handler::Container => kvasir_core::error::unknown_command(args).to_reply().into(),

@@ -170,6 +170,10 @@ pub fn exec(s: &mut Session) -> Outcome {
         return Reply::NilArray.into();
     }
     s.account_queued(&queue);
+    for q in &queue {
+        // Queued reads bypass `Session::dispatch` on the one-entry path.
+        crate::tracking::remember_read(s, q.spec, &q.args);
+    }
     let keyspace_only = queue
         .iter()
         .all(|q| matches!(q.spec.handler, Handler::Write(_) | Handler::Read(_)));

@@ -244,6 +244,7 @@ impl ClusterNode {
         server: ServerCell,
         watches: Rc<RefCell<crate::watch::Watches>>,
         blocking: crate::blocking::SharedBlocking,
+        tracking: crate::tracking::SharedTracking,
     ) -> Result<Rc<ClusterNode>, String> {
         let initial = config
             .initial_cluster
@@ -291,7 +292,7 @@ impl ClusterNode {
                 "encoding thresholds from the config are ignored in cluster mode: shards use Redis's defaults on every replica"
             );
         }
-        let hooks = Rc::new(WriteHooks::new(watches, blocking.clone()));
+        let hooks = Rc::new(WriteHooks::new(watches, blocking.clone(), tracking));
         hooks.notify.set(config.notify_keyspace_events);
         let publish_cell = server.clone();
         let mut specs = vec![GroupSpec {

@@ -49,6 +49,10 @@ pub enum Out {
 pub struct WriteHooks {
     watches: Rc<RefCell<crate::watch::Watches>>,
     blocking: SharedBlocking,
+    /// Client-side caching: this node's tracking connections hear of every
+    /// write it applies, leader or follower (node-local, as in Redis
+    /// Cluster, where each node invalidates for its own clients).
+    tracking: crate::tracking::SharedTracking,
     /// (shard, db, key) written while clients are parked on them, for the
     /// serving task (`cluster::blocked`): proposals cannot be made from
     /// inside an apply.
@@ -68,10 +72,12 @@ impl WriteHooks {
     pub fn new(
         watches: Rc<RefCell<crate::watch::Watches>>,
         blocking: SharedBlocking,
+        tracking: crate::tracking::SharedTracking,
     ) -> WriteHooks {
         WriteHooks {
             watches,
             blocking,
+            tracking,
             ready: RefCell::default(),
             ready_notify: Notify::new(),
             notify: Cell::new(0),
@@ -90,6 +96,7 @@ impl WriteHooks {
             return;
         }
         crate::events::touch_watchers(&self.watches.borrow(), db, written);
+        crate::events::invalidate_tracked(&self.tracking, written);
         let Written::Command(spec, args) = written else {
             return;
         };
@@ -295,7 +302,9 @@ mod tests {
     #[test]
     fn writes_to_keys_with_parked_waiters_are_queued_for_serving() {
         let blocking: SharedBlocking = Rc::default();
-        let hooks = Rc::new(WriteHooks::new(Rc::default(), blocking.clone()));
+        let clients = Rc::default();
+        let tracking = Rc::new(RefCell::new(crate::tracking::Tracking::new(clients)));
+        let hooks = Rc::new(WriteHooks::new(Rc::default(), blocking.clone(), tracking));
         let mut sm = ShardSm {
             id: 1,
             store: Store::new(1),
