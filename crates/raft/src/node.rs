@@ -790,6 +790,17 @@ impl<S: StateMachine> MultiRaft<S> {
         self.faults.write(&self.engine, &mut write.batch, sync)
     }
 
+    /// Tells raft-rs what the state machine applied. A received snapshot
+    /// counts as applied only once its write is persisted: raft-rs refuses
+    /// an applied index past the persisted one, and an earlier write may
+    /// complete (and come here) while the snapshot's write is still queued.
+    fn advance_applied(g: &mut Group<S>) {
+        let log = &g.raw.raft.raft_log;
+        if g.applied <= log.committed.min(log.persisted) {
+            g.raw.advance_apply_to(g.applied);
+        }
+    }
+
     /// The log cannot be written: nothing waiting was acknowledged, every
     /// client hears an error, and the node stops (the binary exits), so
     /// the other replicas elect new leaders and clients move to them.
@@ -815,7 +826,7 @@ impl<S: StateMachine> MultiRaft<S> {
                 // Later Readies that needed no write are persisted too.
                 g.raw.on_persist_ready(g.last_ready);
             }
-            g.raw.advance_apply_to(g.applied);
+            Self::advance_applied(g);
             if !msgs.is_empty() {
                 self.transport.send(g.id, msgs);
             }
@@ -1074,11 +1085,7 @@ impl<S: StateMachine> MultiRaft<S> {
                 self.transport.send(g.id, persisted);
             }
         }
-        if !snapshot {
-            // A received snapshot counts as applied once it is persisted
-            // (raft-rs refuses an applied index past the persisted one).
-            g.raw.advance_apply_to(g.applied);
-        }
+        Self::advance_applied(g);
         Self::drop_overwritten_waiters(g);
         Self::serve_reads(g);
         if g.applied >= g.raw.store().snapshot_index() + self.cfg.snapshot_entries {
