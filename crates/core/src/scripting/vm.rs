@@ -18,7 +18,7 @@ use mlua::chunk::ChunkMode;
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Memory one script run may allocate beyond what the interpreter holds
@@ -96,8 +96,17 @@ for _, name in ipairs({'string', 'table', 'math', 'redis', 'cjson', 'cmsgpack', 
   if t then rawset_(_G, name, readonly(t)) end
 end
 getmetatable('').__metatable = false
+-- Lua 5.1's xpcall passes no arguments: the runner reads them from
+-- upvalues set per run, so no closure is created per run.
+local run_f, run_a, run_b
+local function runner() return run_f(run_a, run_b) end
+local function finish(...)
+  run_f, run_a, run_b = nil, nil, nil
+  return ...
+end
 hidden.xrun = function(f, handler, a, b)
-  return rawxpcall(function() return f(a, b) end, handler)
+  run_f, run_a, run_b = f, a, b
+  return finish(rawxpcall(runner, handler))
 end
 rawsetmeta(_G, {
   __index = function(_, n)
@@ -111,7 +120,6 @@ rawsetmeta(_G, {
 /// A shard's interpreter with its compiled scripts.
 pub struct ScriptVm {
     lua: Lua,
-    hidden: Table,
     /// Compiled EVAL bodies by SHA1.
     compiled: HashMap<String, Function>,
     /// FCALL's functions, as loaded from the libraries of `generation`.
@@ -124,9 +132,15 @@ pub struct ScriptVm {
     step_limit: Arc<AtomicU64>,
     /// The run's `redis.setresp` choice: 2 or 3.
     resp: Arc<AtomicU64>,
-    /// The real `redis` table (scripts see a read-only proxy), where each
-    /// run installs its `call` and `pcall`.
+    /// The real `redis` table (scripts see a read-only proxy) and its
+    /// `call` and `pcall`, which library loading hides.
     redis: Table,
+    call: Function,
+    pcall: Function,
+    globals: Table,
+    /// The run in progress (a `RefCell<CallState>`), null between runs;
+    /// see [`with_current_run`].
+    current: Arc<AtomicPtr<()>>,
     /// The prelude's `xpcall` runner and the message handler that notes
     /// the script line of an error.
     xrun: Function,
@@ -236,6 +250,20 @@ impl ScriptVm {
             .set_mode(ChunkMode::Text)
             .call::<()>(hidden.clone())?;
         let redis: Table = hidden.raw_get("redis_real")?;
+        // redis.call and redis.pcall are made once: a function made per run
+        // (an mlua scope) costs allocations and garbage on every EVALSHA.
+        // They reach the run through `current`.
+        let current = Arc::new(AtomicPtr::new(std::ptr::null_mut()));
+        let (cur, rsp) = (current.clone(), resp.clone());
+        let call = lua.create_function(move |lua, args: MultiValue| {
+            script_call(lua, &cur, &rsp, args, true)
+        })?;
+        let (cur, rsp) = (current.clone(), resp.clone());
+        let pcall = lua.create_function(move |lua, args: MultiValue| {
+            script_call(lua, &cur, &rsp, args, false)
+        })?;
+        redis.raw_set("call", &call)?;
+        redis.raw_set("pcall", &pcall)?;
         let xrun: Function = hidden.raw_get("xrun")?;
         let handler = lua.create_function(|lua, err: Value| {
             // The message handler runs where the error was raised: note the
@@ -247,7 +275,6 @@ impl ScriptVm {
         })?;
         Ok(ScriptVm {
             lua,
-            hidden,
             compiled: HashMap::new(),
             functions: HashMap::new(),
             generation: None,
@@ -256,6 +283,10 @@ impl ScriptVm {
             step_limit,
             resp,
             redis,
+            call,
+            pcall,
+            globals: g,
+            current,
             xrun,
             handler,
             runs_since_gc: 0,
@@ -310,10 +341,7 @@ impl ScriptVm {
         })?;
         let registered = RefCell::new(BTreeMap::new());
         let problem: RefCell<Option<String>> = RefCell::new(None);
-        let redis: Table = self
-            .hidden
-            .raw_get::<Table>("redis_real")
-            .map_err(|e| CmdError::other(format!("ERR {e}")))?;
+        let redis = &self.redis;
         let result = self.lua.scope(|scope| {
             let register = scope.create_function(|_, args: MultiValue| {
                 match register_args(args) {
@@ -337,8 +365,14 @@ impl ScriptVm {
                 }
             })?;
             redis.raw_set("register_function", register)?;
+            // A library's code runs outside any script run: there is no
+            // redis.call there (Redis's load-time `redis` lacks it too).
+            redis.raw_set("call", Value::Nil)?;
+            redis.raw_set("pcall", Value::Nil)?;
             let r = chunk.call::<()>(());
             redis.raw_set("register_function", Value::Nil)?;
+            redis.raw_set("call", &self.call)?;
+            redis.raw_set("pcall", &self.pcall)?;
             Ok(r)
         });
         let outcome = result.and_then(|r| r);
@@ -370,7 +404,7 @@ pub fn run(access: Access<'_>, program: Program<'_>, run: Run<'_>) -> (Reply, bo
     };
     let (func, name, source) = match program {
         Program::Eval { sha, body } => match vm.compile(sha, body) {
-            Ok(f) => (f, sha.to_string(), "@user_script"),
+            Ok(f) => (f, sha, "@user_script"),
             Err(e) => {
                 access.store().scripts.put_vm(vm);
                 return (e.to_reply(), false);
@@ -380,7 +414,7 @@ pub fn run(access: Access<'_>, program: Program<'_>, run: Run<'_>) -> (Reply, bo
             let store = access.store();
             vm.sync_libraries(&store.scripts.libraries, store.scripts.generation);
             match vm.functions.get(name) {
-                Some(f) => (f.clone(), name.to_string(), "@user_function"),
+                Some(f) => (f.clone(), name, "@user_function"),
                 None => {
                     store.scripts.put_vm(vm);
                     return (Reply::error("ERR Function not found"), true);
@@ -399,10 +433,7 @@ pub fn run(access: Access<'_>, program: Program<'_>, run: Run<'_>) -> (Reply, bo
         access.store().limits.script_max_instructions / HOOK_EVERY as u64,
         Ordering::Relaxed,
     );
-    let base = vm.lua.used_memory();
-    let _ = vm
-        .lua
-        .set_memory_limit(base.saturating_add(SCRIPT_MEMORY_LIMIT));
+    vm.resp.store(2, Ordering::Relaxed);
     let state = RefCell::new(CallState {
         access,
         db: run.db,
@@ -411,9 +442,10 @@ pub fn run(access: Access<'_>, program: Program<'_>, run: Run<'_>) -> (Reply, bo
         calls: 0,
         slot,
     });
-    let reply = execute(&vm, &state, &func, &name, is_function, &run)
-        .unwrap_or_else(|e| script_error(&lua_error_text(&e), &name, source, None));
-    let _ = vm.lua.set_memory_limit(0);
+    let reply = with_current_run(&vm.current, &state, || {
+        execute(&vm, &func, name, is_function, &run)
+    })
+    .unwrap_or_else(|e| script_error(&lua_error_text(&e), name, source, None));
     vm.runs_since_gc += 1;
     if vm.runs_since_gc >= GC_EVERY {
         vm.runs_since_gc = 0;
@@ -424,82 +456,142 @@ pub fn run(access: Access<'_>, program: Program<'_>, run: Run<'_>) -> (Reply, bo
     (reply, true)
 }
 
+/// Makes `state` the run that `redis.call` and `redis.pcall` reach while
+/// `f` runs, and only then: the pointer is cleared when `f` returns or
+/// unwinds, before `state` can go away.
+fn with_current_run<R>(
+    current: &AtomicPtr<()>,
+    state: &RefCell<CallState<'_>>,
+    f: impl FnOnce() -> R,
+) -> R {
+    struct Clear<'a>(&'a AtomicPtr<()>);
+    impl Drop for Clear<'_> {
+        fn drop(&mut self) {
+            self.0.store(std::ptr::null_mut(), Ordering::Relaxed);
+        }
+    }
+    current.store(
+        state as *const RefCell<CallState<'_>> as *mut (),
+        Ordering::Relaxed,
+    );
+    let _clear = Clear(current);
+    f()
+}
+
+/// Calls `f` with the run in progress, or returns `None` outside a run.
+fn current_run<R>(
+    current: &AtomicPtr<()>,
+    f: impl for<'s> FnOnce(&RefCell<CallState<'s>>) -> R,
+) -> Option<R> {
+    let ptr = current.load(Ordering::Relaxed) as *const RefCell<CallState<'_>>;
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null pointer was stored by `with_current_run` from a
+    // live `&RefCell<CallState>` and is cleared (also on unwind) before
+    // that borrow ends, so it points to a live value. Only the interpreter
+    // this pointer belongs to calls here, synchronously from inside
+    // `with_current_run`'s `f`, on the thread that stored it (the
+    // interpreter is taken out of `Scripts` for the run), so the `RefCell`
+    // is never shared across threads. `f` is generic over the state's
+    // lifetime, so it cannot keep the reference or anything borrowed from
+    // it beyond this call.
+    Some(f(unsafe { &*ptr }))
+}
+
+/// `redis.call` (`raise`) or `redis.pcall`: runs one command of the
+/// current run and gives its reply to the script.
+fn script_call(
+    lua: &Lua,
+    current: &AtomicPtr<()>,
+    resp: &AtomicU64,
+    args: MultiValue,
+    raise: bool,
+) -> mlua::Result<Value> {
+    // While the per-run memory limit is set mlua runs every allocating API
+    // call under a protected call, which in Lua 5.1 allocates two C
+    // closures each time: lifted here, the command and the conversion of
+    // its reply run unprotected and the limit is checked once after.
+    let limit = lua.set_memory_limit(0).unwrap_or(0);
+    let result = call_and_convert(lua, current, resp, args, raise);
+    if limit != 0 {
+        let over = lua.used_memory() > limit;
+        let _ = lua.set_memory_limit(limit);
+        if over {
+            return Err(mlua::Error::MemoryError("not enough memory".into()));
+        }
+    }
+    result
+}
+
+fn call_and_convert(
+    lua: &Lua,
+    current: &AtomicPtr<()>,
+    resp: &AtomicU64,
+    args: MultiValue,
+    raise: bool,
+) -> mlua::Result<Value> {
+    let reply = current_run(current, |state| state.borrow_mut().call(lua, args))
+        .unwrap_or_else(|| Err(not_allowed()));
+    let resp = match resp.load(Ordering::Relaxed) {
+        3 => RespVersion::Resp3,
+        _ => RespVersion::Resp2,
+    };
+    match (reply, raise) {
+        (Ok(Reply::Error(text)), true) => {
+            Err(mlua::Error::external(CallError(convert::error_text(&text))))
+        }
+        (Err(e), true) => Err(mlua::Error::external(CallError(convert::error_text(
+            &e.text(),
+        )))),
+        (Ok(r), _) => convert::reply_to_lua(lua, r, resp),
+        (Err(e), false) => convert::reply_to_lua(lua, e.to_reply(), resp),
+    }
+}
+
 fn execute(
     vm: &ScriptVm,
-    state: &RefCell<CallState<'_>>,
     func: &Function,
     name: &str,
     is_function: bool,
     run: &Run<'_>,
 ) -> mlua::Result<Reply> {
     let lua = &vm.lua;
+    // KEYS and ARGV are made before the memory limit is set, so that mlua
+    // need not protect each call (their memory still counts: the limit is
+    // from the use before them).
+    let base = lua.used_memory();
     let keys = bytes_table(lua, run.keys)?;
     let argv = bytes_table(lua, run.argv)?;
-    let g = lua.globals();
-    if is_function {
-        g.raw_set("KEYS", Value::Nil)?;
-        g.raw_set("ARGV", Value::Nil)?;
+    let (a, b) = if is_function {
+        vm.globals.raw_set("KEYS", Value::Nil)?;
+        vm.globals.raw_set("ARGV", Value::Nil)?;
+        (Value::Table(keys), Value::Table(argv))
     } else {
-        g.raw_set("KEYS", keys.clone())?;
-        g.raw_set("ARGV", argv.clone())?;
-    }
+        vm.globals.raw_set("KEYS", keys)?;
+        vm.globals.raw_set("ARGV", argv)?;
+        (Value::Nil, Value::Nil)
+    };
     let source = if is_function {
         "@user_function"
     } else {
         "@user_script"
     };
-    vm.resp.store(2, Ordering::Relaxed);
-    let resp = || match vm.resp.load(Ordering::Relaxed) {
-        3 => RespVersion::Resp3,
-        _ => RespVersion::Resp2,
-    };
-    let redis = &vm.redis;
-    lua.scope(|scope| {
-        // redis.call and redis.pcall are Rust functions called straight from
-        // the script, so the script's frame (and line) is still on the stack
-        // when a call fails, even in `return redis.call(...)`.
-        let call = scope.create_function(|lua, args: MultiValue| {
-            let reply = state.borrow_mut().call(lua, args);
-            match reply {
-                Ok(Reply::Error(text)) => {
-                    Err(mlua::Error::external(CallError(convert::error_text(&text))))
-                }
-                Ok(r) => convert::reply_to_lua(lua, r, resp()),
-                Err(e) => Err(mlua::Error::external(CallError(convert::error_text(
-                    &e.text(),
-                )))),
-            }
-        })?;
-        let pcall = scope.create_function(|lua, args: MultiValue| {
-            let reply = state.borrow_mut().call(lua, args);
-            match reply {
-                Ok(r) => convert::reply_to_lua(lua, r, resp()),
-                Err(e) => convert::reply_to_lua(lua, e.to_reply(), resp()),
-            }
-        })?;
-        redis.raw_set("call", call)?;
-        redis.raw_set("pcall", pcall)?;
-        let (a, b) = if is_function {
-            (Value::Table(keys), Value::Table(argv))
-        } else {
-            (Value::Nil, Value::Nil)
-        };
-        let out: MultiValue = vm.xrun.call((func.clone(), vm.handler.clone(), a, b))?;
-        for f in ["call", "pcall"] {
-            redis.raw_set(f, Value::Nil)?;
-        }
-        let mut out = out.into_iter();
-        let ok = matches!(out.next(), Some(Value::Boolean(true)));
-        let value = out.next().unwrap_or(Value::Nil);
-        if vm.steps.load(Ordering::Relaxed) >= vm.step_limit.load(Ordering::Relaxed) {
-            return Ok(script_error(STEP_LIMIT_ERROR, name, source, None));
-        }
-        if ok {
-            return Ok(convert::lua_to_reply(&value, MAX_REPLY_DEPTH)
-                .unwrap_or_else(|| Reply::error("ERR reached lua stack limit")));
-        }
-        Ok(raised_error_reply(&value, name, source))
-    })
+    let _ = lua.set_memory_limit(base.saturating_add(SCRIPT_MEMORY_LIMIT));
+    // redis.call and redis.pcall are Rust functions called straight from
+    // the script, so the script's frame (and line) is still on the stack
+    // when a call fails, even in `return redis.call(...)`.
+    let out = vm.xrun.call::<(bool, Value)>((func, &vm.handler, a, b));
+    let _ = lua.set_memory_limit(0);
+    let (ok, value) = out?;
+    if vm.steps.load(Ordering::Relaxed) >= vm.step_limit.load(Ordering::Relaxed) {
+        return Ok(script_error(STEP_LIMIT_ERROR, name, source, None));
+    }
+    if ok {
+        return Ok(convert::lua_to_reply(&value, MAX_REPLY_DEPTH)
+            .unwrap_or_else(|| Reply::error("ERR reached lua stack limit")));
+    }
+    Ok(raised_error_reply(&value, name, source))
 }
 
 /// The reply for an error a script raised and did not catch.
