@@ -15,9 +15,10 @@ use crate::table::{resolve, Handler};
 use bytes::Bytes;
 use kvasir_resp::Reply;
 use mlua::chunk::ChunkMode;
-use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
+use mlua::{ffi, BString, Either, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
+use std::os::raw::c_int;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -96,16 +97,38 @@ for _, name in ipairs({'string', 'table', 'math', 'redis', 'cjson', 'cmsgpack', 
   if t then rawset_(_G, name, readonly(t)) end
 end
 getmetatable('').__metatable = false
--- Lua 5.1's xpcall passes no arguments: the runner reads them from
--- upvalues set per run, so no closure is created per run.
-local run_f, run_a, run_b
-local function runner() return run_f(run_a, run_b) end
+-- One run, called from Rust with the run's keys and arguments: either
+-- `nkeys, key..., arg...` (building the tables here costs less than one
+-- mlua call per table and per element) or, for many of them, the two
+-- tables made in Rust.
+local function split(nkeys, ...)
+  if rawtype(nkeys) == 'table' then return nkeys, (...) end
+  local keys, argv = {...}, {}
+  for i = nkeys + 1, select('#', ...) do
+    argv[i - nkeys] = keys[i]
+    keys[i] = nil
+  end
+  return keys, argv
+end
+hidden.run_script = function(f, handler, ...)
+  local keys, argv = split(...)
+  rawset_(_G, 'KEYS', keys)
+  rawset_(_G, 'ARGV', argv)
+  return rawxpcall(f, handler)
+end
+-- Lua 5.1's xpcall passes no arguments: the runner reads a function's
+-- from upvalues set per run, so no closure is created per run.
+local run_f, run_keys, run_argv
+local function runner() return run_f(run_keys, run_argv) end
 local function finish(...)
-  run_f, run_a, run_b = nil, nil, nil
+  run_f, run_keys, run_argv = nil, nil, nil
   return ...
 end
-hidden.xrun = function(f, handler, a, b)
-  run_f, run_a, run_b = f, a, b
+hidden.run_function = function(f, handler, ...)
+  rawset_(_G, 'KEYS', nil)
+  rawset_(_G, 'ARGV', nil)
+  run_f = f
+  run_keys, run_argv = split(...)
   return finish(rawxpcall(runner, handler))
 end
 rawsetmeta(_G, {
@@ -137,13 +160,13 @@ pub struct ScriptVm {
     redis: Table,
     call: Function,
     pcall: Function,
-    globals: Table,
     /// The run in progress (a `RefCell<CallState>`), null between runs;
     /// see [`with_current_run`].
     current: Arc<AtomicPtr<()>>,
     /// The prelude's `xpcall` runner and the message handler that notes
     /// the script line of an error.
-    xrun: Function,
+    run_script: Function,
+    run_function: Function,
     handler: Function,
     /// Runs since the last garbage-collection step.
     runs_since_gc: u32,
@@ -152,6 +175,11 @@ pub struct ScriptVm {
 /// Runs between two incremental garbage-collection steps (Redis's
 /// LUA_GC_CYCLE_PERIOD).
 const GC_EVERY: u32 = 50;
+
+/// Keys and arguments up to this many are passed to the run's Lua entry
+/// point on the stack; more go in tables made from Rust (Lua 5.1's C
+/// stack holds about 8000 values).
+const MAX_PUSHED_ARGS: usize = 64;
 
 /// How often (in Lua instructions) the step hook runs.
 const HOOK_EVERY: u32 = 10_000;
@@ -255,16 +283,23 @@ impl ScriptVm {
         // They reach the run through `current`.
         let current = Arc::new(AtomicPtr::new(std::ptr::null_mut()));
         let (cur, rsp) = (current.clone(), resp.clone());
-        let call = lua.create_function(move |lua, args: MultiValue| {
-            script_call(lua, &cur, &rsp, args, true)
-        })?;
+        let call = counting_args(
+            &lua,
+            lua.create_function(move |lua, args: CallArgs| {
+                script_call(lua, &cur, &rsp, args, true)
+            })?,
+        )?;
         let (cur, rsp) = (current.clone(), resp.clone());
-        let pcall = lua.create_function(move |lua, args: MultiValue| {
-            script_call(lua, &cur, &rsp, args, false)
-        })?;
+        let pcall = counting_args(
+            &lua,
+            lua.create_function(move |lua, args: CallArgs| {
+                script_call(lua, &cur, &rsp, args, false)
+            })?,
+        )?;
         redis.raw_set("call", &call)?;
         redis.raw_set("pcall", &pcall)?;
-        let xrun: Function = hidden.raw_get("xrun")?;
+        let run_script: Function = hidden.raw_get("run_script")?;
+        let run_function: Function = hidden.raw_get("run_function")?;
         let handler = lua.create_function(|lua, err: Value| {
             // The message handler runs where the error was raised: note the
             // script's line for the reply.
@@ -285,9 +320,9 @@ impl ScriptVm {
             redis,
             call,
             pcall,
-            globals: g,
             current,
-            xrun,
+            run_script,
+            run_function,
             handler,
             runs_since_gc: 0,
         })
@@ -505,15 +540,23 @@ fn script_call(
     lua: &Lua,
     current: &AtomicPtr<()>,
     resp: &AtomicU64,
-    args: MultiValue,
+    args: CallArgs,
     raise: bool,
 ) -> mlua::Result<Value> {
+    let reply = command_args(lua, args).and_then(|argv| {
+        current_run(current, |state| state.borrow_mut().call(argv))
+            .unwrap_or_else(|| Err(not_allowed()))
+    });
+    if matches!(reply, Ok(Reply::Int(_) | Reply::Nil)) {
+        // No Lua allocation: nothing to protect.
+        return convert_call_reply(lua, resp, reply, raise);
+    }
     // While the per-run memory limit is set mlua runs every allocating API
     // call under a protected call, which in Lua 5.1 allocates two C
-    // closures each time: lifted here, the command and the conversion of
-    // its reply run unprotected and the limit is checked once after.
+    // closures each time: lifted here, the conversion of the reply runs
+    // unprotected and the limit is checked once after.
     let limit = lua.set_memory_limit(0).unwrap_or(0);
-    let result = call_and_convert(lua, current, resp, args, raise);
+    let result = convert_call_reply(lua, resp, reply, raise);
     if limit != 0 {
         let over = lua.used_memory() > limit;
         let _ = lua.set_memory_limit(limit);
@@ -524,15 +567,12 @@ fn script_call(
     result
 }
 
-fn call_and_convert(
+fn convert_call_reply(
     lua: &Lua,
-    current: &AtomicPtr<()>,
     resp: &AtomicU64,
-    args: MultiValue,
+    reply: Result<Reply, CmdError>,
     raise: bool,
 ) -> mlua::Result<Value> {
-    let reply = current_run(current, |state| state.borrow_mut().call(lua, args))
-        .unwrap_or_else(|| Err(not_allowed()));
     let resp = match resp.load(Ordering::Relaxed) {
         3 => RespVersion::Resp3,
         _ => RespVersion::Resp2,
@@ -557,32 +597,46 @@ fn execute(
     run: &Run<'_>,
 ) -> mlua::Result<Reply> {
     let lua = &vm.lua;
-    // KEYS and ARGV are made before the memory limit is set, so that mlua
-    // need not protect each call (their memory still counts: the limit is
-    // from the use before them).
-    let base = lua.used_memory();
-    let keys = bytes_table(lua, run.keys)?;
-    let argv = bytes_table(lua, run.argv)?;
-    let (a, b) = if is_function {
-        vm.globals.raw_set("KEYS", Value::Nil)?;
-        vm.globals.raw_set("ARGV", Value::Nil)?;
-        (Value::Table(keys), Value::Table(argv))
+    let runner = if is_function {
+        &vm.run_function
     } else {
-        vm.globals.raw_set("KEYS", keys)?;
-        vm.globals.raw_set("ARGV", argv)?;
-        (Value::Nil, Value::Nil)
+        &vm.run_script
     };
     let source = if is_function {
         "@user_function"
     } else {
         "@user_script"
     };
-    let _ = lua.set_memory_limit(base.saturating_add(SCRIPT_MEMORY_LIMIT));
+    // The limit counts from the use before the run's keys and arguments
+    // are made (so they count too), but is set only after they are pushed:
+    // with a limit mlua protects each allocating call (see script_call).
+    let base = lua.used_memory();
+    let unlimit = |out: mlua::Result<(bool, Value)>| {
+        let _ = lua.set_memory_limit(0);
+        out
+    };
+    let limit = base.saturating_add(SCRIPT_MEMORY_LIMIT);
     // redis.call and redis.pcall are Rust functions called straight from
     // the script, so the script's frame (and line) is still on the stack
     // when a call fails, even in `return redis.call(...)`.
-    let out = vm.xrun.call::<(bool, Value)>((func, &vm.handler, a, b));
-    let _ = lua.set_memory_limit(0);
+    let out = if run.keys.len() + run.argv.len() <= MAX_PUSHED_ARGS {
+        let mut args = Vec::with_capacity(run.keys.len() + run.argv.len());
+        for b in run.keys.iter().chain(run.argv) {
+            args.push(lua.create_string(b)?);
+        }
+        let _ = lua.set_memory_limit(limit);
+        unlimit(runner.call((
+            func,
+            &vm.handler,
+            run.keys.len(),
+            mlua::Variadic::from_iter(args),
+        )))
+    } else {
+        let keys = bytes_table(lua, run.keys)?;
+        let argv = bytes_table(lua, run.argv)?;
+        let _ = lua.set_memory_limit(limit);
+        unlimit(runner.call((func, &vm.handler, keys, argv)))
+    };
     let (ok, value) = out?;
     if vm.steps.load(Ordering::Relaxed) >= vm.step_limit.load(Ordering::Relaxed) {
         return Ok(script_error(STEP_LIMIT_ERROR, name, source, None));
@@ -682,26 +736,97 @@ fn bytes_table(lua: &Lua, items: &[Bytes]) -> mlua::Result<Table> {
     Ok(t)
 }
 
+/// What the Rust side of `redis.call` receives: how many arguments the
+/// script passed (see [`counting_args`]), the first eight of them and the
+/// rest. The first ones are read as `BString`, which mlua copies
+/// straight off the Lua stack; a `Value` holds an mlua reference, and
+/// reading a string's bytes through it clones that reference (an
+/// allocation and several atomic operations per argument).
+type CallArgs = (
+    i64,
+    StackArg,
+    StackArg,
+    StackArg,
+    StackArg,
+    StackArg,
+    StackArg,
+    StackArg,
+    StackArg,
+    MultiValue,
+);
+
+/// One of the first arguments of a call: `None` for nil (or past the
+/// last argument), a string or number as bytes, anything else as is.
+type StackArg = Option<Either<BString, Value>>;
+
+/// A call's arguments as a command line; Redis's errors for none and for
+/// one that is not a string or a number.
+fn command_args(lua: &Lua, args: CallArgs) -> Result<Vec<Bytes>, CmdError> {
+    let (n, a1, a2, a3, a4, a5, a6, a7, a8, rest) = args;
+    let n = usize::try_from(n).unwrap_or(0);
+    if n == 0 {
+        return Err(CmdError::other(
+            "ERR Please specify at least one argument for this redis lib call",
+        ));
+    }
+    let mut argv = Vec::with_capacity(n);
+    for a in [a1, a2, a3, a4, a5, a6, a7, a8].into_iter().take(n) {
+        argv.push(match a {
+            Some(Either::Left(b)) => Bytes::from(Vec::from(b)),
+            Some(Either::Right(v)) => value_arg(lua, v)?,
+            None => return Err(bad_argument()),
+        });
+    }
+    for v in rest {
+        argv.push(value_arg(lua, v)?);
+    }
+    Ok(argv)
+}
+
+fn value_arg(lua: &Lua, v: Value) -> Result<Bytes, CmdError> {
+    let s = match v {
+        Value::String(s) => s,
+        v @ (Value::Integer(_) | Value::Number(_)) => match lua.coerce_string(v) {
+            Ok(Some(s)) => s,
+            _ => return Err(bad_argument()),
+        },
+        _ => return Err(bad_argument()),
+    };
+    Ok(Bytes::copy_from_slice(&s.as_bytes()))
+}
+
+/// Wraps `inner` (taking [`CallArgs`]) in a C function that passes it the
+/// number of arguments first: mlua gives a callback's missing arguments as
+/// nil, but a nil argument is an error (Redis checks each of
+/// `lua_gettop` arguments). It is a C function, not a Lua one, so that a
+/// script's `return redis.call(...)` keeps the script's frame (and line
+/// for errors) on the stack: Lua 5.1 replaces the frame only in a tail
+/// call of a Lua function.
+fn counting_args(lua: &Lua, inner: Function) -> mlua::Result<Function> {
+    unsafe extern "C-unwind" fn count(state: *mut ffi::lua_State) -> c_int {
+        // SAFETY: Lua calls this as a C closure with one upvalue (set
+        // below) and at least LUA_MINSTACK free stack slots, of which two
+        // are used. An error raised by `inner` unwinds through this frame
+        // by longjmp, which is sound as it holds nothing to drop.
+        unsafe {
+            let n = ffi::lua_gettop(state);
+            ffi::lua_pushvalue(state, ffi::lua_upvalueindex(1));
+            ffi::lua_insert(state, 1);
+            ffi::lua_pushinteger(state, n as ffi::lua_Integer);
+            ffi::lua_insert(state, 2);
+            ffi::lua_call(state, n + 1, ffi::LUA_MULTRET);
+            ffi::lua_gettop(state)
+        }
+    }
+    // SAFETY: `exec_raw` runs the closure protected, with `inner` pushed
+    // as its one argument; lua_pushcclosure pops it as the closure's
+    // upvalue and pushes the closure, the one value returned.
+    unsafe { lua.exec_raw::<Function>(&inner, |state| ffi::lua_pushcclosure(state, count, 1)) }
+}
+
 impl CallState<'_> {
     /// One `redis.call`: the command's reply, or the error it raises.
-    fn call(&mut self, lua: &Lua, args: MultiValue) -> Result<Reply, CmdError> {
-        if args.is_empty() {
-            return Err(CmdError::other(
-                "ERR Please specify at least one argument for this redis lib call",
-            ));
-        }
-        let mut argv = Vec::with_capacity(args.len());
-        for a in args {
-            let s = match a {
-                Value::String(s) => s,
-                v @ (Value::Integer(_) | Value::Number(_)) => match lua.coerce_string(v) {
-                    Ok(Some(s)) => s,
-                    _ => return Err(bad_argument()),
-                },
-                _ => return Err(bad_argument()),
-            };
-            argv.push(Bytes::copy_from_slice(&s.as_bytes()));
-        }
+    fn call(&mut self, argv: Vec<Bytes>) -> Result<Reply, CmdError> {
         let spec = match resolve(&argv) {
             Ok((spec, _)) => spec,
             Err(CmdError::UnknownCommand(_)) => {
