@@ -58,7 +58,7 @@ const SCRIPTS: &[&[&str]] = &[
     &["EVAL", "return redis.pcall('nosuch')", "0"],
     &["EVAL", "local ok, e = pcall(redis.call, 'nosuch') return e", "0"],
     &["EVAL", "return redis.pcall('lpush', KEYS[1], 'a')", "1", "s1"],
-    // Arguments: nil (last, in the middle, past the eighth), other types,
+    // Arguments: nil (last, in the middle, past the fifth), other types,
     // numbers, none.
     &["EVAL", "return redis.pcall('get', 'a', nil)", "0"],
     &["EVAL", "return redis.pcall('del', nil, 'a')", "0"],

@@ -737,16 +737,14 @@ fn bytes_table(lua: &Lua, items: &[Bytes]) -> mlua::Result<Table> {
 }
 
 /// What the Rust side of `redis.call` receives: how many arguments the
-/// script passed (see [`counting_args`]), the first eight of them and the
-/// rest. The first ones are read as `BString`, which mlua copies
+/// script passed (see [`counting_args`]), the first five of them and the
+/// rest (five cover most commands; each slot costs a little on every
+/// call, used or not). The first ones are read as `BString`, which mlua copies
 /// straight off the Lua stack; a `Value` holds an mlua reference, and
 /// reading a string's bytes through it clones that reference (an
 /// allocation and several atomic operations per argument).
 type CallArgs = (
     i64,
-    StackArg,
-    StackArg,
-    StackArg,
     StackArg,
     StackArg,
     StackArg,
@@ -762,7 +760,7 @@ type StackArg = Option<Either<BString, Value>>;
 /// A call's arguments as a command line; Redis's errors for none and for
 /// one that is not a string or a number.
 fn command_args(lua: &Lua, args: CallArgs) -> Result<Vec<Bytes>, CmdError> {
-    let (n, a1, a2, a3, a4, a5, a6, a7, a8, rest) = args;
+    let (n, a1, a2, a3, a4, a5, rest) = args;
     let n = usize::try_from(n).unwrap_or(0);
     if n == 0 {
         return Err(CmdError::other(
@@ -770,7 +768,7 @@ fn command_args(lua: &Lua, args: CallArgs) -> Result<Vec<Bytes>, CmdError> {
         ));
     }
     let mut argv = Vec::with_capacity(n);
-    for a in [a1, a2, a3, a4, a5, a6, a7, a8].into_iter().take(n) {
+    for a in [a1, a2, a3, a4, a5].into_iter().take(n) {
         argv.push(match a {
             Some(Either::Left(b)) => Bytes::from(Vec::from(b)),
             Some(Either::Right(v)) => value_arg(lua, v)?,
