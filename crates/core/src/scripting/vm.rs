@@ -98,20 +98,19 @@ for _, name in ipairs({'string', 'table', 'math', 'redis', 'cjson', 'cmsgpack', 
 end
 getmetatable('').__metatable = false
 -- One run, called from Rust with the run's keys and arguments: either
--- `nkeys, key..., arg...` (building the tables here costs less than one
--- mlua call per table and per element) or, for many of them, the two
--- tables made in Rust.
-local function split(nkeys, ...)
-  if rawtype(nkeys) == 'table' then return nkeys, (...) end
-  local keys, argv = {...}, {}
-  for i = nkeys + 1, select('#', ...) do
-    argv[i - nkeys] = keys[i]
-    keys[i] = nil
+-- `nkeys, n, key..., arg...` (n of them; building the tables here costs
+-- less than one mlua call per table and per element) or, for many of
+-- them, the two tables made in Rust. Written out in each entry point, as
+-- every Lua or C call here is paid on every run.
+hidden.run_script = function(f, handler, nkeys, n, ...)
+  local keys, argv = nkeys, n
+  if rawtype(nkeys) ~= 'table' then
+    keys, argv = {...}, {}
+    for i = nkeys + 1, n do
+      argv[i - nkeys] = keys[i]
+      keys[i] = nil
+    end
   end
-  return keys, argv
-end
-hidden.run_script = function(f, handler, ...)
-  local keys, argv = split(...)
   rawset_(_G, 'KEYS', keys)
   rawset_(_G, 'ARGV', argv)
   return rawxpcall(f, handler)
@@ -124,11 +123,18 @@ local function finish(...)
   run_f, run_keys, run_argv = nil, nil, nil
   return ...
 end
-hidden.run_function = function(f, handler, ...)
+hidden.run_function = function(f, handler, nkeys, n, ...)
   rawset_(_G, 'KEYS', nil)
   rawset_(_G, 'ARGV', nil)
-  run_f = f
-  run_keys, run_argv = split(...)
+  local keys, argv = nkeys, n
+  if rawtype(nkeys) ~= 'table' then
+    keys, argv = {...}, {}
+    for i = nkeys + 1, n do
+      argv[i - nkeys] = keys[i]
+      keys[i] = nil
+    end
+  end
+  run_f, run_keys, run_argv = f, keys, argv
   return finish(rawxpcall(runner, handler))
 end
 rawsetmeta(_G, {
@@ -629,6 +635,7 @@ fn execute(
             func,
             &vm.handler,
             run.keys.len(),
+            args.len(),
             mlua::Variadic::from_iter(args),
         )))
     } else {
