@@ -622,9 +622,9 @@ fn execute(
         out
     };
     let limit = base.saturating_add(SCRIPT_MEMORY_LIMIT);
-    // redis.call and redis.pcall are Rust functions called straight from
-    // the script, so the script's frame (and line) is still on the stack
-    // when a call fails, even in `return redis.call(...)`.
+    // redis.call and redis.pcall are C functions (see counting_args)
+    // called straight from the script, so the script's frame (and line) is
+    // still on the stack when a call fails, even in `return redis.call(...)`.
     let out = if run.keys.len() + run.argv.len() <= MAX_PUSHED_ARGS {
         let mut args = Vec::with_capacity(run.keys.len() + run.argv.len());
         for b in run.keys.iter().chain(run.argv) {
