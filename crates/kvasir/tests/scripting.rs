@@ -58,6 +58,19 @@ const SCRIPTS: &[&[&str]] = &[
     &["EVAL", "return redis.pcall('nosuch')", "0"],
     &["EVAL", "local ok, e = pcall(redis.call, 'nosuch') return e", "0"],
     &["EVAL", "return redis.pcall('lpush', KEYS[1], 'a')", "1", "s1"],
+    // Arguments: nil (last, in the middle, past the fifth), other types,
+    // numbers, none.
+    &["EVAL", "return redis.pcall('get', 'a', nil)", "0"],
+    &["EVAL", "return redis.pcall('del', nil, 'a')", "0"],
+    &["EVAL", "local r = redis.call('del', 'a', nil) return r", "0"],
+    &["EVAL", "return redis.pcall('del', 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', nil)", "0"],
+    &["EVAL", "return redis.pcall('set', 'a', {})", "0"],
+    &["EVAL", "return redis.pcall('set', 'a', true)", "0"],
+    &["EVAL", "return redis.pcall('mset', 'a', {}, 'b', 2, 'c', 3, 'd', 4, 'e', true)", "0"],
+    &["EVAL", "return redis.call('mset', 'n1', 1, 'n2', 2.5, 'n3', -3, 'n4', 4, 'n5', 0.5)", "0"],
+    &["EVAL", "return redis.call('mget', 'n1', 'n2', 'n3', 'n4', 'n5')", "0"],
+    &["EVAL", "return redis.pcall()", "0"],
+    &["EVAL", "local ok, e = pcall(redis.call) return e", "0"],
     &["EVAL", "local r = redis.call('watch', 'x') return r", "0"],
     &["EVAL", "return redis.call('rpush', KEYS[1], 'a', 'b', 'c')", "1", "l1"],
     &["EVAL", "return redis.call('lrange', KEYS[1], 0, -1)", "1", "l1"],
@@ -152,6 +165,54 @@ fn scripts_answer_as_redis_does() {
         SCRIPTS.len(),
         mismatches.join("\n")
     );
+}
+
+/// KEYS and ARGV (and a function's keys and args) of every size, few
+/// (passed on the Lua stack) or many (passed in tables made in Rust),
+/// and with empty and binary elements, reach the script as in Redis.
+#[test]
+fn keys_and_args_of_any_count_reach_scripts_as_in_redis() {
+    let (_guard, port) = start_redis();
+    let mut real = cluster::connect(port).expect("redis-server");
+    let kv = Kvasir::start(&[]);
+    let mut ours = kv.conn();
+    let lib = "#!lua name=argslib\nredis.register_function('args', function(keys, args) \
+               return {#keys, #args, keys[1], keys[#keys], args[1], args[#args]} end)";
+    let script = "return {#KEYS, #ARGV, KEYS[1], KEYS[#KEYS], ARGV[1], ARGV[#ARGV], \
+                  select('#', unpack(KEYS)), select('#', unpack(ARGV))}";
+    let mut cases: Vec<Vec<Vec<u8>>> = vec![words(&["FUNCTION", "LOAD", lib])];
+    for (nkeys, nargs) in [
+        (0, 0),
+        (1, 0),
+        (0, 1),
+        (2, 3),
+        (64, 0),
+        (0, 65),
+        (40, 40),
+        (300, 2000),
+    ] {
+        for cmd in ["EVAL", "FCALL"] {
+            let mut args = words(&[cmd, if cmd == "EVAL" { script } else { "args" }]);
+            args.push(nkeys.to_string().into_bytes());
+            args.extend((0..nkeys).map(|i| format!("k{i}").into_bytes()));
+            args.extend((0..nargs).map(|i| match i {
+                0 => Vec::new(),
+                1 => vec![0, 255, b'\n'],
+                _ => format!("a{i}").into_bytes(),
+            }));
+            cases.push(args);
+        }
+    }
+    for args in &cases {
+        let (want, got) = (run(&mut real, args), run(&mut ours, args));
+        assert_eq!(
+            want,
+            got,
+            "{:?} with {} arguments",
+            String::from_utf8_lossy(&args[0]),
+            args.len()
+        );
+    }
 }
 
 #[test]
@@ -341,6 +402,9 @@ fn sandbox_escapes_are_refused_and_runaway_scripts_stop() {
         ("getmetatable('').__index.upper = nil", "attempt to index"),
         ("local function f(n) return f(n + 1) + 1 end return f(1)", "stack overflow"),
         ("local t = {} local i = 0 while true do i = i + 1 t[i] = string.rep('x', 1000000) .. i end", "not enough memory"),
+        // Replies of redis.call count against the limit too.
+        ("redis.call('set', 'big', string.rep('x', 10000000)) local t = {} for i = 1, 100 do t[i] = redis.call('getrange', 'big', 0, -i) end", "not enough memory"),
+        ("redis.call('set', 'big', string.rep('x', 10000000)) local t = {} for i = 1, 100 do t[i] = redis.pcall('getrange', 'big', 0, -i) end", "not enough memory"),
     ] {
         let got = err(&mut conn, script);
         assert!(got.contains(expected), "{script}: {got}");

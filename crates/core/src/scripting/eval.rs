@@ -197,18 +197,29 @@ pub fn shebang_flags(body: &[u8]) -> Result<Option<ScriptFlags>, CmdError> {
 fn eval(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let body = args[1].clone();
     let sha = sha1_hex(&body);
-    run_body(store, db, args, ctx, &sha, body)
+    run_body(store, db, args, ctx, &sha, body, true)
 }
 
 fn evalsha(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
-    let sha = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    let sha = sha_arg(&args[1]);
     let body = store
         .scripts
         .bodies
-        .get(&sha)
+        .get(sha.as_ref())
         .cloned()
         .ok_or_else(no_script)?;
-    run_body(store, db, args, ctx, &sha, body)
+    // The body is cached already.
+    run_body(store, db, args, ctx, &sha, body, false)
+}
+
+/// An EVALSHA digest as the lower-case key of `bodies`, borrowed when it
+/// is one already (as clients send it), so the common case allocates
+/// nothing.
+fn sha_arg(arg: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(arg) {
+        Ok(s) if !s.bytes().any(|c| c.is_ascii_uppercase()) => std::borrow::Cow::Borrowed(s),
+        _ => std::borrow::Cow::Owned(String::from_utf8_lossy(arg).to_ascii_lowercase()),
+    }
 }
 
 fn run_body(
@@ -218,6 +229,7 @@ fn run_body(
     ctx: &Ctx,
     sha: &str,
     body: Bytes,
+    cache: bool,
 ) -> CmdResult {
     let (keys, argv) = split_keys(args)?;
     let flags = shebang_flags(&body)?;
@@ -235,7 +247,7 @@ fn run_body(
         run,
     );
     // EVAL caches its body as SCRIPT LOAD would (Redis does too).
-    if compiled && !store.scripts.bodies.contains_key(sha) {
+    if cache && compiled && !store.scripts.bodies.contains_key(sha) {
         store.scripts.bodies.insert(sha.to_string(), body);
     }
     Ok(reply)
@@ -248,11 +260,11 @@ fn eval_ro(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 }
 
 fn evalsha_ro(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
-    let sha = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    let sha = sha_arg(&args[1]);
     let body = store
         .scripts
         .bodies
-        .get(&sha)
+        .get(sha.as_ref())
         .cloned()
         .ok_or_else(no_script)?;
     run_read_only(store, db, args, ctx, &sha, &body)

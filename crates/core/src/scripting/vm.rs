@@ -15,10 +15,11 @@ use crate::table::{resolve, Handler};
 use bytes::Bytes;
 use kvasir_resp::Reply;
 use mlua::chunk::ChunkMode;
-use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
+use mlua::{ffi, BString, Either, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Memory one script run may allocate beyond what the interpreter holds
@@ -96,8 +97,45 @@ for _, name in ipairs({'string', 'table', 'math', 'redis', 'cjson', 'cmsgpack', 
   if t then rawset_(_G, name, readonly(t)) end
 end
 getmetatable('').__metatable = false
-hidden.xrun = function(f, handler, a, b)
-  return rawxpcall(function() return f(a, b) end, handler)
+-- One run, called from Rust with the run's keys and arguments: either
+-- `nkeys, n, key..., arg...` (n of them; building the tables here costs
+-- less than one mlua call per table and per element) or, for many of
+-- them, the two tables made in Rust. Written out in each entry point, as
+-- every Lua or C call here is paid on every run.
+hidden.run_script = function(f, handler, nkeys, n, ...)
+  local keys, argv = nkeys, n
+  if rawtype(nkeys) ~= 'table' then
+    keys, argv = {...}, {}
+    for i = nkeys + 1, n do
+      argv[i - nkeys] = keys[i]
+      keys[i] = nil
+    end
+  end
+  rawset_(_G, 'KEYS', keys)
+  rawset_(_G, 'ARGV', argv)
+  return rawxpcall(f, handler)
+end
+-- Lua 5.1's xpcall passes no arguments: the runner reads a function's
+-- from upvalues set per run, so no closure is created per run.
+local run_f, run_keys, run_argv
+local function runner() return run_f(run_keys, run_argv) end
+local function finish(...)
+  run_f, run_keys, run_argv = nil, nil, nil
+  return ...
+end
+hidden.run_function = function(f, handler, nkeys, n, ...)
+  rawset_(_G, 'KEYS', nil)
+  rawset_(_G, 'ARGV', nil)
+  local keys, argv = nkeys, n
+  if rawtype(nkeys) ~= 'table' then
+    keys, argv = {...}, {}
+    for i = nkeys + 1, n do
+      argv[i - nkeys] = keys[i]
+      keys[i] = nil
+    end
+  end
+  run_f, run_keys, run_argv = f, keys, argv
+  return finish(rawxpcall(runner, handler))
 end
 rawsetmeta(_G, {
   __index = function(_, n)
@@ -111,7 +149,6 @@ rawsetmeta(_G, {
 /// A shard's interpreter with its compiled scripts.
 pub struct ScriptVm {
     lua: Lua,
-    hidden: Table,
     /// Compiled EVAL bodies by SHA1.
     compiled: HashMap<String, Function>,
     /// FCALL's functions, as loaded from the libraries of `generation`.
@@ -124,12 +161,18 @@ pub struct ScriptVm {
     step_limit: Arc<AtomicU64>,
     /// The run's `redis.setresp` choice: 2 or 3.
     resp: Arc<AtomicU64>,
-    /// The real `redis` table (scripts see a read-only proxy), where each
-    /// run installs its `call` and `pcall`.
+    /// The real `redis` table (scripts see a read-only proxy) and its
+    /// `call` and `pcall`, which library loading hides.
     redis: Table,
+    call: Function,
+    pcall: Function,
+    /// The run in progress (a `RefCell<CallState>`), null between runs;
+    /// see [`with_current_run`].
+    current: Arc<AtomicPtr<()>>,
     /// The prelude's `xpcall` runner and the message handler that notes
     /// the script line of an error.
-    xrun: Function,
+    run_script: Function,
+    run_function: Function,
     handler: Function,
     /// Runs since the last garbage-collection step.
     runs_since_gc: u32,
@@ -138,6 +181,11 @@ pub struct ScriptVm {
 /// Runs between two incremental garbage-collection steps (Redis's
 /// LUA_GC_CYCLE_PERIOD).
 const GC_EVERY: u32 = 50;
+
+/// Keys and arguments up to this many are passed to the run's Lua entry
+/// point on the stack; more go in tables made from Rust (Lua 5.1's C
+/// stack holds about 8000 values).
+const MAX_PUSHED_ARGS: usize = 64;
 
 /// How often (in Lua instructions) the step hook runs.
 const HOOK_EVERY: u32 = 10_000;
@@ -236,7 +284,28 @@ impl ScriptVm {
             .set_mode(ChunkMode::Text)
             .call::<()>(hidden.clone())?;
         let redis: Table = hidden.raw_get("redis_real")?;
-        let xrun: Function = hidden.raw_get("xrun")?;
+        // redis.call and redis.pcall are made once: a function made per run
+        // (an mlua scope) costs allocations and garbage on every EVALSHA.
+        // They reach the run through `current`.
+        let current = Arc::new(AtomicPtr::new(std::ptr::null_mut()));
+        let (cur, rsp) = (current.clone(), resp.clone());
+        let call = counting_args(
+            &lua,
+            lua.create_function(move |lua, args: CallArgs| {
+                script_call(lua, &cur, &rsp, args, true)
+            })?,
+        )?;
+        let (cur, rsp) = (current.clone(), resp.clone());
+        let pcall = counting_args(
+            &lua,
+            lua.create_function(move |lua, args: CallArgs| {
+                script_call(lua, &cur, &rsp, args, false)
+            })?,
+        )?;
+        redis.raw_set("call", &call)?;
+        redis.raw_set("pcall", &pcall)?;
+        let run_script: Function = hidden.raw_get("run_script")?;
+        let run_function: Function = hidden.raw_get("run_function")?;
         let handler = lua.create_function(|lua, err: Value| {
             // The message handler runs where the error was raised: note the
             // script's line for the reply.
@@ -247,7 +316,6 @@ impl ScriptVm {
         })?;
         Ok(ScriptVm {
             lua,
-            hidden,
             compiled: HashMap::new(),
             functions: HashMap::new(),
             generation: None,
@@ -256,7 +324,11 @@ impl ScriptVm {
             step_limit,
             resp,
             redis,
-            xrun,
+            call,
+            pcall,
+            current,
+            run_script,
+            run_function,
             handler,
             runs_since_gc: 0,
         })
@@ -310,10 +382,7 @@ impl ScriptVm {
         })?;
         let registered = RefCell::new(BTreeMap::new());
         let problem: RefCell<Option<String>> = RefCell::new(None);
-        let redis: Table = self
-            .hidden
-            .raw_get::<Table>("redis_real")
-            .map_err(|e| CmdError::other(format!("ERR {e}")))?;
+        let redis = &self.redis;
         let result = self.lua.scope(|scope| {
             let register = scope.create_function(|_, args: MultiValue| {
                 match register_args(args) {
@@ -337,8 +406,14 @@ impl ScriptVm {
                 }
             })?;
             redis.raw_set("register_function", register)?;
+            // A library's code runs outside any script run: there is no
+            // redis.call there (Redis's load-time `redis` lacks it too).
+            redis.raw_set("call", Value::Nil)?;
+            redis.raw_set("pcall", Value::Nil)?;
             let r = chunk.call::<()>(());
             redis.raw_set("register_function", Value::Nil)?;
+            redis.raw_set("call", &self.call)?;
+            redis.raw_set("pcall", &self.pcall)?;
             Ok(r)
         });
         let outcome = result.and_then(|r| r);
@@ -370,7 +445,7 @@ pub fn run(access: Access<'_>, program: Program<'_>, run: Run<'_>) -> (Reply, bo
     };
     let (func, name, source) = match program {
         Program::Eval { sha, body } => match vm.compile(sha, body) {
-            Ok(f) => (f, sha.to_string(), "@user_script"),
+            Ok(f) => (f, sha, "@user_script"),
             Err(e) => {
                 access.store().scripts.put_vm(vm);
                 return (e.to_reply(), false);
@@ -380,7 +455,7 @@ pub fn run(access: Access<'_>, program: Program<'_>, run: Run<'_>) -> (Reply, bo
             let store = access.store();
             vm.sync_libraries(&store.scripts.libraries, store.scripts.generation);
             match vm.functions.get(name) {
-                Some(f) => (f.clone(), name.to_string(), "@user_function"),
+                Some(f) => (f.clone(), name, "@user_function"),
                 None => {
                     store.scripts.put_vm(vm);
                     return (Reply::error("ERR Function not found"), true);
@@ -399,10 +474,7 @@ pub fn run(access: Access<'_>, program: Program<'_>, run: Run<'_>) -> (Reply, bo
         access.store().limits.script_max_instructions / HOOK_EVERY as u64,
         Ordering::Relaxed,
     );
-    let base = vm.lua.used_memory();
-    let _ = vm
-        .lua
-        .set_memory_limit(base.saturating_add(SCRIPT_MEMORY_LIMIT));
+    vm.resp.store(2, Ordering::Relaxed);
     let state = RefCell::new(CallState {
         access,
         db: run.db,
@@ -411,9 +483,10 @@ pub fn run(access: Access<'_>, program: Program<'_>, run: Run<'_>) -> (Reply, bo
         calls: 0,
         slot,
     });
-    let reply = execute(&vm, &state, &func, &name, is_function, &run)
-        .unwrap_or_else(|e| script_error(&lua_error_text(&e), &name, source, None));
-    let _ = vm.lua.set_memory_limit(0);
+    let reply = with_current_run(&vm.current, &state, || {
+        execute(&vm, &func, name, is_function, &run)
+    })
+    .unwrap_or_else(|e| script_error(&lua_error_text(&e), name, source, None));
     vm.runs_since_gc += 1;
     if vm.runs_since_gc >= GC_EVERY {
         vm.runs_since_gc = 0;
@@ -424,82 +497,162 @@ pub fn run(access: Access<'_>, program: Program<'_>, run: Run<'_>) -> (Reply, bo
     (reply, true)
 }
 
+/// Makes `state` the run that `redis.call` and `redis.pcall` reach while
+/// `f` runs, and only then: the pointer is cleared when `f` returns or
+/// unwinds, before `state` can go away.
+fn with_current_run<R>(
+    current: &AtomicPtr<()>,
+    state: &RefCell<CallState<'_>>,
+    f: impl FnOnce() -> R,
+) -> R {
+    struct Clear<'a>(&'a AtomicPtr<()>);
+    impl Drop for Clear<'_> {
+        fn drop(&mut self) {
+            self.0.store(std::ptr::null_mut(), Ordering::Relaxed);
+        }
+    }
+    current.store(
+        state as *const RefCell<CallState<'_>> as *mut (),
+        Ordering::Relaxed,
+    );
+    let _clear = Clear(current);
+    f()
+}
+
+/// Calls `f` with the run in progress, or returns `None` outside a run.
+fn current_run<R>(
+    current: &AtomicPtr<()>,
+    f: impl for<'s> FnOnce(&RefCell<CallState<'s>>) -> R,
+) -> Option<R> {
+    let ptr = current.load(Ordering::Relaxed) as *const RefCell<CallState<'_>>;
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null pointer was stored by `with_current_run` from a
+    // live `&RefCell<CallState>` and is cleared (also on unwind) before
+    // that borrow ends, so it points to a live value. Only the interpreter
+    // this pointer belongs to calls here, synchronously from inside
+    // `with_current_run`'s `f`, on the thread that stored it (the
+    // interpreter is taken out of `Scripts` for the run), so the `RefCell`
+    // is never shared across threads. `f` is generic over the state's
+    // lifetime, so it cannot keep the reference or anything borrowed from
+    // it beyond this call.
+    Some(f(unsafe { &*ptr }))
+}
+
+/// `redis.call` (`raise`) or `redis.pcall`: runs one command of the
+/// current run and gives its reply to the script.
+fn script_call(
+    lua: &Lua,
+    current: &AtomicPtr<()>,
+    resp: &AtomicU64,
+    args: CallArgs,
+    raise: bool,
+) -> mlua::Result<Value> {
+    let reply = command_args(lua, args).and_then(|argv| {
+        current_run(current, |state| state.borrow_mut().call(argv))
+            .unwrap_or_else(|| Err(not_allowed()))
+    });
+    if matches!(reply, Ok(Reply::Int(_) | Reply::Nil)) {
+        // No Lua allocation: nothing to protect.
+        return convert_call_reply(lua, resp, reply, raise);
+    }
+    // While the per-run memory limit is set mlua runs every allocating API
+    // call under a protected call, which in Lua 5.1 allocates two C
+    // closures each time: lifted here, the conversion of the reply runs
+    // unprotected and the limit is checked once after.
+    let limit = lua.set_memory_limit(0).unwrap_or(0);
+    let result = convert_call_reply(lua, resp, reply, raise);
+    if limit != 0 {
+        let over = lua.used_memory() > limit;
+        let _ = lua.set_memory_limit(limit);
+        if over {
+            return Err(mlua::Error::MemoryError("not enough memory".into()));
+        }
+    }
+    result
+}
+
+fn convert_call_reply(
+    lua: &Lua,
+    resp: &AtomicU64,
+    reply: Result<Reply, CmdError>,
+    raise: bool,
+) -> mlua::Result<Value> {
+    let resp = match resp.load(Ordering::Relaxed) {
+        3 => RespVersion::Resp3,
+        _ => RespVersion::Resp2,
+    };
+    match (reply, raise) {
+        (Ok(Reply::Error(text)), true) => {
+            Err(mlua::Error::external(CallError(convert::error_text(&text))))
+        }
+        (Err(e), true) => Err(mlua::Error::external(CallError(convert::error_text(
+            &e.text(),
+        )))),
+        (Ok(r), _) => convert::reply_to_lua(lua, r, resp),
+        (Err(e), false) => convert::reply_to_lua(lua, e.to_reply(), resp),
+    }
+}
+
 fn execute(
     vm: &ScriptVm,
-    state: &RefCell<CallState<'_>>,
     func: &Function,
     name: &str,
     is_function: bool,
     run: &Run<'_>,
 ) -> mlua::Result<Reply> {
     let lua = &vm.lua;
-    let keys = bytes_table(lua, run.keys)?;
-    let argv = bytes_table(lua, run.argv)?;
-    let g = lua.globals();
-    if is_function {
-        g.raw_set("KEYS", Value::Nil)?;
-        g.raw_set("ARGV", Value::Nil)?;
+    let runner = if is_function {
+        &vm.run_function
     } else {
-        g.raw_set("KEYS", keys.clone())?;
-        g.raw_set("ARGV", argv.clone())?;
-    }
+        &vm.run_script
+    };
     let source = if is_function {
         "@user_function"
     } else {
         "@user_script"
     };
-    vm.resp.store(2, Ordering::Relaxed);
-    let resp = || match vm.resp.load(Ordering::Relaxed) {
-        3 => RespVersion::Resp3,
-        _ => RespVersion::Resp2,
+    // The limit counts from the use before the run's keys and arguments
+    // are made (so they count too), but is set only after they are pushed:
+    // with a limit mlua protects each allocating call (see script_call).
+    let base = lua.used_memory();
+    let unlimit = |out: mlua::Result<(bool, Value)>| {
+        let _ = lua.set_memory_limit(0);
+        out
     };
-    let redis = &vm.redis;
-    lua.scope(|scope| {
-        // redis.call and redis.pcall are Rust functions called straight from
-        // the script, so the script's frame (and line) is still on the stack
-        // when a call fails, even in `return redis.call(...)`.
-        let call = scope.create_function(|lua, args: MultiValue| {
-            let reply = state.borrow_mut().call(lua, args);
-            match reply {
-                Ok(Reply::Error(text)) => {
-                    Err(mlua::Error::external(CallError(convert::error_text(&text))))
-                }
-                Ok(r) => convert::reply_to_lua(lua, r, resp()),
-                Err(e) => Err(mlua::Error::external(CallError(convert::error_text(
-                    &e.text(),
-                )))),
-            }
-        })?;
-        let pcall = scope.create_function(|lua, args: MultiValue| {
-            let reply = state.borrow_mut().call(lua, args);
-            match reply {
-                Ok(r) => convert::reply_to_lua(lua, r, resp()),
-                Err(e) => convert::reply_to_lua(lua, e.to_reply(), resp()),
-            }
-        })?;
-        redis.raw_set("call", call)?;
-        redis.raw_set("pcall", pcall)?;
-        let (a, b) = if is_function {
-            (Value::Table(keys), Value::Table(argv))
-        } else {
-            (Value::Nil, Value::Nil)
-        };
-        let out: MultiValue = vm.xrun.call((func.clone(), vm.handler.clone(), a, b))?;
-        for f in ["call", "pcall"] {
-            redis.raw_set(f, Value::Nil)?;
+    let limit = base.saturating_add(SCRIPT_MEMORY_LIMIT);
+    // redis.call and redis.pcall are C functions (see counting_args)
+    // called straight from the script, so the script's frame (and line) is
+    // still on the stack when a call fails, even in `return redis.call(...)`.
+    let out = if run.keys.len() + run.argv.len() <= MAX_PUSHED_ARGS {
+        let mut args = Vec::with_capacity(run.keys.len() + run.argv.len());
+        for b in run.keys.iter().chain(run.argv) {
+            args.push(lua.create_string(b)?);
         }
-        let mut out = out.into_iter();
-        let ok = matches!(out.next(), Some(Value::Boolean(true)));
-        let value = out.next().unwrap_or(Value::Nil);
-        if vm.steps.load(Ordering::Relaxed) >= vm.step_limit.load(Ordering::Relaxed) {
-            return Ok(script_error(STEP_LIMIT_ERROR, name, source, None));
-        }
-        if ok {
-            return Ok(convert::lua_to_reply(&value, MAX_REPLY_DEPTH)
-                .unwrap_or_else(|| Reply::error("ERR reached lua stack limit")));
-        }
-        Ok(raised_error_reply(&value, name, source))
-    })
+        let _ = lua.set_memory_limit(limit);
+        unlimit(runner.call((
+            func,
+            &vm.handler,
+            run.keys.len(),
+            args.len(),
+            mlua::Variadic::from_iter(args),
+        )))
+    } else {
+        let keys = bytes_table(lua, run.keys)?;
+        let argv = bytes_table(lua, run.argv)?;
+        let _ = lua.set_memory_limit(limit);
+        unlimit(runner.call((func, &vm.handler, keys, argv)))
+    };
+    let (ok, value) = out?;
+    if vm.steps.load(Ordering::Relaxed) >= vm.step_limit.load(Ordering::Relaxed) {
+        return Ok(script_error(STEP_LIMIT_ERROR, name, source, None));
+    }
+    if ok {
+        return Ok(convert::lua_to_reply(&value, MAX_REPLY_DEPTH)
+            .unwrap_or_else(|| Reply::error("ERR reached lua stack limit")));
+    }
+    Ok(raised_error_reply(&value, name, source))
 }
 
 /// The reply for an error a script raised and did not catch.
@@ -590,26 +743,95 @@ fn bytes_table(lua: &Lua, items: &[Bytes]) -> mlua::Result<Table> {
     Ok(t)
 }
 
+/// What the Rust side of `redis.call` receives: how many arguments the
+/// script passed (see [`counting_args`]), the first five of them and the
+/// rest (five cover most commands; each slot costs a little on every
+/// call, used or not). The first ones are read as `BString`, which mlua copies
+/// straight off the Lua stack; a `Value` holds an mlua reference, and
+/// reading a string's bytes through it clones that reference (an
+/// allocation and several atomic operations per argument).
+type CallArgs = (
+    i64,
+    StackArg,
+    StackArg,
+    StackArg,
+    StackArg,
+    StackArg,
+    MultiValue,
+);
+
+/// One of the first arguments of a call: `None` for nil (or past the
+/// last argument), a string or number as bytes, anything else as is.
+type StackArg = Option<Either<BString, Value>>;
+
+/// A call's arguments as a command line; Redis's errors for none and for
+/// one that is not a string or a number.
+fn command_args(lua: &Lua, args: CallArgs) -> Result<Vec<Bytes>, CmdError> {
+    let (n, a1, a2, a3, a4, a5, rest) = args;
+    let n = usize::try_from(n).unwrap_or(0);
+    if n == 0 {
+        return Err(CmdError::other(
+            "ERR Please specify at least one argument for this redis lib call",
+        ));
+    }
+    let mut argv = Vec::with_capacity(n);
+    for a in [a1, a2, a3, a4, a5].into_iter().take(n) {
+        argv.push(match a {
+            Some(Either::Left(b)) => Bytes::from(Vec::from(b)),
+            Some(Either::Right(v)) => value_arg(lua, v)?,
+            None => return Err(bad_argument()),
+        });
+    }
+    for v in rest {
+        argv.push(value_arg(lua, v)?);
+    }
+    Ok(argv)
+}
+
+fn value_arg(lua: &Lua, v: Value) -> Result<Bytes, CmdError> {
+    let s = match v {
+        Value::String(s) => s,
+        v @ (Value::Integer(_) | Value::Number(_)) => match lua.coerce_string(v) {
+            Ok(Some(s)) => s,
+            _ => return Err(bad_argument()),
+        },
+        _ => return Err(bad_argument()),
+    };
+    Ok(Bytes::copy_from_slice(&s.as_bytes()))
+}
+
+/// Wraps `inner` (taking [`CallArgs`]) in a C function that passes it the
+/// number of arguments first: mlua gives a callback's missing arguments as
+/// nil, but a nil argument is an error (Redis checks each of
+/// `lua_gettop` arguments). It is a C function, not a Lua one, so that a
+/// script's `return redis.call(...)` keeps the script's frame (and line
+/// for errors) on the stack: Lua 5.1 replaces the frame only in a tail
+/// call of a Lua function.
+fn counting_args(lua: &Lua, inner: Function) -> mlua::Result<Function> {
+    unsafe extern "C-unwind" fn count(state: *mut ffi::lua_State) -> c_int {
+        // SAFETY: Lua calls this as a C closure with one upvalue (set
+        // below) and at least LUA_MINSTACK free stack slots, of which two
+        // are used. An error raised by `inner` unwinds through this frame
+        // by longjmp, which is sound as it holds nothing to drop.
+        unsafe {
+            let n = ffi::lua_gettop(state);
+            ffi::lua_pushvalue(state, ffi::lua_upvalueindex(1));
+            ffi::lua_insert(state, 1);
+            ffi::lua_pushinteger(state, n as ffi::lua_Integer);
+            ffi::lua_insert(state, 2);
+            ffi::lua_call(state, n + 1, ffi::LUA_MULTRET);
+            ffi::lua_gettop(state)
+        }
+    }
+    // SAFETY: `exec_raw` runs the closure protected, with `inner` pushed
+    // as its one argument; lua_pushcclosure pops it as the closure's
+    // upvalue and pushes the closure, the one value returned.
+    unsafe { lua.exec_raw::<Function>(&inner, |state| ffi::lua_pushcclosure(state, count, 1)) }
+}
+
 impl CallState<'_> {
     /// One `redis.call`: the command's reply, or the error it raises.
-    fn call(&mut self, lua: &Lua, args: MultiValue) -> Result<Reply, CmdError> {
-        if args.is_empty() {
-            return Err(CmdError::other(
-                "ERR Please specify at least one argument for this redis lib call",
-            ));
-        }
-        let mut argv = Vec::with_capacity(args.len());
-        for a in args {
-            let s = match a {
-                Value::String(s) => s,
-                v @ (Value::Integer(_) | Value::Number(_)) => match lua.coerce_string(v) {
-                    Ok(Some(s)) => s,
-                    _ => return Err(bad_argument()),
-                },
-                _ => return Err(bad_argument()),
-            };
-            argv.push(Bytes::copy_from_slice(&s.as_bytes()));
-        }
+    fn call(&mut self, argv: Vec<Bytes>) -> Result<Reply, CmdError> {
         let spec = match resolve(&argv) {
             Ok((spec, _)) => spec,
             Err(CmdError::UnknownCommand(_)) => {
