@@ -117,3 +117,36 @@ fn random_draws_come_from_the_entry_seed() {
     assert_eq!(draw(7), draw(7));
     assert_ne!(draw(7), draw(8));
 }
+
+/// A script stopped by `script-max-instructions` stops at the same point on
+/// a replica whose interpreter ran other scripts before (Lua's countdown to
+/// the next hook call does not carry over from them) as on a fresh one,
+/// such as a replica restarted from a snapshot.
+#[test]
+fn the_instruction_limit_stops_a_script_at_the_same_point_on_every_replica() {
+    let ctx = Ctx { now_ms: 5, seed: 3 };
+    let mut busy = Store::new(1);
+    let mut fresh = Store::new(1);
+    for st in [&mut busy, &mut fresh] {
+        st.limits.script_max_instructions = 200_000;
+    }
+    // Only `busy` runs this: a few thousand instructions, so its countdown
+    // would stand mid-way at the next run.
+    let warm = "local x = 0 for i = 1, 777 do x = x + i end return x";
+    let r = busy.apply(0, &common::to_args(&s(&["EVAL", warm, "0"])), &ctx);
+    assert_eq!(r, Ok(Reply::Int(302_253)));
+    let forever = "while true do redis.call('INCR', KEYS[1]) end";
+    let args = common::to_args(&s(&["EVAL", forever, "1", "n"]));
+    let (a, b) = (busy.apply(0, &args, &ctx), fresh.apply(0, &args, &ctx));
+    assert!(
+        matches!(&a, Ok(Reply::Error(e)) if e.contains("script-max-instructions")),
+        "{a:?}"
+    );
+    assert_eq!(a, b);
+    let get = common::to_args(&s(&["GET", "n"]));
+    let (na, nb) = (busy.apply(0, &get, &ctx), fresh.apply(0, &get, &ctx));
+    assert_eq!(
+        na, nb,
+        "the two replicas stopped the script at different points"
+    );
+}

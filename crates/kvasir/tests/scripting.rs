@@ -107,6 +107,19 @@ const SCRIPTS: &[&[&str]] = &[
     &["EVAL", "#!lua flags=bogus\nreturn 1", "0"],
     &["EVAL_RO", "return redis.call('get', KEYS[1])", "1", "s1"],
     &["EVAL_RO", "local r = redis.call('set', KEYS[1], 'x') return r", "1", "s1"],
+    // Globals are read-only whether they exist or not, and a refused
+    // write leaves nothing behind for later scripts.
+    &["EVAL", "string = nil", "0"],
+    &["EVAL", "KEYS = 5", "0"],
+    &["EVAL", "redis = {}", "0"],
+    &["EVAL", "_G.tostring = nil", "0"],
+    &["EVAL", "return string.len('ab') .. tostring(type(redis.call))", "0"],
+    // Number arguments to redis.call are formatted with %.17g in 7.0.
+    &["EVAL", "redis.call('SET', KEYS[1], 0.1) return redis.call('GET', KEYS[1])", "1", "s2"],
+    &["EVAL", "redis.call('SET', KEYS[1], 1e15) return redis.call('GET', KEYS[1])", "1", "s2"],
+    &["EVAL", "redis.call('SET', KEYS[1], 3) return redis.call('GET', KEYS[1])", "1", "s2"],
+    &["EVAL", "redis.call('SET', KEYS[1], -2.5e-7) return redis.call('GET', KEYS[1])", "1", "s2"],
+    &["EVAL", "return redis.call('INCRBY', KEYS[1], 2^53)", "1", "s3"],
     &["SCRIPT", "LOAD", "return 'loaded'"],
     &["EVALSHA", "b534286061d4b9e4026607613b95c06c06015ae8", "0"],
     &["EVALSHA", "B534286061D4B9E4026607613B95C06C06015AE8", "0"],

@@ -13,6 +13,7 @@ use crate::error::CmdError;
 use crate::store::{Ctx, Store};
 use crate::table::{resolve, Handler};
 use bytes::Bytes;
+use kvasir_resp::encode::format_double;
 use kvasir_resp::Reply;
 use mlua::chunk::ChunkMode;
 use mlua::{ffi, BString, Either, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
@@ -34,6 +35,8 @@ const MAX_REPLY_DEPTH: usize = 200;
 /// what Rust sets per run (`call`, `resp`) out of the scripts' reach.
 const PRELUDE: &str = r#"
 local hidden = ...
+-- Every global ends up in G0, behind an empty _G (see the end).
+local G0 = {}
 local rawpcall, rawerror, rawtype, rawsetmeta, rawtostring = pcall, error, type, setmetatable, tostring
 local rawloadstring, concat, rawset_ = loadstring, table.concat, rawset
 hidden.redis_real = redis
@@ -111,8 +114,8 @@ hidden.run_script = function(f, handler, nkeys, n, ...)
       keys[i] = nil
     end
   end
-  rawset_(_G, 'KEYS', keys)
-  rawset_(_G, 'ARGV', argv)
+  rawset_(G0, 'KEYS', keys)
+  rawset_(G0, 'ARGV', argv)
   return rawxpcall(f, handler)
 end
 -- Lua 5.1's xpcall passes no arguments: the runner reads a function's
@@ -124,8 +127,8 @@ local function finish(...)
   return ...
 end
 hidden.run_function = function(f, handler, nkeys, n, ...)
-  rawset_(_G, 'KEYS', nil)
-  rawset_(_G, 'ARGV', nil)
+  rawset_(G0, 'KEYS', nil)
+  rawset_(G0, 'ARGV', nil)
   local keys, argv = nkeys, n
   if rawtype(nkeys) ~= 'table' then
     keys, argv = {...}, {}
@@ -137,10 +140,22 @@ hidden.run_function = function(f, handler, nkeys, n, ...)
   run_f, run_keys, run_argv = f, keys, argv
   return finish(rawxpcall(runner, handler))
 end
-rawsetmeta(_G, {
+-- The globals move to G0 and _G stays empty: Lua calls __newindex only
+-- for keys a table lacks, so with the globals in _G itself a script could
+-- replace `string` or `KEYS` (and the change would outlive the run on this
+-- replica only). Reads fall through to G0; every write is refused, as
+-- Redis 7.0's read-only globals table refuses it.
+local G = _G
+for k, v in next, G do G0[k] = v end
+for k in next, G0 do rawset_(G, k, nil) end
+rawsetmeta(G0, {
   __index = function(_, n)
     rawerror("Script attempted to access nonexistent global variable '" .. rawtostring(n) .. "'", 2)
   end,
+  __metatable = false,
+})
+rawsetmeta(G, {
+  __index = G0,
   __newindex = function() rawerror('Attempt to modify a readonly table', 2) end,
   __metatable = false,
 })
@@ -470,6 +485,7 @@ pub fn run(access: Access<'_>, program: Program<'_>, run: Run<'_>) -> (Reply, bo
     };
     vm.rng.store(run.ctx.seed, Ordering::Relaxed);
     vm.steps.store(0, Ordering::Relaxed);
+    restart_step_count(&vm.lua);
     vm.step_limit.store(
         access.store().limits.script_max_instructions / HOOK_EVERY as u64,
         Ordering::Relaxed,
@@ -549,7 +565,7 @@ fn script_call(
     args: CallArgs,
     raise: bool,
 ) -> mlua::Result<Value> {
-    let reply = command_args(lua, args).and_then(|argv| {
+    let reply = command_args(args).and_then(|argv| {
         current_run(current, |state| state.borrow_mut().call(argv))
             .unwrap_or_else(|| Err(not_allowed()))
     });
@@ -766,7 +782,7 @@ type StackArg = Option<Either<BString, Value>>;
 
 /// A call's arguments as a command line; Redis's errors for none and for
 /// one that is not a string or a number.
-fn command_args(lua: &Lua, args: CallArgs) -> Result<Vec<Bytes>, CmdError> {
+fn command_args(args: CallArgs) -> Result<Vec<Bytes>, CmdError> {
     let (n, a1, a2, a3, a4, a5, rest) = args;
     let n = usize::try_from(n).unwrap_or(0);
     if n == 0 {
@@ -778,26 +794,26 @@ fn command_args(lua: &Lua, args: CallArgs) -> Result<Vec<Bytes>, CmdError> {
     for a in [a1, a2, a3, a4, a5].into_iter().take(n) {
         argv.push(match a {
             Some(Either::Left(b)) => Bytes::from(Vec::from(b)),
-            Some(Either::Right(v)) => value_arg(lua, v)?,
+            Some(Either::Right(v)) => value_arg(v)?,
             None => return Err(bad_argument()),
         });
     }
     for v in rest {
-        argv.push(value_arg(lua, v)?);
+        argv.push(value_arg(v)?);
     }
     Ok(argv)
 }
 
-fn value_arg(lua: &Lua, v: Value) -> Result<Bytes, CmdError> {
-    let s = match v {
-        Value::String(s) => s,
-        v @ (Value::Integer(_) | Value::Number(_)) => match lua.coerce_string(v) {
-            Ok(Some(s)) => s,
-            _ => return Err(bad_argument()),
-        },
-        _ => return Err(bad_argument()),
-    };
-    Ok(Bytes::copy_from_slice(&s.as_bytes()))
+fn value_arg(v: Value) -> Result<Bytes, CmdError> {
+    match v {
+        Value::String(s) => Ok(Bytes::copy_from_slice(&s.as_bytes())),
+        // Redis 7.0 formats a number argument with %.17g (1e15 is
+        // "1000000000000000", 0.1 is "0.10000000000000001"), not with
+        // Lua's own %.14g.
+        Value::Integer(i) => Ok(Bytes::from(format_double(i as f64))),
+        Value::Number(n) => Ok(Bytes::from(format_double(n))),
+        _ => Err(bad_argument()),
+    }
 }
 
 /// Wraps `inner` (taking [`CallArgs`]) in a C function that passes it the
@@ -815,6 +831,17 @@ fn counting_args(lua: &Lua, inner: Function) -> mlua::Result<Function> {
         // by longjmp, which is sound as it holds nothing to drop.
         unsafe {
             let n = ffi::lua_gettop(state);
+            // Number arguments become their %.17g text, as Redis 7.0
+            // formats them (mlua would coerce them with Lua's %.14g). A
+            // memory error raised by lua_pushlstring leaks `text` (a few
+            // bytes), which is all a longjmp over it can do.
+            for i in 1..=n {
+                if ffi::lua_type(state, i) == ffi::LUA_TNUMBER {
+                    let text = format_double(ffi::lua_tonumber(state, i));
+                    ffi::lua_pushlstring(state, text.as_ptr().cast(), text.len());
+                    ffi::lua_replace(state, i);
+                }
+            }
             ffi::lua_pushvalue(state, ffi::lua_upvalueindex(1));
             ffi::lua_insert(state, 1);
             ffi::lua_pushinteger(state, n as ffi::lua_Integer);
@@ -1096,6 +1123,26 @@ fn install_step_limit(
         mlua::HookTriggers::new().every_nth_instruction(HOOK_EVERY),
         move |lua, debug| hook(lua, debug),
     )
+}
+
+/// Restarts the main thread's instruction count: Lua counts down to the
+/// next hook call across runs, so without this a run's first hook call
+/// (and the point where the limit stops it) would depend on how many
+/// instructions earlier runs left over, which differs between a replica
+/// that ran them and one restarted from a snapshot.
+fn restart_step_count(lua: &Lua) {
+    // SAFETY: reads the hook lua_sethook installed (mlua's) and installs it
+    // again with the same mask and count on the same state, which only
+    // resets the countdown; no value is pushed or popped.
+    unsafe {
+        lua.exec_raw::<()>((), |state| {
+            let hook = ffi::lua_gethook(state);
+            let mask = ffi::lua_gethookmask(state);
+            let count = ffi::lua_gethookcount(state);
+            ffi::lua_sethook(state, hook, mask, count);
+        })
+        .ok();
+    }
 }
 
 /// The instruction-count hook of the main thread and of every coroutine
