@@ -15,7 +15,8 @@
 //! BROADCAST  body = payload
 //! FIRST      body = inner_kind:u8 total:u64 data   a logical frame too large for one
 //! NEXT       body = data                           frame, split; ends when the data
-//!                                                  adds up to total (<= MAX_MESSAGE)
+//!                                                  adds up to total (<= MAX_MESSAGE
+//!                                                  plus room for a batch)
 //! SNAP_START body = group:u64 size:u64 MsgSnapshot-with-empty-data
 //! SNAP_CHUNK body = image bytes                    ends when they add up to size
 //! ```
@@ -340,14 +341,20 @@ fn decode_raft(mut body: Bytes) -> Result<Vec<(u64, Message)>, String> {
 /// smaller in tests).
 #[derive(Clone, Copy, Debug)]
 struct Limits {
-    /// A logical frame reassembled from fragments.
+    /// A logical frame (a batch, a broadcast) reassembled from fragments.
     message: usize,
     /// A snapshot image.
     snapshot: u64,
 }
 
+/// Largest logical frame reassembled: a batch is cut once it holds
+/// [`MAX_BATCH_BYTES`] of payload, so beside one message of up to
+/// [`MAX_MESSAGE`] it carries less than that of others (plus their
+/// headers, far below another [`MAX_BATCH_BYTES`]).
+const MAX_REASSEMBLED: usize = MAX_MESSAGE + 2 * MAX_BATCH_BYTES;
+
 const LIMITS: Limits = Limits {
-    message: MAX_MESSAGE,
+    message: MAX_REASSEMBLED,
     snapshot: MAX_SNAPSHOT,
 };
 
