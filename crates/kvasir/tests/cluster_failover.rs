@@ -194,3 +194,36 @@ fn kill_leader_during_writes_loses_nothing_and_node_rejoins() {
     check(&mut fresh, "after the restart");
     println!("total {:?}", t0.elapsed());
 }
+
+/// A value larger than one bus frame (20 MiB against the 16 MiB frame
+/// limit) replicates as fragments: every replica of its shard serves it
+/// after READONLY, and it survives the loss of the leader.
+#[test]
+fn a_value_larger_than_a_frame_replicates_and_survives_failover() {
+    let mut c = Cluster::start(&[]);
+    let key = "{huge}value";
+    let value: String = (0..20usize << 20)
+        .map(|i| (b'a' + (i * 7 % 26) as u8) as char)
+        .collect();
+    let t = Instant::now();
+    let ok: String = c.router().retry(key, &["SET", key, &value]);
+    assert_eq!(ok, "OK");
+    println!("SET of {} bytes in {:?}", value.len(), t.elapsed());
+    // Every node holds a replica of every shard of a 3-node cluster.
+    for id in 1..=cluster::NODES {
+        let port = c.port(id);
+        let mut conn = cluster::connect(port).expect("connect");
+        let _: () = redis::cmd("READONLY").query(&mut conn).expect("READONLY");
+        let served = cluster::wait_until(Duration::from_secs(30), || {
+            let got: Option<String> = redis::cmd("GET").arg(key).query(&mut conn).ok().flatten();
+            got.as_deref() == Some(value.as_str())
+        });
+        assert!(served, "the replica on node {id} does not serve the value");
+    }
+    let slot = key_slot(key.as_bytes());
+    let leader = c.wait_leader_of_slot(slot, Duration::from_secs(20));
+    c.kill(leader);
+    println!("killed node {leader}, the leader of slot {slot}");
+    let got: String = c.router().retry(key, &["GET", key]);
+    assert!(got == value, "after failover: {} bytes read", got.len());
+}

@@ -78,7 +78,12 @@ fn data_folder_of_another_cluster_is_refused() {
 }
 
 fn handshake(cluster_id: u64, from: u64, to: u64) -> Vec<u8> {
-    let mut h = b"KVR1".to_vec();
+    handshake_v(b"KVR2", cluster_id, from, to)
+}
+
+/// A handshake with the given wire-format magic.
+fn handshake_v(magic: &[u8; 4], cluster_id: u64, from: u64, to: u64) -> Vec<u8> {
+    let mut h = magic.to_vec();
     h.extend_from_slice(&cluster_id.to_le_bytes());
     h.extend_from_slice(&from.to_le_bytes());
     h.extend_from_slice(&to.to_le_bytes());
@@ -167,6 +172,11 @@ fn bad_peers_are_rejected_and_torn_log_tail_recovers() {
     let mut cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("garbage", garbage.clone(), "bad magic"),
         (
+            "a node of the previous wire format",
+            [handshake_v(b"KVR1", cid, 2, 1), garbage.clone()].concat(),
+            "bad magic",
+        ),
+        (
             "another cluster",
             [handshake(cid ^ 0xdead_beef, 2, 1), garbage.clone()].concat(),
             "is not ours",
@@ -221,6 +231,32 @@ fn bad_peers_are_rejected_and_torn_log_tail_recovers() {
         "unknown frame kind",
     ));
     cases.push((
+        "fragment without a start",
+        handshake(cid, 3, 1),
+        frame(4, b"more"),
+        "a fragment without a start",
+    ));
+    let mut huge_first = vec![1u8]; // a raft frame...
+    huge_first.extend_from_slice(&(8u64 << 30).to_le_bytes()); // ...of 8 GiB
+    cases.push((
+        "fragmented frame over the limit",
+        handshake(cid, 3, 1),
+        frame(3, &huge_first),
+        "exceeds the limit",
+    ));
+    cases.push((
+        "snapshot chunk without a start",
+        handshake(cid, 2, 1),
+        frame(6, b"image"),
+        "a snapshot chunk without a start",
+    ));
+    cases.push((
+        "frame one byte over 16 MiB",
+        handshake(cid, 2, 1),
+        ((16u32 << 20) + 1).to_le_bytes().to_vec(),
+        "rejected frame of 16777217 bytes",
+    ));
+    cases.push((
         "oversized frame",
         handshake(cid, 3, 1),
         u32::MAX.to_le_bytes().to_vec(),
@@ -247,7 +283,7 @@ fn bad_peers_are_rejected_and_torn_log_tail_recovers() {
     }
     println!(
         "node 1 rejected {} bad peers and kept serving",
-        cases.len() + 5
+        cases.len() + 6
     );
 
     damaged_log_tail(&mut c, Damage::GarbageAfterTail, 400);

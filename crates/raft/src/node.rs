@@ -13,7 +13,7 @@
 use crate::entry::{self, EntryBuilder, EntryCtx};
 use crate::snapfile;
 use crate::storage::GroupStorage;
-use crate::transport::{BroadcastHandler, Inbox, Transport};
+use crate::transport::{self, BroadcastHandler, Inbox, Transport};
 use bytes::Bytes;
 use raft::eraftpb::{EntryType, SnapshotMetadata};
 use raft::{RawNode, ReadOnlyOption, SnapshotStatus, StateRole, Storage};
@@ -79,7 +79,16 @@ pub enum RaftError {
     Timeout,
     /// Leadership is being handed to another node; nothing was proposed.
     Transferring,
+    /// The command is larger than a peer accepts in one Raft message
+    /// ([`MAX_PROPOSAL`]); nothing was proposed.
+    TooLarge { bytes: usize, limit: usize },
 }
+
+/// Largest encoded command proposed: its entry travels alone in a
+/// MsgAppend, which peers reassemble up to [`transport::MAX_MESSAGE`]; the
+/// margin covers the entry's context and the message around it. A larger
+/// one could never replicate and would stall its group's followers.
+pub const MAX_PROPOSAL: usize = transport::MAX_MESSAGE - (1 << 20);
 
 /// A group's replicated state machine.
 pub trait StateMachine: 'static {
@@ -537,6 +546,13 @@ impl<S: StateMachine> MultiRaft<S> {
             Some(i) => {
                 let mut bytes = Vec::new();
                 S::encode(cmd, &mut bytes);
+                if bytes.len() > MAX_PROPOSAL {
+                    let _ = tx.send(Err(RaftError::TooLarge {
+                        bytes: bytes.len(),
+                        limit: MAX_PROPOSAL,
+                    }));
+                    return rx;
+                }
                 inner.groups[i].proposals.push((bytes, tx));
                 drop(inner);
                 self.inbox.wake.notify_one();
@@ -555,6 +571,14 @@ impl<S: StateMachine> MultiRaft<S> {
         if let Some(i) = inner.index.get(&group).copied() {
             let mut bytes = Vec::new();
             S::encode(cmd, &mut bytes);
+            if bytes.len() > MAX_PROPOSAL {
+                warn!(
+                    group,
+                    bytes = bytes.len(),
+                    "forwarded proposal too large, dropped"
+                );
+                return;
+            }
             inner.groups[i].forwards.push(bytes);
             drop(inner);
             self.inbox.wake.notify_one();

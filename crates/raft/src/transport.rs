@@ -5,11 +5,29 @@
 //! from another cluster or an unknown node is refused. Snapshot messages
 //! travel on a connection of their own so a large image never delays the
 //! heartbeats of other groups.
+//!
+//! Wire format (after the handshake of [`bus_auth`]), all integers little
+//! endian:
+//!
+//! ```text
+//! frame      = len:u32 kind:u8 body        len counts kind + body, at most MAX_FRAME
+//! RAFT       body = count:u32 (group:u64 n:u32 message:n)*count
+//! BROADCAST  body = payload
+//! FIRST      body = inner_kind:u8 total:u64 data   a logical frame too large for one
+//! NEXT       body = data                           frame, split; ends when the data
+//!                                                  adds up to total (<= MAX_MESSAGE
+//!                                                  plus room for a batch)
+//! SNAP_START body = group:u64 size:u64 MsgSnapshot-with-empty-data
+//! SNAP_CHUNK body = image bytes                    ends when they add up to size
+//! ```
+//!
+//! The receiver acknowledges a complete snapshot with one byte, so the
+//! sender reports the transfer to Raft only once it really arrived.
 
 use crate::bus_auth;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use protobuf::Message as _;
-use raft::eraftpb::Message;
+use raft::eraftpb::{Message, MessageType};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -19,11 +37,42 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
 use tracing::{debug, info, warn};
 
-const MAGIC: &[u8; 4] = b"KVR1";
+/// Bumped from KVR1 when snapshots became chunked and frames fragmented:
+/// nodes of one cluster run one version, and an older node is refused at
+/// the handshake instead of misreading frames.
+const MAGIC: &[u8; 4] = b"KVR2";
 const KIND_RAFT: u8 = 1;
 const KIND_BROADCAST: u8 = 2;
-/// Largest frame accepted: a snapshot image travels in one frame.
-pub const MAX_FRAME: usize = 1 << 30;
+const KIND_FIRST: u8 = 3;
+const KIND_NEXT: u8 = 4;
+const KIND_SNAP_START: u8 = 5;
+const KIND_SNAP_CHUNK: u8 = 6;
+/// Largest wire frame accepted (kind byte and body): a regular batch
+/// (about [`MAX_BATCH_BYTES`] of payload) fits; anything larger is sent as
+/// fragments, so a read buffer never exceeds this.
+pub const MAX_FRAME: usize = 16 << 20;
+/// Bytes of a FIRST frame (after its length) before its data: kind,
+/// inner kind, total.
+const FIRST_HEADER: usize = 1 + 1 + 8;
+/// Largest logical frame reassembled from fragments: one Raft entry holds
+/// at most one client command (below client-query-buffer-limit, 1 GiB by
+/// default, which also bounds a proto-max-bulk-len value) plus its
+/// encoding, and a MsgAppend carries one such entry alone.
+pub const MAX_MESSAGE: usize = (1 << 30) + (64 << 20);
+/// Image bytes per snapshot chunk frame.
+pub const SNAPSHOT_CHUNK: usize = 4 << 20;
+/// Largest snapshot image a node assembles: a shard image is built in
+/// memory by the sender, so a legitimate one is far below a node's RAM;
+/// this only stops a peer from streaming without end.
+pub const MAX_SNAPSHOT: u64 = 64 << 30;
+/// The receiver's answer once a snapshot is complete.
+const SNAPSHOT_ACK: u8 = 1;
+/// A snapshot transfer making no progress this long (connect, one write,
+/// the acknowledgement) fails and is reported to Raft, which retries.
+const SNAPSHOT_STALL: Duration = Duration::from_secs(30);
+/// Writes go out in pieces of this size, each within its timeout: a large
+/// frame on a slow but live link is not cut, a stalled link is noticed.
+const WRITE_PIECE: usize = 1 << 20;
 /// Most messages coalesced into one frame.
 const MAX_BATCH: usize = 4096;
 /// A peer link that accepts no data for this long (a write that does not
@@ -110,6 +159,61 @@ fn handshake(cluster_id: u64, from: u64, to: u64) -> [u8; bus_auth::HELLO_LEN] {
     h
 }
 
+fn timed_out(what: &str, limit: Duration) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("{what}: no progress for {limit:?}"),
+    )
+}
+
+/// Writes `data` in pieces of [`WRITE_PIECE`], failing once one piece
+/// makes no progress within `stall`.
+async fn write_pieces(s: &mut TcpStream, data: &[u8], stall: Duration) -> std::io::Result<()> {
+    for piece in data.chunks(WRITE_PIECE) {
+        tokio::time::timeout(stall, s.write_all(piece))
+            .await
+            .unwrap_or_else(|_| Err(timed_out("write", stall)))?;
+    }
+    Ok(())
+}
+
+/// One snapshot transfer: connect, authenticate, send the message without
+/// its image, the image in chunks of [`SNAPSHOT_CHUNK`], and wait for the
+/// receiver's acknowledgement (it has the whole image).
+async fn stream_snapshot(
+    addr: &str,
+    hello: &[u8; bus_auth::HELLO_LEN],
+    secret: &[u8],
+    group: u64,
+    mut m: Message,
+) -> std::io::Result<()> {
+    let image = m.mut_snapshot().take_data();
+    let mut s = tokio::time::timeout(SNAPSHOT_STALL, TcpStream::connect(addr))
+        .await
+        .unwrap_or_else(|_| Err(timed_out("connect", SNAPSHOT_STALL)))?;
+    s.set_nodelay(true)?;
+    bus_auth::connect(&mut s, hello, secret)
+        .await
+        .map_err(std::io::Error::other)?;
+    let mut buf = BytesMut::new();
+    encode_snapshot_start(group, &m, image.len(), &mut buf);
+    write_pieces(&mut s, &buf, SNAPSHOT_STALL).await?;
+    for chunk in image.chunks(SNAPSHOT_CHUNK) {
+        buf.clear();
+        put_frame(KIND_SNAP_CHUNK, chunk, &mut buf);
+        write_pieces(&mut s, &buf, SNAPSHOT_STALL).await?;
+    }
+    s.flush().await?;
+    let mut ack = [0u8; 1];
+    tokio::time::timeout(SNAPSHOT_STALL, s.read_exact(&mut ack))
+        .await
+        .unwrap_or_else(|_| Err(timed_out("snapshot acknowledgement", SNAPSHOT_STALL)))?;
+    if ack[0] != SNAPSHOT_ACK {
+        return Err(std::io::Error::other("bad snapshot acknowledgement"));
+    }
+    Ok(())
+}
+
 fn encode_raft(batch: &[(u64, Message)], out: &mut BytesMut) {
     let start = out.len();
     out.put_u32_le(0);
@@ -125,24 +229,84 @@ fn encode_raft(batch: &[(u64, Message)], out: &mut BytesMut) {
             let mut w = (&mut *out).writer();
             m.write_to_writer(&mut w).is_ok()
         };
-        if !ok {
-            // Cannot happen for a well-formed message; drop it (Raft resends).
+        let n = out.len() - body_at;
+        if !ok || n > MAX_MESSAGE {
+            // Cannot happen for a well-formed message, and no peer would
+            // accept one beyond MAX_MESSAGE; drop it (Raft resends).
+            warn!(group, bytes = n, "raft message not encodable, dropped");
             out.truncate(at);
             continue;
         }
-        let n = (out.len() - body_at) as u32;
-        out[body_at - 4..body_at].copy_from_slice(&n.to_le_bytes());
+        out[body_at - 4..body_at].copy_from_slice(&(n as u32).to_le_bytes());
         count += 1;
     }
-    let n = (out.len() - start - 4) as u32;
-    out[start..start + 4].copy_from_slice(&n.to_le_bytes());
     out[start + 5..start + 9].copy_from_slice(&count.to_le_bytes());
+    finish_frame(start, out);
+}
+
+/// Completes the frame that begins at `start` in `out` (a length
+/// placeholder, the kind byte, the body): fills in its length, or turns it
+/// into fragments if it is larger than one frame may be. Encoding in place
+/// keeps the common case free of copies; only an oversized frame is copied.
+fn finish_frame(start: usize, out: &mut BytesMut) {
+    let len = out.len() - start - 4;
+    if len <= MAX_FRAME {
+        out[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
+        return;
+    }
+    let body = out.split_off(start + 5);
+    let kind = out[start + 4];
+    out.truncate(start);
+    put_fragments(kind, &body, out);
+}
+
+/// Appends a logical frame too large for one wire frame as a FIRST frame
+/// and as many NEXT frames as its body needs.
+fn put_fragments(kind: u8, body: &[u8], out: &mut BytesMut) {
+    let (first, rest) = body.split_at(body.len().min(MAX_FRAME - FIRST_HEADER));
+    out.put_u32_le((FIRST_HEADER + first.len()) as u32);
+    out.put_u8(KIND_FIRST);
+    out.put_u8(kind);
+    out.put_u64_le(body.len() as u64);
+    out.put_slice(first);
+    for piece in rest.chunks(MAX_FRAME - 1) {
+        put_frame(KIND_NEXT, piece, out);
+    }
+}
+
+/// Appends one frame of `kind` with `body`, fragmented if too large.
+fn put_frame(kind: u8, body: &[u8], out: &mut BytesMut) {
+    if body.len() + 1 > MAX_FRAME {
+        put_fragments(kind, body, out);
+        return;
+    }
+    out.put_u32_le(body.len() as u32 + 1);
+    out.put_u8(kind);
+    out.put_slice(body);
 }
 
 fn encode_broadcast(payload: &[u8], out: &mut BytesMut) {
-    out.put_u32_le(payload.len() as u32 + 1);
-    out.put_u8(KIND_BROADCAST);
-    out.put_slice(payload);
+    put_frame(KIND_BROADCAST, payload, out);
+}
+
+/// Encodes the start of a snapshot transfer: the message without its
+/// image (`m`'s data must already be taken out) and the image's size.
+fn encode_snapshot_start(group: u64, m: &Message, size: usize, out: &mut BytesMut) {
+    let start = out.len();
+    out.put_u32_le(0);
+    out.put_u8(KIND_SNAP_START);
+    out.put_u64_le(group);
+    out.put_u64_le(size as u64);
+    let ok = {
+        let mut w = (&mut *out).writer();
+        m.write_to_writer(&mut w).is_ok()
+    };
+    if !ok {
+        // An encoding failure leaves a message the receiver refuses; the
+        // transfer then fails and Raft retries.
+        warn!(group, "snapshot message not encodable");
+    }
+    finish_frame(start, out);
 }
 
 /// Decodes a raft frame body (after the kind byte); errors on any
@@ -167,7 +331,233 @@ fn decode_raft(mut body: Bytes) -> Result<Vec<(u64, Message)>, String> {
             .map_err(|e| format!("bad raft message: {e}"))?;
         out.push((group, m));
     }
+    if body.has_remaining() {
+        return Err("trailing bytes after the raft messages".into());
+    }
     Ok(out)
+}
+
+/// What a connection's reader may assemble (the constants in production,
+/// smaller in tests).
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    /// A logical frame (a batch, a broadcast) reassembled from fragments.
+    message: usize,
+    /// A snapshot image.
+    snapshot: u64,
+}
+
+/// Largest logical frame reassembled: a batch is cut once it holds
+/// [`MAX_BATCH_BYTES`] of payload, so beside one message of up to
+/// [`MAX_MESSAGE`] it carries less than that of others (plus their
+/// headers, far below another [`MAX_BATCH_BYTES`]).
+const MAX_REASSEMBLED: usize = MAX_MESSAGE + 2 * MAX_BATCH_BYTES;
+
+const LIMITS: Limits = Limits {
+    message: MAX_REASSEMBLED,
+    snapshot: MAX_SNAPSHOT,
+};
+
+/// What a complete logical frame delivers.
+#[derive(Debug)]
+enum Delivery {
+    Raft(Vec<(u64, Message)>),
+    Broadcast(Bytes),
+    /// A snapshot message with its whole image, for the inbox.
+    Snapshot(u64, Message),
+    /// Part of a fragmented frame or of a snapshot: more to come.
+    Partial,
+}
+
+/// A fragmented logical frame being reassembled.
+struct Fragments {
+    kind: u8,
+    total: usize,
+    data: BytesMut,
+}
+
+/// A snapshot image being received.
+struct IncomingSnapshot {
+    group: u64,
+    message: Message,
+    size: u64,
+    image: BytesMut,
+}
+
+/// The per-connection state that turns wire frames into deliveries:
+/// fragments join into one logical frame, snapshot chunks into one
+/// message. Anything out of order or not adding up is an error (the
+/// connection is then dropped), never a panic. Buffers grow as data
+/// arrives, never to an announced size up front.
+struct Reassembly {
+    limits: Limits,
+    fragments: Option<Fragments>,
+    snapshot: Option<IncomingSnapshot>,
+}
+
+impl Reassembly {
+    fn new(limits: Limits) -> Reassembly {
+        Reassembly {
+            limits,
+            fragments: None,
+            snapshot: None,
+        }
+    }
+
+    /// Takes one wire frame (its kind and body).
+    fn frame(&mut self, kind: u8, mut body: Bytes) -> Result<Delivery, String> {
+        match kind {
+            KIND_FIRST => {
+                if self.fragments.is_some() {
+                    return Err("a fragmented frame started inside another".into());
+                }
+                if body.remaining() < 9 {
+                    return Err("truncated fragment header".into());
+                }
+                let inner = body.get_u8();
+                let total = body.get_u64_le();
+                if matches!(inner, KIND_FIRST | KIND_NEXT) {
+                    return Err("a fragment of fragments".into());
+                }
+                if total > self.limits.message as u64 {
+                    return Err(format!(
+                        "fragmented frame of {total} bytes exceeds the limit of {}",
+                        self.limits.message
+                    ));
+                }
+                self.fragments = Some(Fragments {
+                    kind: inner,
+                    total: total as usize,
+                    data: BytesMut::with_capacity(body.len()),
+                });
+                self.add_fragment(body)
+            }
+            KIND_NEXT => {
+                if self.fragments.is_none() {
+                    return Err("a fragment without a start".into());
+                }
+                if body.is_empty() {
+                    return Err("an empty fragment".into());
+                }
+                self.add_fragment(body)
+            }
+            _ if self.fragments.is_some() => {
+                Err(format!("frame of kind {kind} inside a fragmented frame"))
+            }
+            _ => self.logical(kind, body),
+        }
+    }
+
+    fn add_fragment(&mut self, data: Bytes) -> Result<Delivery, String> {
+        let Some(f) = self.fragments.as_mut() else {
+            return Err("a fragment without a start".into());
+        };
+        if f.data.len() + data.len() > f.total {
+            return Err(format!("fragments exceed the announced {} bytes", f.total));
+        }
+        f.data.extend_from_slice(&data);
+        if f.data.len() < f.total {
+            return Ok(Delivery::Partial);
+        }
+        match self.fragments.take() {
+            Some(f) => self.logical(f.kind, f.data.freeze()),
+            None => Err("a fragment without a start".into()),
+        }
+    }
+
+    /// Takes one complete logical frame.
+    fn logical(&mut self, kind: u8, body: Bytes) -> Result<Delivery, String> {
+        if self.snapshot.is_some() && kind != KIND_SNAP_CHUNK {
+            return Err(format!("frame of kind {kind} inside a snapshot transfer"));
+        }
+        match kind {
+            KIND_RAFT => decode_raft(body).map(Delivery::Raft),
+            KIND_BROADCAST => Ok(Delivery::Broadcast(body)),
+            KIND_SNAP_START => self.snapshot_start(body),
+            KIND_SNAP_CHUNK => self.snapshot_chunk(body),
+            k => Err(format!("unknown frame kind {k}")),
+        }
+    }
+
+    fn snapshot_start(&mut self, mut body: Bytes) -> Result<Delivery, String> {
+        if body.remaining() < 16 {
+            return Err("truncated snapshot start".into());
+        }
+        let group = body.get_u64_le();
+        let size = body.get_u64_le();
+        let message = Message::parse_from_carllerche_bytes(&body)
+            .map_err(|e| format!("bad snapshot message: {e}"))?;
+        if message.get_msg_type() != MessageType::MsgSnapshot {
+            return Err("snapshot start without a snapshot message".into());
+        }
+        if !message.get_snapshot().get_data().is_empty() {
+            return Err("snapshot start carrying image data".into());
+        }
+        if size > self.limits.snapshot {
+            return Err(format!(
+                "snapshot of {size} bytes exceeds the limit of {}",
+                self.limits.snapshot
+            ));
+        }
+        self.snapshot = Some(IncomingSnapshot {
+            group,
+            message,
+            size,
+            image: BytesMut::with_capacity((size as usize).min(SNAPSHOT_CHUNK)),
+        });
+        self.snapshot_done()
+    }
+
+    fn snapshot_chunk(&mut self, body: Bytes) -> Result<Delivery, String> {
+        let Some(s) = self.snapshot.as_mut() else {
+            return Err("a snapshot chunk without a start".into());
+        };
+        if body.is_empty() {
+            return Err("an empty snapshot chunk".into());
+        }
+        if s.image.len() as u64 + body.len() as u64 > s.size {
+            return Err(format!(
+                "snapshot chunks exceed the announced {} bytes",
+                s.size
+            ));
+        }
+        s.image.extend_from_slice(&body);
+        self.snapshot_done()
+    }
+
+    /// Delivers the snapshot if its image is complete.
+    fn snapshot_done(&mut self) -> Result<Delivery, String> {
+        match self.snapshot.take() {
+            Some(mut s) if s.image.len() as u64 == s.size => {
+                s.message.mut_snapshot().set_data(s.image.freeze());
+                Ok(Delivery::Snapshot(s.group, s.message))
+            }
+            pending => {
+                self.snapshot = pending;
+                Ok(Delivery::Partial)
+            }
+        }
+    }
+
+    /// At the end of the connection: an error if it was cut mid-transfer.
+    fn finish(&self) -> Result<(), String> {
+        if let Some(f) = &self.fragments {
+            return Err(format!(
+                "connection closed after {} of {} bytes of a fragmented frame",
+                f.data.len(),
+                f.total
+            ));
+        }
+        if let Some(s) = &self.snapshot {
+            return Err(format!(
+                "connection closed after {} of {} bytes of a snapshot for group {}",
+                s.image.len(),
+                s.size,
+                s.group
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Transport {
@@ -258,7 +648,9 @@ impl Transport {
             let out = Out::Raft(batch);
             let cost = queued_cost(&out);
             match self.peers.get(&to) {
-                Some(p) if p.queued.get() + cost > MAX_QUEUED_BYTES => {
+                // An empty queue takes any item, so one entry larger than
+                // the limit (a big SET) still goes out on its own.
+                Some(p) if p.queued.get() > 0 && p.queued.get() + cost > MAX_QUEUED_BYTES => {
                     if let Out::Raft(batch) = out {
                         for (g, _) in batch {
                             self.inbox.unreachable.borrow_mut().push((g, to));
@@ -275,6 +667,8 @@ impl Transport {
         }
     }
 
+    /// Streams a snapshot to its peer in chunks on a connection of its
+    /// own, then reports to Raft whether the peer acknowledged all of it.
     fn send_snapshot(&self, group: u64, m: Message) {
         let to = m.to;
         let Some(peer) = self.peers.get(&to) else {
@@ -285,26 +679,11 @@ impl Transport {
         let secret = self.secret.clone();
         let inbox = self.inbox.clone();
         tokio::task::spawn_local(async move {
-            let mut buf = BytesMut::new();
-            encode_raft(&[(group, m)], &mut buf);
-            let size = buf.len();
-            let sent = async {
-                let mut s = TcpStream::connect(&addr).await?;
-                s.set_nodelay(true)?;
-                bus_auth::connect(&mut s, &hello, &secret)
-                    .await
-                    .map_err(std::io::Error::other)?;
-                s.write_all(&buf).await?;
-                s.flush().await?;
-                // Wait for the peer to close: it has read the frame.
-                let mut probe = [0u8; 1];
-                let _ = tokio::time::timeout(Duration::from_secs(60), s.read(&mut probe)).await;
-                Ok::<_, std::io::Error>(())
-            }
-            .await;
+            let size = m.get_snapshot().get_data().len();
+            let sent = stream_snapshot(&addr, &hello, &secret, group, m).await;
             match &sent {
                 Ok(()) => info!(group, to, bytes = size, "snapshot sent"),
-                Err(e) => warn!(group, to, "snapshot send failed: {e}"),
+                Err(e) => warn!(group, to, bytes = size, "snapshot send failed: {e}"),
             }
             inbox
                 .snapshot_reports
@@ -406,8 +785,8 @@ async fn sender_loop(
                 }
             };
             let mut payload = push(first, &mut buf, &mut raft);
-            // A frame stays small enough to be written well within
-            // LINK_TIMEOUT on a healthy link.
+            // A batch stays about one frame; a larger single message is
+            // fragmented, and written in pieces each within LINK_TIMEOUT.
             while raft.len() < MAX_BATCH && buf.len() + payload < MAX_BATCH_BYTES {
                 match queue.try_recv() {
                     Some(o) => payload += push(o, &mut buf, &mut raft),
@@ -417,15 +796,7 @@ async fn sender_loop(
             if !raft.is_empty() {
                 encode_raft(&raft, &mut buf);
             }
-            let written = tokio::time::timeout(LINK_TIMEOUT, stream.write_all(&buf))
-                .await
-                .unwrap_or_else(|_| {
-                    Err(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        format!("no progress for {LINK_TIMEOUT:?}"),
-                    ))
-                });
-            if let Err(e) = written {
+            if let Err(e) = write_pieces(&mut stream, &buf, LINK_TIMEOUT).await {
                 warn!(to, "peer connection lost: {e}");
                 connected.set(false);
                 for (g, _) in raft {
@@ -575,38 +946,68 @@ async fn read_peer(
         .await
         .map_err(|e| format!("rejected node {from}: {e}"))?;
     let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut asm = Reassembly::new(LIMITS);
     loop {
-        while buf.len() < 4 {
-            if stream.read_buf(&mut buf).await.map_err(|e| e.to_string())? == 0 {
-                return Ok(());
-            }
-        }
-        let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-        if len == 0 || len > MAX_FRAME {
-            return Err(format!("rejected frame of {len} bytes from node {from}"));
-        }
-        if buf.capacity() < len + 4 {
-            buf.reserve(len + 4 - buf.len());
-        }
-        while buf.len() < len + 4 {
-            if stream.read_buf(&mut buf).await.map_err(|e| e.to_string())? == 0 {
-                return Err("truncated frame".into());
-            }
-        }
-        buf.advance(4);
-        let mut body = buf.split_to(len).freeze();
-        let kind = body.get_u8();
-        match kind {
-            KIND_RAFT => {
-                let msgs = decode_raft(body).map_err(|e| format!("node {from}: {e}"))?;
+        let Some((kind, body)) = read_frame(&mut stream, &mut buf).await? else {
+            return asm.finish().map_err(|e| format!("node {from}: {e}"));
+        };
+        match asm
+            .frame(kind, body)
+            .map_err(|e| format!("node {from}: {e}"))?
+        {
+            Delivery::Raft(msgs) => {
                 received.set(received.get() + msgs.len() as u64);
                 inbox.messages.borrow_mut().extend(msgs);
                 inbox.wake.notify_one();
             }
-            KIND_BROADCAST => on_broadcast(from, body),
-            k => return Err(format!("unknown frame kind {k} from node {from}")),
+            Delivery::Broadcast(payload) => on_broadcast(from, payload),
+            Delivery::Snapshot(group, m) => {
+                let bytes = m.get_snapshot().get_data().len();
+                debug!(group, from, bytes, "snapshot received");
+                received.set(received.get() + 1);
+                inbox.messages.borrow_mut().push((group, m));
+                inbox.wake.notify_one();
+                // The sender reports the transfer to Raft once told.
+                tokio::time::timeout(SNAPSHOT_STALL, stream.write_all(&[SNAPSHOT_ACK]))
+                    .await
+                    .unwrap_or_else(|_| Err(timed_out("snapshot acknowledgement", SNAPSHOT_STALL)))
+                    .map_err(|e| format!("node {from}: {e}"))?;
+            }
+            Delivery::Partial => {}
         }
     }
+}
+
+/// Reads one wire frame: its kind and body, or None at a clean end of the
+/// connection (between frames).
+async fn read_frame(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+) -> Result<Option<(u8, Bytes)>, String> {
+    while buf.len() < 4 {
+        if stream.read_buf(buf).await.map_err(|e| e.to_string())? == 0 {
+            if buf.is_empty() {
+                return Ok(None);
+            }
+            return Err("truncated frame header".into());
+        }
+    }
+    let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+    if len == 0 || len > MAX_FRAME {
+        return Err(format!("rejected frame of {len} bytes (limit {MAX_FRAME})"));
+    }
+    if buf.capacity() < len + 4 {
+        buf.reserve(len + 4 - buf.len());
+    }
+    while buf.len() < len + 4 {
+        if stream.read_buf(buf).await.map_err(|e| e.to_string())? == 0 {
+            return Err("truncated frame".into());
+        }
+    }
+    buf.advance(4);
+    let mut body = buf.split_to(len).freeze();
+    let kind = body.get_u8();
+    Ok(Some((kind, body)))
 }
 
 #[cfg(test)]
@@ -731,5 +1132,361 @@ mod tests {
         for cut in 0..body.len() {
             assert!(decode_raft(body.slice(..cut)).is_err(), "cut at {cut}");
         }
+    }
+
+    /// Splits encoded bytes into wire frames, checking each against the
+    /// frame limit.
+    fn wire_frames(mut buf: &[u8]) -> Vec<(u8, Bytes)> {
+        let mut out = Vec::new();
+        while !buf.is_empty() {
+            let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+            assert!((1..=MAX_FRAME).contains(&len), "frame of {len} bytes");
+            out.push((buf[4], Bytes::copy_from_slice(&buf[5..4 + len])));
+            buf = &buf[4 + len..];
+        }
+        out
+    }
+
+    /// Feeds frames to a reassembly; every delivery but the last must be
+    /// partial.
+    fn feed(asm: &mut Reassembly, frames: Vec<(u8, Bytes)>) -> Result<Delivery, String> {
+        let n = frames.len();
+        let mut last = Delivery::Partial;
+        for (i, (kind, body)) in frames.into_iter().enumerate() {
+            last = asm.frame(kind, body)?;
+            if i + 1 < n {
+                assert!(matches!(last, Delivery::Partial), "early delivery at {i}");
+            }
+        }
+        Ok(last)
+    }
+
+    fn image(len: usize) -> Bytes {
+        Bytes::from((0..len).map(|i| (i * 31 % 251) as u8).collect::<Vec<_>>())
+    }
+
+    fn snapshot_message(data: Bytes) -> Message {
+        let mut m = Message::default();
+        m.set_msg_type(MessageType::MsgSnapshot);
+        m.to = 2;
+        m.from = 1;
+        m.term = 5;
+        m.mut_snapshot().mut_metadata().index = 77;
+        m.mut_snapshot().set_data(data);
+        m
+    }
+
+    /// What the snapshot sender writes, as one buffer.
+    fn snapshot_wire(group: u64, mut m: Message) -> BytesMut {
+        let data = m.mut_snapshot().take_data();
+        let mut buf = BytesMut::new();
+        encode_snapshot_start(group, &m, data.len(), &mut buf);
+        for chunk in data.chunks(SNAPSHOT_CHUNK) {
+            put_frame(KIND_SNAP_CHUNK, chunk, &mut buf);
+        }
+        buf
+    }
+
+    fn append_message(data: Bytes) -> Message {
+        let mut e = raft::eraftpb::Entry {
+            index: 9,
+            ..Default::default()
+        };
+        e.set_data(data);
+        let mut m = Message::default();
+        m.set_msg_type(MessageType::MsgAppend);
+        m.to = 2;
+        m.from = 1;
+        m.set_entries(vec![e].into());
+        m
+    }
+
+    #[test]
+    fn a_chunked_snapshot_reassembles_into_one_message() {
+        for len in [0, 1, SNAPSHOT_CHUNK, 2 * SNAPSHOT_CHUNK + 12345] {
+            let data = image(len);
+            let frames = wire_frames(&snapshot_wire(4, snapshot_message(data.clone())));
+            assert_eq!(frames.len(), 1 + len.div_ceil(SNAPSHOT_CHUNK));
+            let mut asm = Reassembly::new(LIMITS);
+            let Delivery::Snapshot(group, m) = feed(&mut asm, frames).unwrap() else {
+                panic!("no snapshot delivered for {len} bytes");
+            };
+            assert_eq!(group, 4);
+            assert_eq!(m.get_msg_type(), MessageType::MsgSnapshot);
+            assert_eq!((m.term, m.get_snapshot().get_metadata().index), (5, 77));
+            assert!(
+                m.get_snapshot().get_data() == &data[..],
+                "image of {len} bytes"
+            );
+            assert!(asm.finish().is_ok());
+            // The connection can carry another transfer afterwards.
+            let again = wire_frames(&snapshot_wire(4, snapshot_message(image(3))));
+            assert!(matches!(
+                feed(&mut asm, again),
+                Ok(Delivery::Snapshot(4, _))
+            ));
+        }
+    }
+
+    #[test]
+    fn a_message_larger_than_a_frame_is_fragmented_and_reassembled() {
+        let data = image(20 << 20);
+        let small = append_message(image(10));
+        let mut buf = BytesMut::new();
+        encode_broadcast(b"before", &mut buf);
+        encode_raft(&[(3, small), (5, append_message(data.clone()))], &mut buf);
+        encode_broadcast(&image(MAX_FRAME + 5), &mut buf);
+        let frames = wire_frames(&buf);
+        let kinds: Vec<u8> = frames.iter().map(|f| f.0).collect();
+        assert_eq!(
+            kinds,
+            [KIND_BROADCAST, KIND_FIRST, KIND_NEXT, KIND_FIRST, KIND_NEXT],
+            "a 20 MiB message and a 16 MiB broadcast take two frames each"
+        );
+        let mut asm = Reassembly::new(LIMITS);
+        let mut it = frames.into_iter();
+        let mut next = |n: usize| feed(&mut asm, it.by_ref().take(n).collect()).unwrap();
+        assert!(matches!(next(1), Delivery::Broadcast(b) if &b[..] == b"before"));
+        let Delivery::Raft(msgs) = next(2) else {
+            panic!("raft batch not delivered");
+        };
+        assert_eq!(msgs.len(), 2);
+        assert_eq!((msgs[0].0, msgs[1].0), (3, 5));
+        assert!(msgs[1].1.get_entries()[0].get_data() == &data[..]);
+        assert!(matches!(next(2), Delivery::Broadcast(b) if b.len() == MAX_FRAME + 5));
+        assert!(asm.finish().is_ok());
+    }
+
+    fn first(inner: u8, total: u64, data: &[u8]) -> (u8, Bytes) {
+        let mut b = BytesMut::new();
+        b.put_u8(inner);
+        b.put_u64_le(total);
+        b.put_slice(data);
+        (KIND_FIRST, b.freeze())
+    }
+
+    fn snap_start(group: u64, size: u64, m: &Message) -> (u8, Bytes) {
+        let mut b = BytesMut::new();
+        encode_snapshot_start(group, m, size as usize, &mut b);
+        wire_frames(&b).remove(0)
+    }
+
+    #[test]
+    fn malformed_sequences_are_refused() {
+        let small = Limits {
+            message: 1000,
+            snapshot: 5000,
+        };
+        let head = snapshot_message(Bytes::new());
+        let raft = {
+            let mut b = BytesMut::new();
+            encode_raft(&[(1, append_message(image(5)))], &mut b);
+            wire_frames(&b).remove(0)
+        };
+        let chunk = |n: usize| (KIND_SNAP_CHUNK, image(n));
+        let next = |n: usize| (KIND_NEXT, image(n));
+        let cases: Vec<(&str, Vec<(u8, Bytes)>)> = vec![
+            ("fragment without a start", vec![next(10)]),
+            (
+                "fragment inside another",
+                vec![first(KIND_RAFT, 100, b"x"), first(KIND_RAFT, 100, b"x")],
+            ),
+            (
+                "frame inside a fragmented frame",
+                vec![first(KIND_RAFT, 100, b"x"), raft.clone()],
+            ),
+            (
+                "fragments beyond their total",
+                vec![first(KIND_BROADCAST, 20, &[1; 10]), next(11)],
+            ),
+            (
+                "first beyond its total",
+                vec![first(KIND_BROADCAST, 5, &[1; 10])],
+            ),
+            (
+                "fragmented frame over the limit",
+                vec![first(KIND_BROADCAST, 1001, b"x")],
+            ),
+            ("fragment of fragments", vec![first(KIND_NEXT, 100, b"x")]),
+            (
+                "truncated fragment header",
+                vec![(KIND_FIRST, Bytes::from_static(&[KIND_RAFT, 1, 2]))],
+            ),
+            (
+                "empty fragment",
+                vec![first(KIND_BROADCAST, 20, b"x"), next(0)],
+            ),
+            ("unknown kind", vec![(99, Bytes::from_static(b"?"))]),
+            ("unknown kind fragmented", vec![first(99, 2, b"?!")]),
+            ("chunk without a start", vec![chunk(10)]),
+            ("snapshot over the limit", vec![snap_start(1, 5001, &head)]),
+            (
+                "chunks beyond the size",
+                vec![snap_start(1, 100, &head), chunk(60), chunk(41)],
+            ),
+            ("empty chunk", vec![snap_start(1, 100, &head), chunk(0)]),
+            (
+                "start inside a transfer",
+                vec![snap_start(1, 100, &head), snap_start(1, 100, &head)],
+            ),
+            (
+                "raft inside a transfer",
+                vec![snap_start(1, 100, &head), chunk(10), raft.clone()],
+            ),
+            (
+                "start with image data",
+                vec![snap_start(1, 3, &snapshot_message(image(3)))],
+            ),
+            (
+                "start with another message",
+                vec![snap_start(1, 3, &append_message(image(3)))],
+            ),
+            (
+                "truncated start",
+                vec![(KIND_SNAP_START, Bytes::from_static(&[0; 15]))],
+            ),
+            (
+                "garbage start",
+                vec![(KIND_SNAP_START, Bytes::from(vec![0xff; 40]))],
+            ),
+        ];
+        for (what, frames) in cases {
+            let mut asm = Reassembly::new(small);
+            assert!(feed(&mut asm, frames).is_err(), "{what} accepted");
+        }
+        // Cut transfers are refused when the connection ends.
+        for frames in [
+            vec![first(KIND_BROADCAST, 20, &[1; 10])],
+            vec![snap_start(1, 100, &head), chunk(99)],
+        ] {
+            let mut asm = Reassembly::new(small);
+            assert!(matches!(feed(&mut asm, frames), Ok(Delivery::Partial)));
+            assert!(asm.finish().is_err());
+        }
+        // Random frames never panic.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rand = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..2000 {
+            let mut asm = Reassembly::new(small);
+            for _ in 0..(rand() % 6) {
+                let kind = (rand() % 8) as u8;
+                let body: Vec<u8> = (0..rand() % 40).map(|_| rand() as u8).collect();
+                if asm.frame(kind, Bytes::from(body)).is_err() {
+                    break;
+                }
+            }
+            let _ = asm.finish();
+        }
+    }
+
+    async fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (c, a) = tokio::join!(TcpStream::connect(addr), l.accept());
+        (c.unwrap(), a.unwrap().0)
+    }
+
+    #[tokio::test]
+    async fn a_frame_over_the_limit_is_refused_before_it_is_read() {
+        let (mut w, mut r) = pair().await;
+        w.write_all(&((MAX_FRAME + 1) as u32).to_le_bytes())
+            .await
+            .unwrap();
+        let mut buf = BytesMut::new();
+        let err = read_frame(&mut r, &mut buf).await.unwrap_err();
+        assert!(err.contains("rejected frame"), "{err}");
+        assert!(
+            buf.capacity() < MAX_FRAME,
+            "a read buffer for the refused frame"
+        );
+        // A frame at the limit is read.
+        let mut b = BytesMut::new();
+        put_frame(KIND_BROADCAST, &image(MAX_FRAME - 1), &mut b);
+        assert_eq!(b.len(), MAX_FRAME + 4);
+        let (mut w, mut r) = pair().await;
+        let mut buf = BytesMut::new();
+        let writer = async move { w.write_all(&b).await.unwrap() };
+        let (_, got) = tokio::join!(writer, read_frame(&mut r, &mut buf));
+        let (kind, body) = got.unwrap().unwrap();
+        assert_eq!((kind, body.len()), (KIND_BROADCAST, MAX_FRAME - 1));
+    }
+
+    /// Two transports on localhost: a snapshot of several chunks reaches
+    /// the other node's inbox whole and is reported delivered; a receiver
+    /// that hangs up mid-transfer makes the sender report a failure.
+    #[test]
+    fn snapshots_stream_between_nodes_and_a_cut_transfer_is_reported() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async {
+            let l1 = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let l2 = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let cut = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let peers = vec![
+                (1, l1.local_addr().unwrap().to_string()),
+                (2, l2.local_addr().unwrap().to_string()),
+                (3, cut.local_addr().unwrap().to_string()),
+            ];
+            let secret: Rc<[u8]> = Rc::from(&b"s"[..]);
+            let (in1, in2) = (Rc::new(Inbox::default()), Rc::new(Inbox::default()));
+            let start = |id, l, inbox: &Rc<Inbox>| {
+                Transport::start(
+                    id,
+                    9,
+                    secret.clone(),
+                    l,
+                    &peers,
+                    inbox.clone(),
+                    Rc::new(|_, _| {}),
+                )
+            };
+            let t1 = start(1, l1, &in1);
+            let _t2 = start(2, l2, &in2);
+            // Node 3 authenticates, reads a little, and hangs up.
+            let secret3 = secret.clone();
+            tokio::task::spawn_local(async move {
+                while let Ok((mut s, _)) = cut.accept().await {
+                    let secret3 = secret3.clone();
+                    tokio::task::spawn_local(async move {
+                        let mut hello = [0u8; bus_auth::HELLO_LEN];
+                        if s.read_exact(&mut hello).await.is_ok()
+                            && bus_auth::accept(&mut s, &hello, &secret3).await.is_ok()
+                        {
+                            let mut some = vec![0u8; 1 << 20];
+                            let _ = s.read_exact(&mut some).await;
+                        }
+                    });
+                }
+            });
+            let data = image(3 * SNAPSHOT_CHUNK + 7);
+            t1.send(6, vec![snapshot_message(data.clone())]);
+            let mut to3 = snapshot_message(data.clone());
+            to3.to = 3;
+            t1.send(6, vec![to3]);
+            assert!(
+                wait_for(Duration::from_secs(20), || in1
+                    .snapshot_reports
+                    .borrow()
+                    .len()
+                    == 2)
+                .await,
+                "both transfers reported"
+            );
+            let mut reports = in1.snapshot_reports.borrow().clone();
+            reports.sort();
+            assert_eq!(reports, [(6, 2, true), (6, 3, false)]);
+            let got = in2.messages.borrow();
+            assert_eq!(got.len(), 1);
+            assert_eq!(got[0].0, 6);
+            assert!(got[0].1.get_snapshot().get_data() == &data[..]);
+        });
     }
 }

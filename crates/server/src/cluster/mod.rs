@@ -94,6 +94,9 @@ pub fn raft_error_reply(node: &ClusterNode, e: RaftError, slot: Option<u16>) -> 
         RaftError::Transferring => {
             Reply::error("TRYAGAIN the slot's leadership is moving to another node; retry")
         }
+        RaftError::TooLarge { bytes, limit } => Reply::error(format!(
+            "ERR command of {bytes} bytes exceeds the largest replicated entry ({limit} bytes)"
+        )),
     }
 }
 
