@@ -8,7 +8,9 @@
 #   CHAOS_SEED=<its seed> CHAOS_RUNS=1 CHAOS_SECONDS=<seconds> cargo test -p kvasir --test cluster_chaos -- --nocapture
 # Needs root (network namespaces). Respects CARGO_TARGET_DIR. Each run's full
 # output goes to $CHAOS_LOG_DIR (default /tmp/kvasir-chaos-<S>); the lines
-# printed here are meant to be appended to docs as they are.
+# printed here are meant to be appended to docs as they are. A failed run's
+# line says why: violations, lost_writes, crashed (nodes that exited on their
+# own), heal_to_served_ms=never, unconverged_shards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,6 +42,7 @@ echo "# scripts/chaos.sh --runs $runs --seconds $seconds --seed $seed ($(date -u
 failed=0
 violations=0
 lost=0
+crashed=0
 skipped=0
 heal_ms=()
 for ((i = 0; i < runs; i++)); do
@@ -67,6 +70,8 @@ for ((i = 0; i < runs; i++)); do
     v=$(sed -n 's/.* violations=\([0-9]*\).*/\1/p' <<<"$line")
     l=$(sed -n 's/.* lost_writes=\([0-9]*\).*/\1/p' <<<"$line")
     h=$(sed -n 's/.* heal_to_served_ms=\([0-9a-z]*\).*/\1/p' <<<"$line")
+    c=$(sed -n 's/.* crashed=\([0-9]*\).*/\1/p' <<<"$line")
+    crashed=$((crashed + ${c:-0}))
     violations=$((violations + v))
     lost=$((lost + l))
     [ "$h" != never ] && heal_ms+=("$h")
@@ -87,5 +92,5 @@ if [ "${#heal_ms[@]}" -gt 0 ]; then
     median=$(sed -n "$(( ${#heal_ms[@]} / 2 + 1 ))p" <<<"$sorted")
     max=$(tail -1 <<<"$sorted")
 fi
-echo "summary: runs=$runs seconds=$seconds seeds=$seed..$((seed + runs - 1)) failed=$failed violations=$violations lost_writes=$lost heal_to_served_ms median=$median max=$max"
+echo "summary: runs=$runs seconds=$seconds seeds=$seed..$((seed + runs - 1)) failed=$failed violations=$violations lost_writes=$lost crashed_nodes=$crashed heal_to_served_ms median=$median max=$max"
 [ "$failed" -eq 0 ]

@@ -536,6 +536,7 @@ struct RunReport {
     violation: Option<Violation>,
     lost_write: Option<Violation>,
     heal_to_served: Option<Duration>,
+    crashed: Vec<String>,
     unconverged: Vec<u64>,
     line: String,
 }
@@ -545,6 +546,7 @@ impl RunReport {
         self.violation.is_some()
             || self.lost_write.is_some()
             || self.heal_to_served.is_none()
+            || !self.crashed.is_empty()
             || !self.unconverged.is_empty()
     }
 }
@@ -675,16 +677,35 @@ fn run_once(run: u64, seed: u64, seconds: u64, kinds: &[Fault]) -> Option<RunRep
         unconverged = digest_mismatches(&net);
         unconverged.is_empty()
     });
+    // A node that exited on its own crashed: name it, with its panic line.
+    let crashed: Vec<String> = net
+        .exited()
+        .into_iter()
+        .map(|(i, status)| {
+            let log = net.log(i);
+            let why = log
+                .lines()
+                .skip_while(|l| !l.contains("panicked at"))
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" ");
+            format!("node {i} exited ({status}): {why}")
+        })
+        .collect();
+    for c in &crashed {
+        println!("run {run}: {c}");
+    }
     let snapshots: usize = (1..=NODES)
         .map(|i| count(&net.log(i), "installed snapshot"))
         .sum();
     let line = format!(
-        "CHAOS run={run} seed={seed} seconds={seconds} faults={} ops={ops} violations={} lost_writes={} undecided={} heal_to_served_ms={} unconverged_shards={} snapshots_installed={snapshots} kinds={}",
+        "CHAOS run={run} seed={seed} seconds={seconds} faults={} ops={ops} violations={} lost_writes={} undecided={} heal_to_served_ms={} crashed={} unconverged_shards={} snapshots_installed={snapshots} kinds={}",
         faults.len(),
         u8::from(violation.as_ref().is_some_and(|v| !v.is_budget_exceeded())),
         u8::from(lost_write.is_some()),
         u8::from(violation.as_ref().is_some_and(|v| v.is_budget_exceeded())),
         heal_to_served.map_or("never".to_string(), |d| d.as_millis().to_string()),
+        crashed.len(),
         unconverged.len(),
         faults
             .iter()
@@ -700,6 +721,7 @@ fn run_once(run: u64, seed: u64, seconds: u64, kinds: &[Fault]) -> Option<RunRep
         violation,
         lost_write,
         heal_to_served,
+        crashed,
         unconverged,
         line,
     };
@@ -715,6 +737,9 @@ fn run_once(run: u64, seed: u64, seconds: u64, kinds: &[Fault]) -> Option<RunRep
                 "an acknowledged write was lost (final read of {}):\n{v}\n",
                 v.key()
             );
+        }
+        for c in &report.crashed {
+            why += &format!("{c}\n");
         }
         if report.heal_to_served.is_none() {
             why += "the cluster did not serve every slot within 60 s of the last heal\n";

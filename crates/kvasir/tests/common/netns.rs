@@ -260,6 +260,19 @@ impl Net {
         }
     }
 
+    /// Nodes whose process exited on its own (not killed by the test),
+    /// with the exit status: a crash the test must report, never mask by
+    /// restarting.
+    pub fn exited(&mut self) -> Vec<(u8, std::process::ExitStatus)> {
+        let mut out = Vec::new();
+        for (k, c) in self.children.iter_mut().enumerate() {
+            if let Some(status) = c.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                out.push((k as u8 + 1, status));
+            }
+        }
+        out
+    }
+
     pub fn is_running(&self, i: u8) -> bool {
         self.children[usize::from(i - 1)].is_some()
     }
