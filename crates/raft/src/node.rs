@@ -187,6 +187,13 @@ impl LogFaults {
     }
 }
 
+/// Whether a follower's message tells the leader its log holds entries up
+/// to some index (an accepted append): it may only leave once every Ready
+/// before it is persisted, as raft-rs's persisted messages require.
+fn claims_persisted_log(m: &raft::eraftpb::Message) -> bool {
+    m.get_msg_type() == raft::eraftpb::MessageType::MsgAppendResponse && !m.reject
+}
+
 /// A record in a region no group uses, written with sync to make raft-engine
 /// fsync what earlier writes left in the page cache.
 fn sync_marker() -> Result<LogBatch, raft_engine::Error> {
@@ -1101,13 +1108,22 @@ impl<S: StateMachine> MultiRaft<S> {
             g.unpersisted += 1;
             log.sync = true;
             log.readies.push((i, number, persisted));
-        } else {
-            if g.unpersisted == 0 {
-                g.raw.on_persist_ready(number);
-            }
+        } else if g.unpersisted == 0 {
+            g.raw.on_persist_ready(number);
             if !persisted.is_empty() {
                 self.transport.send(g.id, persisted);
             }
+        } else if persisted.iter().any(claims_persisted_log) {
+            // An acknowledgement of entries an earlier Ready appended (and
+            // whose write is still running) would let the leader count this
+            // node before they are on disk: it leaves with that write, or a
+            // later one (writes complete in order), needing no sync itself.
+            g.unpersisted += 1;
+            log.readies.push((i, number, persisted));
+        } else if !persisted.is_empty() {
+            // Heartbeat and read-index answers, rejections: they state
+            // nothing about what is on disk.
+            self.transport.send(g.id, persisted);
         }
         Self::advance_applied(g);
         Self::drop_overwritten_waiters(g);
