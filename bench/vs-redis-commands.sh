@@ -50,18 +50,8 @@ export KVASIR
 # shellcheck source=bench/lib-cluster.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib-cluster.sh"
 
-INCR_SCRIPT="return redis.call('INCR', KEYS[1])"
-TEN_SCRIPT="local k = KEYS[1]
-redis.call('SET', k, ARGV[1])
-redis.call('GET', k)
-redis.call('INCR', k .. ':n')
-redis.call('HSET', k .. ':h', 'f', ARGV[1])
-redis.call('HGET', k .. ':h', 'f')
-redis.call('LPUSH', k .. ':l', ARGV[1])
-redis.call('LPOP', k .. ':l')
-redis.call('SADD', k .. ':s', ARGV[1])
-redis.call('SISMEMBER', k .. ':s', ARGV[1])
-return redis.call('EXISTS', k)"
+# shellcheck source=bench/lib-scripts.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib-scripts.sh"
 sha() { printf '%s' "$1" | sha1sum | cut -d' ' -f1; }
 INCR_SHA=$(sha "$INCR_SCRIPT")
 TEN_SHA=$(sha "$TEN_SCRIPT")

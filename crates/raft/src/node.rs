@@ -746,12 +746,9 @@ impl<S: StateMachine> MultiRaft<S> {
                 }
             }
             if let Some(res) = done {
-                let write = match res {
-                    Ok((Ok(()), write)) => write,
-                    Ok((Err(e), _)) => return self.log_write_failed(e),
-                    Err(e) => return self.log_write_failed(e.to_string()),
-                };
-                self.on_written(write);
+                if !self.finish_write(res) {
+                    return;
+                }
             }
             self.round(tick, &mut pending);
             if self.fatal.borrow().is_some() {
@@ -763,10 +760,8 @@ impl<S: StateMachine> MultiRaft<S> {
                 // before raft-rs reads that log again, after any earlier
                 // write.
                 if let Some(h) = in_flight.take() {
-                    match h.await {
-                        Ok((Ok(()), write)) => self.on_written(write),
-                        Ok((Err(e), _)) => return self.log_write_failed(e),
-                        Err(e) => return self.log_write_failed(e.to_string()),
+                    if !self.finish_write(h.await) {
+                        return;
                     }
                 }
                 let next = LogWrite::new(pending.number + 1);
@@ -782,8 +777,7 @@ impl<S: StateMachine> MultiRaft<S> {
                 let mut write = std::mem::replace(&mut pending, next);
                 if self.cfg.wal == WalMode::Fsync && write.sync {
                     // The fsync runs off the loop; the loop goes on stepping.
-                    self.fsyncs.set(self.fsyncs.get() + 1);
-                    self.log_writes.set(self.log_writes.get() + 1);
+                    self.count_write(true);
                     let engine = self.engine.clone();
                     let faults = self.faults.clone();
                     in_flight = Some(tokio::task::spawn_blocking(move || {
@@ -814,11 +808,38 @@ impl<S: StateMachine> MultiRaft<S> {
         if write.batch.is_empty() {
             return Ok(());
         }
+        self.count_write(sync);
+        self.faults.write(&self.engine, &mut write.batch, sync)
+    }
+
+    /// INFO raft's `log_writes` and `fsyncs`.
+    fn count_write(&self, sync: bool) {
         if sync {
             self.fsyncs.set(self.fsyncs.get() + 1);
         }
         self.log_writes.set(self.log_writes.get() + 1);
-        self.faults.write(&self.engine, &mut write.batch, sync)
+    }
+
+    /// Takes the outcome of the write that ran off the loop: its Readies
+    /// are persisted (true), or the log failed and the node stops (false).
+    fn finish_write(
+        &self,
+        res: Result<(Result<(), String>, LogWrite), tokio::task::JoinError>,
+    ) -> bool {
+        match res {
+            Ok((Ok(()), write)) => {
+                self.on_written(write);
+                true
+            }
+            Ok((Err(e), _)) => {
+                self.log_write_failed(e);
+                false
+            }
+            Err(e) => {
+                self.log_write_failed(e.to_string());
+                false
+            }
+        }
     }
 
     /// Tells raft-rs what the state machine applied. A received snapshot

@@ -49,7 +49,7 @@ pub struct GroupStorage {
     /// [`CACHE_ENTRIES`]). They shadow raft-engine's entries from their
     /// first index on (an append that overwrites a conflicting tail lands
     /// here first).
-    unwritten: VecDeque<(u64, Entry)>,
+    recent: VecDeque<(u64, Entry)>,
     /// Log writes up to this number have completed.
     written_write: u64,
     /// Entries up to this index were applied.
@@ -89,7 +89,7 @@ impl GroupStorage {
             conf_state,
             snap_meta: snap_meta.unwrap_or_default(),
             snap_data: Bytes::new(),
-            unwritten: VecDeque::new(),
+            recent: VecDeque::new(),
             written_write: 0,
             applied: 0,
         })
@@ -140,10 +140,10 @@ impl GroupStorage {
         batch
             .add_entries::<EntryExt>(self.group, entries)
             .map_err(|e| e.to_string())?;
-        while self.unwritten.back().is_some_and(|(_, e)| e.index >= first) {
-            self.unwritten.pop_back();
+        while self.recent.back().is_some_and(|(_, e)| e.index >= first) {
+            self.recent.pop_back();
         }
-        self.unwritten
+        self.recent
             .extend(entries.iter().map(|e| (write, e.clone())));
         Ok(())
     }
@@ -162,25 +162,25 @@ impl GroupStorage {
     }
 
     fn trim(&mut self) {
-        while let Some((w, e)) = self.unwritten.front() {
+        while let Some((w, e)) = self.recent.front() {
             let written = *w <= self.written_write;
-            if !written || (e.index > self.applied && self.unwritten.len() <= CACHE_ENTRIES) {
+            if !written || (e.index > self.applied && self.recent.len() <= CACHE_ENTRIES) {
                 break;
             }
-            self.unwritten.pop_front();
+            self.recent.pop_front();
         }
     }
 
-    /// The first index held only in memory, if any.
-    fn unwritten_first(&self) -> Option<u64> {
-        self.unwritten.front().map(|(_, e)| e.index)
+    /// The first index held in memory, if any.
+    fn recent_first(&self) -> Option<u64> {
+        self.recent.front().map(|(_, e)| e.index)
     }
 
     /// The in-memory entry at `idx` (None below or past the held range).
-    fn unwritten_at(&self, idx: u64) -> Option<&Entry> {
-        let first = self.unwritten_first()?;
+    fn recent_at(&self, idx: u64) -> Option<&Entry> {
+        let first = self.recent_first()?;
         let k = usize::try_from(idx.checked_sub(first)?).ok()?;
-        self.unwritten.get(k).map(|(_, e)| e)
+        self.recent.get(k).map(|(_, e)| e)
     }
 
     /// Makes `meta` + `data` the group's snapshot (one just taken locally or
@@ -197,7 +197,7 @@ impl GroupStorage {
     ) -> Result<(), String> {
         if received {
             // The caller writes this batch before raft-rs reads again.
-            self.unwritten.clear();
+            self.recent.clear();
             batch.add_command(self.group, raft_engine::Command::Clean);
         } else {
             batch.add_command(
@@ -303,7 +303,7 @@ impl raft::Storage for GroupStorage {
         }
         let mut out = Vec::with_capacity((high - low) as usize);
         let max_size = max_size.into();
-        let split = self.unwritten_first().map_or(high, |u| u.clamp(low, high));
+        let split = self.recent_first().map_or(high, |u| u.clamp(low, high));
         if low < split {
             let max = max_size.map(|m| m as usize);
             self.engine
@@ -311,7 +311,7 @@ impl raft::Storage for GroupStorage {
                 .map_err(store_err)?;
         }
         if split < high && out.len() as u64 == split - low {
-            out.extend((split..high).filter_map(|i| self.unwritten_at(i).cloned()));
+            out.extend((split..high).filter_map(|i| self.recent_at(i).cloned()));
             raft::util::limit_size(&mut out, max_size);
         }
         // raft-rs expects at least one entry when any is asked for.
@@ -332,8 +332,8 @@ impl raft::Storage for GroupStorage {
         if idx > self.last_index()? {
             return Err(raft::Error::Store(StorageError::Unavailable));
         }
-        if self.unwritten_first().is_some_and(|u| idx >= u) {
-            return match self.unwritten_at(idx) {
+        if self.recent_first().is_some_and(|u| idx >= u) {
+            return match self.recent_at(idx) {
                 Some(e) => Ok(e.term),
                 None => Err(raft::Error::Store(StorageError::Unavailable)),
             };
@@ -353,7 +353,7 @@ impl raft::Storage for GroupStorage {
     }
 
     fn last_index(&self) -> raft::Result<u64> {
-        if let Some((_, e)) = self.unwritten.back() {
+        if let Some((_, e)) = self.recent.back() {
             return Ok(e.index.max(self.snap_meta.index));
         }
         Ok(match self.engine_last() {
@@ -408,10 +408,11 @@ mod tests {
 
     /// Entries handed to raft-rs before their write completes are read from
     /// memory, an overwrite of a conflicting tail shadows both the engine's
-    /// and the older in-memory entries, and completing a write hands reads
-    /// back to raft-engine without losing the newer overwrite.
+    /// and the older in-memory entries, and an entry both written and
+    /// applied is read from raft-engine again, without losing a newer
+    /// overwrite.
     #[test]
-    fn unwritten_entries_are_read_until_their_write_completes() {
+    fn recent_entries_are_read_from_memory_until_written_and_applied() {
         let dir = std::env::temp_dir().join(format!("kvasir-storage-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let mut s = open(&dir);
@@ -426,11 +427,11 @@ mod tests {
         engine.write(&mut b1, false).unwrap();
         s.written(1);
         // Written but not applied: still served from memory.
-        assert_eq!(s.unwritten.len(), 4);
+        assert_eq!(s.recent.len(), 4);
         s.applied(2);
-        assert_eq!(s.unwritten.len(), 2);
+        assert_eq!(s.recent.len(), 2);
         s.applied(4);
-        assert!(s.unwritten.is_empty());
+        assert!(s.recent.is_empty());
 
         // Write 2 (in flight): 5..=6 of term 1. Write 3 (queued): a new
         // leader overwrites from 4 with term 2.
@@ -457,7 +458,7 @@ mod tests {
         engine.write(&mut b3, false).unwrap();
         s.written(3);
         s.applied(5);
-        assert!(s.unwritten.is_empty());
+        assert!(s.recent.is_empty());
         assert_eq!(s.last_index().unwrap(), 5);
         assert_eq!(
             terms(&s, 1, 6),

@@ -777,7 +777,8 @@ type CallArgs = (
 );
 
 /// One of the first arguments of a call: `None` for nil (or past the
-/// last argument), a string or number as bytes, anything else as is.
+/// last argument), a string as bytes (numbers arrive as their %.17g
+/// text, see [`counting_args`]), anything else as is.
 type StackArg = Option<Either<BString, Value>>;
 
 /// A call's arguments as a command line; Redis's errors for none and for
@@ -804,14 +805,11 @@ fn command_args(args: CallArgs) -> Result<Vec<Bytes>, CmdError> {
     Ok(argv)
 }
 
+/// An argument past the ones read off the stack. Numbers never get here:
+/// [`counting_args`] turned them into their %.17g text already.
 fn value_arg(v: Value) -> Result<Bytes, CmdError> {
     match v {
         Value::String(s) => Ok(Bytes::copy_from_slice(&s.as_bytes())),
-        // Redis 7.0 formats a number argument with %.17g (1e15 is
-        // "1000000000000000", 0.1 is "0.10000000000000001"), not with
-        // Lua's own %.14g.
-        Value::Integer(i) => Ok(Bytes::from(format_double(i as f64))),
-        Value::Number(n) => Ok(Bytes::from(format_double(n))),
         _ => Err(bad_argument()),
     }
 }
