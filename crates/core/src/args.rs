@@ -6,7 +6,7 @@ use crate::error::CmdError;
 /// Parses an argument as i64 exactly as Redis's string2ll: no spaces, no
 /// plus sign, no leading zeros, within range.
 pub fn parse_i64(b: &[u8]) -> Result<i64, CmdError> {
-    kvasir_engine_memory::value::canonical_i64(b).ok_or(CmdError::NotInteger)
+    crate::keyspace::canonical_i64(b).ok_or(CmdError::NotInteger)
 }
 
 /// Parses a non-negative-or-any i64 and maps a failure to `err`.

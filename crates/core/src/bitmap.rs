@@ -8,10 +8,11 @@
 
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{CmdError, CmdResult};
+use crate::keyspace::Value;
 use crate::store::{Ctx, Store};
-use crate::table::{cmd, CommandSpec, Flags, Handler};
+use crate::table::{cmd, CommandSpec, Flags};
 use bytes::Bytes;
-use kvasir_engine_memory::{CompactBytes, Value};
+use kvasir_engine_memory::CompactBytes;
 use kvasir_resp::Reply;
 use std::borrow::Cow;
 
@@ -26,14 +27,14 @@ const ONE_KEY: (i32, i32, i32) = (1, 1, 1);
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("bitcount", -2, R, ONE_KEY, ACL_R, G, "2.6.0", "Counts the number of set bits (population counting) in a string.", Handler::Read(bitcount)),
-    cmd("bitfield", -2, W_OOM, ONE_KEY, ACL_W, G, "3.2.0", "Performs arbitrary bitfield integer operations on strings.", Handler::Write(bitfield)).events(crate::notify::Events::Custom(crate::notify::bitfield)),
-    cmd("bitfield_ro", -2, RF, ONE_KEY, ACL_RF, G, "6.0.0", "Performs arbitrary read-only bitfield integer operations on strings.", Handler::Read(bitfield_ro)),
+    cmd("bitcount", -2, R, ONE_KEY, ACL_R, G, "2.6.0", "Counts the number of set bits (population counting) in a string.", crate::read_handler!(bitcount)),
+    cmd("bitfield", -2, W_OOM, ONE_KEY, ACL_W, G, "3.2.0", "Performs arbitrary bitfield integer operations on strings.", crate::write_handler!(bitfield)).events(crate::notify::Events::Custom(crate::notify::bitfield)),
+    cmd("bitfield_ro", -2, RF, ONE_KEY, ACL_RF, G, "6.0.0", "Performs arbitrary read-only bitfield integer operations on strings.", crate::read_handler!(bitfield_ro)),
     // Destination and sources: every argument from index 2 is a key.
-    cmd("bitop", -4, W_OOM, (2, -1, 1), ACL_W, G, "2.6.0", "Performs bitwise operations on multiple strings, and stores the result.", Handler::Write(bitop)).events(crate::notify::Events::Dest("set")),
-    cmd("bitpos", -3, R, ONE_KEY, ACL_R, G, "2.8.7", "Finds the first set (1) or clear (0) bit in a string.", Handler::Read(bitpos)),
-    cmd("getbit", 3, RF, ONE_KEY, ACL_RF, G, "2.2.0", "Returns a bit value by offset.", Handler::Read(getbit)),
-    cmd("setbit", 4, W_OOM, ONE_KEY, ACL_W, G, "2.2.0", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.", Handler::Write(setbit)),
+    cmd("bitop", -4, W_OOM, (2, -1, 1), ACL_W, G, "2.6.0", "Performs bitwise operations on multiple strings, and stores the result.", crate::write_handler!(bitop)).events(crate::notify::Events::Dest("set")),
+    cmd("bitpos", -3, R, ONE_KEY, ACL_R, G, "2.8.7", "Finds the first set (1) or clear (0) bit in a string.", crate::read_handler!(bitpos)),
+    cmd("getbit", 3, RF, ONE_KEY, ACL_RF, G, "2.2.0", "Returns a bit value by offset.", crate::read_handler!(getbit)),
+    cmd("setbit", 4, W_OOM, ONE_KEY, ACL_W, G, "2.2.0", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.", crate::write_handler!(setbit)),
 ];
 
 /// Redis's default proto-max-bulk-len: bit offsets must address a byte

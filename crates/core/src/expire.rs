@@ -8,6 +8,7 @@
 //! replay them (determinism, docs/architecture.md). Sampling walks each database with a
 //! moving cursor instead of random picks, which keeps it reproducible.
 
+use crate::keyspace::Keyspace;
 use crate::store::Store;
 use bytes::Bytes;
 
@@ -16,18 +17,18 @@ pub const KEYS_PER_SAMPLE: usize = 20;
 /// Keep sampling a database while more than this percentage was expired.
 pub const ACCEPTABLE_STALE_PERCENT: usize = 10;
 
-/// Cursor state of the cycle, one position per database.
+/// Cursor state of the cycle, one scan cursor per database.
 #[derive(Debug, Default)]
 pub struct ActiveExpire {
-    cursors: Vec<usize>,
+    cursors: Vec<u64>,
 }
 
 impl ActiveExpire {
     /// Picks expired keys at `now_ms`, visiting at most `max_visits` entries
     /// in all. Returns (db, keys) groups to hand to `Store::apply_expired`.
-    pub fn collect(
+    pub fn collect<K: Keyspace>(
         &mut self,
-        store: &Store,
+        store: &Store<K>,
         now_ms: u64,
         max_visits: usize,
     ) -> Vec<(usize, Vec<Bytes>)> {
@@ -48,18 +49,18 @@ impl ActiveExpire {
                 let mut sampled = 0;
                 let mut stale = 0;
                 while sampled < KEYS_PER_SAMPLE && walked < db.len() && visits < max_visits {
-                    let pos = self.cursors[dbi] % db.len();
-                    self.cursors[dbi] = pos + 1;
                     walked += 1;
                     visits += 1;
-                    let Some(e) = db.entry_at(pos) else { break };
-                    if e.expire_at().is_some() {
-                        sampled += 1;
-                        if e.is_expired(now_ms) {
-                            stale += 1;
-                            expired.push(Bytes::copy_from_slice(&e.key));
+                    // A cursor back at 0 wraps around to a new walk.
+                    self.cursors[dbi] = db.scan(self.cursors[dbi], 1, |e| {
+                        if e.expire_at().is_some() {
+                            sampled += 1;
+                            if e.is_expired(now_ms) {
+                                stale += 1;
+                                expired.push(Bytes::copy_from_slice(e.key));
+                            }
                         }
-                    }
+                    });
                 }
                 let keep_going = sampled > 0
                     && stale * 100 > sampled * ACCEPTABLE_STALE_PERCENT

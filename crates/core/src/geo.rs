@@ -13,11 +13,12 @@
 
 use crate::args::{eq_ic, parse_f64, parse_i64};
 use crate::error::{CmdError, CmdResult};
+use crate::keyspace::Value;
 use crate::store::{Ctx, Store};
-use crate::table::{cmd, CommandSpec, Flags, Handler};
+use crate::table::{cmd, CommandSpec, Flags};
 use crate::zset::{store_result, Build};
 use bytes::Bytes;
-use kvasir_engine_memory::{Value, ZSet};
+use kvasir_engine_memory::ZSet;
 use kvasir_resp::Reply;
 
 const G: &str = "geo";
@@ -30,18 +31,18 @@ const ACL_W: &[&str] = &["write", "geo", "slow"];
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("geoadd", -5, W_OOM, KEY, ACL_W, G, "3.2.0", "Adds one or more members to a geospatial index. The key is created if it doesn't exist.", Handler::Write(geoadd)).events(crate::notify::Events::Named("zadd")),
-    cmd("geodist", -4, R, KEY, ACL_R, G, "3.2.0", "Returns the distance between two members of a geospatial index.", Handler::Read(geodist)),
-    cmd("geohash", -2, R, KEY, ACL_R, G, "3.2.0", "Returns members from a geospatial index as geohash strings.", Handler::Read(geohash)),
-    cmd("geopos", -2, R, KEY, ACL_R, G, "3.2.0", "Returns the longitude and latitude of members from a geospatial index.", Handler::Read(geopos)),
+    cmd("geoadd", -5, W_OOM, KEY, ACL_W, G, "3.2.0", "Adds one or more members to a geospatial index. The key is created if it doesn't exist.", crate::write_handler!(geoadd)).events(crate::notify::Events::Named("zadd")),
+    cmd("geodist", -4, R, KEY, ACL_R, G, "3.2.0", "Returns the distance between two members of a geospatial index.", crate::read_handler!(geodist)),
+    cmd("geohash", -2, R, KEY, ACL_R, G, "3.2.0", "Returns members from a geospatial index as geohash strings.", crate::read_handler!(geohash)),
+    cmd("geopos", -2, R, KEY, ACL_R, G, "3.2.0", "Returns the longitude and latitude of members from a geospatial index.", crate::read_handler!(geopos)),
     // The STORE/STOREDIST destination is a key too: movable keys.
-    CommandSpec { key_finder: Some(georadius_keys), ..cmd("georadius", -6, W_OOM_MOV, KEY, ACL_W, G, "3.2.0", "Queries a geospatial index for members within a distance from a coordinate, optionally stores the result.", Handler::Write(georadius)) }.events(crate::notify::Events::Custom(crate::notify::georadiusstore)),
-    CommandSpec { key_finder: Some(georadius_keys), ..cmd("georadiusbymember", -5, W_OOM_MOV, KEY, ACL_W, G, "3.2.0", "Queries a geospatial index for members within a distance from a member, optionally stores the result.", Handler::Write(georadiusbymember)) }.events(crate::notify::Events::Custom(crate::notify::georadiusstore)),
-    cmd("georadiusbymember_ro", -5, R, KEY, ACL_R, G, "3.2.10", "Returns members from a geospatial index that are within a distance from a member.", Handler::Read(georadiusbymember_ro)),
-    cmd("georadius_ro", -6, R, KEY, ACL_R, G, "3.2.10", "Returns members from a geospatial index that are within a distance from a coordinate.", Handler::Read(georadius_ro)),
-    cmd("geosearch", -7, R, KEY, ACL_R, G, "6.2.0", "Queries a geospatial index for members inside an area of a box or a circle.", Handler::Read(geosearch)),
+    CommandSpec { key_finder: Some(georadius_keys), ..cmd("georadius", -6, W_OOM_MOV, KEY, ACL_W, G, "3.2.0", "Queries a geospatial index for members within a distance from a coordinate, optionally stores the result.", crate::write_handler!(georadius)) }.events(crate::notify::Events::Custom(crate::notify::georadiusstore)),
+    CommandSpec { key_finder: Some(georadius_keys), ..cmd("georadiusbymember", -5, W_OOM_MOV, KEY, ACL_W, G, "3.2.0", "Queries a geospatial index for members within a distance from a member, optionally stores the result.", crate::write_handler!(georadiusbymember)) }.events(crate::notify::Events::Custom(crate::notify::georadiusstore)),
+    cmd("georadiusbymember_ro", -5, R, KEY, ACL_R, G, "3.2.10", "Returns members from a geospatial index that are within a distance from a member.", crate::read_handler!(georadiusbymember_ro)),
+    cmd("georadius_ro", -6, R, KEY, ACL_R, G, "3.2.10", "Returns members from a geospatial index that are within a distance from a coordinate.", crate::read_handler!(georadius_ro)),
+    cmd("geosearch", -7, R, KEY, ACL_R, G, "6.2.0", "Queries a geospatial index for members inside an area of a box or a circle.", crate::read_handler!(geosearch)),
     // Destination, then source.
-    cmd("geosearchstore", -8, W_OOM, (1, 2, 1), ACL_W, G, "6.2.0", "Queries a geospatial index for members inside an area of a box or a circle, optionally stores the result.", Handler::Write(geosearchstore)).events(crate::notify::Events::Dest("geosearchstore")),
+    cmd("geosearchstore", -8, W_OOM, (1, 2, 1), ACL_W, G, "6.2.0", "Queries a geospatial index for members inside an area of a box or a circle, optionally stores the result.", crate::write_handler!(geosearchstore)).events(crate::notify::Events::Dest("geosearchstore")),
 ];
 
 /// Key finder for GEORADIUS and GEORADIUSBYMEMBER (Redis's
@@ -771,7 +772,7 @@ fn read_zset<'a>(
     key: &[u8],
     ctx: &Ctx,
 ) -> Result<Option<&'a ZSet>, CmdError> {
-    match store.live(db, key, ctx.now_ms).map(|e| &e.value) {
+    match store.live(db, key, ctx.now_ms).map(|e| e.value) {
         None => Ok(None),
         Some(Value::ZSet(z)) => Ok(Some(z)),
         Some(_) => Err(CmdError::WrongType),

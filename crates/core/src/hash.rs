@@ -12,11 +12,12 @@
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
+use crate::keyspace::Value;
 use crate::store::{Ctx, Store};
-use crate::table::{cmd, CommandSpec, Flags, Handler};
+use crate::table::{cmd, CommandSpec, Flags};
 use bytes::Bytes;
 use kvasir_engine_memory::hash::HashLimits;
-use kvasir_engine_memory::{Hash, Value};
+use kvasir_engine_memory::Hash;
 use kvasir_resp::Reply;
 
 const W_OOM: Flags = Flags::WRITE.union(Flags::DENYOOM);
@@ -32,22 +33,22 @@ const ONE_KEY: (i32, i32, i32) = (1, 1, 1);
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("hdel", -3, WF, ONE_KEY, ACL_WF, G, "2.0.0", "Delete one or more hash fields", Handler::Write(hdel)).idle_on_empty(),
-    cmd("hexists", 3, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Determine if a hash field exists", Handler::Read(hexists)),
-    cmd("hget", 3, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Get the value of a hash field", Handler::Read(hget)),
-    cmd("hgetall", 2, R, ONE_KEY, ACL_R, G, "2.0.0", "Get all the fields and values in a hash", Handler::Read(hgetall)),
-    cmd("hincrby", 4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Increment the integer value of a hash field by the given number", Handler::Write(hincrby)),
-    cmd("hincrbyfloat", 4, WF_OOM, ONE_KEY, ACL_WF, G, "2.6.0", "Increment the float value of a hash field by the given amount", Handler::Write(hincrbyfloat)),
-    cmd("hkeys", 2, R, ONE_KEY, ACL_R, G, "2.0.0", "Get all the fields in a hash", Handler::Read(hkeys)),
-    cmd("hlen", 2, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Get the number of fields in a hash", Handler::Read(hlen)),
-    cmd("hmget", -3, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Get the values of all the given hash fields", Handler::Read(hmget)),
-    cmd("hmset", -4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set multiple hash fields to multiple values", Handler::Write(hmset)).events(crate::notify::Events::Named("hset")),
-    cmd("hrandfield", -2, R, ONE_KEY, ACL_R, G, "6.2.0", "Get one or multiple random fields from a hash", Handler::Read(hrandfield)),
-    cmd("hscan", -3, R, ONE_KEY, ACL_R, G, "2.8.0", "Incrementally iterate hash fields and associated values", Handler::Read(hscan)),
-    cmd("hset", -4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set the string value of a hash field", Handler::Write(hset)),
-    cmd("hsetnx", 4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set the value of a hash field, only if the field does not exist", Handler::Write(hsetnx)).idle_on_empty().events(crate::notify::Events::Named("hset")),
-    cmd("hstrlen", 3, RF, ONE_KEY, ACL_RF, G, "3.2.0", "Get the length of the value of a hash field", Handler::Read(hstrlen)),
-    cmd("hvals", 2, R, ONE_KEY, ACL_R, G, "2.0.0", "Get all the values in a hash", Handler::Read(hvals)),
+    cmd("hdel", -3, WF, ONE_KEY, ACL_WF, G, "2.0.0", "Delete one or more hash fields", crate::write_handler!(hdel)).idle_on_empty(),
+    cmd("hexists", 3, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Determine if a hash field exists", crate::read_handler!(hexists)),
+    cmd("hget", 3, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Get the value of a hash field", crate::read_handler!(hget)),
+    cmd("hgetall", 2, R, ONE_KEY, ACL_R, G, "2.0.0", "Get all the fields and values in a hash", crate::read_handler!(hgetall)),
+    cmd("hincrby", 4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Increment the integer value of a hash field by the given number", crate::write_handler!(hincrby)),
+    cmd("hincrbyfloat", 4, WF_OOM, ONE_KEY, ACL_WF, G, "2.6.0", "Increment the float value of a hash field by the given amount", crate::write_handler!(hincrbyfloat)),
+    cmd("hkeys", 2, R, ONE_KEY, ACL_R, G, "2.0.0", "Get all the fields in a hash", crate::read_handler!(hkeys)),
+    cmd("hlen", 2, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Get the number of fields in a hash", crate::read_handler!(hlen)),
+    cmd("hmget", -3, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Get the values of all the given hash fields", crate::read_handler!(hmget)),
+    cmd("hmset", -4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set multiple hash fields to multiple values", crate::write_handler!(hmset)).events(crate::notify::Events::Named("hset")),
+    cmd("hrandfield", -2, R, ONE_KEY, ACL_R, G, "6.2.0", "Get one or multiple random fields from a hash", crate::read_handler!(hrandfield)),
+    cmd("hscan", -3, R, ONE_KEY, ACL_R, G, "2.8.0", "Incrementally iterate hash fields and associated values", crate::read_handler!(hscan)),
+    cmd("hset", -4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set the string value of a hash field", crate::write_handler!(hset)),
+    cmd("hsetnx", 4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set the value of a hash field, only if the field does not exist", crate::write_handler!(hsetnx)).idle_on_empty().events(crate::notify::Events::Named("hset")),
+    cmd("hstrlen", 3, RF, ONE_KEY, ACL_RF, G, "3.2.0", "Get the length of the value of a hash field", crate::read_handler!(hstrlen)),
+    cmd("hvals", 2, R, ONE_KEY, ACL_R, G, "2.0.0", "Get all the values in a hash", crate::read_handler!(hvals)),
 ];
 
 // ---------------------------------------------------------------------------
@@ -69,7 +70,7 @@ fn hash_ref<'a>(
     key: &[u8],
     ctx: &Ctx,
 ) -> Result<Option<&'a Hash>, CmdError> {
-    match store.live(db, key, ctx.now_ms).map(|e| &e.value) {
+    match store.live(db, key, ctx.now_ms).map(|e| e.value) {
         None => Ok(None),
         Some(Value::Hash(h)) => Ok(Some(h)),
         Some(_) => Err(CmdError::WrongType),
@@ -180,7 +181,7 @@ fn hincrby(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult
     let limits = limits(store);
     let field = &args[2];
     let current = match hash_mut(store, db, &args[1], ctx)?.and_then(|h| h.get(field)) {
-        Some(v) => kvasir_engine_memory::value::canonical_i64(v)
+        Some(v) => crate::keyspace::canonical_i64(v)
             .ok_or_else(|| CmdError::other("ERR hash value is not an integer"))?,
         None => 0,
     };

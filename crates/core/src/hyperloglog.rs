@@ -33,10 +33,11 @@
 //! inconsistent register counts answer `INVALIDOBJ`.
 
 use crate::error::{CmdError, CmdResult};
+use crate::keyspace::Value;
 use crate::store::{Ctx, Store};
-use crate::table::{cmd, CommandSpec, Flags, Handler};
+use crate::table::{cmd, CommandSpec, Flags};
 use bytes::Bytes;
-use kvasir_engine_memory::{CompactBytes, Value};
+use kvasir_engine_memory::CompactBytes;
 use kvasir_resp::Reply;
 
 const W_OOM: Flags = Flags::WRITE.union(Flags::DENYOOM);
@@ -46,11 +47,11 @@ const G: &str = "hyperloglog";
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("pfadd", -2, W_OOM_FAST, (1, 1, 1), &["write", "hyperloglog", "fast"], G, "2.8.9", "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist.", Handler::Write(pfadd)).events(crate::notify::Events::Custom(crate::notify::pfadd)),
+    cmd("pfadd", -2, W_OOM_FAST, (1, 1, 1), &["write", "hyperloglog", "fast"], G, "2.8.9", "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist.", crate::write_handler!(pfadd)).events(crate::notify::Events::Custom(crate::notify::pfadd)),
     // Every argument is a key (the union of all of them is counted).
-    cmd("pfcount", -2, R, (1, -1, 1), &["read", "hyperloglog", "slow"], G, "2.8.9", "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).", Handler::Read(pfcount)),
+    cmd("pfcount", -2, R, (1, -1, 1), &["read", "hyperloglog", "slow"], G, "2.8.9", "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).", crate::read_handler!(pfcount)),
     // The destination (also merged as a source) and the sources.
-    cmd("pfmerge", -2, W_OOM, (1, -1, 1), &["write", "hyperloglog", "slow"], G, "2.8.9", "Merges one or more HyperLogLog values into a single key.", Handler::Write(pfmerge)).events(crate::notify::Events::Dest("pfadd")),
+    cmd("pfmerge", -2, W_OOM, (1, -1, 1), &["write", "hyperloglog", "slow"], G, "2.8.9", "Merges one or more HyperLogLog values into a single key.", crate::write_handler!(pfmerge)).events(crate::notify::Events::Dest("pfadd")),
 ];
 
 /// Redis's `hll-sparse-max-bytes` default: a sparse HLL (header included)
@@ -730,7 +731,7 @@ mod tests {
     }
 
     fn get(st: &Store, key: &[u8]) -> Vec<u8> {
-        match st.live(0, key, NOW).map(|e| &e.value) {
+        match st.live(0, key, NOW).map(|e| e.value) {
             Some(Value::Str(s) | Value::Raw(s)) => s.to_vec(),
             other => panic!("not a string: {other:?}"),
         }

@@ -8,10 +8,11 @@
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
+use crate::keyspace::{EntryRef, Keyspace, Value};
+use crate::store::DbRef;
 use crate::store::{Ctx, Store};
-use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Handler, Keyless};
+use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Keyless};
 use bytes::Bytes;
-use kvasir_engine_memory::{Db, Entry, Value};
 use kvasir_resp::Reply;
 
 const G: &str = "generic";
@@ -32,42 +33,42 @@ const SUB_KEY: (i32, i32, i32) = (2, 2, 1);
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("del", -2, W, ALL_KEYS, ACL_WS, G, "1.0.0", "Deletes one or more keys.", Handler::Write(del)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)),
-    cmd("unlink", -2, WF, ALL_KEYS, ACL_WF, G, "4.0.0", "Asynchronously deletes one or more keys.", Handler::Write(del)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)),
-    cmd("exists", -2, RF, ALL_KEYS, ACL_RF, G, "1.0.0", "Determines whether one or more keys exist.", Handler::Read(exists)),
-    cmd("touch", -2, RF, ALL_KEYS, ACL_RF, G, "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", Handler::Read(exists)),
-    cmd("type", 2, RF, KEY, ACL_RF, G, "1.0.0", "Determines the type of value stored at a key.", Handler::Read(type_of)),
-    cmd("rename", 3, W, TWO_KEYS, ACL_WS, G, "1.0.0", "Renames a key and overwrites the destination.", Handler::Write(rename)).events(crate::notify::Events::Custom(crate::notify::rename)),
-    cmd("renamenx", 3, WF, TWO_KEYS, ACL_WF, G, "1.0.0", "Renames a key only when the target key name doesn't exist.", Handler::Write(renamenx)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::rename)),
-    cmd("copy", -3, W.union(Flags::DENYOOM), TWO_KEYS, ACL_WS, G, "6.2.0", "Copies the value of a key to a new key.", Handler::Write(copy)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::copy)),
-    cmd("move", 3, WF, KEY, ACL_WF, G, "1.0.0", "Moves a key to another database.", Handler::Write(move_key)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::move_key)),
-    cmd("expire", -3, WF, KEY, ACL_WF, G, "1.0.0", "Sets the expiration time of a key in seconds.", Handler::Write(expire)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::expire)),
-    cmd("pexpire", -3, WF, KEY, ACL_WF, G, "2.6.0", "Sets the expiration time of a key in milliseconds.", Handler::Write(pexpire)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::expire)),
-    cmd("expireat", -3, WF, KEY, ACL_WF, G, "1.2.0", "Sets the expiration time of a key to a Unix timestamp.", Handler::Write(expireat)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::expire)),
-    cmd("pexpireat", -3, WF, KEY, ACL_WF, G, "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp.", Handler::Write(pexpireat)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::expire)),
-    cmd("persist", 2, WF, KEY, ACL_WF, G, "2.2.0", "Removes the expiration time of a key.", Handler::Write(persist)).idle_on_empty(),
-    cmd("ttl", 2, RF, KEY, ACL_RF, G, "1.0.0", "Returns the expiration time in seconds of a key.", Handler::Read(ttl)),
-    cmd("pttl", 2, RF, KEY, ACL_RF, G, "2.6.0", "Returns the expiration time in milliseconds of a key.", Handler::Read(pttl)),
-    cmd("expiretime", 2, RF, KEY, ACL_RF, G, "7.0.0", "Returns the expiration time of a key as a Unix timestamp.", Handler::Read(expiretime)),
-    cmd("pexpiretime", 2, RF, KEY, ACL_RF, G, "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp.", Handler::Read(pexpiretime)),
-    cmd("keys", 2, R, NO_KEYS, &["keyspace", "read", "slow", "dangerous"], G, "1.0.0", "Returns all key names that match a pattern.", Handler::Read(keys)).reaching(Keyless::List),
-    cmd("scan", -2, R, NO_KEYS, ACL_RS, G, "2.8.0", "Iterates over the key names in the database.", Handler::Read(scan)).reaching(Keyless::Cursor),
-    cmd("randomkey", 1, R, NO_KEYS, ACL_RS, G, "1.0.0", "Returns a random key name from the database.", Handler::Read(randomkey)).reaching(Keyless::Pick),
-    cmd("dump", 2, R, KEY, ACL_RS, G, "2.6.0", "Returns a serialized representation of the value stored at a key.", Handler::Read(dump)),
-    cmd("restore", -4, W.union(Flags::DENYOOM), KEY, &["keyspace", "write", "slow", "dangerous"], G, "2.6.0", "Creates a key from the serialized representation of a value.", Handler::Write(restore)).events(crate::notify::Events::Custom(crate::notify::restore)),
+    cmd("del", -2, W, ALL_KEYS, ACL_WS, G, "1.0.0", "Deletes one or more keys.", crate::write_handler!(del)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)),
+    cmd("unlink", -2, WF, ALL_KEYS, ACL_WF, G, "4.0.0", "Asynchronously deletes one or more keys.", crate::write_handler!(del)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)),
+    cmd("exists", -2, RF, ALL_KEYS, ACL_RF, G, "1.0.0", "Determines whether one or more keys exist.", crate::read_handler!(exists)),
+    cmd("touch", -2, RF, ALL_KEYS, ACL_RF, G, "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", crate::read_handler!(exists)),
+    cmd("type", 2, RF, KEY, ACL_RF, G, "1.0.0", "Determines the type of value stored at a key.", crate::read_handler!(type_of)),
+    cmd("rename", 3, W, TWO_KEYS, ACL_WS, G, "1.0.0", "Renames a key and overwrites the destination.", crate::write_handler!(rename)).events(crate::notify::Events::Custom(crate::notify::rename)),
+    cmd("renamenx", 3, WF, TWO_KEYS, ACL_WF, G, "1.0.0", "Renames a key only when the target key name doesn't exist.", crate::write_handler!(renamenx)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::rename)),
+    cmd("copy", -3, W.union(Flags::DENYOOM), TWO_KEYS, ACL_WS, G, "6.2.0", "Copies the value of a key to a new key.", crate::write_handler!(copy)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::copy)),
+    cmd("move", 3, WF, KEY, ACL_WF, G, "1.0.0", "Moves a key to another database.", crate::write_handler!(move_key)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::move_key)),
+    cmd("expire", -3, WF, KEY, ACL_WF, G, "1.0.0", "Sets the expiration time of a key in seconds.", crate::write_handler!(expire)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::expire)),
+    cmd("pexpire", -3, WF, KEY, ACL_WF, G, "2.6.0", "Sets the expiration time of a key in milliseconds.", crate::write_handler!(pexpire)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::expire)),
+    cmd("expireat", -3, WF, KEY, ACL_WF, G, "1.2.0", "Sets the expiration time of a key to a Unix timestamp.", crate::write_handler!(expireat)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::expire)),
+    cmd("pexpireat", -3, WF, KEY, ACL_WF, G, "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp.", crate::write_handler!(pexpireat)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::expire)),
+    cmd("persist", 2, WF, KEY, ACL_WF, G, "2.2.0", "Removes the expiration time of a key.", crate::write_handler!(persist)).idle_on_empty(),
+    cmd("ttl", 2, RF, KEY, ACL_RF, G, "1.0.0", "Returns the expiration time in seconds of a key.", crate::read_handler!(ttl)),
+    cmd("pttl", 2, RF, KEY, ACL_RF, G, "2.6.0", "Returns the expiration time in milliseconds of a key.", crate::read_handler!(pttl)),
+    cmd("expiretime", 2, RF, KEY, ACL_RF, G, "7.0.0", "Returns the expiration time of a key as a Unix timestamp.", crate::read_handler!(expiretime)),
+    cmd("pexpiretime", 2, RF, KEY, ACL_RF, G, "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp.", crate::read_handler!(pexpiretime)),
+    cmd("keys", 2, R, NO_KEYS, &["keyspace", "read", "slow", "dangerous"], G, "1.0.0", "Returns all key names that match a pattern.", crate::read_handler!(keys)).reaching(Keyless::List),
+    cmd("scan", -2, R, NO_KEYS, ACL_RS, G, "2.8.0", "Iterates over the key names in the database.", crate::read_handler!(scan)).reaching(Keyless::Cursor),
+    cmd("randomkey", 1, R, NO_KEYS, ACL_RS, G, "1.0.0", "Returns a random key name from the database.", crate::read_handler!(randomkey)).reaching(Keyless::Pick),
+    cmd("dump", 2, R, KEY, ACL_RS, G, "2.6.0", "Returns a serialized representation of the value stored at a key.", crate::read_handler!(dump)),
+    cmd("restore", -4, W.union(Flags::DENYOOM), KEY, &["keyspace", "write", "slow", "dangerous"], G, "2.6.0", "Creates a key from the serialized representation of a value.", crate::write_handler!(restore)).events(crate::notify::Events::Custom(crate::notify::restore)),
     container("object", -2, &["slow"], G, "2.2.3", "A container for object introspection commands.", OBJECT_SUBS),
 ];
 
 #[rustfmt::skip]
 const OBJECT_SUBS: &[CommandSpec] = &[
-    cmd("encoding", 3, R, SUB_KEY, ACL_RS, G, "2.2.3", "Returns the internal encoding of a Redis object.", Handler::Read(object_encoding)),
-    cmd("freq", 3, R, SUB_KEY, ACL_RS, G, "4.0.0", "Returns the logarithmic access frequency counter of a Redis object.", Handler::Read(object_freq)),
-    cmd("idletime", 3, R, SUB_KEY, ACL_RS, G, "2.2.3", "Returns the time since the last access to a Redis object.", Handler::Read(object_idletime)),
-    cmd("refcount", 3, R, SUB_KEY, ACL_RS, G, "2.2.3", "Returns the reference count of a value of a key.", Handler::Read(object_refcount)),
-    cmd("help", 2, Flags::LOADING.union(Flags::STALE), NO_KEYS, &["keyspace", "slow"], G, "6.2.0", "Returns helpful text about the different subcommands.", Handler::Read(object_help)),
+    cmd("encoding", 3, R, SUB_KEY, ACL_RS, G, "2.2.3", "Returns the internal encoding of a Redis object.", crate::read_handler!(object_encoding)),
+    cmd("freq", 3, R, SUB_KEY, ACL_RS, G, "4.0.0", "Returns the logarithmic access frequency counter of a Redis object.", crate::read_handler!(object_freq)),
+    cmd("idletime", 3, R, SUB_KEY, ACL_RS, G, "2.2.3", "Returns the time since the last access to a Redis object.", crate::read_handler!(object_idletime)),
+    cmd("refcount", 3, R, SUB_KEY, ACL_RS, G, "2.2.3", "Returns the reference count of a value of a key.", crate::read_handler!(object_refcount)),
+    cmd("help", 2, Flags::LOADING.union(Flags::STALE), NO_KEYS, &["keyspace", "slow"], G, "6.2.0", "Returns helpful text about the different subcommands.", crate::read_handler!(object_help)),
 ];
 
-fn key_reply(e: &Entry) -> Reply {
+fn key_reply<K: Keyspace>(e: EntryRef<'_, K>) -> Reply {
     Reply::Bulk(Bytes::copy_from_slice(&e.key))
 }
 
@@ -125,7 +126,7 @@ fn rename_key(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx, nx: bool)
     if store.expire_if_needed(db, dst, ctx) && nx {
         return Ok(Reply::Int(0));
     }
-    let d = store.db_mut(db);
+    let mut d = store.db_mut(db);
     let entry = d.remove(src).ok_or(CmdError::NoSuchKey)?;
     let expire_at = entry.expire_at();
     d.set(dst, entry.value, expire_at);
@@ -442,7 +443,7 @@ fn keys(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let out = store
         .db(db)
         .iter()
-        .filter(|e| filter.wants(e, ctx.now_ms))
+        .filter(|e| filter.wants(*e, ctx.now_ms))
         .map(key_reply)
         .collect();
     Ok(Reply::Array(out))
@@ -461,7 +462,7 @@ struct KeyFilter<'a> {
 }
 
 impl KeyFilter<'_> {
-    fn wants(&self, e: &Entry, now_ms: u64) -> bool {
+    fn wants<K: Keyspace>(&self, e: EntryRef<'_, K>, now_ms: u64) -> bool {
         !e.is_expired(now_ms)
             && self.pattern.is_none_or(|p| glob::matches(p, &e.key, false))
             && self
@@ -524,20 +525,21 @@ fn parse_scan_options(opts: &[Bytes]) -> Result<(KeyFilter<'_>, u64), CmdError> 
 
 /// Visits up to `count` positions below `cursor` (see [`scan`]) and returns
 /// the next cursor and the keys that pass the filter.
-fn scan_db(d: &Db, cursor: u64, count: u64, filter: &KeyFilter, now_ms: u64) -> (u64, Vec<Reply>) {
-    let len = d.len() as u64;
-    // 0 starts over; a cursor beyond the end (the Db shrank) resumes at it.
-    let mut pos = if cursor == 0 { len } else { cursor.min(len) };
+fn scan_db<K: Keyspace>(
+    d: DbRef<'_, K>,
+    cursor: u64,
+    count: u64,
+    filter: &KeyFilter,
+    now_ms: u64,
+) -> (u64, Vec<Reply>) {
     let mut keys = Vec::new();
-    let mut visited = 0;
-    while pos > 0 && visited < count {
-        pos -= 1;
-        visited += 1;
-        if let Some(e) = d.entry_at(pos as usize).filter(|e| filter.wants(e, now_ms)) {
+    let count = usize::try_from(count).unwrap_or(usize::MAX);
+    let next = d.scan(cursor, count, |e| {
+        if filter.wants(e, now_ms) {
             keys.push(key_reply(e));
         }
-    }
-    (pos, keys)
+    });
+    (next, keys)
 }
 
 /// Random picks RANDOMKEY tries before deciding the database holds only
@@ -550,9 +552,8 @@ fn randomkey(store: &Store, db: usize, _args: &[Bytes], ctx: &Ctx) -> CmdResult 
     if d.is_empty() {
         return Ok(Reply::Nil);
     }
-    let len = d.len() as u64;
     let live = (0..RANDOMKEY_ATTEMPTS)
-        .filter_map(|n| d.entry_at((ctx.random(n) % len) as usize))
+        .filter_map(|n| d.random_entry(ctx.random(n)))
         .find(|e| !e.is_expired(ctx.now_ms));
     Ok(live.map_or(Reply::Nil, key_reply))
 }
@@ -689,7 +690,7 @@ fn object_idletime(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdRe
 
 fn object_refcount(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     Ok(
-        match store.live(db, &args[2], ctx.now_ms).map(|e| &e.value) {
+        match store.live(db, &args[2], ctx.now_ms).map(|e| e.value) {
             Some(Value::Int(i)) if (0..SHARED_INTEGERS).contains(i) => Reply::Int(i32::MAX as i64),
             Some(_) => Reply::Int(1),
             None => Reply::Nil,
@@ -1317,7 +1318,7 @@ mod tests {
             .expect("object|encoding");
         assert_eq!(encoding.key_indexes(3), vec![2]);
         for c in COMMANDS {
-            let writes = matches!(c.handler, Handler::Write(_));
+            let writes = matches!(c.handler, crate::table::Handler::Write(_));
             assert_eq!(writes, c.is_write(), "{}", c.name);
         }
     }

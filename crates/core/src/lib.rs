@@ -29,6 +29,7 @@ pub mod glob;
 pub mod hash;
 pub mod hyperloglog;
 pub mod keys;
+pub mod keyspace;
 pub mod list;
 pub mod machine;
 pub mod notify;

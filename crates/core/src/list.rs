@@ -13,11 +13,12 @@
 
 use crate::args::{eq_ic, parse_i64, parse_timeout};
 use crate::error::{BlockOn, CmdError, CmdResult};
+use crate::keyspace::Value;
 use crate::store::{Ctx, Store};
-use crate::table::{cmd, keys_after_numkeys, CommandSpec, Flags, Handler};
+use crate::table::{cmd, keys_after_numkeys, CommandSpec, Flags};
 use bytes::{Bytes, BytesMut};
 use kvasir_engine_memory::list::{Elem, End};
-use kvasir_engine_memory::{List, Value};
+use kvasir_engine_memory::List;
 use kvasir_resp::Reply;
 
 const WDF: Flags = Flags::WRITE.union(Flags::DENYOOM).union(Flags::FAST);
@@ -44,28 +45,28 @@ const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("blmove", 6, WD_BLOCK, TWO_KEYS, ACL_WB, G, "6.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available", Handler::Write(blmove)).events(crate::notify::Events::Custom(crate::notify::lmove)),
-    CommandSpec { key_finder: Some(keys_after_numkeys::<2>), ..cmd("blmpop", -5, W_BLOCK_MOVABLE, NO_KEYS, ACL_WB, G, "7.0.0", "Pop elements from a list, or block until one is available", Handler::Write(blmpop)) }.events(crate::notify::Events::Custom(crate::notify::lmpop)),
-    cmd("blpop", -3, W_BLOCK, (1, -2, 1), ACL_WB, G, "2.0.0", "Remove and get the first element in a list, or block until one is available", Handler::Write(blpop)).events(crate::notify::Events::Custom(crate::notify::blpop)),
-    cmd("brpop", -3, W_BLOCK, (1, -2, 1), ACL_WB, G, "2.0.0", "Remove and get the last element in a list, or block until one is available", Handler::Write(brpop)).events(crate::notify::Events::Custom(crate::notify::brpop)),
-    cmd("brpoplpush", 4, WD_BLOCK, TWO_KEYS, ACL_WB, G, "2.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available", Handler::Write(brpoplpush)).events(crate::notify::Events::Custom(crate::notify::rpoplpush)),
-    cmd("lindex", 3, R, ONE_KEY, ACL_R, G, "1.0.0", "Get an element from a list by its index", Handler::Read(lindex)),
-    cmd("linsert", 5, WD, ONE_KEY, ACL_W, G, "2.2.0", "Insert an element before or after another element in a list", Handler::Write(linsert)).idle_on_empty(),
-    cmd("llen", 2, RF, ONE_KEY, ACL_RF, G, "1.0.0", "Get the length of a list", Handler::Read(llen)),
-    cmd("lmove", 5, WD, TWO_KEYS, ACL_W, G, "6.2.0", "Pop an element from a list, push it to another list and return it", Handler::Write(lmove)).events(crate::notify::Events::Custom(crate::notify::lmove)),
-    CommandSpec { key_finder: Some(keys_after_numkeys::<1>), ..cmd("lmpop", -4, W_MOVABLE, NO_KEYS, ACL_W, G, "7.0.0", "Pop elements from a list", Handler::Write(lmpop)) }.events(crate::notify::Events::Custom(crate::notify::lmpop)),
-    cmd("lpop", -2, WF, ONE_KEY, ACL_WF, G, "1.0.0", "Remove and get the first elements in a list", Handler::Write(lpop)).idle_on_empty(),
-    cmd("lpos", -3, R, ONE_KEY, ACL_R, G, "6.0.6", "Return the index of matching elements on a list", Handler::Read(lpos)),
-    cmd("lpush", -3, WDF, ONE_KEY, ACL_WF, G, "1.0.0", "Prepend one or multiple elements to a list", Handler::Write(lpush)),
-    cmd("lpushx", -3, WDF, ONE_KEY, ACL_WF, G, "2.2.0", "Prepend an element to a list, only if the list exists", Handler::Write(lpushx)).idle_on_empty().events(crate::notify::Events::Named("lpush")),
-    cmd("lrange", 4, R, ONE_KEY, ACL_R, G, "1.0.0", "Get a range of elements from a list", Handler::Read(lrange)),
-    cmd("lrem", 4, W, ONE_KEY, ACL_W, G, "1.0.0", "Remove elements from a list", Handler::Write(lrem)).idle_on_empty(),
-    cmd("lset", 4, WD, ONE_KEY, ACL_W, G, "1.0.0", "Set the value of an element in a list by its index", Handler::Write(lset)),
-    cmd("ltrim", 4, W, ONE_KEY, ACL_W, G, "1.0.0", "Trim a list to the specified range", Handler::Write(ltrim)),
-    cmd("rpop", -2, WF, ONE_KEY, ACL_WF, G, "1.0.0", "Remove and get the last elements in a list", Handler::Write(rpop)).idle_on_empty(),
-    cmd("rpoplpush", 3, WD, TWO_KEYS, ACL_W, G, "1.2.0", "Remove the last element in a list, prepend it to another list and return it", Handler::Write(rpoplpush)).events(crate::notify::Events::Custom(crate::notify::rpoplpush)),
-    cmd("rpush", -3, WDF, ONE_KEY, ACL_WF, G, "1.0.0", "Append one or multiple elements to a list", Handler::Write(rpush)),
-    cmd("rpushx", -3, WDF, ONE_KEY, ACL_WF, G, "2.2.0", "Append an element to a list, only if the list exists", Handler::Write(rpushx)).idle_on_empty().events(crate::notify::Events::Named("rpush")),
+    cmd("blmove", 6, WD_BLOCK, TWO_KEYS, ACL_WB, G, "6.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available", crate::write_handler!(blmove)).events(crate::notify::Events::Custom(crate::notify::lmove)),
+    CommandSpec { key_finder: Some(keys_after_numkeys::<2>), ..cmd("blmpop", -5, W_BLOCK_MOVABLE, NO_KEYS, ACL_WB, G, "7.0.0", "Pop elements from a list, or block until one is available", crate::write_handler!(blmpop)) }.events(crate::notify::Events::Custom(crate::notify::lmpop)),
+    cmd("blpop", -3, W_BLOCK, (1, -2, 1), ACL_WB, G, "2.0.0", "Remove and get the first element in a list, or block until one is available", crate::write_handler!(blpop)).events(crate::notify::Events::Custom(crate::notify::blpop)),
+    cmd("brpop", -3, W_BLOCK, (1, -2, 1), ACL_WB, G, "2.0.0", "Remove and get the last element in a list, or block until one is available", crate::write_handler!(brpop)).events(crate::notify::Events::Custom(crate::notify::brpop)),
+    cmd("brpoplpush", 4, WD_BLOCK, TWO_KEYS, ACL_WB, G, "2.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available", crate::write_handler!(brpoplpush)).events(crate::notify::Events::Custom(crate::notify::rpoplpush)),
+    cmd("lindex", 3, R, ONE_KEY, ACL_R, G, "1.0.0", "Get an element from a list by its index", crate::read_handler!(lindex)),
+    cmd("linsert", 5, WD, ONE_KEY, ACL_W, G, "2.2.0", "Insert an element before or after another element in a list", crate::write_handler!(linsert)).idle_on_empty(),
+    cmd("llen", 2, RF, ONE_KEY, ACL_RF, G, "1.0.0", "Get the length of a list", crate::read_handler!(llen)),
+    cmd("lmove", 5, WD, TWO_KEYS, ACL_W, G, "6.2.0", "Pop an element from a list, push it to another list and return it", crate::write_handler!(lmove)).events(crate::notify::Events::Custom(crate::notify::lmove)),
+    CommandSpec { key_finder: Some(keys_after_numkeys::<1>), ..cmd("lmpop", -4, W_MOVABLE, NO_KEYS, ACL_W, G, "7.0.0", "Pop elements from a list", crate::write_handler!(lmpop)) }.events(crate::notify::Events::Custom(crate::notify::lmpop)),
+    cmd("lpop", -2, WF, ONE_KEY, ACL_WF, G, "1.0.0", "Remove and get the first elements in a list", crate::write_handler!(lpop)).idle_on_empty(),
+    cmd("lpos", -3, R, ONE_KEY, ACL_R, G, "6.0.6", "Return the index of matching elements on a list", crate::read_handler!(lpos)),
+    cmd("lpush", -3, WDF, ONE_KEY, ACL_WF, G, "1.0.0", "Prepend one or multiple elements to a list", crate::write_handler!(lpush)),
+    cmd("lpushx", -3, WDF, ONE_KEY, ACL_WF, G, "2.2.0", "Prepend an element to a list, only if the list exists", crate::write_handler!(lpushx)).idle_on_empty().events(crate::notify::Events::Named("lpush")),
+    cmd("lrange", 4, R, ONE_KEY, ACL_R, G, "1.0.0", "Get a range of elements from a list", crate::read_handler!(lrange)),
+    cmd("lrem", 4, W, ONE_KEY, ACL_W, G, "1.0.0", "Remove elements from a list", crate::write_handler!(lrem)).idle_on_empty(),
+    cmd("lset", 4, WD, ONE_KEY, ACL_W, G, "1.0.0", "Set the value of an element in a list by its index", crate::write_handler!(lset)),
+    cmd("ltrim", 4, W, ONE_KEY, ACL_W, G, "1.0.0", "Trim a list to the specified range", crate::write_handler!(ltrim)),
+    cmd("rpop", -2, WF, ONE_KEY, ACL_WF, G, "1.0.0", "Remove and get the last elements in a list", crate::write_handler!(rpop)).idle_on_empty(),
+    cmd("rpoplpush", 3, WD, TWO_KEYS, ACL_W, G, "1.2.0", "Remove the last element in a list, prepend it to another list and return it", crate::write_handler!(rpoplpush)).events(crate::notify::Events::Custom(crate::notify::rpoplpush)),
+    cmd("rpush", -3, WDF, ONE_KEY, ACL_WF, G, "1.0.0", "Append one or multiple elements to a list", crate::write_handler!(rpush)),
+    cmd("rpushx", -3, WDF, ONE_KEY, ACL_WF, G, "2.2.0", "Append an element to a list, only if the list exists", crate::write_handler!(rpushx)).idle_on_empty().events(crate::notify::Events::Named("rpush")),
 ];
 
 // ---------------------------------------------------------------------------

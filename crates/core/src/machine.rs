@@ -8,6 +8,7 @@
 //! [`Ctx`] (docs/architecture.md, determinism).
 
 use crate::error::{BlockOn, CmdError, CmdResult};
+use crate::keyspace::Keyspace;
 use crate::store::{Ctx, Store};
 use crate::table::{resolve, CommandSpec, Handler};
 use bytes::Bytes;
@@ -50,30 +51,30 @@ pub enum Applied {
 }
 
 /// Runs one command: the one dispatch on a keyspace command's handler.
-pub fn execute(
-    store: &mut Store,
+pub fn execute<K: Keyspace>(
+    store: &mut Store<K>,
     spec: &CommandSpec,
     db: usize,
     args: &[Bytes],
     ctx: &Ctx,
 ) -> CmdResult {
     match spec.handler {
-        Handler::Write(f) => crate::notify::write(store, spec, f, db, args, ctx),
-        Handler::Read(f) => f(store, db, args, ctx),
+        Handler::Write(f) => crate::notify::write(store, spec, K::write_fn(&f), db, args, ctx),
+        Handler::Read(f) => K::read_fn(&f)(store, db, args, ctx),
         Handler::Session(_) | Handler::Container => Err(crate::error::unknown_command(args)),
     }
 }
 
 /// Runs one read-only command; writes are refused.
-pub fn execute_read(
-    store: &Store,
+pub fn execute_read<K: Keyspace>(
+    store: &Store<K>,
     spec: &CommandSpec,
     db: usize,
     args: &[Bytes],
     ctx: &Ctx,
 ) -> CmdResult {
     match spec.handler {
-        Handler::Read(f) => f(store, db, args, ctx),
+        Handler::Read(f) => K::read_fn(&f)(store, db, args, ctx),
         _ => Err(crate::error::unknown_command(args)),
     }
 }

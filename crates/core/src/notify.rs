@@ -140,7 +140,7 @@ pub fn group_class(group: &str) -> u32 {
     }
 }
 
-impl Store {
+impl<K: crate::keyspace::Keyspace> Store<K> {
     /// Whether events of `class` are to be produced at all.
     #[inline]
     pub fn notifying(&self, class: u32) -> bool {
@@ -166,14 +166,12 @@ impl Store {
     }
 }
 
-type WriteFn = fn(&mut Store, usize, &[Bytes], &Ctx) -> Result<Reply, CmdError>;
-
 /// Runs a write handler and adds the events of its success (the one way
 /// `machine::execute` and scripts run a write).
-pub fn write(
-    store: &mut Store,
+pub fn write<K: crate::keyspace::Keyspace>(
+    store: &mut Store<K>,
     spec: &CommandSpec,
-    f: WriteFn,
+    f: crate::table::WriteFn<K>,
     db: usize,
     args: &[Bytes],
     ctx: &Ctx,
@@ -182,7 +180,7 @@ pub fn write(
         return f(store, db, args, ctx);
     }
     let keys = spec.keys_of(args);
-    let live = |st: &Store, k: &[u8]| {
+    let live = |st: &Store<K>, k: &[u8]| {
         db < st.databases() && st.db(db).get(k).is_some_and(|e| !e.is_expired(ctx.now_ms))
     };
     let before: Vec<bool> = keys.iter().map(|&i| live(store, &args[i])).collect();

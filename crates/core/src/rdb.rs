@@ -23,14 +23,15 @@
 //! empty collections are refused, and nothing recurses, so malformed input
 //! gives [`Bad`], never a panic.
 
+use crate::keyspace::canonical_i64;
+use crate::keyspace::Value;
 use crate::store::EncodingLimits;
 use kvasir_engine_memory::hash::HashLimits;
 use kvasir_engine_memory::list::{Elem, End};
 use kvasir_engine_memory::set::{format_i64, SetLimits};
 use kvasir_engine_memory::stream::{Consumer, Group, Pending, StreamId};
-use kvasir_engine_memory::value::canonical_i64;
 use kvasir_engine_memory::zset::ZSetLimits;
-use kvasir_engine_memory::{Hash, List, Set, Stream, Value, ZSet};
+use kvasir_engine_memory::{Hash, List, Set, Stream, ZSet};
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 

@@ -9,9 +9,8 @@ pub const REDIS_VERSION: &str = "7.0.15";
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{CmdError, CmdResult};
 use crate::store::{Ctx, Store};
-use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Handler, Keyless};
+use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Keyless};
 use bytes::Bytes;
-use kvasir_engine_memory::Db;
 use kvasir_resp::Reply;
 
 const G: &str = "server";
@@ -20,17 +19,17 @@ const ACL_FLUSH: &[&str] = &["keyspace", "write", "slow", "dangerous"];
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("dbsize", 1, Flags::READONLY.union(Flags::FAST), NO_KEYS, &["keyspace", "read", "fast"], G, "1.0.0", "Returns the number of keys in the database.", Handler::Read(dbsize)).reaching(Keyless::Count),
-    cmd("flushdb", -1, Flags::WRITE, NO_KEYS, ACL_FLUSH, G, "1.0.0", "Removes all keys from the current database.", Handler::Write(flushdb)).reaching(Keyless::FlushDb),
-    cmd("flushall", -1, Flags::WRITE, NO_KEYS, ACL_FLUSH, G, "1.0.0", "Removes all keys from all databases.", Handler::Write(flushall)).reaching(Keyless::FlushAll),
-    cmd("swapdb", 3, Flags::WRITE.union(Flags::FAST), NO_KEYS, &["keyspace", "write", "fast", "dangerous"], G, "4.0.0", "Swaps two Redis databases.", Handler::Write(swapdb)).reaching(Keyless::SwapDb),
+    cmd("dbsize", 1, Flags::READONLY.union(Flags::FAST), NO_KEYS, &["keyspace", "read", "fast"], G, "1.0.0", "Returns the number of keys in the database.", crate::read_handler!(dbsize)).reaching(Keyless::Count),
+    cmd("flushdb", -1, Flags::WRITE, NO_KEYS, ACL_FLUSH, G, "1.0.0", "Removes all keys from the current database.", crate::write_handler!(flushdb)).reaching(Keyless::FlushDb),
+    cmd("flushall", -1, Flags::WRITE, NO_KEYS, ACL_FLUSH, G, "1.0.0", "Removes all keys from all databases.", crate::write_handler!(flushall)).reaching(Keyless::FlushAll),
+    cmd("swapdb", 3, Flags::WRITE.union(Flags::FAST), NO_KEYS, &["keyspace", "write", "fast", "dangerous"], G, "4.0.0", "Swaps two Redis databases.", crate::write_handler!(swapdb)).reaching(Keyless::SwapDb),
     container("memory", -2, &["slow"], G, "4.0.0", "A container for memory diagnostics commands.", MEMORY_SUBS),
 ];
 
 #[rustfmt::skip]
 const MEMORY_SUBS: &[CommandSpec] = &[
-    cmd("usage", -3, Flags::READONLY, (2, 2, 1), &["read", "slow"], G, "4.0.0", "Estimates the memory usage of a key.", Handler::Read(memory_usage)),
-    cmd("help", 2, Flags::LOADING.union(Flags::STALE), NO_KEYS, &["slow"], G, "4.0.0", "Returns helpful text about the different subcommands.", Handler::Read(memory_help)),
+    cmd("usage", -3, Flags::READONLY, (2, 2, 1), &["read", "slow"], G, "4.0.0", "Estimates the memory usage of a key.", crate::read_handler!(memory_usage)),
+    cmd("help", 2, Flags::LOADING.union(Flags::STALE), NO_KEYS, &["slow"], G, "4.0.0", "Returns helpful text about the different subcommands.", crate::read_handler!(memory_help)),
 ];
 
 /// Counts every stored key, including expired ones not removed yet, as
@@ -98,7 +97,7 @@ fn memory_usage(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResul
         i += 2;
     }
     Ok(match store.live(db, &args[2], ctx.now_ms) {
-        Some(e) => Reply::Int(Db::entry_size(e) as i64),
+        Some(e) => Reply::Int(store.db(db).entry_size(e.key) as i64),
         None => Reply::Nil,
     })
 }
@@ -119,7 +118,7 @@ fn memory_help(_store: &Store, _db: usize, _args: &[Bytes], _ctx: &Ctx) -> CmdRe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kvasir_engine_memory::Value;
+    use crate::keyspace::Value;
 
     const NOW: u64 = 1_000_000;
 
@@ -299,7 +298,7 @@ mod tests {
             .expect("memory|usage");
         assert_eq!(usage.key_indexes(5), vec![2]);
         for c in COMMANDS {
-            let writes = matches!(c.handler, Handler::Write(_));
+            let writes = matches!(c.handler, crate::table::Handler::Write(_));
             assert_eq!(writes, c.is_write(), "{}", c.name);
         }
     }

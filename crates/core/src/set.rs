@@ -17,11 +17,12 @@
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
+use crate::keyspace::Value;
 use crate::store::{Ctx, Store};
-use crate::table::{cmd, keys_after_numkeys, CommandSpec, Flags, Handler};
+use crate::table::{cmd, keys_after_numkeys, CommandSpec, Flags};
 use bytes::Bytes;
 use kvasir_engine_memory::set::{Member, SetLimits};
-use kvasir_engine_memory::{Set, Value};
+use kvasir_engine_memory::Set;
 use kvasir_resp::Reply;
 use std::collections::HashSet;
 
@@ -40,26 +41,26 @@ const ALL_KEYS: (i32, i32, i32) = (1, -1, 1);
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("sadd", -3, WF_OOM, KEY, ACL_WF, G, "1.0.0", "Add one or more members to a set", Handler::Write(sadd)).idle_on_empty(),
-    cmd("scard", 2, RF, KEY, ACL_RF, G, "1.0.0", "Get the number of members in a set", Handler::Read(scard)),
-    cmd("sdiff", -2, R, ALL_KEYS, ACL_R, G, "1.0.0", "Subtract multiple sets", Handler::Read(sdiff)),
-    cmd("sdiffstore", -3, W_OOM, ALL_KEYS, ACL_W, G, "1.0.0", "Subtract multiple sets and store the resulting set in a key", Handler::Write(sdiffstore)).events(crate::notify::Events::Dest("sdiffstore")),
-    cmd("sinter", -2, R, ALL_KEYS, ACL_R, G, "1.0.0", "Intersect multiple sets", Handler::Read(sinter)),
+    cmd("sadd", -3, WF_OOM, KEY, ACL_WF, G, "1.0.0", "Add one or more members to a set", crate::write_handler!(sadd)).idle_on_empty(),
+    cmd("scard", 2, RF, KEY, ACL_RF, G, "1.0.0", "Get the number of members in a set", crate::read_handler!(scard)),
+    cmd("sdiff", -2, R, ALL_KEYS, ACL_R, G, "1.0.0", "Subtract multiple sets", crate::read_handler!(sdiff)),
+    cmd("sdiffstore", -3, W_OOM, ALL_KEYS, ACL_W, G, "1.0.0", "Subtract multiple sets and store the resulting set in a key", crate::write_handler!(sdiffstore)).events(crate::notify::Events::Dest("sdiffstore")),
+    cmd("sinter", -2, R, ALL_KEYS, ACL_R, G, "1.0.0", "Intersect multiple sets", crate::read_handler!(sinter)),
     CommandSpec {
         key_finder: Some(keys_after_numkeys::<1>),
-        ..cmd("sintercard", -3, R.union(Flags::MOVABLEKEYS), (0, 0, 0), ACL_R, G, "7.0.0", "Intersect multiple sets and return the cardinality of the result", Handler::Read(sintercard))
+        ..cmd("sintercard", -3, R.union(Flags::MOVABLEKEYS), (0, 0, 0), ACL_R, G, "7.0.0", "Intersect multiple sets and return the cardinality of the result", crate::read_handler!(sintercard))
     },
-    cmd("sinterstore", -3, W_OOM, ALL_KEYS, ACL_W, G, "1.0.0", "Intersect multiple sets and store the resulting set in a key", Handler::Write(sinterstore)).events(crate::notify::Events::Dest("sinterstore")),
-    cmd("sismember", 3, RF, KEY, ACL_RF, G, "1.0.0", "Determine if a given value is a member of a set", Handler::Read(sismember)),
-    cmd("smembers", 2, R, KEY, ACL_R, G, "1.0.0", "Get all the members in a set", Handler::Read(smembers)),
-    cmd("smismember", -3, RF, KEY, ACL_RF, G, "6.2.0", "Returns the membership associated with the given elements for a set", Handler::Read(smismember)),
-    cmd("smove", 4, WF, (1, 2, 1), ACL_WF, G, "1.0.0", "Move a member from one set to another", Handler::Write(smove)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::smove)),
-    cmd("spop", -2, WF, KEY, ACL_WF, G, "1.0.0", "Remove and return one or multiple random members from a set", Handler::Write(spop)).idle_on_empty(),
-    cmd("srandmember", -2, R, KEY, ACL_R, G, "1.0.0", "Get one or multiple random members from a set", Handler::Read(srandmember)),
-    cmd("srem", -3, WF, KEY, ACL_WF, G, "1.0.0", "Remove one or more members from a set", Handler::Write(srem)).idle_on_empty(),
-    cmd("sscan", -3, R, KEY, ACL_R, G, "2.8.0", "Incrementally iterate Set elements", Handler::Read(sscan)),
-    cmd("sunion", -2, R, ALL_KEYS, ACL_R, G, "1.0.0", "Add multiple sets", Handler::Read(sunion)),
-    cmd("sunionstore", -3, W_OOM, ALL_KEYS, ACL_W, G, "1.0.0", "Add multiple sets and store the resulting set in a key", Handler::Write(sunionstore)).events(crate::notify::Events::Dest("sunionstore")),
+    cmd("sinterstore", -3, W_OOM, ALL_KEYS, ACL_W, G, "1.0.0", "Intersect multiple sets and store the resulting set in a key", crate::write_handler!(sinterstore)).events(crate::notify::Events::Dest("sinterstore")),
+    cmd("sismember", 3, RF, KEY, ACL_RF, G, "1.0.0", "Determine if a given value is a member of a set", crate::read_handler!(sismember)),
+    cmd("smembers", 2, R, KEY, ACL_R, G, "1.0.0", "Get all the members in a set", crate::read_handler!(smembers)),
+    cmd("smismember", -3, RF, KEY, ACL_RF, G, "6.2.0", "Returns the membership associated with the given elements for a set", crate::read_handler!(smismember)),
+    cmd("smove", 4, WF, (1, 2, 1), ACL_WF, G, "1.0.0", "Move a member from one set to another", crate::write_handler!(smove)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::smove)),
+    cmd("spop", -2, WF, KEY, ACL_WF, G, "1.0.0", "Remove and return one or multiple random members from a set", crate::write_handler!(spop)).idle_on_empty(),
+    cmd("srandmember", -2, R, KEY, ACL_R, G, "1.0.0", "Get one or multiple random members from a set", crate::read_handler!(srandmember)),
+    cmd("srem", -3, WF, KEY, ACL_WF, G, "1.0.0", "Remove one or more members from a set", crate::write_handler!(srem)).idle_on_empty(),
+    cmd("sscan", -3, R, KEY, ACL_R, G, "2.8.0", "Incrementally iterate Set elements", crate::read_handler!(sscan)),
+    cmd("sunion", -2, R, ALL_KEYS, ACL_R, G, "1.0.0", "Add multiple sets", crate::read_handler!(sunion)),
+    cmd("sunionstore", -3, W_OOM, ALL_KEYS, ACL_W, G, "1.0.0", "Add multiple sets and store the resulting set in a key", crate::write_handler!(sunionstore)).events(crate::notify::Events::Dest("sunionstore")),
 ];
 
 /// SRANDMEMBER with a negative count may repeat members, so the reply is not

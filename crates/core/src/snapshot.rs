@@ -67,13 +67,14 @@
 //! its index yet, and buffers' allocation slack. No command tells these
 //! apart, except MEMORY USAGE by a few bytes.
 
+use crate::keyspace::canonical_i64;
+use crate::keyspace::{EntryRef, Value};
 use crate::store::{EncodingLimits, Store};
 use kvasir_engine_memory::hash::HashLimits;
 use kvasir_engine_memory::list::{Elem, End};
 use kvasir_engine_memory::set::{format_i64, Member, SetLimits};
-use kvasir_engine_memory::value::canonical_i64;
 use kvasir_engine_memory::zset::ZSetLimits;
-use kvasir_engine_memory::{CompactBytes, Entry, Hash, List, Set, Stream, Value, ZSet};
+use kvasir_engine_memory::{CompactBytes, Hash, List, Set, Stream, ZSet};
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 
@@ -237,7 +238,7 @@ pub fn encode(store: &Store, out: &mut Vec<u8>) {
     header[20..24].copy_from_slice(&header_crc.to_le_bytes());
 }
 
-fn encode_entry(out: &mut Vec<u8>, e: &Entry) {
+fn encode_entry(out: &mut Vec<u8>, e: EntryRef<'_>) {
     let tag = match &e.value {
         Value::Str(_) => T_STR,
         Value::Raw(_) => T_RAW,
@@ -520,7 +521,7 @@ pub fn decode(bytes: &[u8]) -> Result<Store, SnapshotError> {
     let mut scratch: Vec<&[u8]> = Vec::new();
     for i in 0..databases {
         let n = r.count(MIN_ENTRY)?;
-        let db = store.db_mut(i);
+        let mut db = store.db_mut(i);
         db.reserve(n);
         for _ in 0..n {
             let at = r.pos;
@@ -790,11 +791,11 @@ pub fn digest(store: &Store) -> u64 {
     h.finish()
 }
 
-fn entry_digest(db: usize, e: &Entry) -> u64 {
+fn entry_digest(db: usize, e: EntryRef<'_>) -> u64 {
     entry_digest_with(db, e, hasher)
 }
 
-fn entry_digest_with<H: Hasher>(db: usize, e: &Entry, new: fn() -> H) -> u64 {
+fn entry_digest_with<H: Hasher>(db: usize, e: EntryRef<'_>, new: fn() -> H) -> u64 {
     let mut h = new();
     h.write_u64(db as u64);
     write_bytes(&mut h, &e.key);

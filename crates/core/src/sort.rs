@@ -21,10 +21,11 @@
 
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{CmdError, CmdResult};
+use crate::keyspace::Value;
 use crate::store::{Ctx, Store};
-use crate::table::{cmd, CommandSpec, Flags, Handler};
+use crate::table::{cmd, CommandSpec, Flags};
 use bytes::Bytes;
-use kvasir_engine_memory::{List, Value};
+use kvasir_engine_memory::List;
 use kvasir_resp::Reply;
 use std::cmp::Ordering;
 
@@ -37,8 +38,8 @@ const ACL_R: &[&str] = &["read", "set", "sortedset", "list", "slow", "dangerous"
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
     // The STORE destination is a key too: movable keys.
-    CommandSpec { key_finder: Some(sort_keys), ..cmd("sort", -2, W_OOM_MOV, KEY, ACL_W, G, "1.0.0", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", Handler::Write(sort)) }.events(crate::notify::Events::Custom(crate::notify::sortstore)),
-    cmd("sort_ro", -2, Flags::READONLY, KEY, ACL_R, G, "7.0.0", "Returns the sorted elements of a list, a set, or a sorted set.", Handler::Read(sort_ro)),
+    CommandSpec { key_finder: Some(sort_keys), ..cmd("sort", -2, W_OOM_MOV, KEY, ACL_W, G, "1.0.0", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", crate::write_handler!(sort)) }.events(crate::notify::Events::Custom(crate::notify::sortstore)),
+    cmd("sort_ro", -2, Flags::READONLY, KEY, ACL_R, G, "7.0.0", "Returns the sorted elements of a list, a set, or a sorted set.", crate::read_handler!(sort_ro)),
 ];
 
 const BY_DENIED: &str = "ERR BY option of SORT denied in Cluster mode when keys formed by the pattern may be in different slots.";
@@ -392,7 +393,7 @@ fn run_sort<'a>(
         j += 1;
     }
 
-    let sortval = match store.live(db, key, ctx.now_ms).map(|e| &e.value) {
+    let sortval = match store.live(db, key, ctx.now_ms).map(|e| e.value) {
         None => None,
         Some(v @ (Value::List(_) | Value::Set(_) | Value::ZSet(_))) => Some(v),
         Some(_) => return Err(CmdError::WrongType),

@@ -8,9 +8,9 @@
 //! active expiry cycle, which proposes `Store::apply_expired` like any write.
 
 use crate::error::{CmdError, CmdResult};
+use crate::keyspace::{EntryRef, Keyspace, MemoryKeyspace, OwnedEntry, Value};
 use crate::table::{resolve, Handler};
 use bytes::Bytes;
-use kvasir_engine_memory::{Db, Entry, Value};
 use std::cell::Cell;
 
 pub const DEFAULT_DATABASES: usize = 16;
@@ -88,8 +88,10 @@ impl Default for EncodingLimits {
     }
 }
 
-pub struct Store {
-    dbs: Vec<Db>,
+/// A shard's state: the keyspace (an engine behind [`Keyspace`]) and
+/// the engine-neutral state around it.
+pub struct Store<K: Keyspace = MemoryKeyspace> {
+    ks: K,
     pub stats: Stats,
     pub limits: EncodingLimits,
     /// Whether this store is a cluster shard. Commands whose behaviour
@@ -120,9 +122,17 @@ impl Default for Store {
 }
 
 impl Store {
+    /// A store of `databases` empty databases in the memory engine.
     pub fn new(databases: usize) -> Store {
+        Store::with_keyspace(MemoryKeyspace::with_databases(databases))
+    }
+}
+
+impl<K: Keyspace> Store<K> {
+    /// A store over the keyspace `ks`.
+    pub fn with_keyspace(ks: K) -> Store<K> {
         Store {
-            dbs: (0..databases.max(1)).map(|_| Db::new()).collect(),
+            ks,
             stats: Stats::default(),
             limits: EncodingLimits::default(),
             cluster_mode: false,
@@ -134,15 +144,29 @@ impl Store {
     }
 
     pub fn databases(&self) -> usize {
-        self.dbs.len()
+        self.ks.databases()
     }
 
-    pub fn db(&self, db: usize) -> &Db {
-        &self.dbs[db]
+    /// The engine.
+    pub fn keyspace(&self) -> &K {
+        &self.ks
     }
 
-    pub fn db_mut(&mut self, db: usize) -> &mut Db {
-        &mut self.dbs[db]
+    pub fn keyspace_mut(&mut self) -> &mut K {
+        &mut self.ks
+    }
+
+    /// One database of the keyspace, to read.
+    pub fn db(&self, db: usize) -> DbRef<'_, K> {
+        DbRef { ks: &self.ks, db }
+    }
+
+    /// One database of the keyspace, to change.
+    pub fn db_mut(&mut self, db: usize) -> DbMut<'_, K> {
+        DbMut {
+            ks: &mut self.ks,
+            db,
+        }
     }
 
     /// Checks a database index argument (SELECT, SWAPDB, COPY DB, MOVE).
@@ -151,22 +175,22 @@ impl Store {
             arg,
             CmdError::other("ERR value is not an integer or out of range"),
         )?;
-        if i < 0 || i as usize >= self.dbs.len() {
+        if i < 0 || i as usize >= self.ks.databases() {
             return Err(CmdError::DbIndexOutOfRange);
         }
         Ok(i as usize)
     }
 
     pub fn swap_dbs(&mut self, a: usize, b: usize) {
-        self.dbs.swap(a, b);
+        self.ks.swap_dbs(a, b);
     }
 
     /// Runs a write command. `args[0]` is the command name.
     pub fn apply(&mut self, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
         let (spec, _) = resolve(args)?;
         match spec.handler {
-            Handler::Write(f) => f(self, db, args, ctx),
-            Handler::Read(f) => f(self, db, args, ctx),
+            Handler::Write(f) => K::write_fn(&f)(self, db, args, ctx),
+            Handler::Read(f) => K::read_fn(&f)(self, db, args, ctx),
             _ => Err(crate::error::unknown_command(args)),
         }
     }
@@ -175,14 +199,14 @@ impl Store {
     pub fn read(&self, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
         let (spec, _) = resolve(args)?;
         match spec.handler {
-            Handler::Read(f) => f(self, db, args, ctx),
+            Handler::Read(f) => K::read_fn(&f)(self, db, args, ctx),
             _ => Err(crate::error::unknown_command(args)),
         }
     }
 
     /// The live entry of `key` at `now_ms` (expired keys read as missing).
-    pub fn live(&self, db: usize, key: &[u8], now_ms: u64) -> Option<&Entry> {
-        let found = self.dbs[db].get(key).filter(|e| !e.is_expired(now_ms));
+    pub fn live(&self, db: usize, key: &[u8], now_ms: u64) -> Option<EntryRef<'_, K>> {
+        let found = self.ks.get(db, key).filter(|e| !e.is_expired(now_ms));
         let counter = match found {
             Some(_) => &self.stats.keyspace_hits,
             None => &self.stats.keyspace_misses,
@@ -195,10 +219,9 @@ impl Store {
     /// expiry, deterministic because the time comes from the ctx), then
     /// returns whether it exists.
     pub fn expire_if_needed(&mut self, db: usize, key: &[u8], ctx: &Ctx) -> bool {
-        let d = &mut self.dbs[db];
-        match d.get(key) {
+        match self.ks.get(db, key) {
             Some(e) if e.is_expired(ctx.now_ms) => {
-                d.remove(key);
+                self.ks.remove(db, key);
                 self.stats.expired_keys += 1;
                 self.emit(crate::notify::EXPIRED, "expired", db, key);
                 false
@@ -209,9 +232,9 @@ impl Store {
     }
 
     /// For writes: the live value of `key`, mutable, after lazy expiry.
-    pub fn live_value_mut(&mut self, db: usize, key: &[u8], ctx: &Ctx) -> Option<&mut Value> {
+    pub fn live_value_mut(&mut self, db: usize, key: &[u8], ctx: &Ctx) -> Option<&mut Value<K>> {
         if self.expire_if_needed(db, key, ctx) {
-            self.dbs[db].get_value_mut(key)
+            self.ks.get_value_mut(db, key)
         } else {
             None
         }
@@ -223,9 +246,8 @@ impl Store {
     pub fn apply_expired(&mut self, db: usize, keys: &[Bytes], ctx: &Ctx) -> usize {
         let mut n = 0;
         for k in keys {
-            let d = &mut self.dbs[db];
-            if d.get(k).is_some_and(|e| e.is_expired(ctx.now_ms)) {
-                d.remove(k);
+            if self.ks.get(db, k).is_some_and(|e| e.is_expired(ctx.now_ms)) {
+                self.ks.remove(db, k);
                 n += 1;
                 self.emit(crate::notify::EXPIRED, "expired", db, k);
             }
@@ -236,25 +258,123 @@ impl Store {
 
     /// Removes every key of every database.
     pub fn flush_all(&mut self) {
-        for d in &mut self.dbs {
-            d.clear();
+        for db in 0..self.ks.databases() {
+            self.ks.clear(db);
         }
     }
 
     /// A canonical dump of the whole state, for determinism checks:
     /// (db, key, value, expiry) sorted.
-    pub fn dump(&self) -> Vec<(usize, Vec<u8>, Value, Option<u64>)> {
-        let mut out: Vec<_> = self
-            .dbs
-            .iter()
-            .enumerate()
-            .flat_map(|(i, d)| {
-                d.iter()
+    pub fn dump(&self) -> Vec<(usize, Vec<u8>, Value<K>, Option<u64>)> {
+        let mut out: Vec<_> = (0..self.ks.databases())
+            .flat_map(|i| {
+                self.ks
+                    .iter(i)
                     .map(move |e| (i, e.key.to_vec(), e.value.clone(), e.expire_at()))
             })
             .collect();
         out.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         out
+    }
+}
+
+/// One database of a store, read through the engine.
+pub struct DbRef<'a, K: Keyspace> {
+    ks: &'a K,
+    db: usize,
+}
+
+impl<'a, K: Keyspace> DbRef<'a, K> {
+    /// The entry of `key`, expired or not.
+    #[inline]
+    pub fn get(&self, key: &[u8]) -> Option<EntryRef<'a, K>> {
+        self.ks.get(self.db, key)
+    }
+
+    /// Number of keys, logically expired ones not yet removed included.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.ks.len(self.db)
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.ks.is_empty(self.db)
+    }
+
+    #[inline]
+    pub fn expires_count(&self) -> usize {
+        self.ks.expires_count(self.db)
+    }
+
+    /// Every entry, in the engine's deterministic order.
+    pub fn iter(&self) -> impl Iterator<Item = EntryRef<'a, K>> + 'a {
+        self.ks.iter(self.db)
+    }
+
+    /// See [`Keyspace::scan`].
+    pub fn scan(&self, cursor: u64, count: usize, visit: impl FnMut(EntryRef<'_, K>)) -> u64 {
+        self.ks.scan(self.db, cursor, count, visit)
+    }
+
+    /// See [`Keyspace::random_entry`].
+    pub fn random_entry(&self, r: u64) -> Option<EntryRef<'a, K>> {
+        self.ks.random_entry(self.db, r)
+    }
+
+    /// See [`Keyspace::entry_size`].
+    pub fn entry_size(&self, key: &[u8]) -> usize {
+        self.ks.entry_size(self.db, key)
+    }
+}
+
+/// One database of a store, changed through the engine.
+pub struct DbMut<'a, K: Keyspace> {
+    ks: &'a mut K,
+    db: usize,
+}
+
+impl<'a, K: Keyspace> DbMut<'a, K> {
+    /// The entry of `key`, expired or not.
+    #[inline]
+    pub fn get(&self, key: &[u8]) -> Option<EntryRef<'_, K>> {
+        self.ks.get(self.db, key)
+    }
+
+    /// The value of `key` to change in place, for as long as this view
+    /// lives (it is consumed).
+    #[inline]
+    pub fn get_value_mut(self, key: &[u8]) -> Option<&'a mut Value<K>> {
+        self.ks.get_value_mut(self.db, key)
+    }
+
+    /// See [`Keyspace::set`].
+    #[inline]
+    pub fn set(
+        &mut self,
+        key: &[u8],
+        value: Value<K>,
+        expire_at: Option<u64>,
+    ) -> Option<OwnedEntry<K>> {
+        self.ks.set(self.db, key, value, expire_at)
+    }
+
+    #[inline]
+    pub fn set_expire(&mut self, key: &[u8], expire_at: Option<u64>) -> bool {
+        self.ks.set_expire(self.db, key, expire_at)
+    }
+
+    #[inline]
+    pub fn remove(&mut self, key: &[u8]) -> Option<OwnedEntry<K>> {
+        self.ks.remove(self.db, key)
+    }
+
+    pub fn reserve(&mut self, additional: usize) {
+        self.ks.reserve(self.db, additional)
+    }
+
+    pub fn clear(&mut self) {
+        self.ks.clear(self.db)
     }
 }
 

@@ -16,11 +16,12 @@
 
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{BlockOn, CmdError, CmdResult};
+use crate::keyspace::Value;
 use crate::store::{Ctx, Store};
-use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Handler};
+use crate::table::{cmd, container, help_reply, CommandSpec, Flags};
 use bytes::Bytes;
 use kvasir_engine_memory::stream::{Consumer, EntryRef, Group, Pending, StreamId, Trim};
-use kvasir_engine_memory::{Stream, Value};
+use kvasir_engine_memory::Stream;
 use kvasir_resp::Reply;
 
 const WDF: Flags = Flags::WRITE.union(Flags::DENYOOM).union(Flags::FAST);
@@ -50,39 +51,39 @@ const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("xack", -4, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Marks a pending message as correctly processed, effectively removing it from the pending entries list of the consumer group.", Handler::Write(xack)).idle_on_empty().events(crate::notify::Events::None),
-    cmd("xadd", -5, WDF, ONE_KEY, ACL_WF, G, "5.0.0", "Appends a new entry to a stream", Handler::Write(xadd)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::xadd)),
-    cmd("xautoclaim", -6, WF, ONE_KEY, ACL_WF, G, "6.2.0", "Changes (or acquires) ownership of messages in a consumer group, as if the messages were delivered to the specified consumer.", Handler::Write(xautoclaim)).events(crate::notify::Events::None),
-    cmd("xclaim", -6, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Changes (or acquires) ownership of a message in a consumer group, as if the message was delivered to the specified consumer.", Handler::Write(xclaim)).events(crate::notify::Events::None),
-    cmd("xdel", -3, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Removes the specified entries from the stream. Returns the number of items actually deleted, that may be different from the number of IDs passed in case certain IDs do not exist.", Handler::Write(xdel)).idle_on_empty(),
+    cmd("xack", -4, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Marks a pending message as correctly processed, effectively removing it from the pending entries list of the consumer group.", crate::write_handler!(xack)).idle_on_empty().events(crate::notify::Events::None),
+    cmd("xadd", -5, WDF, ONE_KEY, ACL_WF, G, "5.0.0", "Appends a new entry to a stream", crate::write_handler!(xadd)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::xadd)),
+    cmd("xautoclaim", -6, WF, ONE_KEY, ACL_WF, G, "6.2.0", "Changes (or acquires) ownership of messages in a consumer group, as if the messages were delivered to the specified consumer.", crate::write_handler!(xautoclaim)).events(crate::notify::Events::None),
+    cmd("xclaim", -6, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Changes (or acquires) ownership of a message in a consumer group, as if the message was delivered to the specified consumer.", crate::write_handler!(xclaim)).events(crate::notify::Events::None),
+    cmd("xdel", -3, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Removes the specified entries from the stream. Returns the number of items actually deleted, that may be different from the number of IDs passed in case certain IDs do not exist.", crate::write_handler!(xdel)).idle_on_empty(),
     container("xgroup", -2, &["slow"], G, "5.0.0", "A container for consumer groups commands", XGROUP_SUBS),
     container("xinfo", -2, &["slow"], G, "5.0.0", "A container for stream introspection commands", XINFO_SUBS),
-    cmd("xlen", 2, RF, ONE_KEY, ACL_RF, G, "5.0.0", "Return the number of entries in a stream", Handler::Read(xlen)),
-    cmd("xpending", -3, R, ONE_KEY, ACL_R, G, "5.0.0", "Return information and entries from a stream consumer group pending entries list, that are messages fetched but never acknowledged.", Handler::Read(xpending)),
-    cmd("xrange", -4, R, ONE_KEY, ACL_R, G, "5.0.0", "Return a range of elements in a stream, with IDs matching the specified IDs interval", Handler::Read(xrange)),
-    CommandSpec { key_finder: Some(keys_after_streams), ..cmd("xread", -4, R_BLOCK, NO_KEYS, ACL_RB, G, "5.0.0", "Return never seen elements in multiple streams, with IDs greater than the ones reported by the caller for each stream. Can block.", Handler::Read(xread)) },
-    CommandSpec { key_finder: Some(keys_after_streams), ..cmd("xreadgroup", -7, W_BLOCK, NO_KEYS, ACL_WB, G, "5.0.0", "Return new entries from a stream using a consumer group, or access the history of the pending entries for a given consumer. Can block.", Handler::Write(xreadgroup)) }.events(crate::notify::Events::None),
-    cmd("xrevrange", -4, R, ONE_KEY, ACL_R, G, "5.0.0", "Return a range of elements in a stream, with IDs matching the specified IDs interval, in reverse order (from greater to smaller IDs) compared to XRANGE", Handler::Read(xrevrange)),
-    cmd("xsetid", -3, WDF, ONE_KEY, ACL_WF, G, "5.0.0", "An internal command for replicating stream values", Handler::Write(xsetid)),
-    cmd("xtrim", -4, W, ONE_KEY, ACL_W, G, "5.0.0", "Trims the stream to (approximately if '~' is passed) a certain size", Handler::Write(xtrim)).idle_on_empty(),
+    cmd("xlen", 2, RF, ONE_KEY, ACL_RF, G, "5.0.0", "Return the number of entries in a stream", crate::read_handler!(xlen)),
+    cmd("xpending", -3, R, ONE_KEY, ACL_R, G, "5.0.0", "Return information and entries from a stream consumer group pending entries list, that are messages fetched but never acknowledged.", crate::read_handler!(xpending)),
+    cmd("xrange", -4, R, ONE_KEY, ACL_R, G, "5.0.0", "Return a range of elements in a stream, with IDs matching the specified IDs interval", crate::read_handler!(xrange)),
+    CommandSpec { key_finder: Some(keys_after_streams), ..cmd("xread", -4, R_BLOCK, NO_KEYS, ACL_RB, G, "5.0.0", "Return never seen elements in multiple streams, with IDs greater than the ones reported by the caller for each stream. Can block.", crate::read_handler!(xread)) },
+    CommandSpec { key_finder: Some(keys_after_streams), ..cmd("xreadgroup", -7, W_BLOCK, NO_KEYS, ACL_WB, G, "5.0.0", "Return new entries from a stream using a consumer group, or access the history of the pending entries for a given consumer. Can block.", crate::write_handler!(xreadgroup)) }.events(crate::notify::Events::None),
+    cmd("xrevrange", -4, R, ONE_KEY, ACL_R, G, "5.0.0", "Return a range of elements in a stream, with IDs matching the specified IDs interval, in reverse order (from greater to smaller IDs) compared to XRANGE", crate::read_handler!(xrevrange)),
+    cmd("xsetid", -3, WDF, ONE_KEY, ACL_WF, G, "5.0.0", "An internal command for replicating stream values", crate::write_handler!(xsetid)),
+    cmd("xtrim", -4, W, ONE_KEY, ACL_W, G, "5.0.0", "Trims the stream to (approximately if '~' is passed) a certain size", crate::write_handler!(xtrim)).idle_on_empty(),
 ];
 
 #[rustfmt::skip]
 const XGROUP_SUBS: &[CommandSpec] = &[
-    cmd("create", -5, WD, SUB_KEY, ACL_W, G, "5.0.0", "Create a consumer group.", Handler::Write(xgroup_create)).events(crate::notify::Events::Named("xgroup-create")),
-    cmd("createconsumer", 5, WD, SUB_KEY, ACL_W, G, "6.2.0", "Create a consumer in a consumer group.", Handler::Write(xgroup_createconsumer)).idle_on_empty().events(crate::notify::Events::Named("xgroup-createconsumer")),
-    cmd("delconsumer", 5, W, SUB_KEY, ACL_W, G, "5.0.0", "Delete a consumer from a consumer group.", Handler::Write(xgroup_delconsumer)).events(crate::notify::Events::Named("xgroup-delconsumer")),
-    cmd("destroy", 4, W, SUB_KEY, ACL_W, G, "5.0.0", "Destroy a consumer group.", Handler::Write(xgroup_destroy)).idle_on_empty().events(crate::notify::Events::Named("xgroup-destroy")),
-    cmd("help", 2, HELP_FLAGS, NO_KEYS, ACL_HELP, G, "5.0.0", "Show helpful text about the different subcommands", Handler::Read(xgroup_help)),
-    cmd("setid", -5, W, SUB_KEY, ACL_W, G, "5.0.0", "Set a consumer group to an arbitrary last delivered ID value.", Handler::Write(xgroup_setid)).events(crate::notify::Events::Named("xgroup-setid")),
+    cmd("create", -5, WD, SUB_KEY, ACL_W, G, "5.0.0", "Create a consumer group.", crate::write_handler!(xgroup_create)).events(crate::notify::Events::Named("xgroup-create")),
+    cmd("createconsumer", 5, WD, SUB_KEY, ACL_W, G, "6.2.0", "Create a consumer in a consumer group.", crate::write_handler!(xgroup_createconsumer)).idle_on_empty().events(crate::notify::Events::Named("xgroup-createconsumer")),
+    cmd("delconsumer", 5, W, SUB_KEY, ACL_W, G, "5.0.0", "Delete a consumer from a consumer group.", crate::write_handler!(xgroup_delconsumer)).events(crate::notify::Events::Named("xgroup-delconsumer")),
+    cmd("destroy", 4, W, SUB_KEY, ACL_W, G, "5.0.0", "Destroy a consumer group.", crate::write_handler!(xgroup_destroy)).idle_on_empty().events(crate::notify::Events::Named("xgroup-destroy")),
+    cmd("help", 2, HELP_FLAGS, NO_KEYS, ACL_HELP, G, "5.0.0", "Show helpful text about the different subcommands", crate::read_handler!(xgroup_help)),
+    cmd("setid", -5, W, SUB_KEY, ACL_W, G, "5.0.0", "Set a consumer group to an arbitrary last delivered ID value.", crate::write_handler!(xgroup_setid)).events(crate::notify::Events::Named("xgroup-setid")),
 ];
 
 #[rustfmt::skip]
 const XINFO_SUBS: &[CommandSpec] = &[
-    cmd("consumers", 4, R, SUB_KEY, ACL_R, G, "5.0.0", "List the consumers in a consumer group", Handler::Read(xinfo_consumers)),
-    cmd("groups", 3, R, SUB_KEY, ACL_R, G, "5.0.0", "List the consumer groups of a stream", Handler::Read(xinfo_groups)),
-    cmd("help", 2, HELP_FLAGS, NO_KEYS, ACL_HELP, G, "5.0.0", "Show helpful text about the different subcommands", Handler::Read(xinfo_help)),
-    cmd("stream", -3, R, SUB_KEY, ACL_R, G, "5.0.0", "Get information about a stream", Handler::Read(xinfo_stream)),
+    cmd("consumers", 4, R, SUB_KEY, ACL_R, G, "5.0.0", "List the consumers in a consumer group", crate::read_handler!(xinfo_consumers)),
+    cmd("groups", 3, R, SUB_KEY, ACL_R, G, "5.0.0", "List the consumer groups of a stream", crate::read_handler!(xinfo_groups)),
+    cmd("help", 2, HELP_FLAGS, NO_KEYS, ACL_HELP, G, "5.0.0", "Show helpful text about the different subcommands", crate::read_handler!(xinfo_help)),
+    cmd("stream", -3, R, SUB_KEY, ACL_R, G, "5.0.0", "Get information about a stream", crate::read_handler!(xinfo_stream)),
 ];
 
 /// Key finder for XREAD / XREADGROUP: the first half of the arguments

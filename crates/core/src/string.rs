@@ -7,10 +7,11 @@
 
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{CmdError, CmdResult};
+use crate::keyspace::{Keyspace, Value};
 use crate::store::{Ctx, Store};
-use crate::table::{cmd, CommandSpec, Flags, Handler};
+use crate::table::{cmd, CommandSpec, Flags};
 use bytes::Bytes;
-use kvasir_engine_memory::{CompactBytes, Value};
+use kvasir_engine_memory::CompactBytes;
 use kvasir_resp::Reply;
 use std::borrow::Cow;
 
@@ -28,28 +29,28 @@ const ONE_KEY: (i32, i32, i32) = (1, 1, 1);
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("append", 3, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist.", Handler::Write(append)),
-    cmd("decr", 2, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", Handler::Write(decr)).events(crate::notify::Events::Named("incrby")),
-    cmd("decrby", 3, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.", Handler::Write(decrby)).events(crate::notify::Events::Named("incrby")),
-    cmd("get", 2, RF, ONE_KEY, ACL_RF, G, "1.0.0", "Returns the string value of a key.", Handler::Read(get)),
-    cmd("getdel", 2, WF, ONE_KEY, ACL_WF, G, "6.2.0", "Returns the string value of a key after deleting the key.", Handler::Write(getdel)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)),
-    cmd("getex", -2, WF, ONE_KEY, ACL_WF, G, "6.2.0", "Returns the string value of a key after setting its expiration time.", Handler::Write(getex)).events(crate::notify::Events::Custom(crate::notify::getex)),
-    cmd("getrange", 4, R, ONE_KEY, ACL_R, G, "2.4.0", "Returns a substring of the string stored at a key.", Handler::Read(getrange)),
-    cmd("getset", 3, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Returns the previous string value of a key after setting it to a new value.", Handler::Write(getset)).events(crate::notify::Events::Named("set")),
-    cmd("incr", 2, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", Handler::Write(incr)).events(crate::notify::Events::Named("incrby")),
-    cmd("incrby", 3, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.", Handler::Write(incrby)).events(crate::notify::Events::Named("incrby")),
-    cmd("incrbyfloat", 3, WF_OOM, ONE_KEY, ACL_WF, G, "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.", Handler::Write(incrbyfloat)),
-    cmd("lcs", -3, R, (1, 2, 1), ACL_R, G, "7.0.0", "Finds the longest common substring.", Handler::Read(lcs)),
-    cmd("mget", -2, RF, (1, -1, 1), ACL_RF, G, "1.0.0", "Atomically returns the string values of one or more keys.", Handler::Read(mget)),
-    cmd("mset", -3, W_OOM, (1, -1, 2), ACL_W, G, "1.0.1", "Atomically creates or modifies the string values of one or more keys.", Handler::Write(mset)).events(crate::notify::Events::Named("set")),
-    cmd("msetnx", -3, W_OOM, (1, -1, 2), ACL_W, G, "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist.", Handler::Write(msetnx)).idle_on_empty().events(crate::notify::Events::Named("set")),
-    cmd("psetex", 4, W_OOM, ONE_KEY, ACL_W, G, "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", Handler::Write(psetex)).events(crate::notify::Events::Custom(crate::notify::setex)),
-    cmd("set", -3, W_OOM, ONE_KEY, ACL_W, G, "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", Handler::Write(set)).events(crate::notify::Events::Custom(crate::notify::set)),
-    cmd("setex", 4, W_OOM, ONE_KEY, ACL_W, G, "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", Handler::Write(setex)).events(crate::notify::Events::Custom(crate::notify::setex)),
-    cmd("setnx", 3, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Set the string value of a key only when the key doesn't exist.", Handler::Write(setnx)).idle_on_empty().events(crate::notify::Events::Named("set")),
-    cmd("setrange", 4, W_OOM, ONE_KEY, ACL_W, G, "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", Handler::Write(setrange)),
-    cmd("strlen", 2, RF, ONE_KEY, ACL_RF, G, "2.2.0", "Returns the length of a string value.", Handler::Read(strlen)),
-    cmd("substr", 4, R, ONE_KEY, ACL_R, G, "1.0.0", "Returns a substring from a string value.", Handler::Read(getrange)),
+    cmd("append", 3, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist.", crate::write_handler!(append)),
+    cmd("decr", 2, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", crate::write_handler!(decr)).events(crate::notify::Events::Named("incrby")),
+    cmd("decrby", 3, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.", crate::write_handler!(decrby)).events(crate::notify::Events::Named("incrby")),
+    cmd("get", 2, RF, ONE_KEY, ACL_RF, G, "1.0.0", "Returns the string value of a key.", crate::read_handler!(get)),
+    cmd("getdel", 2, WF, ONE_KEY, ACL_WF, G, "6.2.0", "Returns the string value of a key after deleting the key.", crate::write_handler!(getdel)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)),
+    cmd("getex", -2, WF, ONE_KEY, ACL_WF, G, "6.2.0", "Returns the string value of a key after setting its expiration time.", crate::write_handler!(getex)).events(crate::notify::Events::Custom(crate::notify::getex)),
+    cmd("getrange", 4, R, ONE_KEY, ACL_R, G, "2.4.0", "Returns a substring of the string stored at a key.", crate::read_handler!(getrange)),
+    cmd("getset", 3, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Returns the previous string value of a key after setting it to a new value.", crate::write_handler!(getset)).events(crate::notify::Events::Named("set")),
+    cmd("incr", 2, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", crate::write_handler!(incr)).events(crate::notify::Events::Named("incrby")),
+    cmd("incrby", 3, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.", crate::write_handler!(incrby)).events(crate::notify::Events::Named("incrby")),
+    cmd("incrbyfloat", 3, WF_OOM, ONE_KEY, ACL_WF, G, "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.", crate::write_handler!(incrbyfloat)),
+    cmd("lcs", -3, R, (1, 2, 1), ACL_R, G, "7.0.0", "Finds the longest common substring.", crate::read_handler!(lcs)),
+    cmd("mget", -2, RF, (1, -1, 1), ACL_RF, G, "1.0.0", "Atomically returns the string values of one or more keys.", crate::read_handler!(mget)),
+    cmd("mset", -3, W_OOM, (1, -1, 2), ACL_W, G, "1.0.1", "Atomically creates or modifies the string values of one or more keys.", crate::write_handler!(mset)).events(crate::notify::Events::Named("set")),
+    cmd("msetnx", -3, W_OOM, (1, -1, 2), ACL_W, G, "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist.", crate::write_handler!(msetnx)).idle_on_empty().events(crate::notify::Events::Named("set")),
+    cmd("psetex", 4, W_OOM, ONE_KEY, ACL_W, G, "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", crate::write_handler!(psetex)).events(crate::notify::Events::Custom(crate::notify::setex)),
+    cmd("set", -3, W_OOM, ONE_KEY, ACL_W, G, "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", crate::write_handler!(set)).events(crate::notify::Events::Custom(crate::notify::set)),
+    cmd("setex", 4, W_OOM, ONE_KEY, ACL_W, G, "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", crate::write_handler!(setex)).events(crate::notify::Events::Custom(crate::notify::setex)),
+    cmd("setnx", 3, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Set the string value of a key only when the key doesn't exist.", crate::write_handler!(setnx)).idle_on_empty().events(crate::notify::Events::Named("set")),
+    cmd("setrange", 4, W_OOM, ONE_KEY, ACL_W, G, "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", crate::write_handler!(setrange)),
+    cmd("strlen", 2, RF, ONE_KEY, ACL_RF, G, "2.2.0", "Returns the length of a string value.", crate::read_handler!(strlen)),
+    cmd("substr", 4, R, ONE_KEY, ACL_R, G, "1.0.0", "Returns a substring from a string value.", crate::read_handler!(getrange)),
 ];
 
 /// Redis's default proto-max-bulk-len: APPEND and SETRANGE refuse to grow a
@@ -123,7 +124,7 @@ fn check_string_length(total: u64) -> Result<usize, CmdError> {
 /// For writes: the live value of `key` after lazy expiry.
 fn live_for_write<'a>(store: &'a mut Store, db: usize, key: &[u8], ctx: &Ctx) -> Option<&'a Value> {
     if store.expire_if_needed(db, key, ctx) {
-        store.db(db).get(key).map(|e| &e.value)
+        store.db(db).get(key).map(|e| e.value)
     } else {
         None
     }
@@ -145,11 +146,11 @@ fn string_for_write(
 /// Stores `value` at `key`, keeping the TTL of a key that already exists
 /// (what INCR and friends do). Call after lazy expiry.
 fn put_keep_ttl(store: &mut Store, db: usize, key: &[u8], value: Value) {
-    let d = store.db_mut(db);
-    match d.get_value_mut(key) {
+    let ks = store.keyspace_mut();
+    match ks.get_value_mut(db, key) {
         Some(slot) => *slot = value,
         None => {
-            d.set(key, value, None);
+            ks.set(db, key, value, None);
         }
     }
 }

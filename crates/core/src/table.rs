@@ -6,6 +6,7 @@
 //! joins them into one lookup.
 
 use crate::error::{CmdError, CmdResult};
+use crate::keyspace::MemoryKeyspace;
 use crate::store::{Ctx, Store};
 use bytes::Bytes;
 use kvasir_resp::Reply;
@@ -73,14 +74,46 @@ impl Flags {
     }
 }
 
+/// A write handler for the engine `K`.
+pub type WriteFn<K> = fn(&mut Store<K>, usize, &[Bytes], &Ctx) -> CmdResult;
+/// A read handler for the engine `K`.
+pub type ReadFn<K> = fn(&Store<K>, usize, &[Bytes], &Ctx) -> CmdResult;
+
+/// One copy of a handler per engine, each monomorphised from the same
+/// generic function (`fn hset<K: Keyspace>`): the table stays the one
+/// source of every command while each engine gets static dispatch
+/// ([`crate::keyspace::Keyspace::write_fn`] picks its copy). Built by
+/// [`write_handler!`](crate::write_handler) and
+/// [`read_handler!`](crate::read_handler).
+#[derive(Clone, Copy)]
+pub struct PerEngine<F> {
+    pub memory: F,
+}
+
+/// `Handler::Write` for a generic write handler, one copy per engine.
+#[macro_export]
+macro_rules! write_handler {
+    ($f:expr) => {
+        $crate::table::Handler::Write($crate::table::PerEngine { memory: $f })
+    };
+}
+
+/// `Handler::Read` for a generic read handler, one copy per engine.
+#[macro_export]
+macro_rules! read_handler {
+    ($f:expr) => {
+        $crate::table::Handler::Read($crate::table::PerEngine { memory: $f })
+    };
+}
+
 /// How a command is executed.
 #[derive(Clone, Copy)]
 pub enum Handler {
     /// Mutates the keyspace; runs only through [`Store::apply`] so it is
-    /// ordered, deterministic and (later) replicated.
-    Write(fn(&mut Store, usize, &[Bytes], &Ctx) -> CmdResult),
+    /// ordered, deterministic and replicated.
+    Write(PerEngine<WriteFn<MemoryKeyspace>>),
     /// Reads the keyspace; never mutates it (expired keys read as missing).
-    Read(fn(&Store, usize, &[Bytes], &Ctx) -> CmdResult),
+    Read(PerEngine<ReadFn<MemoryKeyspace>>),
     /// Answered by the session/server layer (connection state, server info).
     Session(crate::connection::SessionCmd),
     /// A container (CLIENT, CONFIG...): dispatch goes to `subcommands`.

@@ -12,13 +12,12 @@
 use crate::args::{eq_ic, parse_f64, parse_i64, parse_timeout};
 use crate::error::{BlockOn, CmdError, CmdResult};
 use crate::glob;
+use crate::keyspace::Value;
 use crate::store::{Ctx, Store};
-use crate::table::{
-    cmd, dest_and_keys_after_numkeys, keys_after_numkeys, CommandSpec, Flags, Handler,
-};
+use crate::table::{cmd, dest_and_keys_after_numkeys, keys_after_numkeys, CommandSpec, Flags};
 use bytes::Bytes;
 use kvasir_engine_memory::zset::ZSetLimits;
-use kvasir_engine_memory::{Set, Value, ZSet};
+use kvasir_engine_memory::{Set, ZSet};
 use kvasir_resp::{format_double, Reply};
 use std::collections::{BTreeSet, HashMap};
 
@@ -50,41 +49,41 @@ const ACL_BS: &[&str] = &["write", "sortedset", "slow", "blocking"];
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("bzpopmax", -3, BLOCK_F, (1, -2, 1), ACL_BF, G, "5.0.0", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped.", Handler::Write(bzpopmax)).events(crate::notify::Events::Custom(crate::notify::bzpopmax)),
-    cmd("bzpopmin", -3, BLOCK_F, (1, -2, 1), ACL_BF, G, "5.0.0", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", Handler::Write(bzpopmin)).events(crate::notify::Events::Custom(crate::notify::bzpopmin)),
-    CommandSpec { key_finder: Some(keys_after_numkeys::<2>), ..cmd("bzmpop", -5, BLOCK_MOV, NO_KEYS, ACL_BS, G, "7.0.0", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", Handler::Write(bzmpop)) }.events(crate::notify::Events::Custom(crate::notify::zmpop)),
-    cmd("zadd", -4, WF_OOM, KEY, ACL_WF, G, "1.2.0", "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.", Handler::Write(zadd)).events(crate::notify::Events::Custom(crate::notify::zadd)),
-    cmd("zcard", 2, RF, KEY, ACL_RF, G, "1.2.0", "Returns the number of members in a sorted set.", Handler::Read(zcard)),
-    cmd("zcount", 4, RF, KEY, ACL_RF, G, "2.0.0", "Returns the count of members in a sorted set that have scores within a range.", Handler::Read(zcount)),
-    CommandSpec { key_finder: Some(keys_after_numkeys::<1>), ..cmd("zdiff", -3, R_MOV, NO_KEYS, ACL_RS, G, "6.2.0", "Returns the difference between multiple sorted sets.", Handler::Read(zdiff)) },
-    CommandSpec { key_finder: Some(dest_and_keys_after_numkeys), ..cmd("zdiffstore", -4, W_OOM_MOV, KEY, ACL_WS, G, "6.2.0", "Stores the difference of multiple sorted sets in a key.", Handler::Write(zdiffstore)) }.events(crate::notify::Events::Dest("zdiffstore")),
-    cmd("zincrby", 4, WF_OOM, KEY, ACL_WF, G, "1.2.0", "Increments the score of a member in a sorted set.", Handler::Write(zincrby)).events(crate::notify::Events::Named("zincr")),
-    CommandSpec { key_finder: Some(keys_after_numkeys::<1>), ..cmd("zinter", -3, R_MOV, NO_KEYS, ACL_RS, G, "6.2.0", "Returns the intersect of multiple sorted sets.", Handler::Read(zinter)) },
-    CommandSpec { key_finder: Some(keys_after_numkeys::<1>), ..cmd("zintercard", -3, R_MOV, NO_KEYS, ACL_RS, G, "7.0.0", "Returns the number of members of the intersect of multiple sorted sets.", Handler::Read(zintercard)) },
-    CommandSpec { key_finder: Some(dest_and_keys_after_numkeys), ..cmd("zinterstore", -4, W_OOM_MOV, KEY, ACL_WS, G, "2.0.0", "Stores the intersect of multiple sorted sets in a key.", Handler::Write(zinterstore)) }.events(crate::notify::Events::Dest("zinterstore")),
-    cmd("zlexcount", 4, RF, KEY, ACL_RF, G, "2.8.9", "Returns the number of members in a sorted set within a lexicographical range.", Handler::Read(zlexcount)),
-    CommandSpec { key_finder: Some(keys_after_numkeys::<1>), ..cmd("zmpop", -4, W_MOV, NO_KEYS, ACL_WS, G, "7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.", Handler::Write(zmpop)) }.events(crate::notify::Events::Custom(crate::notify::zmpop)),
-    cmd("zmscore", -3, RF, KEY, ACL_RF, G, "6.2.0", "Returns the score of one or more members in a sorted set.", Handler::Read(zmscore)),
-    cmd("zpopmax", -2, WF, KEY, ACL_WF, G, "5.0.0", "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", Handler::Write(zpopmax)).idle_on_empty(),
-    cmd("zpopmin", -2, WF, KEY, ACL_WF, G, "5.0.0", "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", Handler::Write(zpopmin)).idle_on_empty(),
-    cmd("zrandmember", -2, R, KEY, ACL_RS, G, "6.2.0", "Returns one or more random members from a sorted set.", Handler::Read(zrandmember)),
-    cmd("zrange", -4, R, KEY, ACL_RS, G, "1.2.0", "Returns members in a sorted set within a range of indexes.", Handler::Read(zrange)),
-    cmd("zrangebylex", -4, R, KEY, ACL_RS, G, "2.8.9", "Returns members in a sorted set within a lexicographical range.", Handler::Read(zrangebylex)),
-    cmd("zrangebyscore", -4, R, KEY, ACL_RS, G, "1.0.5", "Returns members in a sorted set within a range of scores.", Handler::Read(zrangebyscore)),
-    cmd("zrangestore", -5, W_OOM, (1, 2, 1), ACL_WS, G, "6.2.0", "Stores a range of members from sorted set in a key.", Handler::Write(zrangestore)).events(crate::notify::Events::Dest("zrangestore")),
-    cmd("zrank", 3, RF, KEY, ACL_RF, G, "2.0.0", "Returns the index of a member in a sorted set ordered by ascending scores.", Handler::Read(zrank)),
-    cmd("zrem", -3, WF, KEY, ACL_WF, G, "1.2.0", "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed.", Handler::Write(zrem)).idle_on_empty(),
-    cmd("zremrangebylex", 4, W, KEY, ACL_WS, G, "2.8.9", "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed.", Handler::Write(zremrangebylex)).idle_on_empty(),
-    cmd("zremrangebyrank", 4, W, KEY, ACL_WS, G, "2.0.0", "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed.", Handler::Write(zremrangebyrank)).idle_on_empty(),
-    cmd("zremrangebyscore", 4, W, KEY, ACL_WS, G, "1.2.0", "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed.", Handler::Write(zremrangebyscore)).idle_on_empty(),
-    cmd("zrevrange", -4, R, KEY, ACL_RS, G, "1.2.0", "Returns members in a sorted set within a range of indexes in reverse order.", Handler::Read(zrevrange)),
-    cmd("zrevrangebylex", -4, R, KEY, ACL_RS, G, "2.8.9", "Returns members in a sorted set within a lexicographical range in reverse order.", Handler::Read(zrevrangebylex)),
-    cmd("zrevrangebyscore", -4, R, KEY, ACL_RS, G, "2.2.0", "Returns members in a sorted set within a range of scores in reverse order.", Handler::Read(zrevrangebyscore)),
-    cmd("zrevrank", 3, RF, KEY, ACL_RF, G, "2.0.0", "Returns the index of a member in a sorted set ordered by descending scores.", Handler::Read(zrevrank)),
-    cmd("zscan", -3, R, KEY, ACL_RS, G, "2.8.0", "Iterates over members and scores of a sorted set.", Handler::Read(zscan)),
-    cmd("zscore", 3, RF, KEY, ACL_RF, G, "1.2.0", "Returns the score of a member in a sorted set.", Handler::Read(zscore)),
-    CommandSpec { key_finder: Some(keys_after_numkeys::<1>), ..cmd("zunion", -3, R_MOV, NO_KEYS, ACL_RS, G, "6.2.0", "Returns the union of multiple sorted sets.", Handler::Read(zunion)) },
-    CommandSpec { key_finder: Some(dest_and_keys_after_numkeys), ..cmd("zunionstore", -4, W_OOM_MOV, KEY, ACL_WS, G, "2.0.0", "Stores the union of multiple sorted sets in a key.", Handler::Write(zunionstore)) }.events(crate::notify::Events::Dest("zunionstore")),
+    cmd("bzpopmax", -3, BLOCK_F, (1, -2, 1), ACL_BF, G, "5.0.0", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped.", crate::write_handler!(bzpopmax)).events(crate::notify::Events::Custom(crate::notify::bzpopmax)),
+    cmd("bzpopmin", -3, BLOCK_F, (1, -2, 1), ACL_BF, G, "5.0.0", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", crate::write_handler!(bzpopmin)).events(crate::notify::Events::Custom(crate::notify::bzpopmin)),
+    CommandSpec { key_finder: Some(keys_after_numkeys::<2>), ..cmd("bzmpop", -5, BLOCK_MOV, NO_KEYS, ACL_BS, G, "7.0.0", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", crate::write_handler!(bzmpop)) }.events(crate::notify::Events::Custom(crate::notify::zmpop)),
+    cmd("zadd", -4, WF_OOM, KEY, ACL_WF, G, "1.2.0", "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.", crate::write_handler!(zadd)).events(crate::notify::Events::Custom(crate::notify::zadd)),
+    cmd("zcard", 2, RF, KEY, ACL_RF, G, "1.2.0", "Returns the number of members in a sorted set.", crate::read_handler!(zcard)),
+    cmd("zcount", 4, RF, KEY, ACL_RF, G, "2.0.0", "Returns the count of members in a sorted set that have scores within a range.", crate::read_handler!(zcount)),
+    CommandSpec { key_finder: Some(keys_after_numkeys::<1>), ..cmd("zdiff", -3, R_MOV, NO_KEYS, ACL_RS, G, "6.2.0", "Returns the difference between multiple sorted sets.", crate::read_handler!(zdiff)) },
+    CommandSpec { key_finder: Some(dest_and_keys_after_numkeys), ..cmd("zdiffstore", -4, W_OOM_MOV, KEY, ACL_WS, G, "6.2.0", "Stores the difference of multiple sorted sets in a key.", crate::write_handler!(zdiffstore)) }.events(crate::notify::Events::Dest("zdiffstore")),
+    cmd("zincrby", 4, WF_OOM, KEY, ACL_WF, G, "1.2.0", "Increments the score of a member in a sorted set.", crate::write_handler!(zincrby)).events(crate::notify::Events::Named("zincr")),
+    CommandSpec { key_finder: Some(keys_after_numkeys::<1>), ..cmd("zinter", -3, R_MOV, NO_KEYS, ACL_RS, G, "6.2.0", "Returns the intersect of multiple sorted sets.", crate::read_handler!(zinter)) },
+    CommandSpec { key_finder: Some(keys_after_numkeys::<1>), ..cmd("zintercard", -3, R_MOV, NO_KEYS, ACL_RS, G, "7.0.0", "Returns the number of members of the intersect of multiple sorted sets.", crate::read_handler!(zintercard)) },
+    CommandSpec { key_finder: Some(dest_and_keys_after_numkeys), ..cmd("zinterstore", -4, W_OOM_MOV, KEY, ACL_WS, G, "2.0.0", "Stores the intersect of multiple sorted sets in a key.", crate::write_handler!(zinterstore)) }.events(crate::notify::Events::Dest("zinterstore")),
+    cmd("zlexcount", 4, RF, KEY, ACL_RF, G, "2.8.9", "Returns the number of members in a sorted set within a lexicographical range.", crate::read_handler!(zlexcount)),
+    CommandSpec { key_finder: Some(keys_after_numkeys::<1>), ..cmd("zmpop", -4, W_MOV, NO_KEYS, ACL_WS, G, "7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.", crate::write_handler!(zmpop)) }.events(crate::notify::Events::Custom(crate::notify::zmpop)),
+    cmd("zmscore", -3, RF, KEY, ACL_RF, G, "6.2.0", "Returns the score of one or more members in a sorted set.", crate::read_handler!(zmscore)),
+    cmd("zpopmax", -2, WF, KEY, ACL_WF, G, "5.0.0", "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", crate::write_handler!(zpopmax)).idle_on_empty(),
+    cmd("zpopmin", -2, WF, KEY, ACL_WF, G, "5.0.0", "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", crate::write_handler!(zpopmin)).idle_on_empty(),
+    cmd("zrandmember", -2, R, KEY, ACL_RS, G, "6.2.0", "Returns one or more random members from a sorted set.", crate::read_handler!(zrandmember)),
+    cmd("zrange", -4, R, KEY, ACL_RS, G, "1.2.0", "Returns members in a sorted set within a range of indexes.", crate::read_handler!(zrange)),
+    cmd("zrangebylex", -4, R, KEY, ACL_RS, G, "2.8.9", "Returns members in a sorted set within a lexicographical range.", crate::read_handler!(zrangebylex)),
+    cmd("zrangebyscore", -4, R, KEY, ACL_RS, G, "1.0.5", "Returns members in a sorted set within a range of scores.", crate::read_handler!(zrangebyscore)),
+    cmd("zrangestore", -5, W_OOM, (1, 2, 1), ACL_WS, G, "6.2.0", "Stores a range of members from sorted set in a key.", crate::write_handler!(zrangestore)).events(crate::notify::Events::Dest("zrangestore")),
+    cmd("zrank", 3, RF, KEY, ACL_RF, G, "2.0.0", "Returns the index of a member in a sorted set ordered by ascending scores.", crate::read_handler!(zrank)),
+    cmd("zrem", -3, WF, KEY, ACL_WF, G, "1.2.0", "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed.", crate::write_handler!(zrem)).idle_on_empty(),
+    cmd("zremrangebylex", 4, W, KEY, ACL_WS, G, "2.8.9", "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed.", crate::write_handler!(zremrangebylex)).idle_on_empty(),
+    cmd("zremrangebyrank", 4, W, KEY, ACL_WS, G, "2.0.0", "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed.", crate::write_handler!(zremrangebyrank)).idle_on_empty(),
+    cmd("zremrangebyscore", 4, W, KEY, ACL_WS, G, "1.2.0", "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed.", crate::write_handler!(zremrangebyscore)).idle_on_empty(),
+    cmd("zrevrange", -4, R, KEY, ACL_RS, G, "1.2.0", "Returns members in a sorted set within a range of indexes in reverse order.", crate::read_handler!(zrevrange)),
+    cmd("zrevrangebylex", -4, R, KEY, ACL_RS, G, "2.8.9", "Returns members in a sorted set within a lexicographical range in reverse order.", crate::read_handler!(zrevrangebylex)),
+    cmd("zrevrangebyscore", -4, R, KEY, ACL_RS, G, "2.2.0", "Returns members in a sorted set within a range of scores in reverse order.", crate::read_handler!(zrevrangebyscore)),
+    cmd("zrevrank", 3, RF, KEY, ACL_RF, G, "2.0.0", "Returns the index of a member in a sorted set ordered by descending scores.", crate::read_handler!(zrevrank)),
+    cmd("zscan", -3, R, KEY, ACL_RS, G, "2.8.0", "Iterates over members and scores of a sorted set.", crate::read_handler!(zscan)),
+    cmd("zscore", 3, RF, KEY, ACL_RF, G, "1.2.0", "Returns the score of a member in a sorted set.", crate::read_handler!(zscore)),
+    CommandSpec { key_finder: Some(keys_after_numkeys::<1>), ..cmd("zunion", -3, R_MOV, NO_KEYS, ACL_RS, G, "6.2.0", "Returns the union of multiple sorted sets.", crate::read_handler!(zunion)) },
+    CommandSpec { key_finder: Some(dest_and_keys_after_numkeys), ..cmd("zunionstore", -4, W_OOM_MOV, KEY, ACL_WS, G, "2.0.0", "Stores the union of multiple sorted sets in a key.", crate::write_handler!(zunionstore)) }.events(crate::notify::Events::Dest("zunionstore")),
 ];
 
 // ---------------------------------------------------------------------------
@@ -106,7 +105,7 @@ fn read_zset<'a>(
     key: &[u8],
     ctx: &Ctx,
 ) -> Result<Option<&'a ZSet>, CmdError> {
-    match store.live(db, key, ctx.now_ms).map(|e| &e.value) {
+    match store.live(db, key, ctx.now_ms).map(|e| e.value) {
         None => Ok(None),
         Some(Value::ZSet(z)) => Ok(Some(z)),
         Some(_) => Err(CmdError::WrongType),
@@ -129,8 +128,8 @@ fn write_zset<'a>(
 
 /// Deletes `key` if it holds an empty sorted set (Redis never keeps one).
 fn delete_if_empty(store: &mut Store, db: usize, key: &[u8]) {
-    let d = store.db_mut(db);
-    if matches!(d.get(key).map(|e| &e.value), Some(Value::ZSet(z)) if z.is_empty()) {
+    let mut d = store.db_mut(db);
+    if matches!(d.get(key).map(|e| e.value), Some(Value::ZSet(z)) if z.is_empty()) {
         d.remove(key);
     }
 }
@@ -1281,7 +1280,7 @@ fn setop(
     let first = call.numkeys_at + 1;
     let mut sources = Vec::with_capacity(numkeys);
     for key in &args[first..first + numkeys] {
-        sources.push(match store.live(db, key, ctx.now_ms).map(|e| &e.value) {
+        sources.push(match store.live(db, key, ctx.now_ms).map(|e| e.value) {
             None => Source::Missing,
             Some(Value::ZSet(z)) => Source::ZSet(z),
             Some(Value::Set(s)) => Source::Set(s),

@@ -1,19 +1,25 @@
 //! One logical database: a dense entry vector plus a hash index into it.
 
-use crate::value::{CompactBytes, Value};
+use crate::value::CompactBytes;
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
 
 /// A key, its value and its absolute expiry time in Unix milliseconds
 /// (0 means the key does not expire).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
+pub struct Entry<V> {
     pub key: CompactBytes,
-    pub value: Value,
+    pub value: V,
     expire_at: u64,
 }
 
-impl Entry {
+/// What the database needs to know about a stored value: the heap bytes it
+/// owns beyond its inline size (MEMORY USAGE, INFO memory).
+pub trait HeapSize {
+    fn heap_size(&self) -> usize;
+}
+
+impl<V> Entry<V> {
     /// Absolute expiry in Unix ms, or None for a persistent key.
     pub fn expire_at(&self) -> Option<u64> {
         (self.expire_at != 0).then_some(self.expire_at)
@@ -43,15 +49,24 @@ fn hash_key(key: &[u8]) -> u64 {
 }
 
 /// One database (Redis has 16 of them, selected with SELECT).
-#[derive(Default)]
-pub struct Db {
-    entries: Vec<Entry>,
+pub struct Db<V> {
+    entries: Vec<Entry<V>>,
     index: HashTable<u32>,
     expires: usize,
 }
 
-impl Db {
-    pub fn new() -> Db {
+impl<V> Default for Db<V> {
+    fn default() -> Self {
+        Db {
+            entries: Vec::new(),
+            index: HashTable::new(),
+            expires: 0,
+        }
+    }
+}
+
+impl<V> Db<V> {
+    pub fn new() -> Db<V> {
         Db::default()
     }
 
@@ -88,13 +103,13 @@ impl Db {
     }
 
     /// The entry for `key`, expired or not.
-    pub fn get(&self, key: &[u8]) -> Option<&Entry> {
+    pub fn get(&self, key: &[u8]) -> Option<&Entry<V>> {
         self.find(key).map(|i| &self.entries[i])
     }
 
     /// Mutable access to a key's value (its expiry is changed only through
     /// [`Db::set_expire`], which keeps the expiry count right).
-    pub fn get_value_mut(&mut self, key: &[u8]) -> Option<&mut Value> {
+    pub fn get_value_mut(&mut self, key: &[u8]) -> Option<&mut V> {
         self.find(key).map(|i| &mut self.entries[i].value)
     }
 
@@ -104,18 +119,18 @@ impl Db {
     }
 
     /// The entry at a position in iteration order (SCAN, RANDOMKEY).
-    pub fn entry_at(&self, pos: usize) -> Option<&Entry> {
+    pub fn entry_at(&self, pos: usize) -> Option<&Entry<V>> {
         self.entries.get(pos)
     }
 
     /// Iterates entries in their stored order (deterministic).
-    pub fn iter(&self) -> impl Iterator<Item = &Entry> {
+    pub fn iter(&self) -> impl Iterator<Item = &Entry<V>> {
         self.entries.iter()
     }
 
     /// Stores `value` under `key` with the given expiry (None: persistent),
     /// replacing any previous entry, which is returned.
-    pub fn set(&mut self, key: &[u8], value: Value, expire_at: Option<u64>) -> Option<Entry> {
+    pub fn set(&mut self, key: &[u8], value: V, expire_at: Option<u64>) -> Option<Entry<V>> {
         let expire_at = expire_at.unwrap_or(0);
         if let Some(i) = self.find(key) {
             let e = &mut self.entries[i];
@@ -157,7 +172,7 @@ impl Db {
     }
 
     /// Removes `key`, returning its entry.
-    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry<V>> {
         let hash = hash_key(key);
         let entries = &self.entries;
         let slot = self
@@ -189,9 +204,12 @@ impl Db {
     }
 
     /// Approximate bytes owned by the entry of `key` (MEMORY USAGE).
-    pub fn entry_size(e: &Entry) -> usize {
+    pub fn entry_size(e: &Entry<V>) -> usize
+    where
+        V: HeapSize,
+    {
         let key_heap = if e.key.spilled() { e.key.capacity() } else { 0 };
-        std::mem::size_of::<Entry>() + 5 + key_heap + e.value.heap_size()
+        std::mem::size_of::<Entry<V>>() + 5 + key_heap + e.value.heap_size()
     }
 }
 
@@ -199,9 +217,15 @@ impl Db {
 mod tests {
     use super::*;
 
+    /// A stand-in for the stored value (the value type is the caller's).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    enum Value {
+        Int(i64),
+    }
+
     #[test]
     fn set_get_remove_keeps_index_consistent() {
-        let mut db = Db::new();
+        let mut db: Db<Value> = Db::new();
         for i in 0..1000u32 {
             let k = format!("key:{i}");
             assert!(db
@@ -237,7 +261,7 @@ mod tests {
 
     #[test]
     fn replace_returns_old_and_updates_expiry() {
-        let mut db = Db::new();
+        let mut db: Db<Value> = Db::new();
         assert!(db.set(b"a", Value::Int(1), Some(10)).is_none());
         let old = db
             .set(b"a", Value::Int(2), None)
@@ -252,9 +276,9 @@ mod tests {
     #[test]
     fn entry_is_small() {
         assert!(
-            std::mem::size_of::<Entry>() <= 64,
+            std::mem::size_of::<Entry<[u64; 4]>>() <= 64,
             "{}",
-            std::mem::size_of::<Entry>()
+            std::mem::size_of::<Entry<[u64; 4]>>()
         );
     }
 }

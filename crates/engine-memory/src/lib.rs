@@ -21,10 +21,10 @@ pub mod stream;
 pub mod value;
 pub mod zset;
 
-pub use db::{Db, Entry};
+pub use db::{Db, Entry, HeapSize};
 pub use hash::Hash;
 pub use list::List;
 pub use set::Set;
 pub use stream::Stream;
-pub use value::{CompactBytes, Value};
+pub use value::{canonical_i64, CompactBytes};
 pub use zset::ZSet;

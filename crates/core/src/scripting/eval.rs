@@ -4,7 +4,7 @@ use super::vm::{self, Access, Program, Run};
 use super::{sha1_hex, ScriptFlags};
 use crate::error::{CmdError, CmdResult};
 use crate::store::{Ctx, Store};
-use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Handler, Keyless};
+use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Keyless};
 use bytes::Bytes;
 use kvasir_resp::Reply;
 
@@ -31,7 +31,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "2.6.0",
         "Executes a server-side Lua script.",
-        Handler::Write(eval),
+        crate::write_handler!(eval),
     ))
     .reaching(Keyless::AnyShard),
     super::with_script_keys(cmd(
@@ -43,7 +43,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "2.6.0",
         "Executes a server-side Lua script by SHA1 digest.",
-        Handler::Write(evalsha),
+        crate::write_handler!(evalsha),
     ))
     .reaching(Keyless::AnyShard),
     super::with_script_keys(cmd(
@@ -55,7 +55,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "7.0.0",
         "Executes a read-only server-side Lua script.",
-        Handler::Read(eval_ro),
+        crate::read_handler!(eval_ro),
     ))
     .reaching(Keyless::AnyShard),
     super::with_script_keys(cmd(
@@ -67,7 +67,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "7.0.0",
         "Executes a read-only server-side Lua script by SHA1 digest.",
-        Handler::Read(evalsha_ro),
+        crate::read_handler!(evalsha_ro),
     ))
     .reaching(Keyless::AnyShard),
     container(
@@ -91,7 +91,7 @@ const SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "2.6.0",
         "Loads a server-side Lua script to the script cache.",
-        Handler::Write(script_load),
+        crate::write_handler!(script_load),
     )
     .reaching(Keyless::EveryShard),
     cmd(
@@ -103,7 +103,7 @@ const SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "2.6.0",
         "Determines whether server-side Lua scripts exist in the script cache.",
-        Handler::Read(script_exists),
+        crate::read_handler!(script_exists),
     )
     .reaching(Keyless::AnyShard),
     cmd(
@@ -115,7 +115,7 @@ const SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "2.6.0",
         "Removes all server-side Lua scripts from the script cache.",
-        Handler::Write(script_flush),
+        crate::write_handler!(script_flush),
     )
     .reaching(Keyless::EveryShard),
     cmd(
@@ -127,7 +127,7 @@ const SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "2.6.0",
         "Terminates a server-side Lua script during execution.",
-        Handler::Read(super::kill),
+        crate::read_handler!(super::kill),
     )
     .reaching(Keyless::AnyShard),
     cmd(
@@ -139,7 +139,7 @@ const SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "5.0.0",
         "Returns helpful text about the different subcommands.",
-        Handler::Read(script_help),
+        crate::read_handler!(script_help),
     ),
 ];
 

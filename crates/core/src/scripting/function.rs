@@ -7,7 +7,7 @@ use crate::args::eq_ic;
 use crate::error::{CmdError, CmdResult};
 use crate::glob::matches as glob_match;
 use crate::store::{Ctx, Store};
-use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Handler, Keyless};
+use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Keyless};
 use bytes::Bytes;
 use kvasir_resp::Reply;
 
@@ -28,7 +28,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "7.0.0",
         "Invokes a function.",
-        Handler::Write(fcall),
+        crate::write_handler!(fcall),
     ))
     .reaching(Keyless::AnyShard),
     super::with_script_keys(cmd(
@@ -44,7 +44,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "7.0.0",
         "Invokes a read-only function.",
-        Handler::Read(fcall_ro),
+        crate::read_handler!(fcall_ro),
     ))
     .reaching(Keyless::AnyShard),
     container(
@@ -70,7 +70,7 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "7.0.0",
         "Creates a library.",
-        Handler::Write(function_load),
+        crate::write_handler!(function_load),
     )
     .reaching(Keyless::EveryShard),
     cmd(
@@ -82,7 +82,7 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "7.0.0",
         "Deletes a library and its functions.",
-        Handler::Write(function_delete),
+        crate::write_handler!(function_delete),
     )
     .reaching(Keyless::EveryShard),
     cmd(
@@ -94,7 +94,7 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "7.0.0",
         "Deletes all libraries and functions.",
-        Handler::Write(function_flush),
+        crate::write_handler!(function_flush),
     )
     .reaching(Keyless::EveryShard),
     cmd(
@@ -106,7 +106,7 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "7.0.0",
         "Restores all libraries from a payload.",
-        Handler::Write(function_restore),
+        crate::write_handler!(function_restore),
     )
     .reaching(Keyless::EveryShard),
     cmd(
@@ -118,7 +118,7 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "7.0.0",
         "Returns information about all libraries.",
-        Handler::Read(function_list),
+        crate::read_handler!(function_list),
     )
     .reaching(Keyless::AnyShard),
     cmd(
@@ -130,7 +130,7 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "7.0.0",
         "Dumps all libraries into a serialized binary payload.",
-        Handler::Read(function_dump),
+        crate::read_handler!(function_dump),
     )
     .reaching(Keyless::AnyShard),
     cmd(
@@ -142,7 +142,7 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "7.0.0",
         "Returns information about a function during execution.",
-        Handler::Read(function_stats),
+        crate::read_handler!(function_stats),
     )
     .reaching(Keyless::AnyShard),
     cmd(
@@ -154,7 +154,7 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "7.0.0",
         "Terminates a function during execution.",
-        Handler::Read(super::kill),
+        crate::read_handler!(super::kill),
     )
     .reaching(Keyless::AnyShard),
     cmd(
@@ -166,7 +166,7 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
         SCRIPTING,
         "7.0.0",
         "Returns helpful text about the different subcommands.",
-        Handler::Read(function_help),
+        crate::read_handler!(function_help),
     ),
 ];
 

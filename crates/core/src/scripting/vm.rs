@@ -10,6 +10,7 @@
 use super::convert::{self, RespVersion};
 use super::{libs, FunctionInfo, Library, ScriptFlags};
 use crate::error::CmdError;
+use crate::keyspace::{Keyspace, MemoryKeyspace};
 use crate::store::{Ctx, Store};
 use crate::table::{resolve, Handler};
 use bytes::Bytes;
@@ -889,11 +890,20 @@ impl CallState<'_> {
         };
         let result = match (spec.handler, &mut self.access) {
             (Handler::Session(cmd), _) => return self.session_command(cmd, &argv),
-            (Handler::Write(f), Access::Write(store)) => {
-                crate::notify::write(store, spec, f, self.db, &argv, &ctx)
+            (Handler::Write(f), Access::Write(store)) => crate::notify::write(
+                store,
+                spec,
+                MemoryKeyspace::write_fn(&f),
+                self.db,
+                &argv,
+                &ctx,
+            ),
+            (Handler::Read(f), Access::Write(store)) => {
+                MemoryKeyspace::read_fn(&f)(store, self.db, &argv, &ctx)
             }
-            (Handler::Read(f), Access::Write(store)) => f(store, self.db, &argv, &ctx),
-            (Handler::Read(f), Access::Read(store)) => f(store, self.db, &argv, &ctx),
+            (Handler::Read(f), Access::Read(store)) => {
+                MemoryKeyspace::read_fn(&f)(store, self.db, &argv, &ctx)
+            }
             (Handler::Write(_), Access::Read(_)) => Err(CmdError::other(
                 "ERR Write commands are not allowed from read-only scripts.",
             )),

@@ -1,0 +1,11 @@
+//! What every collection type of an engine provides.
+
+use std::fmt::Debug;
+
+/// A collection value (list, hash, set, sorted set, stream) of an engine.
+/// Equality is logical (same elements, same order where order is
+/// observable), used by the determinism tests and DEBUG DIGEST checks.
+pub trait Collection: Clone + PartialEq + Eq + Debug + 'static {
+    /// Heap bytes owned beyond the value's own size (MEMORY USAGE).
+    fn heap_size(&self) -> usize;
+}

@@ -1,0 +1,153 @@
+//! The memory engine behind the seam: `kvasir_engine_memory`'s databases
+//! (a dense entry vector with a hash index) and its compact collections.
+//!
+//! Its order is the dense vector's, a pure function of the sequence of
+//! writes: SCAN walks positions downwards (a removal moves the last entry
+//! into the hole, which a downward walk has already passed or will reach),
+//! a random pick is a position.
+
+use super::{EntryRef, Keyspace, OwnedEntry, Value};
+use crate::table::{PerEngine, ReadFn, WriteFn};
+use kvasir_engine_memory::{Db, Entry, HeapSize};
+
+pub struct MemoryKeyspace {
+    dbs: Vec<Db<Value<MemoryKeyspace>>>,
+}
+
+impl HeapSize for Value<MemoryKeyspace> {
+    fn heap_size(&self) -> usize {
+        Value::heap_size(self)
+    }
+}
+
+fn entry_ref(e: &Entry<Value<MemoryKeyspace>>) -> EntryRef<'_, MemoryKeyspace> {
+    EntryRef::new(&e.key, &e.value, e.expire_at())
+}
+
+fn owned(e: Entry<Value<MemoryKeyspace>>) -> OwnedEntry<MemoryKeyspace> {
+    let expire_at = e.expire_at();
+    OwnedEntry::new(e.value, expire_at)
+}
+
+impl Keyspace for MemoryKeyspace {
+    type List = kvasir_engine_memory::List;
+    type Hash = kvasir_engine_memory::Hash;
+    type Set = kvasir_engine_memory::Set;
+    type ZSet = kvasir_engine_memory::ZSet;
+    type Stream = kvasir_engine_memory::Stream;
+
+    fn with_databases(databases: usize) -> Self {
+        MemoryKeyspace {
+            dbs: (0..databases.max(1)).map(|_| Db::new()).collect(),
+        }
+    }
+
+    #[inline]
+    fn databases(&self) -> usize {
+        self.dbs.len()
+    }
+
+    #[inline]
+    fn get(&self, db: usize, key: &[u8]) -> Option<EntryRef<'_, Self>> {
+        self.dbs[db].get(key).map(entry_ref)
+    }
+
+    #[inline]
+    fn get_value_mut(&mut self, db: usize, key: &[u8]) -> Option<&mut Value<Self>> {
+        self.dbs[db].get_value_mut(key)
+    }
+
+    #[inline]
+    fn set(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        value: Value<Self>,
+        expire_at: Option<u64>,
+    ) -> Option<OwnedEntry<Self>> {
+        self.dbs[db].set(key, value, expire_at).map(owned)
+    }
+
+    #[inline]
+    fn set_expire(&mut self, db: usize, key: &[u8], expire_at: Option<u64>) -> bool {
+        self.dbs[db].set_expire(key, expire_at)
+    }
+
+    #[inline]
+    fn remove(&mut self, db: usize, key: &[u8]) -> Option<OwnedEntry<Self>> {
+        self.dbs[db].remove(key).map(owned)
+    }
+
+    #[inline]
+    fn len(&self, db: usize) -> usize {
+        self.dbs[db].len()
+    }
+
+    #[inline]
+    fn expires_count(&self, db: usize) -> usize {
+        self.dbs[db].expires_count()
+    }
+
+    fn reserve(&mut self, db: usize, additional: usize) {
+        self.dbs[db].reserve(additional)
+    }
+
+    fn clear(&mut self, db: usize) {
+        self.dbs[db].clear()
+    }
+
+    fn swap_dbs(&mut self, a: usize, b: usize) {
+        self.dbs.swap(a, b)
+    }
+
+    fn iter(&self, db: usize) -> impl Iterator<Item = EntryRef<'_, Self>> {
+        self.dbs[db].iter().map(entry_ref)
+    }
+
+    /// The cursor is the position below which the walk continues: 0 starts
+    /// at the end, a cursor beyond the end (the database shrank) resumes at
+    /// the end, and the walk is complete at position 0.
+    fn scan(
+        &self,
+        db: usize,
+        cursor: u64,
+        count: usize,
+        mut visit: impl FnMut(EntryRef<'_, Self>),
+    ) -> u64 {
+        let d = &self.dbs[db];
+        let len = d.len() as u64;
+        let mut pos = if cursor == 0 { len } else { cursor.min(len) };
+        let mut visited = 0;
+        while pos > 0 && visited < count {
+            pos -= 1;
+            visited += 1;
+            if let Some(e) = d.entry_at(pos as usize) {
+                visit(entry_ref(e));
+            }
+        }
+        pos
+    }
+
+    fn random_entry(&self, db: usize, r: u64) -> Option<EntryRef<'_, Self>> {
+        let d = &self.dbs[db];
+        let len = d.len() as u64;
+        if len == 0 {
+            return None;
+        }
+        d.entry_at((r % len) as usize).map(entry_ref)
+    }
+
+    fn entry_size(&self, db: usize, key: &[u8]) -> usize {
+        self.dbs[db].get(key).map_or(0, Db::entry_size)
+    }
+
+    #[inline]
+    fn write_fn(f: &PerEngine<WriteFn<MemoryKeyspace>>) -> WriteFn<Self> {
+        f.memory
+    }
+
+    #[inline]
+    fn read_fn(f: &PerEngine<ReadFn<MemoryKeyspace>>) -> ReadFn<Self> {
+        f.memory
+    }
+}
