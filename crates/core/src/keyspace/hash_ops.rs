@@ -9,6 +9,14 @@ impl Collection for kvasir_engine_memory::Hash {
     fn heap_size(&self) -> usize {
         kvasir_engine_memory::Hash::heap_size(self)
     }
+
+    fn len(&self) -> usize {
+        kvasir_engine_memory::Hash::len(self)
+    }
+
+    fn encoding(&self) -> &'static str {
+        kvasir_engine_memory::Hash::encoding(self)
+    }
 }
 
 impl HashOps for kvasir_engine_memory::Hash {}

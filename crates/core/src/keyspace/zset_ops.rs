@@ -9,6 +9,14 @@ impl Collection for kvasir_engine_memory::ZSet {
     fn heap_size(&self) -> usize {
         kvasir_engine_memory::ZSet::heap_size(self)
     }
+
+    fn len(&self) -> usize {
+        kvasir_engine_memory::ZSet::len(self)
+    }
+
+    fn encoding(&self) -> &'static str {
+        kvasir_engine_memory::ZSet::encoding(self)
+    }
 }
 
 impl ZSetOps for kvasir_engine_memory::ZSet {}
