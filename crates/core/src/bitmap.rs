@@ -8,11 +8,10 @@
 
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{CmdError, CmdResult};
-use crate::keyspace::Value;
+use crate::keyspace::{CompactBytes, Keyspace, Value};
 use crate::store::{Ctx, Store};
 use crate::table::{cmd, CommandSpec, Flags};
 use bytes::Bytes;
-use kvasir_engine_memory::CompactBytes;
 use kvasir_resp::Reply;
 use std::borrow::Cow;
 
@@ -47,7 +46,7 @@ const MAX_STRING_LEN: u64 = 512 * 1024 * 1024;
 
 /// The bytes of a string value, borrowed unless it is int-encoded;
 /// WRONGTYPE for any other type.
-fn string_bytes(v: &Value) -> Result<Cow<'_, [u8]>, CmdError> {
+fn string_bytes<K: Keyspace>(v: &Value<K>) -> Result<Cow<'_, [u8]>, CmdError> {
     match v {
         Value::Str(s) | Value::Raw(s) => Ok(Cow::Borrowed(s.as_slice())),
         Value::Int(i) => Ok(Cow::Owned(i.to_string().into_bytes())),
@@ -58,15 +57,15 @@ fn string_bytes(v: &Value) -> Result<Cow<'_, [u8]>, CmdError> {
 }
 
 /// The live string at `key` for a read (None when missing).
-fn read_string<'a>(
-    store: &'a Store,
+fn read_string<'a, K: Keyspace>(
+    store: &'a Store<K>,
     db: usize,
     key: &[u8],
     ctx: &Ctx,
 ) -> Result<Option<Cow<'a, [u8]>>, CmdError> {
     store
         .live(db, key, ctx.now_ms)
-        .map(|e| string_bytes(&e.value))
+        .map(|e| string_bytes(e.value))
         .transpose()
 }
 
@@ -74,8 +73,8 @@ fn read_string<'a>(
 /// and zero-padded so that bit `max_bit` exists; a missing key is created.
 /// WRONGTYPE for other types; a string that would grow beyond
 /// proto-max-bulk-len is refused (and nothing is created).
-fn bits_for_write<'a>(
-    store: &'a mut Store,
+fn bits_for_write<'a, K: Keyspace>(
+    store: &'a mut Store<K>,
     db: usize,
     key: &[u8],
     max_bit: u64,
@@ -172,7 +171,7 @@ fn bit_range(len: usize, start: i64, end: i64, in_bits: bool) -> Option<(u64, u6
 
 /// SETBIT key offset 0|1: answers the previous bit; grows the string with
 /// zero bytes as needed.
-fn setbit(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn setbit<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let offset = bit_offset(&args[2], 0)?;
     let on = match parse_i64(&args[3]) {
         Ok(b @ (0 | 1)) => b == 1,
@@ -193,7 +192,7 @@ fn setbit(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult 
 }
 
 /// GETBIT key offset: bits past the end (or of a missing key) are 0.
-fn getbit(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn getbit<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let offset = bit_offset(&args[2], 0)?;
     let s = read_string(store, db, &args[1], ctx)?.unwrap_or_default();
     Ok(Reply::Int(get_bits(&s, offset, 1) as i64))
@@ -205,7 +204,7 @@ fn getbit(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 
 /// BITCOUNT key [start end [BYTE|BIT]]. As in Redis 7.0 a missing key
 /// answers 0 before the arguments are looked at.
-fn bitcount(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn bitcount<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let Some(s) = read_string(store, db, &args[1], ctx)? else {
         return Ok(Reply::Int(0));
     };
@@ -261,7 +260,7 @@ fn popcount(bytes: &[u8]) -> u64 {
 /// BITPOS key bit [start [end [BYTE|BIT]]]: the first bit equal to `bit`
 /// in the range, or -1. Looking for 0 without an explicit end, the string
 /// counts as zero-padded: the first bit past the range is the answer.
-fn bitpos(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn bitpos<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let bit = match parse_i64(&args[2])? {
         b @ (0 | 1) => b == 1,
         _ => return Err(CmdError::other("ERR The bit argument must be 1 or 0.")),
@@ -330,7 +329,7 @@ enum BitOp {
 /// BITOP AND|OR|XOR|NOT destkey key [key ...]: missing sources count as
 /// empty strings, shorter ones are zero-padded; the result replaces the
 /// destination (TTL cleared), or deletes it when empty. Answers its length.
-fn bitop(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn bitop<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let op = [
         ("AND", BitOp::And),
         ("OR", BitOp::Or),
@@ -497,7 +496,7 @@ fn parse_fields(args: &[Bytes]) -> Result<Vec<Field>, CmdError> {
     Ok(fields)
 }
 
-fn bitfield(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn bitfield<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let fields = parse_fields(args)?;
     let last_bit = fields
         .iter()
@@ -512,7 +511,7 @@ fn bitfield(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResul
     Ok(Reply::Array(replies))
 }
 
-fn bitfield_ro(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn bitfield_ro<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let fields = parse_fields(args)?;
     if fields.iter().any(|f| f.op != FieldOp::Get) {
         return Err(CmdError::other(
@@ -523,7 +522,13 @@ fn bitfield_ro(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult
 }
 
 /// Runs GET-only operations without creating the key.
-fn read_fields(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx, fields: &[Field]) -> CmdResult {
+fn read_fields<K: Keyspace>(
+    store: &Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+    fields: &[Field],
+) -> CmdResult {
     let s = read_string(store, db, &args[1], ctx)?.unwrap_or_default();
     let replies = fields.iter().map(|f| field_get(&s, f)).collect();
     Ok(Reply::Array(replies))

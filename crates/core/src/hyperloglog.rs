@@ -33,11 +33,10 @@
 //! inconsistent register counts answer `INVALIDOBJ`.
 
 use crate::error::{CmdError, CmdResult};
-use crate::keyspace::Value;
+use crate::keyspace::{CompactBytes, Keyspace, Value};
 use crate::store::{Ctx, Store};
 use crate::table::{cmd, CommandSpec, Flags};
 use bytes::Bytes;
-use kvasir_engine_memory::CompactBytes;
 use kvasir_resp::Reply;
 
 const W_OOM: Flags = Flags::WRITE.union(Flags::DENYOOM);
@@ -540,7 +539,7 @@ fn merge_into(max: &mut [u8], hll: &[u8]) -> Result<(), Corrupt> {
 /// The bytes of a value that looks like an HLL (isHLLObjectOrReply): a
 /// non-integer string with the magic, a known encoding and, when dense,
 /// the exact size. The usual WRONGTYPE for other types.
-fn hll_bytes(v: &Value) -> Result<&[u8], CmdError> {
+fn hll_bytes<K: Keyspace>(v: &Value<K>) -> Result<&[u8], CmdError> {
     let s = match v {
         Value::Str(s) | Value::Raw(s) => s.as_slice(),
         Value::Int(_) => return Err(CmdError::other(NOT_HLL)),
@@ -561,7 +560,7 @@ fn hll_bytes(v: &Value) -> Result<&[u8], CmdError> {
 
 /// Moves a valid HLL's bytes out of its value for an update in place
 /// (no copy of a dense 12 KB HLL per PFADD); [`store_hll`] puts them back.
-fn take_hll(v: &mut Value) -> Result<Vec<u8>, CmdError> {
+fn take_hll<K: Keyspace>(v: &mut Value<K>) -> Result<Vec<u8>, CmdError> {
     hll_bytes(v)?;
     match v {
         Value::Str(s) | Value::Raw(s) => Ok(std::mem::take(s).into_vec()),
@@ -574,7 +573,7 @@ fn take_hll(v: &mut Value) -> Result<Vec<u8>, CmdError> {
 /// A sparse HLL grows a few bytes at a time through `Vec`'s doubling:
 /// its spare room is cut to a quarter of its length, so 1,000 small HLLs
 /// do not carry up to twice their size.
-fn store_hll(store: &mut Store, db: usize, key: &[u8], mut hll: Vec<u8>) {
+fn store_hll<K: Keyspace>(store: &mut Store<K>, db: usize, key: &[u8], mut hll: Vec<u8>) {
     if hll.capacity() > hll.len() + hll.len() / 2 {
         hll.shrink_to(hll.len() + hll.len() / 4);
     }
@@ -594,7 +593,7 @@ fn store_hll(store: &mut Store, db: usize, key: &[u8], mut hll: Vec<u8>) {
 /// PFADD key [element ...]: 1 if a register changed or the key was
 /// created, else 0. On a corrupt sparse HLL the changes made before the
 /// bad register stay, as in Redis.
-fn pfadd(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn pfadd<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let key = &args[1];
     let (mut hll, mut updated) = match store.live_value_mut(db, key, ctx) {
         Some(v) => (take_hll(v)?, false),
@@ -622,21 +621,21 @@ fn pfadd(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 
 /// PFCOUNT key [key ...]: the estimated cardinality of one HLL (its valid
 /// cache if any), or of the union of several (missing keys are empty).
-fn pfcount(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn pfcount<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     if args.len() > 2 {
         let mut max = vec![0u8; REGISTERS];
         for key in &args[1..] {
             let Some(e) = store.live(db, key, ctx.now_ms) else {
                 continue;
             };
-            merge_into(&mut max, hll_bytes(&e.value)?).map_err(|_| invalid())?;
+            merge_into(&mut max, hll_bytes(e.value)?).map_err(|_| invalid())?;
         }
         return Ok(Reply::Int(estimate(&raw_histogram(&max)) as i64));
     }
     let Some(e) = store.live(db, &args[1], ctx.now_ms) else {
         return Ok(Reply::Int(0));
     };
-    let hll = hll_bytes(&e.value)?;
+    let hll = hll_bytes(e.value)?;
     let mut card = [0u8; 8];
     card.copy_from_slice(&hll[CARD_AT..CARD_AT + 8]);
     if card[7] & 0x80 == 0 {
@@ -649,7 +648,7 @@ fn pfcount(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 /// PFMERGE destkey [sourcekey ...]: the destination becomes the union of
 /// itself and the sources; created (sparse) if missing, made dense if any
 /// input is dense, kept sparse otherwise (as long as it fits).
-fn pfmerge(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn pfmerge<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let keys = &args[1..];
     for k in keys {
         store.expire_if_needed(db, k, ctx);
@@ -660,7 +659,7 @@ fn pfmerge(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult
         let Some(e) = store.live(db, k, ctx.now_ms) else {
             continue;
         };
-        let hll = hll_bytes(&e.value)?;
+        let hll = hll_bytes(e.value)?;
         use_dense |= hll[ENCODING_AT] == DENSE;
         merge_into(&mut max, hll).map_err(|_| invalid())?;
     }

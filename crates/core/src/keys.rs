@@ -8,7 +8,7 @@
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
-use crate::keyspace::{EntryRef, Keyspace, Value};
+use crate::keyspace::{Collection, EntryRef, Keyspace, Value};
 use crate::store::DbRef;
 use crate::store::{Ctx, Store};
 use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Keyless};
@@ -69,13 +69,13 @@ const OBJECT_SUBS: &[CommandSpec] = &[
 ];
 
 fn key_reply<K: Keyspace>(e: EntryRef<'_, K>) -> Reply {
-    Reply::Bulk(Bytes::copy_from_slice(&e.key))
+    Reply::Bulk(Bytes::copy_from_slice(e.key))
 }
 
 // ---- DEL, EXISTS, TYPE ----------------------------------------------------
 
 /// DEL and UNLINK (there is no background freeing to hand work to).
-fn del(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn del<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let mut n = 0;
     for k in &args[1..] {
         if store.expire_if_needed(db, k, ctx) {
@@ -88,7 +88,7 @@ fn del(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 
 /// EXISTS and TOUCH: a key named twice counts twice, as in Redis. TOUCH
 /// has no access time to update (OBJECT IDLETIME is always 0).
-fn exists(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn exists<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let n = args[1..]
         .iter()
         .filter(|k| store.live(db, k, ctx.now_ms).is_some())
@@ -96,7 +96,7 @@ fn exists(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     Ok(Reply::Int(n as i64))
 }
 
-fn type_of(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn type_of<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let name = store
         .live(db, &args[1], ctx.now_ms)
         .map_or("none", |e| e.value.type_name());
@@ -105,17 +105,23 @@ fn type_of(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 
 // ---- RENAME, RENAMENX, COPY ------------------------------------------------
 
-fn rename(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn rename<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     rename_key(store, db, args, ctx, false)
 }
 
-fn renamenx(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn renamenx<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     rename_key(store, db, args, ctx, true)
 }
 
 /// Moves the value and the expiry of `args[1]` to `args[2]`. Renaming a
 /// key to itself only checks that it exists (RENAMENX then answers 0).
-fn rename_key(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx, nx: bool) -> CmdResult {
+fn rename_key<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+    nx: bool,
+) -> CmdResult {
     let (src, dst) = (&args[1], &args[2]);
     if !store.expire_if_needed(db, src, ctx) {
         return Err(CmdError::NoSuchKey);
@@ -135,7 +141,7 @@ fn rename_key(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx, nx: bool)
 
 /// COPY source destination [DB n] [REPLACE]. Cluster mode's "only DB 0"
 /// rule belongs to the session layer, which knows the mode.
-fn copy(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn copy<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let (src, dst) = (&args[1], &args[2]);
     let (dst_db, replace) = parse_copy_options(store, db, &args[3..])?;
     if dst_db == db && src == dst {
@@ -159,7 +165,7 @@ fn copy(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 
 /// MOVE key db: the key (with its TTL) goes to another database unless a
 /// key of that name is there already. Redis Cluster has one database.
-fn move_key(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn move_key<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     if store.cluster_mode {
         return Err(CmdError::other("ERR MOVE is not allowed in cluster mode"));
     }
@@ -190,7 +196,11 @@ fn move_key(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResul
 
 /// COPY's [DB n] [REPLACE]: the destination database and whether to
 /// replace an existing destination key.
-fn parse_copy_options(store: &Store, db: usize, opts: &[Bytes]) -> Result<(usize, bool), CmdError> {
+fn parse_copy_options<K: Keyspace>(
+    store: &Store<K>,
+    db: usize,
+    opts: &[Bytes],
+) -> Result<(usize, bool), CmdError> {
     let mut replace = false;
     let mut dst_db = db;
     let mut i = 0;
@@ -210,7 +220,7 @@ fn parse_copy_options(store: &Store, db: usize, opts: &[Bytes]) -> Result<(usize
 
 /// COPY's DB argument: Redis parses a C int (anything else is "not an
 /// integer") and then range-checks it.
-fn copy_db_index(store: &Store, arg: &[u8]) -> Result<usize, CmdError> {
+fn copy_db_index<K: Keyspace>(store: &Store<K>, arg: &[u8]) -> Result<usize, CmdError> {
     let i = parse_i64(arg)?;
     let i = i32::try_from(i).map_err(|_| CmdError::NotInteger)?;
     usize::try_from(i)
@@ -229,7 +239,7 @@ struct ExpireCmd {
     relative: bool,
 }
 
-fn expire(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn expire<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let cmd = ExpireCmd {
         name: "expire",
         seconds: true,
@@ -238,7 +248,7 @@ fn expire(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult 
     set_expiry(store, db, args, ctx, cmd)
 }
 
-fn pexpire(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn pexpire<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let cmd = ExpireCmd {
         name: "pexpire",
         seconds: false,
@@ -247,7 +257,7 @@ fn pexpire(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult
     set_expiry(store, db, args, ctx, cmd)
 }
 
-fn expireat(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn expireat<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let cmd = ExpireCmd {
         name: "expireat",
         seconds: true,
@@ -256,7 +266,7 @@ fn expireat(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResul
     set_expiry(store, db, args, ctx, cmd)
 }
 
-fn pexpireat(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn pexpireat<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let cmd = ExpireCmd {
         name: "pexpireat",
         seconds: false,
@@ -344,8 +354,8 @@ fn expire_target(arg: &[u8], cmd: ExpireCmd, ctx: &Ctx) -> Result<i64, CmdError>
     when.checked_add(base).ok_or(invalid)
 }
 
-fn set_expiry(
-    store: &mut Store,
+fn set_expiry<K: Keyspace>(
+    store: &mut Store<K>,
     db: usize,
     args: &[Bytes],
     ctx: &Ctx,
@@ -378,7 +388,7 @@ fn set_expiry(
     Ok(Reply::Int(1))
 }
 
-fn persist(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn persist<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let key = &args[1];
     let volatile = store.expire_if_needed(db, key, ctx)
         && store.db(db).get(key).and_then(|e| e.expire_at()).is_some();
@@ -399,7 +409,13 @@ enum TtlForm {
 
 /// -2 for a missing key, -1 for a persistent one; seconds round to the
 /// nearest like Redis's `(ms + 500) / 1000`.
-fn ttl_reply(store: &Store, db: usize, key: &[u8], ctx: &Ctx, form: TtlForm) -> CmdResult {
+fn ttl_reply<K: Keyspace>(
+    store: &Store<K>,
+    db: usize,
+    key: &[u8],
+    ctx: &Ctx,
+    form: TtlForm,
+) -> CmdResult {
     let Some(e) = store.live(db, key, ctx.now_ms) else {
         return Ok(Reply::Int(-2));
     };
@@ -417,25 +433,25 @@ fn ttl_reply(store: &Store, db: usize, key: &[u8], ctx: &Ctx, form: TtlForm) -> 
     }))
 }
 
-fn ttl(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn ttl<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     ttl_reply(store, db, &args[1], ctx, TtlForm::RemainingSecs)
 }
 
-fn pttl(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn pttl<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     ttl_reply(store, db, &args[1], ctx, TtlForm::RemainingMs)
 }
 
-fn expiretime(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn expiretime<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     ttl_reply(store, db, &args[1], ctx, TtlForm::AtSecs)
 }
 
-fn pexpiretime(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn pexpiretime<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     ttl_reply(store, db, &args[1], ctx, TtlForm::AtMs)
 }
 
 // ---- KEYS, SCAN, RANDOMKEY -----------------------------------------------------
 
-fn keys(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn keys<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let filter = KeyFilter {
         pattern: pattern_arg(&args[1]),
         type_name: None,
@@ -464,7 +480,7 @@ struct KeyFilter<'a> {
 impl KeyFilter<'_> {
     fn wants<K: Keyspace>(&self, e: EntryRef<'_, K>, now_ms: u64) -> bool {
         !e.is_expired(now_ms)
-            && self.pattern.is_none_or(|p| glob::matches(p, &e.key, false))
+            && self.pattern.is_none_or(|p| glob::matches(p, e.key, false))
             && self
                 .type_name
                 .is_none_or(|t| t.eq_ignore_ascii_case(e.value.type_name().as_bytes()))
@@ -473,16 +489,13 @@ impl KeyFilter<'_> {
 
 /// SCAN cursor [MATCH pattern] [COUNT n] [TYPE t].
 ///
-/// The cursor is a position in the Db's dense entry vector, walked from
-/// the end towards the start: the cursor is the number of positions left
-/// to visit, and 0 both starts and ends an iteration. Walking backwards is
-/// what keeps SCAN's guarantee under deletions: `Db::remove` moves the
-/// *last* entry into the hole, and the last entry is always one already
-/// visited (or, when the vector shrank below the cursor, one not yet
-/// visited moving to another unvisited slot), so a key present for the
-/// whole iteration is never skipped. Keys added during it land past the
-/// cursor and may be missed, which SCAN allows.
-fn scan(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+/// The cursor and its guarantee (a key present for the whole iteration
+/// is returned at least once; keys added during it may be missed, which
+/// SCAN allows) are the engine's: see [`Keyspace::scan`]. 0 both starts
+/// and ends an iteration. The memory engine's cursor is a position in its
+/// dense entry vector, walked downwards so that a removal (which moves the
+/// last entry into the hole) never hides a key not yet visited.
+fn scan<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let cursor = crate::args::parse_cursor(&args[1])?;
     let (filter, count) = parse_scan_options(&args[2..])?;
     let (next, keys) = scan_db(store.db(db), cursor, count, &filter, ctx.now_ms);
@@ -523,7 +536,7 @@ fn parse_scan_options(opts: &[Bytes]) -> Result<(KeyFilter<'_>, u64), CmdError> 
     Ok((filter, count))
 }
 
-/// Visits up to `count` positions below `cursor` (see [`scan`]) and returns
+/// Visits up to `count` entries from `cursor` (see [`scan`]) and returns
 /// the next cursor and the keys that pass the filter.
 fn scan_db<K: Keyspace>(
     d: DbRef<'_, K>,
@@ -547,7 +560,7 @@ fn scan_db<K: Keyspace>(
 const RANDOMKEY_ATTEMPTS: u64 = 100;
 
 /// Picks with the command's seed, so every replica picks the same key.
-fn randomkey(store: &Store, db: usize, _args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn randomkey<K: Keyspace>(store: &Store<K>, db: usize, _args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let d = store.db(db);
     if d.is_empty() {
         return Ok(Reply::Nil);
@@ -563,9 +576,12 @@ fn randomkey(store: &Store, db: usize, _args: &[Bytes], ctx: &Ctx) -> CmdResult 
 /// DUMP key: the value in Redis 7.0's serialization format (see
 /// [`crate::rdb`]), which redis-server's RESTORE loads; nil for a missing
 /// key. The TTL is not part of the payload.
+///
+/// DUMP and RESTORE stay on the memory engine (`Store`'s default) until
+/// [`crate::rdb`]'s encoder and decoder are generic over the engine.
 fn dump(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     Ok(match store.live(db, &args[1], ctx.now_ms) {
-        Some(e) => Reply::Bulk(Bytes::from(crate::rdb::dump(&e.value))),
+        Some(e) => Reply::Bulk(Bytes::from(crate::rdb::dump(e.value))),
         None => Reply::Nil,
     })
 }
@@ -646,7 +662,7 @@ const EMBSTR_MAX_LEN: usize = 44;
 const SHARED_INTEGERS: i64 = 10_000;
 
 /// The encoding name OBJECT ENCODING reports for a value.
-pub fn encoding_name(v: &Value) -> &'static str {
+pub fn encoding_name<K: Keyspace>(v: &Value<K>) -> &'static str {
     match v {
         Value::Int(_) => "int",
         Value::Str(s) if s.len() <= EMBSTR_MAX_LEN => "embstr",
@@ -655,20 +671,25 @@ pub fn encoding_name(v: &Value) -> &'static str {
         Value::Hash(h) => h.encoding(),
         Value::Set(s) => s.encoding(),
         Value::ZSet(z) => z.encoding(),
-        Value::Stream(_) => "stream",
+        Value::Stream(s) => s.encoding(),
     }
 }
 
-fn object_encoding(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn object_encoding<K: Keyspace>(
+    store: &Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     Ok(match store.live(db, &args[2], ctx.now_ms) {
-        Some(e) => Reply::Bulk(Bytes::from_static(encoding_name(&e.value).as_bytes())),
+        Some(e) => Reply::Bulk(Bytes::from_static(encoding_name(e.value).as_bytes())),
         None => Reply::Nil,
     })
 }
 
 /// Without an LFU maxmemory policy (the default, and the only one here)
 /// Redis refuses FREQ for existing keys.
-fn object_freq(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn object_freq<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     match store.live(db, &args[2], ctx.now_ms) {
         Some(_) => Err(CmdError::other(
             "ERR An LFU maxmemory policy is not selected, access frequency not tracked. \
@@ -681,14 +702,24 @@ fn object_freq(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult
 
 /// Access times are not tracked (they would differ between replicas), so
 /// every key reads as just touched.
-fn object_idletime(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn object_idletime<K: Keyspace>(
+    store: &Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     Ok(match store.live(db, &args[2], ctx.now_ms) {
         Some(_) => Reply::Int(0),
         None => Reply::Nil,
     })
 }
 
-fn object_refcount(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn object_refcount<K: Keyspace>(
+    store: &Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     Ok(
         match store.live(db, &args[2], ctx.now_ms).map(|e| e.value) {
             Some(Value::Int(i)) if (0..SHARED_INTEGERS).contains(i) => Reply::Int(i32::MAX as i64),
@@ -716,7 +747,12 @@ const OBJECT_HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
-fn object_help(_store: &Store, _db: usize, _args: &[Bytes], _ctx: &Ctx) -> CmdResult {
+fn object_help<K: Keyspace>(
+    _store: &Store<K>,
+    _db: usize,
+    _args: &[Bytes],
+    _ctx: &Ctx,
+) -> CmdResult {
     Ok(help_reply(OBJECT_HELP))
 }
 

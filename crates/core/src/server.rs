@@ -8,6 +8,7 @@ pub const REDIS_VERSION: &str = "7.0.15";
 
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{CmdError, CmdResult};
+use crate::keyspace::Keyspace;
 use crate::store::{Ctx, Store};
 use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Keyless};
 use bytes::Bytes;
@@ -34,7 +35,7 @@ const MEMORY_SUBS: &[CommandSpec] = &[
 
 /// Counts every stored key, including expired ones not removed yet, as
 /// Redis's DBSIZE does.
-fn dbsize(store: &Store, db: usize, _args: &[Bytes], _ctx: &Ctx) -> CmdResult {
+fn dbsize<K: Keyspace>(store: &Store<K>, db: usize, _args: &[Bytes], _ctx: &Ctx) -> CmdResult {
     Ok(Reply::Int(store.db(db).len() as i64))
 }
 
@@ -48,13 +49,18 @@ fn check_flush_mode(args: &[Bytes]) -> Result<(), CmdError> {
     }
 }
 
-fn flushdb(store: &mut Store, db: usize, args: &[Bytes], _ctx: &Ctx) -> CmdResult {
+fn flushdb<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], _ctx: &Ctx) -> CmdResult {
     check_flush_mode(args)?;
     store.db_mut(db).clear();
     Ok(Reply::ok())
 }
 
-fn flushall(store: &mut Store, _db: usize, args: &[Bytes], _ctx: &Ctx) -> CmdResult {
+fn flushall<K: Keyspace>(
+    store: &mut Store<K>,
+    _db: usize,
+    args: &[Bytes],
+    _ctx: &Ctx,
+) -> CmdResult {
     check_flush_mode(args)?;
     store.flush_all();
     Ok(Reply::ok())
@@ -62,7 +68,7 @@ fn flushall(store: &mut Store, _db: usize, args: &[Bytes], _ctx: &Ctx) -> CmdRes
 
 /// SWAPDB's cluster-mode refusal belongs to the session layer, which knows
 /// the mode.
-fn swapdb(store: &mut Store, _db: usize, args: &[Bytes], _ctx: &Ctx) -> CmdResult {
+fn swapdb<K: Keyspace>(store: &mut Store<K>, _db: usize, args: &[Bytes], _ctx: &Ctx) -> CmdResult {
     let a = swapdb_index(&args[1], "ERR invalid first DB index")?;
     let b = swapdb_index(&args[2], "ERR invalid second DB index")?;
     let in_range = |i: i32| usize::try_from(i).ok().filter(|&i| i < store.databases());
@@ -83,7 +89,7 @@ fn swapdb_index(arg: &[u8], err: &'static str) -> Result<i32, CmdError> {
 
 /// MEMORY USAGE key [SAMPLES n]. SAMPLES only matters for collections,
 /// which are measured exactly here; it is validated like Redis does.
-fn memory_usage(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn memory_usage<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let mut i = 3;
     while i < args.len() {
         match args.get(i + 1) {
@@ -111,7 +117,12 @@ const MEMORY_HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
-fn memory_help(_store: &Store, _db: usize, _args: &[Bytes], _ctx: &Ctx) -> CmdResult {
+fn memory_help<K: Keyspace>(
+    _store: &Store<K>,
+    _db: usize,
+    _args: &[Bytes],
+    _ctx: &Ctx,
+) -> CmdResult {
     Ok(help_reply(MEMORY_HELP))
 }
 

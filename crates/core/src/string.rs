@@ -7,11 +7,10 @@
 
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{CmdError, CmdResult};
-use crate::keyspace::{Keyspace, Value};
+use crate::keyspace::{CompactBytes, Keyspace, Value};
 use crate::store::{Ctx, Store};
 use crate::table::{cmd, CommandSpec, Flags};
 use bytes::Bytes;
-use kvasir_engine_memory::CompactBytes;
 use kvasir_resp::Reply;
 use std::borrow::Cow;
 
@@ -63,7 +62,7 @@ const MAX_STRING_LEN: u64 = 512 * 1024 * 1024;
 
 /// The bytes of a string value, borrowed unless it is int-encoded;
 /// WRONGTYPE for any other type. The single type check of this module.
-fn as_str(v: &Value) -> Result<Cow<'_, [u8]>, CmdError> {
+fn as_str<K: Keyspace>(v: &Value<K>) -> Result<Cow<'_, [u8]>, CmdError> {
     match v {
         Value::Str(s) | Value::Raw(s) => Ok(Cow::Borrowed(s.as_slice())),
         Value::Int(i) => Ok(Cow::Owned(i.to_string().into_bytes())),
@@ -74,12 +73,12 @@ fn as_str(v: &Value) -> Result<Cow<'_, [u8]>, CmdError> {
 }
 
 /// The bytes of a string value (integers are formatted).
-pub fn value_bytes(v: &Value) -> Result<Bytes, CmdError> {
+pub fn value_bytes<K: Keyspace>(v: &Value<K>) -> Result<Bytes, CmdError> {
     as_str(v).map(|s| Bytes::copy_from_slice(&s))
 }
 
 /// A string value as an i64, parsed like Redis's string2ll.
-fn int_value(v: &Value) -> Result<i64, CmdError> {
+fn int_value<K: Keyspace>(v: &Value<K>) -> Result<i64, CmdError> {
     match v {
         Value::Int(i) => Ok(*i),
         other => parse_i64(&as_str(other)?),
@@ -89,7 +88,10 @@ fn int_value(v: &Value) -> Result<i64, CmdError> {
 /// Switches a string value to its raw byte form in place (Redis unshares
 /// and decodes the same way before APPEND and SETRANGE), lets `edit` change
 /// the bytes and returns the new length. WRONGTYPE for other types.
-fn edit_raw(v: &mut Value, edit: impl FnOnce(&mut CompactBytes)) -> Result<usize, CmdError> {
+fn edit_raw<K: Keyspace>(
+    v: &mut Value<K>,
+    edit: impl FnOnce(&mut CompactBytes),
+) -> Result<usize, CmdError> {
     match v {
         Value::Int(i) => *v = Value::Raw(CompactBytes::from_slice(i.to_string().as_bytes())),
         Value::Str(s) => *v = Value::Raw(std::mem::take(s)),
@@ -122,7 +124,12 @@ fn check_string_length(total: u64) -> Result<usize, CmdError> {
 }
 
 /// For writes: the live value of `key` after lazy expiry.
-fn live_for_write<'a>(store: &'a mut Store, db: usize, key: &[u8], ctx: &Ctx) -> Option<&'a Value> {
+fn live_for_write<'a, K: Keyspace>(
+    store: &'a mut Store<K>,
+    db: usize,
+    key: &[u8],
+    ctx: &Ctx,
+) -> Option<&'a Value<K>> {
     if store.expire_if_needed(db, key, ctx) {
         store.db(db).get(key).map(|e| e.value)
     } else {
@@ -132,8 +139,8 @@ fn live_for_write<'a>(store: &'a mut Store, db: usize, key: &[u8], ctx: &Ctx) ->
 
 /// For writes: the live string at `key` (None when missing), WRONGTYPE for
 /// other types.
-fn string_for_write(
-    store: &mut Store,
+fn string_for_write<K: Keyspace>(
+    store: &mut Store<K>,
     db: usize,
     key: &[u8],
     ctx: &Ctx,
@@ -145,7 +152,7 @@ fn string_for_write(
 
 /// Stores `value` at `key`, keeping the TTL of a key that already exists
 /// (what INCR and friends do). Call after lazy expiry.
-fn put_keep_ttl(store: &mut Store, db: usize, key: &[u8], value: Value) {
+fn put_keep_ttl<K: Keyspace>(store: &mut Store<K>, db: usize, key: &[u8], value: Value<K>) {
     let ks = store.keyspace_mut();
     match ks.get_value_mut(db, key) {
         Some(slot) => *slot = value,
@@ -318,15 +325,15 @@ fn expire_at(ttl: TtlOpt, arg: &[u8], now_ms: u64, cmd: &'static str) -> Result<
 // GET family
 // ---------------------------------------------------------------------------
 
-fn get(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn get<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let v = store
         .live(db, &args[1], ctx.now_ms)
-        .map(|e| value_bytes(&e.value))
+        .map(|e| value_bytes(e.value))
         .transpose()?;
     Ok(bulk_or_nil(v))
 }
 
-fn getdel(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn getdel<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let key = &args[1];
     let old = string_for_write(store, db, key, ctx)?;
     if old.is_some() {
@@ -338,7 +345,7 @@ fn getdel(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult 
 /// GETEX key [EX s | PX ms | EXAT ts | PXAT ms-ts | PERSIST]. As in Redis,
 /// syntax errors come first, a missing key answers nil before the expiry
 /// value is checked, and an absolute time already past deletes the key.
-fn getex(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn getex<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let key = &args[1];
     let opts = parse_options(&args[2..], OptsFor::GetEx)?;
     let Some(value) = string_for_write(store, db, key, ctx)? else {
@@ -359,7 +366,7 @@ fn getex(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     Ok(Reply::Bulk(value))
 }
 
-fn getset(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn getset<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let req = SetReq {
         cond: SetCond::Always,
         want_old: true,
@@ -370,12 +377,12 @@ fn getset(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult 
 }
 
 /// MGET: missing keys and keys of other types read as nil.
-fn mget(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn mget<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let replies = args[1..]
         .iter()
         .map(|k| {
             let v = store.live(db, k, ctx.now_ms);
-            bulk_or_nil(v.and_then(|e| value_bytes(&e.value).ok()))
+            bulk_or_nil(v.and_then(|e| value_bytes(e.value).ok()))
         })
         .collect();
     Ok(Reply::Array(replies))
@@ -410,8 +417,8 @@ struct SetOutcome {
 /// SET's core (setGenericCommand): the old value is fetched before anything
 /// changes, so a WRONGTYPE leaves the key alone; then NX/XX decide whether
 /// `value` is stored, with its TTL cleared, kept or set.
-fn set_generic(
-    store: &mut Store,
+fn set_generic<K: Keyspace>(
+    store: &mut Store<K>,
     db: usize,
     key: &[u8],
     value: &[u8],
@@ -442,7 +449,7 @@ fn set_generic(
 }
 
 /// SET key value [NX | XX] [GET] [EX | PX | EXAT | PXAT | KEEPTTL].
-fn set(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn set<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let opts = parse_options(&args[3..], OptsFor::Set)?;
     let cond = if opts.nx {
         SetCond::IfMissing
@@ -464,7 +471,7 @@ fn set(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     })
 }
 
-fn setnx(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn setnx<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let req = SetReq {
         cond: SetCond::IfMissing,
         want_old: false,
@@ -474,17 +481,17 @@ fn setnx(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     Ok(Reply::Int(out.stored as i64))
 }
 
-fn setex(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn setex<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     set_with_ttl(store, db, args, ctx, TtlOpt::Ex, "setex")
 }
 
-fn psetex(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn psetex<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     set_with_ttl(store, db, args, ctx, TtlOpt::Px, "psetex")
 }
 
 /// SETEX / PSETEX key ttl value.
-fn set_with_ttl(
-    store: &mut Store,
+fn set_with_ttl<K: Keyspace>(
+    store: &mut Store<K>,
     db: usize,
     args: &[Bytes],
     ctx: &Ctx,
@@ -513,8 +520,8 @@ fn key_value_pairs<'a>(
 }
 
 /// Stores every pair with its TTL cleared; later duplicates win.
-fn store_pairs<'a>(
-    store: &mut Store,
+fn store_pairs<'a, K: Keyspace>(
+    store: &mut Store<K>,
     db: usize,
     pairs: impl Iterator<Item = (&'a Bytes, &'a Bytes)>,
     ctx: &Ctx,
@@ -526,14 +533,14 @@ fn store_pairs<'a>(
     }
 }
 
-fn mset(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn mset<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let pairs = key_value_pairs(args, "mset")?;
     store_pairs(store, db, pairs, ctx);
     Ok(Reply::ok())
 }
 
 /// MSETNX: all or nothing; 0 if any key exists.
-fn msetnx(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn msetnx<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let mut any_exists = false;
     for (k, _) in key_value_pairs(args, "msetnx")? {
         any_exists |= store.expire_if_needed(db, k, ctx);
@@ -551,7 +558,7 @@ fn msetnx(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult 
 
 /// APPEND: creates the key when missing, otherwise grows the string in
 /// place (keeping its TTL). Returns the new length.
-fn append(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn append<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let (key, tail) = (&args[1], &args[2]);
     let Some(v) = store.live_value_mut(db, key, ctx) else {
         store.db_mut(db).set(key, Value::from_bytes(tail), None);
@@ -563,9 +570,9 @@ fn append(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult 
     Ok(Reply::Int(len as i64))
 }
 
-fn strlen(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn strlen<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let len = match store.live(db, &args[1], ctx.now_ms) {
-        Some(e) => as_str(&e.value)?.len(),
+        Some(e) => as_str(e.value)?.len(),
         None => 0,
     };
     Ok(Reply::Int(len as i64))
@@ -573,13 +580,13 @@ fn strlen(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 
 /// GETRANGE (and SUBSTR) key start end, both inclusive; negative indexes
 /// count from the end. A missing key reads as the empty string.
-fn getrange(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn getrange<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let start = parse_i64(&args[2])?;
     let end = parse_i64(&args[3])?;
     let Some(e) = store.live(db, &args[1], ctx.now_ms) else {
         return Ok(Reply::Bulk(Bytes::new()));
     };
-    let s = as_str(&e.value)?;
+    let s = as_str(e.value)?;
     Ok(Reply::Bulk(Bytes::copy_from_slice(substring(
         &s, start, end,
     ))))
@@ -611,7 +618,7 @@ fn substring(s: &[u8], start: i64, end: i64) -> &[u8] {
 /// SETRANGE key offset value: overwrites from `offset`, zero-padding as
 /// needed; the TTL stays. An empty value changes nothing (and creates no
 /// key) and answers the current length.
-fn setrange(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn setrange<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let (key, value) = (&args[1], &args[3]);
     let offset = parse_i64(&args[2])?;
     let Ok(offset) = u64::try_from(offset) else {
@@ -651,20 +658,20 @@ fn overwrite_at(s: &mut CompactBytes, offset: usize, value: &[u8]) {
 // Counters
 // ---------------------------------------------------------------------------
 
-fn incr(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn incr<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     incr_by(store, db, &args[1], 1, ctx)
 }
 
-fn decr(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn decr<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     incr_by(store, db, &args[1], -1, ctx)
 }
 
-fn incrby(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn incrby<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let delta = parse_i64(&args[2])?;
     incr_by(store, db, &args[1], delta, ctx)
 }
 
-fn decrby(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn decrby<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let delta = parse_i64(&args[2])?;
     // -i64::MIN does not exist; Redis answers with its own text.
     let Some(delta) = delta.checked_neg() else {
@@ -674,7 +681,13 @@ fn decrby(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult 
 }
 
 /// Adds `delta` to the integer at `key` (0 when missing), keeping the TTL.
-fn incr_by(store: &mut Store, db: usize, key: &[u8], delta: i64, ctx: &Ctx) -> CmdResult {
+fn incr_by<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    key: &[u8],
+    delta: i64,
+    ctx: &Ctx,
+) -> CmdResult {
     let current = match live_for_write(store, db, key, ctx) {
         Some(v) => int_value(v)?,
         None => 0,
@@ -686,7 +699,12 @@ fn incr_by(store: &mut Store, db: usize, key: &[u8], delta: i64, ctx: &Ctx) -> C
 
 /// INCRBYFLOAT key increment: the stored value is checked (type, then
 /// float syntax) before the increment, as in Redis. The TTL stays.
-fn incrbyfloat(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn incrbyfloat<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     let key = &args[1];
     let sum = match live_for_write(store, db, key, ctx) {
         Some(v) => float::add(&as_str(v)?, &args[2])?,
@@ -738,21 +756,21 @@ fn parse_lcs_options(args: &[Bytes]) -> Result<LcsOpts, CmdError> {
 
 /// A key's string for LCS: missing reads as empty, other types are an error
 /// with LCS's own text.
-fn lcs_operand<'a>(
-    store: &'a Store,
+fn lcs_operand<'a, K: Keyspace>(
+    store: &'a Store<K>,
     db: usize,
     key: &[u8],
     ctx: &Ctx,
 ) -> Result<Cow<'a, [u8]>, CmdError> {
     match store.live(db, key, ctx.now_ms) {
         None => Ok(Cow::Borrowed(&[])),
-        Some(e) => as_str(&e.value)
+        Some(e) => as_str(e.value)
             .map_err(|_| CmdError::other("ERR The specified keys must contain string values")),
     }
 }
 
 /// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN n] [WITHMATCHLEN].
-fn lcs(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn lcs<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let a = lcs_operand(store, db, &args[1], ctx);
     let b = lcs_operand(store, db, &args[2], ctx);
     let (a, b) = (a?, b?);
