@@ -265,7 +265,7 @@ impl<K: Keyspace> Store<K> {
 
     /// A canonical dump of the whole state, for determinism checks:
     /// (db, key, value, expiry) sorted.
-    pub fn dump(&self) -> Vec<(usize, Vec<u8>, Value<K>, Option<u64>)> {
+    pub fn dump(&self) -> Vec<DumpedEntry<K>> {
         let mut out: Vec<_> = (0..self.ks.databases())
             .flat_map(|i| {
                 self.ks
@@ -277,6 +277,9 @@ impl<K: Keyspace> Store<K> {
         out
     }
 }
+
+/// One entry of [`Store::dump`]: database, key, value and expiry.
+pub type DumpedEntry<K> = (usize, Vec<u8>, Value<K>, Option<u64>);
 
 /// One database of a store, read through the engine.
 pub struct DbRef<'a, K: Keyspace> {
