@@ -2,22 +2,21 @@
 //! HVALS HSTRLEN HINCRBY HINCRBYFLOAT HRANDFIELD HSCAN, with Redis 7.0's
 //! replies and error texts (`t_hash.c`).
 //!
-//! The value type and its encodings (listpack, hashtable) live in
-//! `kvasir_engine_memory::hash`; this module parses arguments, checks types,
-//! deletes a hash that becomes empty and shapes replies. Every argument is
-//! validated before the first change, so a failing command writes nothing.
+//! The value type and its encodings (listpack, hashtable) are the
+//! engine's, reached through [`HashOps`]; this module parses arguments,
+//! checks types, deletes a hash that becomes empty and shapes replies.
+//! Every argument is validated before the first change, so a failing
+//! command writes nothing.
 //! HRANDFIELD picks with `ctx.random`, over the hash's deterministic
 //! iteration order.
 
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
-use crate::keyspace::Value;
+use crate::keyspace::{Collection, HashOps, Keyspace, Value};
 use crate::store::{Ctx, Store};
 use crate::table::{cmd, CommandSpec, Flags};
 use bytes::Bytes;
-use kvasir_engine_memory::hash::HashLimits;
-use kvasir_engine_memory::Hash;
 use kvasir_resp::Reply;
 
 const W_OOM: Flags = Flags::WRITE.union(Flags::DENYOOM);
@@ -55,21 +54,14 @@ pub const COMMANDS: &[CommandSpec] = &[
 // Access
 // ---------------------------------------------------------------------------
 
-fn limits(store: &Store) -> HashLimits {
-    HashLimits {
-        max_listpack_entries: store.limits.hash_max_listpack_entries,
-        max_listpack_value: store.limits.hash_max_listpack_value,
-    }
-}
-
 /// For reads: the live hash at `key` (None when missing), WRONGTYPE for
 /// other types.
-fn hash_ref<'a>(
-    store: &'a Store,
+fn hash_ref<'a, K: Keyspace>(
+    store: &'a Store<K>,
     db: usize,
     key: &[u8],
     ctx: &Ctx,
-) -> Result<Option<&'a Hash>, CmdError> {
+) -> Result<Option<&'a K::Hash>, CmdError> {
     match store.live(db, key, ctx.now_ms).map(|e| e.value) {
         None => Ok(None),
         Some(Value::Hash(h)) => Ok(Some(h)),
@@ -79,12 +71,12 @@ fn hash_ref<'a>(
 
 /// For writes: the live hash at `key` after lazy expiry (None when
 /// missing), WRONGTYPE for other types.
-fn hash_mut<'a>(
-    store: &'a mut Store,
+fn hash_mut<'a, K: Keyspace>(
+    store: &'a mut Store<K>,
     db: usize,
     key: &[u8],
     ctx: &Ctx,
-) -> Result<Option<&'a mut Hash>, CmdError> {
+) -> Result<Option<&'a mut K::Hash>, CmdError> {
     match store.live_value_mut(db, key, ctx) {
         None => Ok(None),
         Some(Value::Hash(h)) => Ok(Some(h)),
@@ -94,16 +86,15 @@ fn hash_mut<'a>(
 
 /// For writes: the live hash at `key`, created empty when missing. Call
 /// only once nothing can fail any more, or an empty hash would be left.
-fn hash_mut_or_create<'a>(
-    store: &'a mut Store,
+fn hash_mut_or_create<'a, K: Keyspace>(
+    store: &'a mut Store<K>,
     db: usize,
     key: &[u8],
     ctx: &Ctx,
-) -> Result<&'a mut Hash, CmdError> {
+) -> Result<&'a mut K::Hash, CmdError> {
     if !store.expire_if_needed(db, key, ctx) {
-        store
-            .db_mut(db)
-            .set(key, Value::Hash(Box::new(Hash::new())), None);
+        let empty = Value::Hash(Box::new(K::Hash::new()));
+        store.db_mut(db).set(key, empty, None);
     }
     match store.db_mut(db).get_value_mut(key) {
         Some(Value::Hash(h)) => Ok(h),
@@ -120,17 +111,17 @@ fn bulk(b: &[u8]) -> Reply {
 // ---------------------------------------------------------------------------
 
 /// HSET key field value [field value ...]: the number of new fields.
-fn hset(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn hset<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     set_pairs(store, db, args, ctx, "hset").map(|added| Reply::Int(added as i64))
 }
 
 /// HMSET: HSET answering OK.
-fn hmset(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn hmset<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     set_pairs(store, db, args, ctx, "hmset").map(|_| Reply::ok())
 }
 
-fn set_pairs(
-    store: &mut Store,
+fn set_pairs<K: Keyspace>(
+    store: &mut Store<K>,
     db: usize,
     args: &[Bytes],
     ctx: &Ctx,
@@ -141,28 +132,28 @@ fn set_pairs(
     }
     let pairs = &args[2..];
     let longest = pairs.iter().map(|a| a.len()).max().unwrap_or(0);
-    let limits = limits(store);
+    let limits = store.limits;
     let h = hash_mut_or_create(store, db, &args[1], ctx)?;
-    h.reserve(pairs.len() / 2, longest, limits);
+    h.reserve(pairs.len() / 2, longest, &limits);
     let mut added = 0;
     for pair in pairs.chunks_exact(2) {
-        added += h.set(&pair[0], &pair[1], limits) as usize;
+        added += h.set(&pair[0], &pair[1], &limits) as usize;
     }
     Ok(added)
 }
 
-fn hsetnx(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
-    let limits = limits(store);
+fn hsetnx<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+    let limits = store.limits;
     let h = hash_mut_or_create(store, db, &args[1], ctx)?;
     if h.contains(&args[2]) {
         return Ok(Reply::Int(0));
     }
-    h.set(&args[2], &args[3], limits);
+    h.set(&args[2], &args[3], &limits);
     Ok(Reply::Int(1))
 }
 
 /// HDEL key field [field ...]: the number removed; an emptied hash goes.
-fn hdel(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn hdel<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let key = &args[1];
     let Some(h) = hash_mut(store, db, key, ctx)? else {
         return Ok(Reply::Int(0));
@@ -176,9 +167,9 @@ fn hdel(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 
 /// HINCRBY key field increment. The increment is checked first, then the
 /// type, then the stored value (as Redis).
-fn hincrby(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn hincrby<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let incr = parse_i64(&args[3])?;
-    let limits = limits(store);
+    let limits = store.limits;
     let field = &args[2];
     let current = match hash_mut(store, db, &args[1], ctx)?.and_then(|h| h.get(field)) {
         Some(v) => crate::keyspace::canonical_i64(v)
@@ -187,14 +178,19 @@ fn hincrby(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult
     };
     let next = current.checked_add(incr).ok_or(CmdError::Overflow)?;
     let h = hash_mut_or_create(store, db, &args[1], ctx)?;
-    h.set(field, next.to_string().as_bytes(), limits);
+    h.set(field, next.to_string().as_bytes(), &limits);
     Ok(Reply::Int(next))
 }
 
 /// HINCRBYFLOAT key field increment. Numbers are parsed and the sum
 /// formatted exactly as INCRBYFLOAT does (`string::float`); the error
 /// texts are the hash ones.
-fn hincrbyfloat(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn hincrbyfloat<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     use crate::string::float;
     let incr = &args[3];
     // The increment alone: not a float, or an infinity.
@@ -203,7 +199,7 @@ fn hincrbyfloat(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdR
         Err(CmdError::NotFloat) => return Err(CmdError::NotFloat),
         Err(_) => return Err(CmdError::other("ERR value is NaN or Infinity")),
     }
-    let limits = limits(store);
+    let limits = store.limits;
     let field = &args[2];
     let sum = match hash_mut(store, db, &args[1], ctx)?.and_then(|h| h.get(field)) {
         Some(v) => {
@@ -216,7 +212,7 @@ fn hincrbyfloat(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdR
         None => float::add(b"0", incr)?,
     };
     let h = hash_mut_or_create(store, db, &args[1], ctx)?;
-    h.set(field, sum.as_bytes(), limits);
+    h.set(field, sum.as_bytes(), &limits);
     Ok(Reply::Bulk(Bytes::from(sum)))
 }
 
@@ -224,13 +220,13 @@ fn hincrbyfloat(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdR
 // Reads
 // ---------------------------------------------------------------------------
 
-fn hget(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn hget<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let h = hash_ref(store, db, &args[1], ctx)?;
     Ok(h.and_then(|h| h.get(&args[2])).map_or(Reply::Nil, bulk))
 }
 
 /// HMGET: nil for each missing field (all of them for a missing key).
-fn hmget(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn hmget<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let h = hash_ref(store, db, &args[1], ctx)?;
     let values = args[2..]
         .iter()
@@ -240,7 +236,7 @@ fn hmget(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 }
 
 /// HGETALL: a map in RESP3, a flat array in RESP2.
-fn hgetall(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn hgetall<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let h = hash_ref(store, db, &args[1], ctx)?;
     let pairs = h
         .into_iter()
@@ -250,29 +246,29 @@ fn hgetall(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     Ok(Reply::Map(pairs))
 }
 
-fn hkeys(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn hkeys<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let h = hash_ref(store, db, &args[1], ctx)?;
     let keys = h.into_iter().flat_map(|h| h.iter()).map(|(f, _)| bulk(f));
     Ok(Reply::Array(keys.collect()))
 }
 
-fn hvals(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn hvals<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let h = hash_ref(store, db, &args[1], ctx)?;
     let vals = h.into_iter().flat_map(|h| h.iter()).map(|(_, v)| bulk(v));
     Ok(Reply::Array(vals.collect()))
 }
 
-fn hlen(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn hlen<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let h = hash_ref(store, db, &args[1], ctx)?;
     Ok(Reply::Int(h.map_or(0, |h| h.len()) as i64))
 }
 
-fn hexists(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn hexists<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let h = hash_ref(store, db, &args[1], ctx)?;
     Ok(Reply::Int(h.is_some_and(|h| h.contains(&args[2])) as i64))
 }
 
-fn hstrlen(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn hstrlen<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let h = hash_ref(store, db, &args[1], ctx)?;
     let len = h.and_then(|h| h.get(&args[2])).map_or(0, |v| v.len());
     Ok(Reply::Int(len as i64))
@@ -292,15 +288,15 @@ const MAX_REPEATED_PICKS: u64 = 1 << 20;
 /// one field or nil. A positive count gives distinct fields (the whole
 /// hash when it has no more), a negative one allows repeats. WITHVALUES
 /// pairs are nested arrays in RESP3 and flat in RESP2.
-fn hrandfield(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn hrandfield<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let key = &args[1];
     let Some(count_arg) = args.get(2) else {
         let Some(h) = hash_ref(store, db, key, ctx)? else {
             return Ok(Reply::Nil);
         };
-        let view = h.indexed();
-        let pick = (ctx.random(0) % view.len().max(1) as u64) as usize;
-        return Ok(view.get(pick).map_or(Reply::Nil, |(f, _)| bulk(f)));
+        let pick = (ctx.random(0) % h.len().max(1) as u64) as usize;
+        let picked = h.pairs_at([pick]).next();
+        return Ok(picked.map_or(Reply::Nil, |(f, _)| bulk(f)));
     };
     let count = parse_i64(count_arg)?;
     if count == i64::MIN {
@@ -322,19 +318,18 @@ fn hrandfield(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult 
     let Some(h) = hash_ref(store, db, key, ctx)?.filter(|_| count != 0) else {
         return Ok(Reply::Array(Vec::new()));
     };
-    let view = h.indexed();
-    let len = view.len() as u64;
+    let len = h.len() as u64;
     let picks: Vec<usize> = if count < 0 {
         // Repeats allowed: each pick is independent.
         (0..count.unsigned_abs())
             .map(|n| (ctx.random(n) % len.max(1)) as usize)
             .collect()
     } else if count as u64 >= len {
-        (0..view.len()).collect()
+        (0..h.len()).collect()
     } else {
-        distinct_picks(count as usize, view.len(), ctx)
+        distinct_picks(count as usize, h.len(), ctx)
     };
-    let chosen = picks.into_iter().filter_map(|i| view.get(i));
+    let chosen = h.pairs_at(picks);
     Ok(if with_values {
         Reply::Pairs(chosen.map(|(f, v)| (bulk(f), bulk(v))).collect())
     } else {
@@ -378,8 +373,8 @@ const SCAN_DEFAULT_COUNT: u64 = 10;
 
 /// HSCAN key cursor [MATCH pattern] [COUNT count]. As in Redis the cursor
 /// is checked first, then the key (a missing key answers `0 []` whatever
-/// the options), then the options. See [`Hash::scan`] for the cursor.
-fn hscan(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+/// the options), then the options. See [`HashOps::scan`] for the cursor.
+fn hscan<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let cursor = crate::args::parse_cursor(&args[2])?;
     let Some(h) = hash_ref(store, db, &args[1], ctx)? else {
         return Ok(scan_reply(0, Vec::new()));

@@ -2,8 +2,8 @@
 //! SISMEMBER SMISMEMBER SCARD SPOP SRANDMEMBER SMOVE, the algebra (SINTER
 //! SINTERCARD SINTERSTORE SUNION SUNIONSTORE SDIFF SDIFFSTORE) and SSCAN.
 //!
-//! The encodings (intset, hashtable) live in the engine's [`Set`]; this
-//! module only passes the thresholds from [`Store::limits`]
+//! The encodings (intset, hashtable) are the engine's, reached through
+//! [`SetOps`]; this module only passes the thresholds from [`Store::limits`]
 //! (`set-max-intset-entries`, and `set-max-listpack-*`, which size the
 //! engine's compact layout for small non-integer sets; OBJECT ENCODING
 //! still says "hashtable" for those, as Redis 7.0 does).
@@ -17,12 +17,10 @@
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
-use crate::keyspace::Value;
-use crate::store::{Ctx, Store};
+use crate::keyspace::{Collection, Keyspace, SetMember, SetOps, Value};
+use crate::store::{Ctx, EncodingLimits, Store};
 use crate::table::{cmd, keys_after_numkeys, CommandSpec, Flags};
 use bytes::Bytes;
-use kvasir_engine_memory::set::{Member, SetLimits};
-use kvasir_engine_memory::Set;
 use kvasir_resp::Reply;
 use std::collections::HashSet;
 
@@ -74,7 +72,7 @@ pub const MAX_RANDOM_REPEATS: i64 = 1 << 23;
 // ---------------------------------------------------------------------------
 
 /// The set in `v`, WRONGTYPE for any other type.
-fn as_set(v: &Value) -> Result<&Set, CmdError> {
+fn as_set<K: Keyspace>(v: &Value<K>) -> Result<&K::Set, CmdError> {
     match v {
         Value::Set(s) => Ok(s),
         _ => Err(CmdError::WrongType),
@@ -82,25 +80,25 @@ fn as_set(v: &Value) -> Result<&Set, CmdError> {
 }
 
 /// For reads: the live set at `key` (None when missing or expired).
-fn read_set<'a>(
-    store: &'a Store,
+fn read_set<'a, K: Keyspace>(
+    store: &'a Store<K>,
     db: usize,
     key: &[u8],
     ctx: &Ctx,
-) -> Result<Option<&'a Set>, CmdError> {
+) -> Result<Option<&'a K::Set>, CmdError> {
     store
         .live(db, key, ctx.now_ms)
-        .map(|e| as_set(&e.value))
+        .map(|e| as_set(e.value))
         .transpose()
 }
 
 /// For writes: the live set at `key`, mutable, after lazy expiry.
-fn write_set<'a>(
-    store: &'a mut Store,
+fn write_set<'a, K: Keyspace>(
+    store: &'a mut Store<K>,
     db: usize,
     key: &[u8],
     ctx: &Ctx,
-) -> Result<Option<&'a mut Set>, CmdError> {
+) -> Result<Option<&'a mut K::Set>, CmdError> {
     match store.live_value_mut(db, key, ctx) {
         None => Ok(None),
         Some(Value::Set(s)) => Ok(Some(s)),
@@ -111,47 +109,38 @@ fn write_set<'a>(
 /// Every key as a set for a read (missing keys are None, as Redis treats
 /// them as empty sets); WRONGTYPE if any key holds another type, whatever
 /// comes before it (Redis 7.0 checks them all first).
-fn read_sets<'a>(
-    store: &'a Store,
+fn read_sets<'a, K: Keyspace>(
+    store: &'a Store<K>,
     db: usize,
     keys: &[Bytes],
     ctx: &Ctx,
-) -> Result<Vec<Option<&'a Set>>, CmdError> {
+) -> Result<Vec<Option<&'a K::Set>>, CmdError> {
     keys.iter().map(|k| read_set(store, db, k, ctx)).collect()
 }
 
 /// [`read_sets`] for a write (SINTERSTORE...): lazy expiry of every source
 /// first, then plain lookups (writes do not count keyspace hits).
-fn sets_for_write<'a>(
-    store: &'a mut Store,
+fn sets_for_write<'a, K: Keyspace>(
+    store: &'a mut Store<K>,
     db: usize,
     keys: &[Bytes],
     ctx: &Ctx,
-) -> Result<Vec<Option<&'a Set>>, CmdError> {
+) -> Result<Vec<Option<&'a K::Set>>, CmdError> {
     for k in keys {
         store.expire_if_needed(db, k, ctx);
     }
-    let store: &'a Store = store;
+    let store: &'a Store<K> = store;
     keys.iter()
-        .map(|k| store.db(db).get(k).map(|e| as_set(&e.value)).transpose())
+        .map(|k| store.db(db).get(k).map(|e| as_set(e.value)).transpose())
         .collect()
 }
 
-/// The set thresholds of the store's configuration.
-fn set_limits(store: &Store) -> SetLimits {
-    SetLimits {
-        max_intset_entries: store.limits.set_max_intset_entries,
-        max_packed_entries: store.limits.set_max_listpack_entries,
-        max_packed_value: store.limits.set_max_listpack_value,
-    }
-}
-
-fn bulk(m: Member<'_>) -> Reply {
+fn bulk(m: SetMember<'_>) -> Reply {
     Reply::Bulk(m.to_bytes())
 }
 
 /// The members as a RESP3 set reply (an array for RESP2 clients).
-fn set_reply(s: &Set) -> Reply {
+fn set_reply<S: SetOps>(s: &S) -> Reply {
     Reply::Set(s.iter().map(bulk).collect())
 }
 
@@ -164,14 +153,14 @@ fn pick(ctx: &Ctx, n: u64, len: usize) -> usize {
 // SADD SREM SMEMBERS SISMEMBER SMISMEMBER SCARD
 // ---------------------------------------------------------------------------
 
-fn sadd(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn sadd<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let key = &args[1];
-    let limits = set_limits(store);
-    let add_all = |set: &mut Set| args[2..].iter().filter(|m| set.insert(m, &limits)).count();
+    let limits = store.limits;
+    let add_all = |set: &mut K::Set| args[2..].iter().filter(|m| set.insert(m, &limits)).count();
     let added = match write_set(store, db, key, ctx)? {
         Some(set) => add_all(set),
         None => {
-            let mut set = Set::new();
+            let mut set = K::Set::new();
             let added = add_all(&mut set);
             store.db_mut(db).set(key, Value::Set(Box::new(set)), None);
             added
@@ -180,7 +169,7 @@ fn sadd(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     Ok(Reply::Int(added as i64))
 }
 
-fn srem(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn srem<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let key = &args[1];
     let Some(set) = write_set(store, db, key, ctx)? else {
         return Ok(Reply::Int(0));
@@ -202,16 +191,16 @@ fn srem(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 
 /// SMEMBERS: a set reply (empty for a missing key), intsets in ascending
 /// order, hashtables in insertion order as changed by removals.
-fn smembers(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn smembers<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     Ok(read_set(store, db, &args[1], ctx)?.map_or(Reply::Set(Vec::new()), set_reply))
 }
 
-fn sismember(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn sismember<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let set = read_set(store, db, &args[1], ctx)?;
     Ok(Reply::Int(set.is_some_and(|s| s.contains(&args[2])) as i64))
 }
 
-fn smismember(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn smismember<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let set = read_set(store, db, &args[1], ctx)?;
     Ok(Reply::Array(
         args[2..]
@@ -221,7 +210,7 @@ fn smismember(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult 
     ))
 }
 
-fn scard(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn scard<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let set = read_set(store, db, &args[1], ctx)?;
     Ok(Reply::Int(set.map_or(0, |s| s.len() as i64)))
 }
@@ -233,7 +222,7 @@ fn scard(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 /// SPOP key [count]. Without a count: one member or nil. With one: a set
 /// reply; a count of at least the size returns everything and deletes the
 /// key. Picks are positions drawn with `ctx.random(0..count)`.
-fn spop(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn spop<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let key = &args[1];
     let count = match args.len() {
         2 => None,
@@ -282,14 +271,14 @@ fn spop(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 /// SRANDMEMBER key [count]. Without a count: one member or nil. A positive
 /// count gives distinct members (all of them when the count reaches the
 /// size), a negative one allows repeats; the reply is an array.
-fn srandmember(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn srandmember<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let key = &args[1];
     if args.len() > 3 {
         return Err(CmdError::Syntax);
     }
     if args.len() == 2 {
         let set = read_set(store, db, key, ctx)?;
-        let member = set.and_then(|s| s.get(pick(ctx, 0, s.len())));
+        let member = set.and_then(|s| s.member_at(pick(ctx, 0, s.len())));
         return Ok(member.map_or(Reply::Nil, bulk));
     }
     let count = parse_i64(&args[2])?;
@@ -311,40 +300,15 @@ fn srandmember(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult
     if count >= 0 && count as u64 >= len as u64 {
         return Ok(Reply::Array(set.iter().map(bulk).collect()));
     }
-    let by_pos = Positions::new(set);
     let picks: Vec<Reply> = if count < 0 || count == 1 {
         // Repeats allowed: every pick is independent.
-        (0..count.unsigned_abs())
-            .filter_map(|i| by_pos.get(pick(ctx, i, len)).map(bulk))
-            .collect()
+        let positions = (0..count.unsigned_abs()).map(|i| pick(ctx, i, len));
+        set.members_at(positions).map(bulk).collect()
     } else {
-        distinct_positions(ctx, count as usize, len)
-            .into_iter()
-            .filter_map(|p| by_pos.get(p).map(bulk))
-            .collect()
+        let positions = distinct_positions(ctx, count as usize, len);
+        set.members_at(positions).map(bulk).collect()
     };
     Ok(Reply::Array(picks))
-}
-
-/// O(1) access by position for many picks: a packed set (whose positions
-/// are found by scanning) is indexed once.
-struct Positions<'a> {
-    set: &'a Set,
-    indexed: Option<Vec<Member<'a>>>,
-}
-
-impl<'a> Positions<'a> {
-    fn new(set: &'a Set) -> Positions<'a> {
-        let indexed = (set.is_compact() && !set.is_intset()).then(|| set.iter().collect());
-        Positions { set, indexed }
-    }
-
-    fn get(&self, pos: usize) -> Option<Member<'a>> {
-        match &self.indexed {
-            Some(members) => members.get(pos).copied(),
-            None => self.set.get(pos),
-        }
-    }
 }
 
 /// `count` distinct positions below `len` (count < len), by Floyd's
@@ -370,7 +334,7 @@ fn distinct_positions(ctx: &Ctx, count: usize, len: usize) -> Vec<usize> {
 /// SMOVE source destination member. A missing source answers 0 before the
 /// destination's type is checked, as in Redis; moving within one key only
 /// reports membership.
-fn smove(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn smove<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let (src, dst, member) = (&args[1], &args[2], &args[3]);
     store.expire_if_needed(db, src, ctx);
     store.expire_if_needed(db, dst, ctx);
@@ -378,14 +342,14 @@ fn smove(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let Some(src_entry) = d.get(src) else {
         return Ok(Reply::Int(0));
     };
-    let src_set = as_set(&src_entry.value)?;
+    let src_set = as_set(src_entry.value)?;
     if let Some(e) = d.get(dst) {
-        as_set(&e.value)?;
+        as_set(e.value)?;
     }
     if src == dst {
         return Ok(Reply::Int(src_set.contains(member) as i64));
     }
-    let limits = set_limits(store);
+    let limits = store.limits;
     let Some(src_set) = write_set(store, db, src, ctx)? else {
         return Ok(Reply::Int(0));
     };
@@ -400,7 +364,7 @@ fn smove(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
             dst_set.insert(member, &limits);
         }
         None => {
-            let mut set = Set::new();
+            let mut set = K::Set::new();
             set.insert(member, &limits);
             store.db_mut(db).set(dst, Value::Set(Box::new(set)), None);
         }
@@ -415,8 +379,8 @@ fn smove(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 /// Visits the members of the intersection (in the iteration order of the
 /// smallest set) until `visit` returns false. Any missing key makes it
 /// empty.
-fn inter_each<'a>(sets: &[Option<&'a Set>], mut visit: impl FnMut(Member<'a>) -> bool) {
-    let Some(mut sets) = sets.iter().copied().collect::<Option<Vec<&Set>>>() else {
+fn inter_each<'a, S: SetOps>(sets: &[Option<&'a S>], mut visit: impl FnMut(SetMember<'a>) -> bool) {
+    let Some(mut sets) = sets.iter().copied().collect::<Option<Vec<&S>>>() else {
         return;
     };
     sets.sort_by_key(|s| s.len());
@@ -430,8 +394,8 @@ fn inter_each<'a>(sets: &[Option<&'a Set>], mut visit: impl FnMut(Member<'a>) ->
     }
 }
 
-fn inter_of(sets: &[Option<&Set>], limits: &SetLimits) -> Set {
-    let mut out = Set::new();
+fn inter_of<S: SetOps>(sets: &[Option<&S>], limits: &EncodingLimits) -> S {
+    let mut out = S::new();
     inter_each(sets, |m| {
         out.insert_member(m, limits);
         true
@@ -440,8 +404,8 @@ fn inter_of(sets: &[Option<&Set>], limits: &SetLimits) -> Set {
 }
 
 /// The union, built like Redis's: an intset while it can be one.
-fn union_of(sets: &[Option<&Set>], limits: &SetLimits) -> Set {
-    let mut out = Set::new();
+fn union_of<S: SetOps>(sets: &[Option<&S>], limits: &EncodingLimits) -> S {
+    let mut out = S::new();
     for s in sets.iter().flatten() {
         for m in s.iter() {
             out.insert_member(m, limits);
@@ -451,12 +415,12 @@ fn union_of(sets: &[Option<&Set>], limits: &SetLimits) -> Set {
 }
 
 /// The members of the first set found in none of the others.
-fn diff_of(sets: &[Option<&Set>], limits: &SetLimits) -> Set {
-    let mut out = Set::new();
+fn diff_of<S: SetOps>(sets: &[Option<&S>], limits: &EncodingLimits) -> S {
+    let mut out = S::new();
     let Some((Some(first), rest)) = sets.split_first() else {
         return out;
     };
-    let others: Vec<&Set> = rest.iter().flatten().copied().collect();
+    let others: Vec<&S> = rest.iter().flatten().copied().collect();
     for m in first.iter() {
         if !others.iter().any(|o| o.contains_member(m)) {
             out.insert_member(m, limits);
@@ -465,7 +429,7 @@ fn diff_of(sets: &[Option<&Set>], limits: &SetLimits) -> Set {
     out
 }
 
-fn sinter(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn sinter<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let sets = read_sets(store, db, &args[1..], ctx)?;
     let mut members = Vec::new();
     inter_each(&sets, |m| {
@@ -475,19 +439,19 @@ fn sinter(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     Ok(Reply::Set(members))
 }
 
-fn sunion(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn sunion<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let sets = read_sets(store, db, &args[1..], ctx)?;
-    Ok(set_reply(&union_of(&sets, &set_limits(store))))
+    Ok(set_reply(&union_of(&sets, &store.limits)))
 }
 
-fn sdiff(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn sdiff<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let sets = read_sets(store, db, &args[1..], ctx)?;
-    Ok(set_reply(&diff_of(&sets, &set_limits(store))))
+    Ok(set_reply(&diff_of(&sets, &store.limits)))
 }
 
 /// SINTERCARD numkeys key [key ...] [LIMIT limit]: options are checked
 /// before the keys' types, as in Redis; LIMIT 0 means no limit.
-fn sintercard(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn sintercard<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let numkeys = parse_i64(&args[1])
         .ok()
         .filter(|&n| n > 0)
@@ -521,16 +485,20 @@ fn sintercard(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult 
     Ok(Reply::Int(n as i64))
 }
 
+/// A set operation over source sets (missing keys are None), building its
+/// result under the store's encoding limits.
+type SetAlgebra<S> = fn(&[Option<&S>], &EncodingLimits) -> S;
+
 /// The *STORE commands: the result replaces the destination whatever it
 /// held (its TTL goes too); an empty result deletes it. Replies the size.
-fn store_result(
-    store: &mut Store,
+fn store_result<K: Keyspace>(
+    store: &mut Store<K>,
     db: usize,
     args: &[Bytes],
     ctx: &Ctx,
-    op: fn(&[Option<&Set>], &SetLimits) -> Set,
+    op: SetAlgebra<K::Set>,
 ) -> CmdResult {
-    let limits = set_limits(store);
+    let limits = store.limits;
     let result = op(&sets_for_write(store, db, &args[2..], ctx)?, &limits);
     let dst = &args[1];
     let n = result.len();
@@ -544,15 +512,30 @@ fn store_result(
     Ok(Reply::Int(n as i64))
 }
 
-fn sinterstore(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn sinterstore<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     store_result(store, db, args, ctx, inter_of)
 }
 
-fn sunionstore(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn sunionstore<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     store_result(store, db, args, ctx, union_of)
 }
 
-fn sdiffstore(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn sdiffstore<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     store_result(store, db, args, ctx, diff_of)
 }
 
@@ -563,21 +546,15 @@ fn sdiffstore(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdRes
 /// Redis's default SCAN COUNT.
 const SCAN_DEFAULT_COUNT: u64 = 10;
 
-/// SSCAN key cursor [MATCH pattern] [COUNT count].
-///
-/// A small set (intset, or the engine's packed layout) answers everything
-/// in one call with cursor 0, as Redis does for its small encodings.
-/// A hashtable is walked by position in its dense member vector from the
-/// end towards the start: the cursor is the number of positions still to
-/// visit. Removal moves the last member into the hole, and the last member
-/// is always one already visited (or, once the set shrank below the cursor,
-/// an unvisited one moving to another unvisited position), so a member
-/// present for the whole iteration is never missed; members added during
-/// it may be.
+/// SSCAN key cursor [MATCH pattern] [COUNT count]. The walk and its
+/// cursor are the engine's ([`SetOps::scan`]): a small set answers
+/// everything in one call with cursor 0, as Redis does for its small
+/// encodings, and a member present for the whole iteration is never
+/// missed.
 ///
 /// As in Redis, the cursor is checked first, a missing key answers an
 /// empty scan before the options are looked at, and the type before them.
-fn sscan(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn sscan<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let cursor = crate::args::parse_cursor(&args[2])?;
     let Some(set) = read_set(store, db, &args[1], ctx)? else {
         return Ok(scan_reply(0, Vec::new()));
@@ -601,23 +578,14 @@ fn sscan(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
         }
     }
     let wanted =
-        |m: &Member<'_>| pattern.is_none_or(|p| m.with_bytes(|b| glob::matches(p, b, false)));
-    if set.is_compact() {
-        let members = set.iter().filter(wanted).map(bulk).collect();
-        return Ok(scan_reply(0, members));
-    }
-    let len = set.len() as u64;
-    let mut pos = if cursor == 0 { len } else { cursor.min(len) };
+        |m: SetMember<'_>| pattern.is_none_or(|p| m.with_bytes(|b| glob::matches(p, b, false)));
     let mut members = Vec::new();
-    let mut visited = 0;
-    while pos > 0 && visited < count {
-        pos -= 1;
-        visited += 1;
-        if let Some(m) = set.get(pos as usize).filter(wanted) {
+    let next = set.scan(cursor, count, |m| {
+        if wanted(m) {
             members.push(bulk(m));
         }
-    }
-    Ok(scan_reply(pos, members))
+    });
+    Ok(scan_reply(next, members))
 }
 
 fn scan_reply(cursor: u64, members: Vec<Reply>) -> Reply {

@@ -37,7 +37,7 @@ pub use collection::Collection;
 pub use hash_ops::HashOps;
 pub use list_ops::ListOps;
 pub use memory::MemoryKeyspace;
-pub use set_ops::SetOps;
+pub use set_ops::{SetMember, SetOps};
 pub use stream_ops::StreamOps;
 pub use zset_ops::ZSetOps;
 
