@@ -105,7 +105,7 @@ pub struct Store<K: Keyspace = MemoryKeyspace> {
     /// `cluster_mode`.
     pub key_slot: Option<fn(&[u8]) -> u16>,
     /// Script bodies and FUNCTION libraries: replicated state.
-    pub scripts: crate::scripting::Scripts,
+    pub scripts: crate::scripting::Scripts<K>,
     /// The keyspace event classes to produce (`notify-keyspace-events`,
     /// [`crate::notify`]); 0 produces none at no cost. Local configuration
     /// like `cluster_mode`: the server sets it on every store it creates or

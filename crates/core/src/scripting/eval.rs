@@ -3,6 +3,7 @@
 use super::vm::{self, Access, Program, Run};
 use super::{sha1_hex, ScriptFlags};
 use crate::error::{CmdError, CmdResult};
+use crate::keyspace::Keyspace;
 use crate::store::{Ctx, Store};
 use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Keyless};
 use bytes::Bytes;
@@ -194,13 +195,13 @@ pub fn shebang_flags(body: &[u8]) -> Result<Option<ScriptFlags>, CmdError> {
     Ok(Some(flags))
 }
 
-fn eval(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn eval<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let body = args[1].clone();
     let sha = sha1_hex(&body);
     run_body(store, db, args, ctx, &sha, body, true)
 }
 
-fn evalsha(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn evalsha<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let sha = sha_arg(&args[1]);
     let body = store
         .scripts
@@ -222,8 +223,8 @@ fn sha_arg(arg: &[u8]) -> std::borrow::Cow<'_, str> {
     }
 }
 
-fn run_body(
-    store: &mut Store,
+fn run_body<K: Keyspace>(
+    store: &mut Store<K>,
     db: usize,
     args: &[Bytes],
     ctx: &Ctx,
@@ -253,13 +254,13 @@ fn run_body(
     Ok(reply)
 }
 
-fn eval_ro(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn eval_ro<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let body = args[1].clone();
     let sha = sha1_hex(&body);
     run_read_only(store, db, args, ctx, &sha, &body)
 }
 
-fn evalsha_ro(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn evalsha_ro<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let sha = sha_arg(&args[1]);
     let body = store
         .scripts
@@ -270,8 +271,8 @@ fn evalsha_ro(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult 
     run_read_only(store, db, args, ctx, &sha, &body)
 }
 
-fn run_read_only(
-    store: &Store,
+fn run_read_only<K: Keyspace>(
+    store: &Store<K>,
     db: usize,
     args: &[Bytes],
     ctx: &Ctx,
@@ -298,7 +299,12 @@ fn no_script() -> CmdError {
     CmdError::other("NOSCRIPT No matching script. Please use EVAL.")
 }
 
-fn script_load(store: &mut Store, _db: usize, args: &[Bytes], _ctx: &Ctx) -> CmdResult {
+fn script_load<K: Keyspace>(
+    store: &mut Store<K>,
+    _db: usize,
+    args: &[Bytes],
+    _ctx: &Ctx,
+) -> CmdResult {
     let body = args[2].clone();
     shebang_flags(&body)?;
     let sha = sha1_hex(&body);
@@ -315,7 +321,12 @@ fn script_load(store: &mut Store, _db: usize, args: &[Bytes], _ctx: &Ctx) -> Cmd
     Ok(Reply::bulk_str(&sha))
 }
 
-fn script_exists(store: &Store, _db: usize, args: &[Bytes], _ctx: &Ctx) -> CmdResult {
+fn script_exists<K: Keyspace>(
+    store: &Store<K>,
+    _db: usize,
+    args: &[Bytes],
+    _ctx: &Ctx,
+) -> CmdResult {
     Ok(Reply::Array(
         args[2..]
             .iter()
@@ -328,13 +339,23 @@ fn script_exists(store: &Store, _db: usize, args: &[Bytes], _ctx: &Ctx) -> CmdRe
 }
 
 /// SCRIPT FLUSH [ASYNC|SYNC]; both empty the cache at once.
-fn script_flush(store: &mut Store, _db: usize, args: &[Bytes], _ctx: &Ctx) -> CmdResult {
+fn script_flush<K: Keyspace>(
+    store: &mut Store<K>,
+    _db: usize,
+    args: &[Bytes],
+    _ctx: &Ctx,
+) -> CmdResult {
     super::check_flush_mode(args, "ERR SCRIPT FLUSH only support SYNC|ASYNC option")?;
     store.scripts.flush_bodies();
     Ok(Reply::ok())
 }
 
-fn script_help(_store: &Store, _db: usize, _args: &[Bytes], _ctx: &Ctx) -> CmdResult {
+fn script_help<K: Keyspace>(
+    _store: &Store<K>,
+    _db: usize,
+    _args: &[Bytes],
+    _ctx: &Ctx,
+) -> CmdResult {
     Ok(help_reply(&[
         "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "DEBUG (YES|SYNC|NO)",

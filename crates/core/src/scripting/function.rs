@@ -6,6 +6,7 @@ use super::{Library, ScriptFlags};
 use crate::args::eq_ic;
 use crate::error::{CmdError, CmdResult};
 use crate::glob::matches as glob_match;
+use crate::keyspace::Keyspace;
 use crate::store::{Ctx, Store};
 use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Keyless};
 use bytes::Bytes;
@@ -170,7 +171,7 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
     ),
 ];
 
-fn fcall(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn fcall<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let (keys, argv) = super::eval::split_keys(args)?;
     let name = String::from_utf8_lossy(&args[1]).into_owned();
     let flags = match store.scripts.function(&name) {
@@ -187,7 +188,7 @@ fn fcall(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     Ok(vm::run(Access::Write(store), Program::Function { name: &name }, run).0)
 }
 
-fn fcall_ro(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn fcall_ro<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let (keys, argv) = super::eval::split_keys(args)?;
     let name = String::from_utf8_lossy(&args[1]).into_owned();
     match store.scripts.function(&name) {
@@ -246,8 +247,8 @@ fn library_name(code: &[u8]) -> Result<String, CmdError> {
 
 /// Checks `code` and adds its library to `libraries` (replacing one of
 /// the same name only if `replace`).
-fn add_library(
-    store: &Store,
+fn add_library<K: Keyspace>(
+    store: &Store<K>,
     libraries: &mut std::collections::BTreeMap<String, Library>,
     code: Bytes,
     replace: bool,
@@ -291,7 +292,10 @@ fn add_library(
 }
 
 /// Loads libraries from their code (a snapshot's), replacing the store's.
-pub fn restore_libraries(store: &mut Store, codes: Vec<Bytes>) -> Result<(), CmdError> {
+pub fn restore_libraries<K: Keyspace>(
+    store: &mut Store<K>,
+    codes: Vec<Bytes>,
+) -> Result<(), CmdError> {
     let mut libraries = Default::default();
     for code in codes {
         add_library(store, &mut libraries, code, false)?;
@@ -300,7 +304,12 @@ pub fn restore_libraries(store: &mut Store, codes: Vec<Bytes>) -> Result<(), Cmd
     Ok(())
 }
 
-fn function_load(store: &mut Store, _db: usize, args: &[Bytes], _ctx: &Ctx) -> CmdResult {
+fn function_load<K: Keyspace>(
+    store: &mut Store<K>,
+    _db: usize,
+    args: &[Bytes],
+    _ctx: &Ctx,
+) -> CmdResult {
     let mut replace = false;
     let mut i = 2;
     while i < args.len() - 1 {
@@ -321,7 +330,12 @@ fn function_load(store: &mut Store, _db: usize, args: &[Bytes], _ctx: &Ctx) -> C
     Ok(Reply::bulk_str(&name))
 }
 
-fn function_delete(store: &mut Store, _db: usize, args: &[Bytes], _ctx: &Ctx) -> CmdResult {
+fn function_delete<K: Keyspace>(
+    store: &mut Store<K>,
+    _db: usize,
+    args: &[Bytes],
+    _ctx: &Ctx,
+) -> CmdResult {
     let name = String::from_utf8_lossy(&args[2]).into_owned();
     let mut libraries = store.scripts.libraries.clone();
     if libraries.remove(&name).is_none() {
@@ -331,13 +345,23 @@ fn function_delete(store: &mut Store, _db: usize, args: &[Bytes], _ctx: &Ctx) ->
     Ok(Reply::ok())
 }
 
-fn function_flush(store: &mut Store, _db: usize, args: &[Bytes], _ctx: &Ctx) -> CmdResult {
+fn function_flush<K: Keyspace>(
+    store: &mut Store<K>,
+    _db: usize,
+    args: &[Bytes],
+    _ctx: &Ctx,
+) -> CmdResult {
     super::check_flush_mode(args, "ERR FUNCTION FLUSH only supports SYNC|ASYNC option")?;
     store.scripts.set_libraries(Default::default());
     Ok(Reply::ok())
 }
 
-fn function_list(store: &Store, _db: usize, args: &[Bytes], _ctx: &Ctx) -> CmdResult {
+fn function_list<K: Keyspace>(
+    store: &Store<K>,
+    _db: usize,
+    args: &[Bytes],
+    _ctx: &Ctx,
+) -> CmdResult {
     let mut pattern: Option<&[u8]> = None;
     let mut with_code = false;
     let mut i = 2;
@@ -398,7 +422,12 @@ fn function_list(store: &Store, _db: usize, args: &[Bytes], _ctx: &Ctx) -> CmdRe
     Ok(Reply::Array(libs))
 }
 
-fn function_stats(store: &Store, _db: usize, _args: &[Bytes], _ctx: &Ctx) -> CmdResult {
+fn function_stats<K: Keyspace>(
+    store: &Store<K>,
+    _db: usize,
+    _args: &[Bytes],
+    _ctx: &Ctx,
+) -> CmdResult {
     let functions: usize = store
         .scripts
         .libraries
@@ -426,7 +455,12 @@ fn function_stats(store: &Store, _db: usize, _args: &[Bytes], _ctx: &Ctx) -> Cmd
     ]))
 }
 
-fn function_dump(store: &Store, _db: usize, _args: &[Bytes], _ctx: &Ctx) -> CmdResult {
+fn function_dump<K: Keyspace>(
+    store: &Store<K>,
+    _db: usize,
+    _args: &[Bytes],
+    _ctx: &Ctx,
+) -> CmdResult {
     let codes: Vec<&[u8]> = store
         .scripts
         .libraries
@@ -437,7 +471,12 @@ fn function_dump(store: &Store, _db: usize, _args: &[Bytes], _ctx: &Ctx) -> CmdR
 }
 
 /// FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE].
-fn function_restore(store: &mut Store, _db: usize, args: &[Bytes], _ctx: &Ctx) -> CmdResult {
+fn function_restore<K: Keyspace>(
+    store: &mut Store<K>,
+    _db: usize,
+    args: &[Bytes],
+    _ctx: &Ctx,
+) -> CmdResult {
     #[derive(PartialEq)]
     enum Policy {
         Flush,
@@ -472,7 +511,12 @@ fn function_restore(store: &mut Store, _db: usize, args: &[Bytes], _ctx: &Ctx) -
     Ok(Reply::ok())
 }
 
-fn function_help(_store: &Store, _db: usize, _args: &[Bytes], _ctx: &Ctx) -> CmdResult {
+fn function_help<K: Keyspace>(
+    _store: &Store<K>,
+    _db: usize,
+    _args: &[Bytes],
+    _ctx: &Ctx,
+) -> CmdResult {
     Ok(help_reply(&[
         "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "LOAD [REPLACE] <FUNCTION CODE>",

@@ -26,6 +26,7 @@ pub mod function;
 pub mod libs;
 pub mod vm;
 
+use crate::keyspace::{Keyspace, MemoryKeyspace};
 use bytes::Bytes;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -88,18 +89,31 @@ pub struct Library {
 
 /// The scripting state of a shard. `bodies` and `libraries` are
 /// replicated state (written only by applied commands, carried in
-/// snapshots); the interpreter is a cache rebuilt from them on demand.
-#[derive(Default)]
-pub struct Scripts {
+/// snapshots) and the same whatever the engine; the interpreter is a cache
+/// rebuilt from them on demand. It is typed by the store's engine `K`
+/// because its `redis.call` is compiled once against that engine's copy of
+/// the command handlers (static dispatch on every call).
+pub struct Scripts<K: Keyspace = MemoryKeyspace> {
     /// EVAL bodies by their lower-case SHA1 hex.
     pub bodies: HashMap<String, Bytes>,
     pub libraries: BTreeMap<String, Library>,
     /// Bumped when `libraries` change, so the interpreter reloads them.
     pub generation: u64,
-    vm: RefCell<Option<Box<vm::ScriptVm>>>,
+    vm: RefCell<Option<Box<vm::ScriptVm<K>>>>,
 }
 
-impl Scripts {
+impl<K: Keyspace> Default for Scripts<K> {
+    fn default() -> Self {
+        Scripts {
+            bodies: HashMap::new(),
+            libraries: BTreeMap::new(),
+            generation: 0,
+            vm: RefCell::new(None),
+        }
+    }
+}
+
+impl<K: Keyspace> Scripts<K> {
     /// The function `name` and the library that holds it.
     pub fn function(&self, name: &str) -> Option<(&Library, &FunctionInfo)> {
         self.libraries
@@ -122,19 +136,19 @@ impl Scripts {
 
     /// Takes the interpreter out for one run (creating it if needed), so
     /// the store can be borrowed by the script's commands meanwhile.
-    fn take_vm(&self) -> Result<Box<vm::ScriptVm>, mlua::Error> {
+    fn take_vm(&self) -> Result<Box<vm::ScriptVm<K>>, mlua::Error> {
         match self.vm.borrow_mut().take() {
             Some(vm) => Ok(vm),
             None => vm::ScriptVm::new().map(Box::new),
         }
     }
 
-    fn put_vm(&self, vm: Box<vm::ScriptVm>) {
+    fn put_vm(&self, vm: Box<vm::ScriptVm<K>>) {
         *self.vm.borrow_mut() = Some(vm);
     }
 }
 
-impl std::fmt::Debug for Scripts {
+impl<K: Keyspace> std::fmt::Debug for Scripts<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scripts")
             .field("bodies", &self.bodies.len())
@@ -174,8 +188,8 @@ pub(crate) fn check_flush_mode(args: &[Bytes], error: &'static str) -> Result<()
 
 /// SCRIPT KILL and FUNCTION KILL: a script runs to its end before the next
 /// command is served, so there is never one to kill when this is read.
-pub(crate) fn kill(
-    _store: &crate::Store,
+pub(crate) fn kill<K: Keyspace>(
+    _store: &crate::Store<K>,
     _db: usize,
     _args: &[Bytes],
     _ctx: &crate::Ctx,

@@ -10,7 +10,7 @@
 use super::convert::{self, RespVersion};
 use super::{libs, FunctionInfo, Library, ScriptFlags};
 use crate::error::CmdError;
-use crate::keyspace::{Keyspace, MemoryKeyspace};
+use crate::keyspace::Keyspace;
 use crate::store::{Ctx, Store};
 use crate::table::{resolve, Handler};
 use bytes::Bytes;
@@ -20,6 +20,7 @@ use mlua::chunk::ChunkMode;
 use mlua::{ffi, BString, Either, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
+use std::marker::PhantomData;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -162,8 +163,10 @@ rawsetmeta(G, {
 })
 "#;
 
-/// A shard's interpreter with its compiled scripts.
-pub struct ScriptVm {
+/// A shard's interpreter with its compiled scripts. Its `redis.call` and
+/// `redis.pcall` run the command table's handlers for the engine `K`, the
+/// one of the store it serves.
+pub struct ScriptVm<K: Keyspace> {
     lua: Lua,
     /// Compiled EVAL bodies by SHA1.
     compiled: HashMap<String, Function>,
@@ -192,6 +195,9 @@ pub struct ScriptVm {
     handler: Function,
     /// Runs since the last garbage-collection step.
     runs_since_gc: u32,
+    /// The engine `call` and `pcall` were made for (a `fn` type, so the
+    /// interpreter is `Send` whatever the engine).
+    engine: PhantomData<fn() -> K>,
 }
 
 /// Runs between two incremental garbage-collection steps (Redis's
@@ -211,13 +217,13 @@ const STEP_LIMIT_ERROR: &str =
     "Script killed: it ran more Lua instructions than script-max-instructions allows";
 
 /// How a run may touch the store.
-pub enum Access<'a> {
-    Write(&'a mut Store),
-    Read(&'a Store),
+pub enum Access<'a, K: Keyspace> {
+    Write(&'a mut Store<K>),
+    Read(&'a Store<K>),
 }
 
-impl Access<'_> {
-    fn store(&self) -> &Store {
+impl<K: Keyspace> Access<'_, K> {
+    fn store(&self) -> &Store<K> {
         match self {
             Access::Write(s) => s,
             Access::Read(s) => s,
@@ -242,8 +248,8 @@ pub struct Run<'a> {
 }
 
 /// What the commands a script issues share during one run.
-struct CallState<'s> {
-    access: Access<'s>,
+struct CallState<'s, K: Keyspace> {
+    access: Access<'s, K>,
     db: usize,
     ctx: Ctx,
     read_only: bool,
@@ -252,8 +258,8 @@ struct CallState<'s> {
     slot: Option<u16>,
 }
 
-impl ScriptVm {
-    pub fn new() -> mlua::Result<ScriptVm> {
+impl<K: Keyspace> ScriptVm<K> {
+    pub fn new() -> mlua::Result<ScriptVm<K>> {
         let lua = Lua::new_with(
             StdLib::TABLE | StdLib::STRING | StdLib::MATH,
             LuaOptions::default(),
@@ -308,14 +314,14 @@ impl ScriptVm {
         let call = counting_args(
             &lua,
             lua.create_function(move |lua, args: CallArgs| {
-                script_call(lua, &cur, &rsp, args, true)
+                script_call::<K>(lua, &cur, &rsp, args, true)
             })?,
         )?;
         let (cur, rsp) = (current.clone(), resp.clone());
         let pcall = counting_args(
             &lua,
             lua.create_function(move |lua, args: CallArgs| {
-                script_call(lua, &cur, &rsp, args, false)
+                script_call::<K>(lua, &cur, &rsp, args, false)
             })?,
         )?;
         redis.raw_set("call", &call)?;
@@ -347,6 +353,7 @@ impl ScriptVm {
             run_function,
             handler,
             runs_since_gc: 0,
+            engine: PhantomData,
         })
     }
 
@@ -453,7 +460,11 @@ impl ScriptVm {
 /// Runs `program` against the store: the one entry point of EVAL, EVALSHA,
 /// FCALL and their read-only forms. Returns the reply (a script error is an
 /// error reply) and whether an EVAL body compiled (so it may be cached).
-pub fn run(access: Access<'_>, program: Program<'_>, run: Run<'_>) -> (Reply, bool) {
+pub fn run<K: Keyspace>(
+    access: Access<'_, K>,
+    program: Program<'_>,
+    run: Run<'_>,
+) -> (Reply, bool) {
     let scripts = &access.store().scripts;
     let mut vm = match scripts.take_vm() {
         Ok(vm) => vm,
@@ -517,9 +528,9 @@ pub fn run(access: Access<'_>, program: Program<'_>, run: Run<'_>) -> (Reply, bo
 /// Makes `state` the run that `redis.call` and `redis.pcall` reach while
 /// `f` runs, and only then: the pointer is cleared when `f` returns or
 /// unwinds, before `state` can go away.
-fn with_current_run<R>(
+fn with_current_run<K: Keyspace, R>(
     current: &AtomicPtr<()>,
-    state: &RefCell<CallState<'_>>,
+    state: &RefCell<CallState<'_, K>>,
     f: impl FnOnce() -> R,
 ) -> R {
     struct Clear<'a>(&'a AtomicPtr<()>);
@@ -529,7 +540,7 @@ fn with_current_run<R>(
         }
     }
     current.store(
-        state as *const RefCell<CallState<'_>> as *mut (),
+        state as *const RefCell<CallState<'_, K>> as *mut (),
         Ordering::Relaxed,
     );
     let _clear = Clear(current);
@@ -537,11 +548,12 @@ fn with_current_run<R>(
 }
 
 /// Calls `f` with the run in progress, or returns `None` outside a run.
-fn current_run<R>(
+/// `K` is the engine of the interpreter that owns `current`.
+fn current_run<K: Keyspace, R>(
     current: &AtomicPtr<()>,
-    f: impl for<'s> FnOnce(&RefCell<CallState<'s>>) -> R,
+    f: impl for<'s> FnOnce(&RefCell<CallState<'s, K>>) -> R,
 ) -> Option<R> {
-    let ptr = current.load(Ordering::Relaxed) as *const RefCell<CallState<'_>>;
+    let ptr = current.load(Ordering::Relaxed) as *const RefCell<CallState<'_, K>>;
     if ptr.is_null() {
         return None;
     }
@@ -551,7 +563,10 @@ fn current_run<R>(
     // this pointer belongs to calls here, synchronously from inside
     // `with_current_run`'s `f`, on the thread that stored it (the
     // interpreter is taken out of `Scripts` for the run), so the `RefCell`
-    // is never shared across threads. `f` is generic over the state's
+    // is never shared across threads. The state's engine is `K`: the
+    // pointer belongs to a `ScriptVm<K>` (whose `call` and `pcall` are
+    // the only callers, with its `K`), and only `run::<K>`, given a
+    // `Store<K>`, stores one there. `f` is generic over the state's
     // lifetime, so it cannot keep the reference or anything borrowed from
     // it beyond this call.
     Some(f(unsafe { &*ptr }))
@@ -559,7 +574,7 @@ fn current_run<R>(
 
 /// `redis.call` (`raise`) or `redis.pcall`: runs one command of the
 /// current run and gives its reply to the script.
-fn script_call(
+fn script_call<K: Keyspace>(
     lua: &Lua,
     current: &AtomicPtr<()>,
     resp: &AtomicU64,
@@ -567,7 +582,7 @@ fn script_call(
     raise: bool,
 ) -> mlua::Result<Value> {
     let reply = command_args(args).and_then(|argv| {
-        current_run(current, |state| state.borrow_mut().call(argv))
+        current_run::<K, _>(current, |state| state.borrow_mut().call(argv))
             .unwrap_or_else(|| Err(not_allowed()))
     });
     if matches!(reply, Ok(Reply::Int(_) | Reply::Nil)) {
@@ -612,8 +627,8 @@ fn convert_call_reply(
     }
 }
 
-fn execute(
-    vm: &ScriptVm,
+fn execute<K: Keyspace>(
+    vm: &ScriptVm<K>,
     func: &Function,
     name: &str,
     is_function: bool,
@@ -855,7 +870,7 @@ fn counting_args(lua: &Lua, inner: Function) -> mlua::Result<Function> {
     unsafe { lua.exec_raw::<Function>(&inner, |state| ffi::lua_pushcclosure(state, count, 1)) }
 }
 
-impl CallState<'_> {
+impl<K: Keyspace> CallState<'_, K> {
     /// One `redis.call`: the command's reply, or the error it raises.
     fn call(&mut self, argv: Vec<Bytes>) -> Result<Reply, CmdError> {
         let spec = match resolve(&argv) {
@@ -890,20 +905,11 @@ impl CallState<'_> {
         };
         let result = match (spec.handler, &mut self.access) {
             (Handler::Session(cmd), _) => return self.session_command(cmd, &argv),
-            (Handler::Write(f), Access::Write(store)) => crate::notify::write(
-                store,
-                spec,
-                MemoryKeyspace::write_fn(&f),
-                self.db,
-                &argv,
-                &ctx,
-            ),
-            (Handler::Read(f), Access::Write(store)) => {
-                MemoryKeyspace::read_fn(&f)(store, self.db, &argv, &ctx)
+            (Handler::Write(f), Access::Write(store)) => {
+                crate::notify::write(store, spec, K::write_fn(&f), self.db, &argv, &ctx)
             }
-            (Handler::Read(f), Access::Read(store)) => {
-                MemoryKeyspace::read_fn(&f)(store, self.db, &argv, &ctx)
-            }
+            (Handler::Read(f), Access::Write(store)) => K::read_fn(&f)(store, self.db, &argv, &ctx),
+            (Handler::Read(f), Access::Read(store)) => K::read_fn(&f)(store, self.db, &argv, &ctx),
             (Handler::Write(_), Access::Read(_)) => Err(CmdError::other(
                 "ERR Write commands are not allowed from read-only scripts.",
             )),
