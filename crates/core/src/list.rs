@@ -2,9 +2,9 @@
 //! between lists, LMPOP and the blocking forms.
 //!
 //! Replies, errors and the order in which arguments are checked follow Redis
-//! 7.0's `t_list.c`. The value type and its encodings (listpack, quicklist)
-//! live in `kvasir_engine_memory::list`; this module passes it the
-//! configured node limit (`store.limits.list_max_listpack_size`).
+//! 7.0's `t_list.c`. The value type and its encodings are the engine's,
+//! reached through [`ListOps`]; this module passes it the configured
+//! limits (`store.limits`, of which lists use `list_max_listpack_size`).
 //!
 //! Blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP) serve the
 //! request when they can and otherwise answer [`CmdError::WouldBlock`]; the
@@ -13,12 +13,11 @@
 
 use crate::args::{eq_ic, parse_i64, parse_timeout};
 use crate::error::{BlockOn, CmdError, CmdResult};
-use crate::keyspace::Value;
+use crate::keyspace::list_ops::{Elem, End};
+use crate::keyspace::{Collection, Keyspace, ListOps, Value};
 use crate::store::{Ctx, Store};
 use crate::table::{cmd, keys_after_numkeys, CommandSpec, Flags};
 use bytes::{Bytes, BytesMut};
-use kvasir_engine_memory::list::{Elem, End};
-use kvasir_engine_memory::List;
 use kvasir_resp::Reply;
 
 const WDF: Flags = Flags::WRITE.union(Flags::DENYOOM).union(Flags::FAST);
@@ -75,14 +74,14 @@ pub const COMMANDS: &[CommandSpec] = &[
 
 /// The list in `v`; WRONGTYPE for any other type. The type check of this
 /// module.
-fn as_list(v: &Value) -> Result<&List, CmdError> {
+fn as_list<K: Keyspace>(v: &Value<K>) -> Result<&K::List, CmdError> {
     match v {
         Value::List(l) => Ok(l),
         _ => Err(CmdError::WrongType),
     }
 }
 
-fn as_list_mut(v: &mut Value) -> Result<&mut List, CmdError> {
+fn as_list_mut<K: Keyspace>(v: &mut Value<K>) -> Result<&mut K::List, CmdError> {
     match v {
         Value::List(l) => Ok(l),
         _ => Err(CmdError::WrongType),
@@ -90,25 +89,25 @@ fn as_list_mut(v: &mut Value) -> Result<&mut List, CmdError> {
 }
 
 /// For reads: the live list at `key` (None when missing).
-fn read_list<'a>(
-    store: &'a Store,
+fn read_list<'a, K: Keyspace>(
+    store: &'a Store<K>,
     db: usize,
     key: &[u8],
     ctx: &Ctx,
-) -> Result<Option<&'a List>, CmdError> {
+) -> Result<Option<&'a K::List>, CmdError> {
     store
         .live(db, key, ctx.now_ms)
-        .map(|e| as_list(&e.value))
+        .map(|e| as_list(e.value))
         .transpose()
 }
 
 /// For writes: the live list at `key` after lazy expiry (None when missing).
-fn write_list<'a>(
-    store: &'a mut Store,
+fn write_list<'a, K: Keyspace>(
+    store: &'a mut Store<K>,
     db: usize,
     key: &[u8],
     ctx: &Ctx,
-) -> Result<Option<&'a mut List>, CmdError> {
+) -> Result<Option<&'a mut K::List>, CmdError> {
     store
         .live_value_mut(db, key, ctx)
         .map(as_list_mut)
@@ -116,7 +115,7 @@ fn write_list<'a>(
 }
 
 /// Deletes `key` if it holds an empty list: a list never exists empty.
-fn delete_if_empty(store: &mut Store, db: usize, key: &[u8]) {
+fn delete_if_empty<K: Keyspace>(store: &mut Store<K>, db: usize, key: &[u8]) {
     let empty = store
         .db(db)
         .get(key)
@@ -128,8 +127,8 @@ fn delete_if_empty(store: &mut Store, db: usize, key: &[u8]) {
 
 /// Pushes `values` at `end` of the list at `key`, creating it unless
 /// `only_existing`; returns the new length (0 when nothing was created).
-fn push_values(
-    store: &mut Store,
+fn push_values<K: Keyspace>(
+    store: &mut Store<K>,
     db: usize,
     key: &[u8],
     values: &[impl AsRef<[u8]>],
@@ -137,16 +136,16 @@ fn push_values(
     only_existing: bool,
     ctx: &Ctx,
 ) -> Result<usize, CmdError> {
-    let fill = store.limits.list_max_listpack_size;
+    let limits = store.limits;
     if let Some(l) = write_list(store, db, key, ctx)? {
-        l.push(end, values, fill);
+        l.push(end, values, &limits);
         return Ok(l.len());
     }
     if only_existing {
         return Ok(0);
     }
-    let mut l = List::new();
-    l.push(end, values, fill);
+    let mut l = K::List::new();
+    l.push(end, values, &limits);
     let len = l.len();
     store.db_mut(db).set(key, Value::List(Box::new(l)), None);
     Ok(len)
@@ -188,7 +187,7 @@ fn bulk_array<'a>(elems: impl ExactSizeIterator<Item = Elem<'a>>) -> Reply {
 
 /// Removes up to `count` elements from `end` of `list` and returns them in
 /// pop order (for RPOP, the last element first).
-fn pop_many(list: &mut List, end: End, count: usize) -> Vec<Reply> {
+fn pop_many(list: &mut impl ListOps, end: End, count: usize) -> Vec<Reply> {
     let n = count.min(list.len());
     match end {
         End::Front => {
@@ -260,19 +259,19 @@ fn resolve_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
 // Push and pop
 // ---------------------------------------------------------------------------
 
-fn lpush(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn lpush<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     push_values(store, db, &args[1], &args[2..], End::Front, false, ctx).map(len_reply)
 }
 
-fn rpush(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn rpush<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     push_values(store, db, &args[1], &args[2..], End::Back, false, ctx).map(len_reply)
 }
 
-fn lpushx(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn lpushx<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     push_values(store, db, &args[1], &args[2..], End::Front, true, ctx).map(len_reply)
 }
 
-fn rpushx(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn rpushx<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     push_values(store, db, &args[1], &args[2..], End::Back, true, ctx).map(len_reply)
 }
 
@@ -280,18 +279,18 @@ fn len_reply(n: usize) -> Reply {
     Reply::Int(i64::try_from(n).unwrap_or(i64::MAX))
 }
 
-fn lpop(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn lpop<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     pop_command(store, db, args, End::Front, "lpop", ctx)
 }
 
-fn rpop(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn rpop<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     pop_command(store, db, args, End::Back, "rpop", ctx)
 }
 
 /// LPOP/RPOP key [count]: without a count one element or nil; with one an
 /// array (empty for 0) or a nil array when the key is missing.
-fn pop_command(
-    store: &mut Store,
+fn pop_command<K: Keyspace>(
+    store: &mut Store<K>,
     db: usize,
     args: &[Bytes],
     end: End,
@@ -334,13 +333,13 @@ fn pop_command(
 // Reads
 // ---------------------------------------------------------------------------
 
-fn llen(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn llen<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let n = read_list(store, db, &args[1], ctx)?.map_or(0, |l| l.len());
     Ok(len_reply(n))
 }
 
 /// LRANGE key start stop: indexes are checked before the key.
-fn lrange(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn lrange<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let start = parse_i64(&args[2])?;
     let end = parse_i64(&args[3])?;
     let Some(list) = read_list(store, db, &args[1], ctx)? else {
@@ -353,7 +352,7 @@ fn lrange(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 }
 
 /// LINDEX key index: a missing key answers nil before the index is parsed.
-fn lindex(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn lindex<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let Some(list) = read_list(store, db, &args[1], ctx)? else {
         return Ok(Reply::Nil);
     };
@@ -368,7 +367,7 @@ fn lindex(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 /// The matching loop mirrors Redis 7.0 including its wrapping arithmetic,
 /// so that even RANK -9223372036854775808 answers as Redis does (the first
 /// match from the tail, every match with COUNT).
-fn lpos(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn lpos<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let mut rank: i64 = 1;
     let mut count: Option<i64> = None;
     let mut maxlen: i64 = 0;
@@ -445,20 +444,20 @@ fn lpos(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 // ---------------------------------------------------------------------------
 
 /// LSET key index element: the key is looked up before the index is parsed.
-fn lset(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
-    let fill = store.limits.list_max_listpack_size;
+fn lset<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+    let limits = store.limits;
     let Some(list) = write_list(store, db, &args[1], ctx)? else {
         return Err(CmdError::NoSuchKey);
     };
     let index = parse_i64(&args[2])?;
     let i = resolve_index(index, list.len()).ok_or(CmdError::IndexOutOfRange)?;
-    list.set(i, &args[3], fill);
+    list.set(i, &args[3], &limits);
     Ok(Reply::ok())
 }
 
 /// LINSERT key BEFORE|AFTER pivot element: -1 without the pivot, 0 without
 /// the key, else the new length.
-fn linsert(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn linsert<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let after = if eq_ic(&args[2], "AFTER") {
         true
     } else if eq_ic(&args[2], "BEFORE") {
@@ -466,7 +465,7 @@ fn linsert(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult
     } else {
         return Err(CmdError::Syntax);
     };
-    let fill = store.limits.list_max_listpack_size;
+    let limits = store.limits;
     let Some(list) = write_list(store, db, &args[1], ctx)? else {
         return Ok(Reply::Int(0));
     };
@@ -474,13 +473,13 @@ fn linsert(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult
     let Some(at) = list.iter().position(|e| e == pivot) else {
         return Ok(Reply::Int(-1));
     };
-    list.insert(at + usize::from(after), &args[4], fill);
+    list.insert(at + usize::from(after), &args[4], &limits);
     Ok(len_reply(list.len()))
 }
 
 /// LREM key count element: count > 0 removes from the head, < 0 from the
 /// tail, 0 every match.
-fn lrem(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn lrem<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let count = parse_i64(&args[2])?;
     let key = &args[1];
     let Some(list) = write_list(store, db, key, ctx)? else {
@@ -514,7 +513,7 @@ fn lrem(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 }
 
 /// LTRIM key start stop: keeps the range, deleting the key when it is empty.
-fn ltrim(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn ltrim<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let start = parse_i64(&args[2])?;
     let end = parse_i64(&args[3])?;
     let key = &args[1];
@@ -537,21 +536,21 @@ fn ltrim(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 // Moves
 // ---------------------------------------------------------------------------
 
-fn lmove(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn lmove<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let from = parse_end(&args[3])?;
     let to = parse_end(&args[4])?;
     move_element(store, db, &args[1], &args[2], from, to, ctx)
 }
 
-fn rpoplpush(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn rpoplpush<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     move_element(store, db, &args[1], &args[2], End::Back, End::Front, ctx)
 }
 
 /// Pops from `from` of `src` and pushes at `to` of `dst` (which may be the
 /// same key: a rotation). Nil when `src` is missing; WRONGTYPE, with nothing
 /// changed, when either key holds another type.
-fn move_element(
-    store: &mut Store,
+fn move_element<K: Keyspace>(
+    store: &mut Store<K>,
     db: usize,
     src: &[u8],
     dst: &[u8],
@@ -572,7 +571,7 @@ fn move_element(
 }
 
 /// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count].
-fn lmpop(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn lmpop<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let req = parse_mpop(args, 1)?;
     Ok(mpop(store, db, &req, ctx)?.unwrap_or(Reply::NilArray))
 }
@@ -615,8 +614,8 @@ fn parse_mpop(args: &[Bytes], at: usize) -> Result<MpopReq<'_>, CmdError> {
 /// Pops from the first non-empty list among the keys: `[key, [elements]]`,
 /// or None when every key is missing. A key of another type met before a
 /// list answers WRONGTYPE.
-fn mpop(
-    store: &mut Store,
+fn mpop<K: Keyspace>(
+    store: &mut Store<K>,
     db: usize,
     req: &MpopReq<'_>,
     ctx: &Ctx,
@@ -648,17 +647,23 @@ fn would_block(keys: &[Bytes], timeout_ms: u64, on_timeout: Reply) -> CmdError {
     }))
 }
 
-fn blpop(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn blpop<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     blocking_pop(store, db, args, End::Front, ctx)
 }
 
-fn brpop(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn brpop<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     blocking_pop(store, db, args, End::Back, ctx)
 }
 
 /// BLPOP/BRPOP key [key ...] timeout: `[key, element]` from the first
 /// non-empty list; a key of another type met first answers WRONGTYPE.
-fn blocking_pop(store: &mut Store, db: usize, args: &[Bytes], end: End, ctx: &Ctx) -> CmdResult {
+fn blocking_pop<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    end: End,
+    ctx: &Ctx,
+) -> CmdResult {
     let last = args.len() - 1;
     let timeout_ms = parse_timeout(&args[last])?;
     let keys = &args[1..last];
@@ -678,7 +683,7 @@ fn blocking_pop(store: &mut Store, db: usize, args: &[Bytes], end: End, ctx: &Ct
 }
 
 /// BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout.
-fn blmove(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn blmove<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let from = parse_end(&args[3])?;
     let to = parse_end(&args[4])?;
     let timeout_ms = parse_timeout(&args[5])?;
@@ -686,13 +691,18 @@ fn blmove(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult 
 }
 
 /// BRPOPLPUSH source destination timeout.
-fn brpoplpush(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn brpoplpush<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     let timeout_ms = parse_timeout(&args[3])?;
     blocking_move(store, db, args, End::Back, End::Front, timeout_ms, ctx)
 }
 
-fn blocking_move(
-    store: &mut Store,
+fn blocking_move<K: Keyspace>(
+    store: &mut Store<K>,
     db: usize,
     args: &[Bytes],
     from: End,
@@ -707,7 +717,7 @@ fn blocking_move(
 }
 
 /// BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count].
-fn blmpop(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn blmpop<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let timeout_ms = parse_timeout(&args[1])?;
     let req = parse_mpop(args, 2)?;
     match mpop(store, db, &req, ctx)? {

@@ -2,8 +2,8 @@
 //! XACK, XPENDING, XCLAIM, XAUTOCLAIM), XINFO and XSETID.
 //!
 //! Replies, errors and the order in which arguments are checked follow
-//! Redis 7.0's `t_stream.c`. The value type lives in
-//! `kvasir_engine_memory::stream`.
+//! Redis 7.0's `t_stream.c`. The value type is the engine's, reached
+//! through [`StreamOps`] and its groups through [`ConsumerGroup`].
 //!
 //! Time: auto ids, delivery and idle times come from `ctx.now_ms` only, so
 //! every replica computes the same ids. An auto id never goes below the
@@ -16,12 +16,13 @@
 
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{BlockOn, CmdError, CmdResult};
-use crate::keyspace::Value;
+use crate::keyspace::stream_ops::{
+    ConsumerGroup, ConsumerInfo, StreamEntry, StreamId, Trim, STREAM_NODE_MAX_ENTRIES,
+};
+use crate::keyspace::{Collection, Keyspace, StreamOps, Value};
 use crate::store::{Ctx, Store};
 use crate::table::{cmd, container, help_reply, CommandSpec, Flags};
 use bytes::Bytes;
-use kvasir_engine_memory::stream::{Consumer, EntryRef, Group, Pending, StreamId, Trim};
-use kvasir_engine_memory::Stream;
 use kvasir_resp::Reply;
 
 const WDF: Flags = Flags::WRITE.union(Flags::DENYOOM).union(Flags::FAST);
@@ -232,7 +233,7 @@ fn id_reply(id: StreamId) -> Reply {
     Reply::Bulk(Bytes::from(id.to_string()))
 }
 
-fn entry_reply(e: &EntryRef) -> Reply {
+fn entry_reply(e: &StreamEntry) -> Reply {
     let mut fields = Vec::with_capacity(e.fields.len() * 2);
     for (f, v) in &e.fields {
         fields.push(Reply::Bulk(Bytes::copy_from_slice(f)));
@@ -241,7 +242,7 @@ fn entry_reply(e: &EntryRef) -> Reply {
     Reply::Array(vec![id_reply(e.id), Reply::Array(fields)])
 }
 
-fn entries_reply(entries: &[EntryRef]) -> Reply {
+fn entries_reply(entries: &[StreamEntry]) -> Reply {
     Reply::Array(entries.iter().map(entry_reply).collect())
 }
 
@@ -254,14 +255,14 @@ fn parse_count(arg: &[u8]) -> Result<usize, CmdError> {
 // Values
 // ---------------------------------------------------------------------------
 
-fn as_stream(v: &Value) -> Result<&Stream, CmdError> {
+fn as_stream<K: Keyspace>(v: &Value<K>) -> Result<&K::Stream, CmdError> {
     match v {
         Value::Stream(s) => Ok(s),
         _ => Err(CmdError::WrongType),
     }
 }
 
-fn as_stream_mut(v: &mut Value) -> Result<&mut Stream, CmdError> {
+fn as_stream_mut<K: Keyspace>(v: &mut Value<K>) -> Result<&mut K::Stream, CmdError> {
     match v {
         Value::Stream(s) => Ok(s),
         _ => Err(CmdError::WrongType),
@@ -269,25 +270,25 @@ fn as_stream_mut(v: &mut Value) -> Result<&mut Stream, CmdError> {
 }
 
 /// For reads: the live stream at `key` (None when missing).
-fn read_stream<'a>(
-    store: &'a Store,
+fn read_stream<'a, K: Keyspace>(
+    store: &'a Store<K>,
     db: usize,
     key: &[u8],
     ctx: &Ctx,
-) -> Result<Option<&'a Stream>, CmdError> {
+) -> Result<Option<&'a K::Stream>, CmdError> {
     store
         .live(db, key, ctx.now_ms)
-        .map(|e| as_stream(&e.value))
+        .map(|e| as_stream(e.value))
         .transpose()
 }
 
 /// For writes: the live stream at `key` after lazy expiry.
-fn write_stream<'a>(
-    store: &'a mut Store,
+fn write_stream<'a, K: Keyspace>(
+    store: &'a mut Store<K>,
     db: usize,
     key: &[u8],
     ctx: &Ctx,
-) -> Result<Option<&'a mut Stream>, CmdError> {
+) -> Result<Option<&'a mut K::Stream>, CmdError> {
     store
         .live_value_mut(db, key, ctx)
         .map(as_stream_mut)
@@ -295,16 +296,16 @@ fn write_stream<'a>(
 }
 
 /// The stream at `key`, created empty when missing.
-fn stream_or_create<'a>(
-    store: &'a mut Store,
+fn stream_or_create<'a, K: Keyspace>(
+    store: &'a mut Store<K>,
     db: usize,
     key: &[u8],
     ctx: &Ctx,
-) -> Result<&'a mut Stream, CmdError> {
+) -> Result<&'a mut K::Stream, CmdError> {
     if write_stream(store, db, key, ctx)?.is_none() {
         store
             .db_mut(db)
-            .set(key, Value::Stream(Box::new(Stream::new())), None);
+            .set(key, Value::Stream(Box::new(K::Stream::new())), None);
     }
     write_stream(store, db, key, ctx)?.ok_or(CmdError::NoSuchKey)
 }
@@ -395,7 +396,7 @@ fn parse_trim_args(args: &[Bytes], xadd: bool) -> Result<TrimArgs, CmdError> {
         }
     } else if t.approx {
         // Redis caps an approximate trim's work: 100 nodes' worth.
-        t.limit = 100 * kvasir_engine_memory::stream::NODE_MAX_ENTRIES as u64;
+        t.limit = 100 * STREAM_NODE_MAX_ENTRIES as u64;
     } else {
         t.limit = 0;
     }
@@ -436,7 +437,7 @@ fn next_id(last: StreamId, wanted: Option<ParsedId>, now_ms: u64) -> Result<Stre
     }
 }
 
-fn xadd(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn xadd<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let t = parse_trim_args(args, true)?;
     let field_pos = t.id_pos + 1;
     let nfields = args.len().saturating_sub(field_pos);
@@ -455,12 +456,12 @@ fn xadd(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
         return Ok(Reply::Nil);
     }
     let s = stream_or_create(store, db, key, ctx)?;
-    if s.last_id == StreamId::MAX {
+    if s.last_id() == StreamId::MAX {
         return Err(CmdError::other(
             "ERR The stream has exhausted the last possible ID, unable to add more items",
         ));
     }
-    let id = match next_id(s.last_id, t.id, ctx.now_ms) {
+    let id = match next_id(s.last_id(), t.id, ctx.now_ms) {
         Ok(id) => id,
         Err(e) => {
             discard_if_new_and_empty(store, db, key);
@@ -480,16 +481,16 @@ fn xadd(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 
 /// XADD created the stream and then failed: a stream that never held
 /// anything and has no groups goes again (Redis checks before creating).
-fn discard_if_new_and_empty(store: &mut Store, db: usize, key: &[u8]) {
+fn discard_if_new_and_empty<K: Keyspace>(store: &mut Store<K>, db: usize, key: &[u8]) {
     let fresh = store.db(db).get(key).is_some_and(|e| {
-        matches!(&e.value, Value::Stream(s) if s.entries_added == 0 && s.groups.is_empty() && s.last_id.is_zero())
+        matches!(&e.value, Value::Stream(s) if s.entries_added() == 0 && s.group_count() == 0 && s.last_id().is_zero())
     });
     if fresh {
         store.db_mut(db).remove(key);
     }
 }
 
-fn xtrim(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn xtrim<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let t = parse_trim_args(args, false)?;
     let Some(s) = write_stream(store, db, &args[1], ctx)? else {
         return Ok(Reply::Int(0));
@@ -504,15 +505,21 @@ fn xtrim(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 // XRANGE / XREVRANGE / XLEN / XDEL
 // ---------------------------------------------------------------------------
 
-fn xrange(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn xrange<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     range_generic(store, db, args, ctx, false)
 }
 
-fn xrevrange(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn xrevrange<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     range_generic(store, db, args, ctx, true)
 }
 
-fn range_generic(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx, rev: bool) -> CmdResult {
+fn range_generic<K: Keyspace>(
+    store: &Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+    rev: bool,
+) -> CmdResult {
     let (start_arg, end_arg) = if rev {
         (&args[3], &args[2])
     } else {
@@ -539,12 +546,12 @@ fn range_generic(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx, rev: bool)
     Ok(entries_reply(&s.range(start, end, count, rev)))
 }
 
-fn xlen(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn xlen<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let s = read_stream(store, db, &args[1], ctx)?;
     Ok(Reply::Int(s.map_or(0, |s| s.len() as i64)))
 }
 
-fn xdel(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn xdel<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let ids = args[2..]
         .iter()
         .map(|a| parse_strict_id(a))
@@ -661,8 +668,8 @@ fn parse_read_args(args: &[Bytes], group_cmd: bool) -> Result<ReadArgs<'_>, CmdE
 /// Resolves each stream's id argument (type and group checks included, in
 /// argument order as Redis does). For XREAD, `$` becomes the stream's last
 /// id (0-0 when missing).
-fn resolve_read_ids(
-    store: &Store,
+fn resolve_read_ids<K: Keyspace>(
+    store: &Store<K>,
     db: usize,
     args: &[Bytes],
     r: &ReadArgs,
@@ -677,7 +684,7 @@ fn resolve_read_ids(
             if r.rerun {
                 went_away(s, group)?;
             }
-            if s.is_none_or(|s| !s.groups.contains_key(&group[..])) {
+            if s.is_none_or(|s| s.group(group).is_none()) {
                 return Err(CmdError::other(format!(
                     "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
                     lossy(key),
@@ -689,7 +696,7 @@ fn resolve_read_ids(
             b"$" if r.group.is_some() => {
                 return Err(CmdError::other("ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set."));
             }
-            b"$" => ReadFrom::After(s.map_or(StreamId::MIN, |s| s.last_id)),
+            b"$" => ReadFrom::After(s.map_or(StreamId::MIN, |s| s.last_id())),
             b">" if r.group.is_none() => {
                 return Err(CmdError::other("ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option."));
             }
@@ -703,10 +710,10 @@ fn resolve_read_ids(
 
 /// A blocked XREADGROUP's stream or group was removed while it waited:
 /// Redis 7.0 unblocks it with these errors.
-fn went_away(s: Option<&Stream>, group: &[u8]) -> Result<(), CmdError> {
+fn went_away(s: Option<&impl StreamOps>, group: &[u8]) -> Result<(), CmdError> {
     match s {
         None => Err(CmdError::other("UNBLOCKED the stream key no longer exists")),
-        Some(s) if !s.groups.contains_key(group) => Err(CmdError::other(
+        Some(s) if s.group(group).is_none() => Err(CmdError::other(
             "NOGROUP the consumer group this client was blocked on no longer exists",
         )),
         Some(_) => Ok(()),
@@ -746,7 +753,7 @@ fn limit_of(count: usize) -> Option<usize> {
     (count > 0).then_some(count)
 }
 
-fn xread(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn xread<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let r = parse_read_args(args, false)?;
     let froms = resolve_read_ids(store, db, args, &r, ctx)?;
     let mut out = Vec::new();
@@ -776,7 +783,12 @@ fn xread(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     }
 }
 
-fn xreadgroup(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn xreadgroup<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     let r = parse_read_args(args, true)?;
     let froms = resolve_read_ids(store, db, args, &r, ctx)?;
     let Some((group, consumer)) = r.group else {
@@ -807,18 +819,11 @@ fn xreadgroup(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdRes
     }
 }
 
-/// The group's consumer `name`, created if missing, its seen time now.
-fn touch_consumer<'a>(g: &'a mut Group, name: &[u8], now_ms: u64) -> &'a mut Consumer {
-    let c = g.consumers.entry(name.into()).or_default();
-    c.seen_time = now_ms;
-    c
-}
-
 /// XREADGROUP `>`: entries after the group's last delivered id go to the
 /// consumer (and its pending list unless NOACK). None when there is
 /// nothing new (the stream is then left out of the reply).
 fn deliver_new(
-    s: &mut Stream,
+    s: &mut impl StreamOps,
     group: &[u8],
     consumer: &[u8],
     count: usize,
@@ -826,9 +831,9 @@ fn deliver_new(
     now_ms: u64,
 ) -> Option<Reply> {
     let last_entry = s.last_entry().map(|e| e.id);
-    let g = s.groups.get_mut(group)?;
-    touch_consumer(g, consumer, now_ms);
-    let after = g.last_id;
+    let g = s.group_mut(group)?;
+    g.touch_consumer(consumer, now_ms);
+    let after = g.last_id();
     if last_entry.is_none_or(|l| l <= after) {
         return None;
     }
@@ -841,8 +846,8 @@ fn deliver_new(
     for id in ids {
         advance_group(s, group, id);
         if !noack {
-            if let Some(g) = s.groups.get_mut(group) {
-                add_pending(g, id, consumer, now_ms);
+            if let Some(g) = s.group_mut(group) {
+                g.add_pending(id, consumer, now_ms);
             }
         }
     }
@@ -851,62 +856,43 @@ fn deliver_new(
 
 /// Moves a group's last delivered id to `id`, keeping its entries_read
 /// counter as Redis's streamReplyWithRange does.
-fn advance_group(s: &mut Stream, group: &[u8], id: StreamId) {
+fn advance_group(s: &mut impl StreamOps, group: &[u8], id: StreamId) {
     let tombstones = s.range_has_tombstones(Some(id));
     let estimate = s.estimate_entries_read(id);
-    let added = s.entries_added;
-    let Some(g) = s.groups.get_mut(group) else {
+    let added = s.entries_added();
+    let Some(g) = s.group_mut(group) else {
         return;
     };
-    if id <= g.last_id {
+    if id <= g.last_id() {
         return;
     }
-    match g.entries_read {
-        Some(n) if !tombstones => g.entries_read = Some(n + 1),
-        _ if added > 0 => g.entries_read = estimate,
+    match g.entries_read() {
+        Some(n) if !tombstones => g.set_entries_read(Some(n + 1)),
+        _ if added > 0 => g.set_entries_read(estimate),
         _ => {}
     }
-    g.last_id = id;
-}
-
-/// Records `id` as delivered to `consumer` now (delivery count 1), taking
-/// it from another consumer if it was pending there.
-fn add_pending(g: &mut Group, id: StreamId, consumer: &[u8], now_ms: u64) {
-    if let Some(old) = g.pel.get(&id) {
-        let old_consumer = old.consumer.clone();
-        if let Some(c) = g.consumers.get_mut(&old_consumer) {
-            c.pending.remove(&id);
-        }
-    }
-    g.pel.insert(
-        id,
-        Pending {
-            consumer: consumer.into(),
-            delivery_time: now_ms,
-            delivery_count: 1,
-        },
-    );
-    if let Some(c) = g.consumers.get_mut(consumer) {
-        c.pending.insert(id);
-    }
+    g.set_last_id(id);
 }
 
 /// XREADGROUP with an id: the consumer's pending entries after it; a
 /// deleted entry reads as `[id, nil]`.
 fn consumer_history(
-    s: &mut Stream,
+    s: &mut impl StreamOps,
     group: &[u8],
     consumer: &[u8],
     after: StreamId,
     count: usize,
     ctx: &Ctx,
 ) -> Reply {
-    let ids: Vec<StreamId> = match s.groups.get_mut(group) {
+    let ids: Vec<StreamId> = match s.group_mut(group) {
         Some(g) => {
-            let c = touch_consumer(g, consumer, ctx.now_ms);
+            g.touch_consumer(consumer, ctx.now_ms);
             let limit = limit_of(count).unwrap_or(usize::MAX);
             match after.next() {
-                Some(start) => c.pending.range(start..).take(limit).copied().collect(),
+                Some(start) => g
+                    .consumer_pending(consumer, start, StreamId::MAX)
+                    .take(limit)
+                    .collect(),
                 None => Vec::new(),
             }
         }
@@ -918,9 +904,8 @@ fn consumer_history(
         // A re-delivery from the history counts as a delivery (deleted
         // entries, answered with a nil, do not).
         if s.contains(id) {
-            if let Some(p) = s.groups.get_mut(group).and_then(|g| g.pel.get_mut(&id)) {
-                p.delivery_time = ctx.now_ms;
-                p.delivery_count += 1;
+            if let Some(g) = s.group_mut(group) {
+                g.redeliver(id, ctx.now_ms);
             }
         }
         out.push(reply);
@@ -928,7 +913,7 @@ fn consumer_history(
     Reply::Array(out)
 }
 
-fn entry_or_nil(s: &Stream, id: StreamId) -> Reply {
+fn entry_or_nil(s: &impl StreamOps, id: StreamId) -> Reply {
     match s.range(id, id, Some(1), false).first() {
         Some(e) => entry_reply(e),
         None => Reply::Array(vec![id_reply(id), Reply::NilArray]),
@@ -966,28 +951,35 @@ fn parse_group_options(args: &[Bytes], create: bool) -> Result<(bool, Option<u64
 
 /// The stream a keyed XGROUP subcommand works on; Redis's error when the
 /// key is missing.
-fn group_stream<'a>(
-    store: &'a mut Store,
+fn group_stream<'a, K: Keyspace>(
+    store: &'a mut Store<K>,
     db: usize,
     key: &[u8],
     ctx: &Ctx,
-) -> Result<&'a mut Stream, CmdError> {
+) -> Result<&'a mut K::Stream, CmdError> {
     write_stream(store, db, key, ctx)?.ok_or_else(|| {
         CmdError::other("ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.")
     })
 }
 
 /// The named group of a keyed XGROUP subcommand that needs it.
-fn existing_group<'a>(s: &'a mut Stream, args: &[Bytes]) -> Result<&'a mut Group, CmdError> {
-    s.groups
-        .get_mut(&args[3][..])
+fn existing_group<'a, S: StreamOps>(
+    s: &'a mut S,
+    args: &[Bytes],
+) -> Result<&'a mut S::Group, CmdError> {
+    s.group_mut(&args[3])
         .ok_or_else(|| nogroup_for_key(&args[3], &args[2]))
 }
 
-fn xgroup_create(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn xgroup_create<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     let (mkstream, entries_read) = parse_group_options(args, true)?;
     let key = &args[2];
-    let existing = write_stream(store, db, key, ctx)?.map(|s| s.last_id);
+    let existing = write_stream(store, db, key, ctx)?.map(|s| s.last_id());
     if existing.is_none() && !mkstream {
         group_stream(store, db, key, ctx)?;
     }
@@ -1000,24 +992,23 @@ fn xgroup_create(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> Cmd
         arg => parse_strict_id(arg)?,
     };
     let s = stream_or_create(store, db, key, ctx)?;
-    if s.groups.contains_key(&args[3][..]) {
+    if !s.create_group(&args[3], id, entries_read) {
         return Err(CmdError::other(
             "BUSYGROUP Consumer Group name already exists",
         ));
     }
-    let group = Group {
-        last_id: id,
-        entries_read,
-        ..Group::default()
-    };
-    s.groups.insert(args[3][..].into(), group);
     Ok(Reply::ok())
 }
 
-fn xgroup_setid(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn xgroup_setid<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     let (_, entries_read) = parse_group_options(args, false)?;
     let s = group_stream(store, db, &args[2], ctx)?;
-    let last = s.last_id;
+    let last = s.last_id();
     let g = existing_group(s, args)?;
     if args.len() != 5 && args.len() != 7 {
         return Err(subcommand_syntax("XGROUP", &args[1]));
@@ -1026,38 +1017,46 @@ fn xgroup_setid(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdR
         b"$" => last,
         arg => parse_id_full(arg, 0, false, false)?.id,
     };
-    g.last_id = id;
-    g.entries_read = entries_read;
+    g.set_last_id(id);
+    g.set_entries_read(entries_read);
     Ok(Reply::ok())
 }
 
-fn xgroup_destroy(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn xgroup_destroy<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     let s = group_stream(store, db, &args[2], ctx)?;
-    Ok(Reply::Int(i64::from(
-        s.groups.remove(&args[3][..]).is_some(),
-    )))
+    Ok(Reply::Int(i64::from(s.destroy_group(&args[3]))))
 }
 
-fn xgroup_createconsumer(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn xgroup_createconsumer<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     let s = group_stream(store, db, &args[2], ctx)?;
     let g = existing_group(s, args)?;
-    if g.consumers.contains_key(&args[4][..]) {
+    if g.has_consumer(&args[4]) {
         return Ok(Reply::Int(0));
     }
-    touch_consumer(g, &args[4], ctx.now_ms);
+    g.touch_consumer(&args[4], ctx.now_ms);
     Ok(Reply::Int(1))
 }
 
-fn xgroup_delconsumer(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn xgroup_delconsumer<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     let s = group_stream(store, db, &args[2], ctx)?;
     let g = existing_group(s, args)?;
-    let Some(c) = g.consumers.remove(&args[4][..]) else {
-        return Ok(Reply::Int(0));
-    };
-    for id in &c.pending {
-        g.pel.remove(id);
-    }
-    Ok(Reply::Int(c.pending.len() as i64))
+    let pending = g.delete_consumer(&args[4]).unwrap_or(0);
+    Ok(Reply::Int(pending as i64))
 }
 
 const XGROUP_HELP: &[&str] = &[
@@ -1080,7 +1079,7 @@ const XGROUP_HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
-fn xgroup_help(_: &Store, _: usize, _: &[Bytes], _: &Ctx) -> CmdResult {
+fn xgroup_help<K: Keyspace>(_: &Store<K>, _: usize, _: &[Bytes], _: &Ctx) -> CmdResult {
     Ok(help_reply(XGROUP_HELP))
 }
 
@@ -1088,27 +1087,19 @@ fn xgroup_help(_: &Store, _: usize, _: &[Bytes], _: &Ctx) -> CmdResult {
 // XACK / XPENDING / XCLAIM / XAUTOCLAIM
 // ---------------------------------------------------------------------------
 
-fn xack(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn xack<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let Some(s) = write_stream(store, db, &args[1], ctx)? else {
         return Ok(Reply::Int(0));
     };
-    let Some(g) = s.groups.get_mut(&args[2][..]) else {
+    let Some(g) = s.group_mut(&args[2]) else {
         return Ok(Reply::Int(0));
     };
     let ids = args[3..]
         .iter()
         .map(|a| parse_strict_id(a))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut acked = 0;
-    for id in ids {
-        if let Some(p) = g.pel.remove(&id) {
-            if let Some(c) = g.consumers.get_mut(&p.consumer) {
-                c.pending.remove(&id);
-            }
-            acked += 1;
-        }
-    }
-    Ok(Reply::Int(acked))
+    let acked = ids.into_iter().filter(|id| g.remove_pending(*id)).count();
+    Ok(Reply::Int(acked as i64))
 }
 
 /// The extended form's arguments of XPENDING.
@@ -1148,10 +1139,10 @@ fn parse_pending_range(args: &[Bytes]) -> Result<Option<PendingRange<'_>>, CmdEr
     }))
 }
 
-fn xpending(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn xpending<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let range = parse_pending_range(args)?;
     let s = read_stream(store, db, &args[1], ctx)?;
-    let Some(g) = s.and_then(|s| s.groups.get(&args[2][..])) else {
+    let Some(g) = s.and_then(|s| s.group(&args[2])) else {
         return Err(nogroup(&args[1], &args[2]));
     };
     match range {
@@ -1160,48 +1151,46 @@ fn xpending(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     }
 }
 
-fn pending_summary(g: &Group) -> Reply {
-    let (Some(first), Some(last)) = (g.pel.keys().next(), g.pel.keys().next_back()) else {
+fn pending_summary(g: &impl ConsumerGroup) -> Reply {
+    let mut pel = g.pending_in(StreamId::MIN, StreamId::MAX).map(|(id, _)| id);
+    let Some(first) = pel.next() else {
         return Reply::Array(vec![Reply::Int(0), Reply::Nil, Reply::Nil, Reply::NilArray]);
     };
+    let last = pel.next_back().unwrap_or(first);
     let consumers = g
-        .consumers
-        .iter()
-        .filter(|(_, c)| !c.pending.is_empty())
-        .map(|(name, c)| {
+        .consumers()
+        .filter(|c| c.pending > 0)
+        .map(|c| {
             Reply::Array(vec![
-                Reply::Bulk(Bytes::copy_from_slice(name)),
-                Reply::Bulk(Bytes::from(c.pending.len().to_string())),
+                Reply::Bulk(Bytes::copy_from_slice(c.name)),
+                Reply::Bulk(Bytes::from(c.pending.to_string())),
             ])
         })
         .collect();
     Reply::Array(vec![
-        Reply::Int(g.pel.len() as i64),
-        id_reply(*first),
-        id_reply(*last),
+        Reply::Int(g.pending_count() as i64),
+        id_reply(first),
+        id_reply(last),
         Reply::Array(consumers),
     ])
 }
 
-fn pending_entries(g: &Group, r: &PendingRange, now_ms: u64) -> Reply {
+fn pending_entries(g: &impl ConsumerGroup, r: &PendingRange, now_ms: u64) -> Reply {
     if r.start > r.end {
         return Reply::Array(Vec::new());
     }
     // Lazy: a small COUNT over a long pending list reads only what it
     // returns (plus what IDLE skips).
     let ids: Box<dyn Iterator<Item = StreamId>> = match r.consumer {
-        Some(name) => match g.consumers.get(&name[..]) {
-            Some(c) => Box::new(c.pending.range(r.start..=r.end).copied()),
-            None => return Reply::Array(Vec::new()),
-        },
-        None => Box::new(g.pel.range(r.start..=r.end).map(|(id, _)| *id)),
+        Some(name) => Box::new(g.consumer_pending(name, r.start, r.end)),
+        None => Box::new(g.pending_in(r.start, r.end).map(|(id, _)| id)),
     };
     let mut out = Vec::new();
     for id in ids {
         if out.len() >= r.count {
             break;
         }
-        let Some(p) = g.pel.get(&id) else {
+        let Some(p) = g.pending(id) else {
             continue;
         };
         let idle = now_ms.saturating_sub(p.delivery_time) as i64;
@@ -1210,7 +1199,7 @@ fn pending_entries(g: &Group, r: &PendingRange, now_ms: u64) -> Reply {
         }
         out.push(Reply::Array(vec![
             id_reply(id),
-            Reply::Bulk(Bytes::copy_from_slice(&p.consumer)),
+            Reply::Bulk(Bytes::copy_from_slice(p.consumer)),
             Reply::Int(idle),
             Reply::Int(p.delivery_count as i64),
         ]));
@@ -1275,40 +1264,19 @@ fn parse_min_idle(arg: &[u8], cmd: &str) -> Result<u64, CmdError> {
 }
 
 /// The group of a claim, or NOGROUP.
-fn claim_group<'a>(
-    store: &'a mut Store,
+fn claim_group<'a, K: Keyspace>(
+    store: &'a mut Store<K>,
     db: usize,
     args: &[Bytes],
     ctx: &Ctx,
-) -> Result<&'a mut Stream, CmdError> {
+) -> Result<&'a mut K::Stream, CmdError> {
     match write_stream(store, db, &args[1], ctx)? {
-        Some(s) if s.groups.contains_key(&args[2][..]) => Ok(s),
+        Some(s) if s.group(&args[2]).is_some() => Ok(s),
         _ => Err(nogroup(&args[1], &args[2])),
     }
 }
 
-/// Moves the pending entry `id` to `consumer`, creating the consumer.
-fn reassign(g: &mut Group, id: StreamId, consumer: &[u8], now_ms: u64) {
-    let Some(p) = g.pel.get_mut(&id) else {
-        return;
-    };
-    let old = std::mem::replace(&mut p.consumer, consumer.into());
-    if let Some(c) = g.consumers.get_mut(&old) {
-        c.pending.remove(&id);
-    }
-    touch_consumer(g, consumer, now_ms).pending.insert(id);
-}
-
-/// Drops a pending entry whose stream entry no longer exists.
-fn drop_pending(g: &mut Group, id: StreamId) {
-    if let Some(p) = g.pel.remove(&id) {
-        if let Some(c) = g.consumers.get_mut(&p.consumer) {
-            c.pending.remove(&id);
-        }
-    }
-}
-
-fn xclaim(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn xclaim<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let now = ctx.now_ms;
     let s = claim_group(store, db, args, ctx)?;
     let min_idle = parse_min_idle(&args[4], "XCLAIM")?;
@@ -1323,45 +1291,34 @@ fn xclaim(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult 
     };
     let group = &args[2][..];
     let consumer = &args[3][..];
-    if let Some(g) = s.groups.get_mut(group) {
-        if opts.last_id > g.last_id {
-            g.last_id = opts.last_id;
+    if let Some(g) = s.group_mut(group) {
+        if opts.last_id > g.last_id() {
+            g.set_last_id(opts.last_id);
         }
     }
     let mut out = Vec::new();
     for id in ids {
         let exists = s.contains(id);
-        let Some(g) = s.groups.get_mut(group) else {
+        let Some(g) = s.group_mut(group) else {
             break;
         };
         if !exists {
-            drop_pending(g, id);
+            g.remove_pending(id);
             continue;
         }
-        let forced = opts.force && !g.pel.contains_key(&id);
-        if forced {
-            g.pel.insert(
-                id,
-                Pending {
-                    consumer: Box::default(),
-                    delivery_time: now,
-                    delivery_count: 1,
-                },
-            );
-        }
-        let Some(p) = g.pel.get_mut(&id) else {
-            continue;
+        let count = match g.pending(id) {
+            Some(p) if min_idle > 0 && now.saturating_sub(p.delivery_time) < min_idle => continue,
+            Some(p) => p.delivery_count,
+            // FORCE claims an id nobody has pending, as delivered once now.
+            None if opts.force => 1,
+            None => continue,
         };
-        if !forced && min_idle > 0 && now.saturating_sub(p.delivery_time) < min_idle {
-            continue;
-        }
-        p.delivery_time = delivery_time;
-        match opts.retry_count {
-            Some(n) => p.delivery_count = n,
-            None if !opts.justid => p.delivery_count += 1,
-            None => {}
-        }
-        reassign(g, id, consumer, now);
+        let count = match opts.retry_count {
+            Some(n) => n,
+            None if !opts.justid => count + 1,
+            None => count,
+        };
+        g.claim(id, consumer, delivery_time, count, now);
         out.push(if opts.justid {
             id_reply(id)
         } else {
@@ -1371,7 +1328,12 @@ fn xclaim(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult 
     Ok(Reply::Array(out))
 }
 
-fn xautoclaim(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn xautoclaim<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     let now = ctx.now_ms;
     let min_idle = parse_min_idle(&args[4], "XAUTOCLAIM")?;
     let start = parse_range_start(&args[5])?;
@@ -1399,11 +1361,10 @@ fn xautoclaim(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdRes
     let mut attempts = count * 10;
     let (mut claimed, mut deleted) = (Vec::new(), Vec::new());
     // At most `attempts` entries are looked at, plus one for the cursor.
-    let pel_ids: Vec<StreamId> = match s.groups.get(group) {
+    let pel_ids: Vec<StreamId> = match s.group(group) {
         Some(g) => g
-            .pel
-            .range(start..)
-            .map(|(id, _)| *id)
+            .pending_in(start, StreamId::MAX)
+            .map(|(id, _)| id)
             .take(
                 usize::try_from(attempts)
                     .unwrap_or(usize::MAX)
@@ -1420,26 +1381,23 @@ fn xautoclaim(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdRes
             break;
         };
         let exists = s.contains(id);
-        let Some(g) = s.groups.get_mut(group) else {
+        let Some(g) = s.group_mut(group) else {
             break;
         };
         if !exists {
-            drop_pending(g, id);
+            g.remove_pending(id);
             deleted.push(id_reply(id));
             count -= 1;
             continue;
         }
-        let Some(p) = g.pel.get_mut(&id) else {
+        let Some(p) = g.pending(id) else {
             continue;
         };
         if min_idle > 0 && now.saturating_sub(p.delivery_time) < min_idle {
             continue;
         }
-        p.delivery_time = now;
-        if !justid {
-            p.delivery_count += 1;
-        }
-        reassign(g, id, consumer, now);
+        let deliveries = p.delivery_count + u64::from(!justid);
+        g.claim(id, consumer, now, deliveries, now);
         claimed.push(if justid {
             id_reply(id)
         } else {
@@ -1461,12 +1419,12 @@ fn xautoclaim(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdRes
 // XINFO / XSETID
 // ---------------------------------------------------------------------------
 
-fn info_stream_of<'a>(
-    store: &'a Store,
+fn info_stream_of<'a, K: Keyspace>(
+    store: &'a Store<K>,
     db: usize,
     args: &[Bytes],
     ctx: &Ctx,
-) -> Result<&'a Stream, CmdError> {
+) -> Result<&'a K::Stream, CmdError> {
     read_stream(store, db, &args[2], ctx)?.ok_or(CmdError::NoSuchKey)
 }
 
@@ -1478,7 +1436,7 @@ fn opt_int(v: Option<u64>) -> Reply {
     v.map_or(Reply::Nil, |n| Reply::Int(n as i64))
 }
 
-fn xinfo_stream(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn xinfo_stream<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let s = info_stream_of(store, db, args, ctx)?;
     let rest = &args[3..];
     let (full, count) = match rest.len() {
@@ -1494,14 +1452,14 @@ fn xinfo_stream(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResul
         bulk_field("length", Reply::Int(s.len() as i64)),
         bulk_field("radix-tree-keys", Reply::Int(s.node_count() as i64)),
         bulk_field("radix-tree-nodes", Reply::Int(rax_nodes_estimate(s))),
-        bulk_field("last-generated-id", id_reply(s.last_id)),
-        bulk_field("max-deleted-entry-id", id_reply(s.max_deleted_id)),
-        bulk_field("entries-added", Reply::Int(s.entries_added as i64)),
+        bulk_field("last-generated-id", id_reply(s.last_id())),
+        bulk_field("max-deleted-entry-id", id_reply(s.max_deleted_id())),
+        bulk_field("entries-added", Reply::Int(s.entries_added() as i64)),
         bulk_field("recorded-first-entry-id", id_reply(s.first_id())),
     ];
     if !full {
-        m.push(bulk_field("groups", Reply::Int(s.groups.len() as i64)));
-        let edge = |e: Option<EntryRef>| e.as_ref().map_or(Reply::Nil, entry_reply);
+        m.push(bulk_field("groups", Reply::Int(s.group_count() as i64)));
+        let edge = |e: Option<StreamEntry>| e.as_ref().map_or(Reply::Nil, entry_reply);
         m.push(bulk_field("first-entry", edge(s.first_entry())));
         m.push(bulk_field("last-entry", edge(s.last_entry())));
         return Ok(Reply::Map(m));
@@ -1510,8 +1468,7 @@ fn xinfo_stream(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResul
     let entries = s.range(StreamId::MIN, StreamId::MAX, limit, false);
     m.push(bulk_field("entries", entries_reply(&entries)));
     let groups = s
-        .groups
-        .iter()
+        .groups()
         .map(|(name, g)| full_group_reply(s, name, g, limit))
         .collect();
     m.push(bulk_field("groups", Reply::Array(groups)));
@@ -1520,73 +1477,73 @@ fn xinfo_stream(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResul
 
 /// Redis reports its radix tree's node count, an internal figure; one
 /// node per key plus a root is what small streams show.
-fn rax_nodes_estimate(s: &Stream) -> i64 {
+fn rax_nodes_estimate(s: &impl StreamOps) -> i64 {
     s.node_count() as i64 + 1
 }
 
-fn full_group_reply(s: &Stream, name: &[u8], g: &Group, limit: Option<usize>) -> Reply {
+fn full_group_reply<S: StreamOps>(s: &S, name: &[u8], g: &S::Group, limit: Option<usize>) -> Reply {
     let take = limit.unwrap_or(usize::MAX);
     let pending = g
-        .pel
-        .iter()
+        .pending_in(StreamId::MIN, StreamId::MAX)
         .take(take)
         .map(|(id, p)| {
             Reply::Array(vec![
-                id_reply(*id),
-                Reply::Bulk(Bytes::copy_from_slice(&p.consumer)),
+                id_reply(id),
+                Reply::Bulk(Bytes::copy_from_slice(p.consumer)),
                 Reply::Int(p.delivery_time as i64),
                 Reply::Int(p.delivery_count as i64),
             ])
         })
         .collect();
     let consumers = g
-        .consumers
-        .iter()
-        .map(|(cname, c)| {
-            let pending = c
-                .pending
-                .iter()
-                .take(take)
-                .filter_map(|id| g.pel.get(id).map(|p| (id, p)))
-                .map(|(id, p)| {
-                    Reply::Array(vec![
-                        id_reply(*id),
-                        Reply::Int(p.delivery_time as i64),
-                        Reply::Int(p.delivery_count as i64),
-                    ])
-                })
-                .collect();
-            Reply::Map(vec![
-                bulk_field("name", Reply::Bulk(Bytes::copy_from_slice(cname))),
-                bulk_field("seen-time", Reply::Int(c.seen_time as i64)),
-                bulk_field("pel-count", Reply::Int(c.pending.len() as i64)),
-                bulk_field("pending", Reply::Array(pending)),
-            ])
-        })
+        .consumers()
+        .map(|c| full_consumer_reply(g, c, take))
         .collect();
     Reply::Map(vec![
         bulk_field("name", Reply::Bulk(Bytes::copy_from_slice(name))),
-        bulk_field("last-delivered-id", id_reply(g.last_id)),
-        bulk_field("entries-read", opt_int(g.entries_read)),
+        bulk_field("last-delivered-id", id_reply(g.last_id())),
+        bulk_field("entries-read", opt_int(g.entries_read())),
         bulk_field("lag", opt_int(s.group_lag(g))),
-        bulk_field("pel-count", Reply::Int(g.pel.len() as i64)),
+        bulk_field("pel-count", Reply::Int(g.pending_count() as i64)),
         bulk_field("pending", Reply::Array(pending)),
         bulk_field("consumers", Reply::Array(consumers)),
     ])
 }
 
-fn xinfo_groups(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+/// One consumer in XINFO STREAM FULL, with up to `take` of its pending
+/// entries.
+fn full_consumer_reply(g: &impl ConsumerGroup, c: ConsumerInfo, take: usize) -> Reply {
+    let pending = g
+        .consumer_pending(c.name, StreamId::MIN, StreamId::MAX)
+        .take(take)
+        .filter_map(|id| g.pending(id).map(|p| (id, p)))
+        .map(|(id, p)| {
+            Reply::Array(vec![
+                id_reply(id),
+                Reply::Int(p.delivery_time as i64),
+                Reply::Int(p.delivery_count as i64),
+            ])
+        })
+        .collect();
+    Reply::Map(vec![
+        bulk_field("name", Reply::Bulk(Bytes::copy_from_slice(c.name))),
+        bulk_field("seen-time", Reply::Int(c.seen_time as i64)),
+        bulk_field("pel-count", Reply::Int(c.pending as i64)),
+        bulk_field("pending", Reply::Array(pending)),
+    ])
+}
+
+fn xinfo_groups<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let s = info_stream_of(store, db, args, ctx)?;
     let groups = s
-        .groups
-        .iter()
+        .groups()
         .map(|(name, g)| {
             Reply::Map(vec![
                 bulk_field("name", Reply::Bulk(Bytes::copy_from_slice(name))),
-                bulk_field("consumers", Reply::Int(g.consumers.len() as i64)),
-                bulk_field("pending", Reply::Int(g.pel.len() as i64)),
-                bulk_field("last-delivered-id", id_reply(g.last_id)),
-                bulk_field("entries-read", opt_int(g.entries_read)),
+                bulk_field("consumers", Reply::Int(g.consumer_count() as i64)),
+                bulk_field("pending", Reply::Int(g.pending_count() as i64)),
+                bulk_field("last-delivered-id", id_reply(g.last_id())),
+                bulk_field("entries-read", opt_int(g.entries_read())),
                 bulk_field("lag", opt_int(s.group_lag(g))),
             ])
         })
@@ -1594,18 +1551,22 @@ fn xinfo_groups(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResul
     Ok(Reply::Array(groups))
 }
 
-fn xinfo_consumers(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn xinfo_consumers<K: Keyspace>(
+    store: &Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     let s = info_stream_of(store, db, args, ctx)?;
-    let Some(g) = s.groups.get(&args[3][..]) else {
+    let Some(g) = s.group(&args[3]) else {
         return Err(nogroup_for_key(&args[3], &args[2]));
     };
     let consumers = g
-        .consumers
-        .iter()
-        .map(|(name, c)| {
+        .consumers()
+        .map(|c| {
             Reply::Map(vec![
-                bulk_field("name", Reply::Bulk(Bytes::copy_from_slice(name))),
-                bulk_field("pending", Reply::Int(c.pending.len() as i64)),
+                bulk_field("name", Reply::Bulk(Bytes::copy_from_slice(c.name))),
+                bulk_field("pending", Reply::Int(c.pending as i64)),
                 bulk_field(
                     "idle",
                     Reply::Int(ctx.now_ms.saturating_sub(c.seen_time) as i64),
@@ -1628,11 +1589,11 @@ const XINFO_HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
-fn xinfo_help(_: &Store, _: usize, _: &[Bytes], _: &Ctx) -> CmdResult {
+fn xinfo_help<K: Keyspace>(_: &Store<K>, _: usize, _: &[Bytes], _: &Ctx) -> CmdResult {
     Ok(help_reply(XINFO_HELP))
 }
 
-fn xsetid(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn xsetid<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let id = parse_strict_id(&args[2])?;
     let (mut entries_added, mut max_deleted) = (None, StreamId::MIN);
     let mut i = 3;
@@ -1664,18 +1625,18 @@ fn xsetid(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult 
                 "ERR The ID specified in XSETID is smaller than the target stream top item",
             ));
         }
-        if entries_added.is_some_and(|n| s.len() > n) {
+        if entries_added.is_some_and(|n| s.len() as u64 > n) {
             return Err(CmdError::other(
                 "ERR The entries_added specified in XSETID is smaller than the target stream length",
             ));
         }
     }
-    s.last_id = id;
+    s.set_last_id(id);
     if let Some(n) = entries_added {
-        s.entries_added = n;
+        s.set_entries_added(n);
     }
     if !max_deleted.is_zero() {
-        s.max_deleted_id = max_deleted;
+        s.set_max_deleted_id(max_deleted);
     }
     Ok(Reply::ok())
 }

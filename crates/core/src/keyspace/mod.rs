@@ -27,10 +27,10 @@
 
 mod collection;
 mod hash_ops;
-mod list_ops;
+pub mod list_ops;
 mod memory;
 mod set_ops;
-mod stream_ops;
+pub mod stream_ops;
 mod zset_ops;
 
 pub use collection::Collection;
