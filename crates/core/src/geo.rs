@@ -13,12 +13,11 @@
 
 use crate::args::{eq_ic, parse_f64, parse_i64};
 use crate::error::{CmdError, CmdResult};
-use crate::keyspace::Value;
+use crate::keyspace::{Keyspace, ZSetOps};
 use crate::store::{Ctx, Store};
 use crate::table::{cmd, CommandSpec, Flags};
-use crate::zset::{store_result, Build};
+use crate::zset::{read_zset, store_result, Build};
 use bytes::Bytes;
-use kvasir_engine_memory::ZSet;
 use kvasir_resp::Reply;
 
 const G: &str = "geo";
@@ -495,7 +494,7 @@ struct GeoPoint {
 
 /// membersOfAllNeighbors: scans the cells' score ranges in order; with a
 /// `limit` (COUNT ANY) stops once that many points are found.
-fn points_in_shape(z: &ZSet, shape: &Shape, limit: usize) -> Vec<GeoPoint> {
+fn points_in_shape(z: &impl ZSetOps, shape: &Shape, limit: usize) -> Vec<GeoPoint> {
     let cells = search_cells(shape);
     let mut out = Vec::new();
     let mut last_processed = 0;
@@ -765,22 +764,8 @@ fn parse_box(w: &[u8], h: &[u8], unit: &[u8]) -> Result<(f64, f64, f64), CmdErro
     Ok((w, h, parse_unit(unit)?))
 }
 
-/// The live sorted set at `key` (None when missing); WRONGTYPE otherwise.
-fn read_zset<'a>(
-    store: &'a Store,
-    db: usize,
-    key: &[u8],
-    ctx: &Ctx,
-) -> Result<Option<&'a ZSet>, CmdError> {
-    match store.live(db, key, ctx.now_ms).map(|e| e.value) {
-        None => Ok(None),
-        Some(Value::ZSet(z)) => Ok(Some(z)),
-        Some(_) => Err(CmdError::WrongType),
-    }
-}
-
 /// The decoded position of `member` (longLatFromMember).
-fn member_pos(z: &ZSet, member: &[u8]) -> Option<[f64; 2]> {
+fn member_pos(z: &impl ZSetOps, member: &[u8]) -> Option<[f64; 2]> {
     z.score(member).and_then(decode_score)
 }
 
@@ -817,7 +802,7 @@ fn coord_reply(d: f64) -> Reply {
 
 /// GEOADD key [NX|XX] [CH] lon lat member ...: turned into a ZADD with the
 /// geohash scores, exactly as Redis does.
-fn geoadd(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn geoadd<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let (mut xx, mut nx) = (false, false);
     let mut longidx = 2;
     while longidx < args.len() {
@@ -854,7 +839,7 @@ fn geoadd(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult 
 }
 
 /// GEODIST key member1 member2 [unit].
-fn geodist(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn geodist<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let to_meter = match args.len() {
         5 => parse_unit(&args[4])?,
         n if n > 5 => return Err(CmdError::Syntax),
@@ -874,7 +859,7 @@ fn geodist(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 
 /// GEOHASH key member...: standard 11-character geohashes (re-encoded over
 /// the -90..90 latitude range; the 11th character is always '0').
-fn geohash(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn geohash<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     const ALPHABET: &[u8; 32] = b"0123456789bcdefghjkmnpqrstuvwxyz";
     let z = read_zset(store, db, &args[1], ctx)?;
     let out = args[2..]
@@ -905,7 +890,7 @@ fn geohash(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 }
 
 /// GEOPOS key member...: [lon, lat] or a nil array per member.
-fn geopos(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn geopos<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let z = read_zset(store, db, &args[1], ctx)?;
     let out = args[2..]
         .iter()
@@ -953,8 +938,8 @@ enum Outcome {
 
 /// Redis's georadiusGeneric up to the point of writing: parses, checks,
 /// searches, sorts and either shapes the reply or the items to store.
-fn search(
-    store: &Store,
+fn search<K: Keyspace>(
+    store: &Store<K>,
     db: usize,
     args: &[Bytes],
     ctx: &Ctx,
@@ -1159,7 +1144,13 @@ fn search(
     Ok(Outcome::Reply(Reply::Array(out)))
 }
 
-fn search_read(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx, variant: Variant) -> CmdResult {
+fn search_read<K: Keyspace>(
+    store: &Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+    variant: Variant,
+) -> CmdResult {
     match search(store, db, args, ctx, variant)? {
         Outcome::Reply(r) => Ok(r),
         // Read variants never accept a destination.
@@ -1167,8 +1158,8 @@ fn search_read(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx, variant: Var
     }
 }
 
-fn search_write(
-    store: &mut Store,
+fn search_write<K: Keyspace>(
+    store: &mut Store<K>,
     db: usize,
     args: &[Bytes],
     ctx: &Ctx,
@@ -1189,36 +1180,51 @@ fn search_write(
     }
 }
 
-fn geosearch(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn geosearch<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     search_read(store, db, args, ctx, Variant::GeoSearch)
 }
 
-fn geosearchstore(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn geosearchstore<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     search_write(store, db, args, ctx, Variant::GeoSearchStore)
 }
 
-fn georadius(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn georadius<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let variant = Variant::Radius {
         store_allowed: true,
     };
     search_write(store, db, args, ctx, variant)
 }
 
-fn georadius_ro(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn georadius_ro<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let variant = Variant::Radius {
         store_allowed: false,
     };
     search_read(store, db, args, ctx, variant)
 }
 
-fn georadiusbymember(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn georadiusbymember<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     let variant = Variant::ByMember {
         store_allowed: true,
     };
     search_write(store, db, args, ctx, variant)
 }
 
-fn georadiusbymember_ro(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn georadiusbymember_ro<K: Keyspace>(
+    store: &Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     let variant = Variant::ByMember {
         store_allowed: false,
     };

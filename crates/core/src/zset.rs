@@ -3,21 +3,20 @@
 //! (ZPOPMIN, ZMPOP and the blocking BZPOPMIN/BZPOPMAX/BZMPOP), ZRANDMEMBER
 //! and ZSCAN, with Redis 7.0's replies and error texts (`t_zset.c`).
 //!
-//! The value lives in [`kvasir_engine_memory::ZSet`] (listpack or indexed
-//! encoding, converted at `store.limits`); this module parses arguments,
-//! checks types, and shapes replies. Writes run lazy expiry on every key
-//! they touch; a set that becomes empty is deleted. Random picks
-//! (ZRANDMEMBER) come only from `ctx.random`.
+//! The value is the engine's sorted set, reached through [`ZSetOps`]
+//! (`listpack` or `skiplist` encoding, converted at `store.limits`); this
+//! module parses arguments, checks types, does the set algebra and shapes
+//! replies. Writes run lazy expiry on every key they touch; a set that
+//! becomes empty is deleted. Random picks (ZRANDMEMBER) come only from
+//! `ctx.random`.
 
 use crate::args::{eq_ic, parse_f64, parse_i64, parse_timeout};
 use crate::error::{BlockOn, CmdError, CmdResult};
 use crate::glob;
-use crate::keyspace::Value;
-use crate::store::{Ctx, Store};
+use crate::keyspace::{Collection, Keyspace, Value, ZSetOps};
+use crate::store::{Ctx, EncodingLimits, Store};
 use crate::table::{cmd, dest_and_keys_after_numkeys, keys_after_numkeys, CommandSpec, Flags};
 use bytes::Bytes;
-use kvasir_engine_memory::zset::ZSetLimits;
-use kvasir_engine_memory::{Set, ZSet};
 use kvasir_resp::{format_double, Reply};
 use std::collections::{BTreeSet, HashMap};
 
@@ -90,21 +89,14 @@ pub const COMMANDS: &[CommandSpec] = &[
 // Values, lookups and replies
 // ---------------------------------------------------------------------------
 
-fn limits(store: &Store) -> ZSetLimits {
-    ZSetLimits {
-        max_listpack_entries: store.limits.zset_max_listpack_entries,
-        max_listpack_value: store.limits.zset_max_listpack_value,
-    }
-}
-
 /// For reads: the live sorted set at `key` (None when missing), WRONGTYPE
 /// for other types.
-fn read_zset<'a>(
-    store: &'a Store,
+pub(crate) fn read_zset<'a, K: Keyspace>(
+    store: &'a Store<K>,
     db: usize,
     key: &[u8],
     ctx: &Ctx,
-) -> Result<Option<&'a ZSet>, CmdError> {
+) -> Result<Option<&'a K::ZSet>, CmdError> {
     match store.live(db, key, ctx.now_ms).map(|e| e.value) {
         None => Ok(None),
         Some(Value::ZSet(z)) => Ok(Some(z)),
@@ -113,12 +105,12 @@ fn read_zset<'a>(
 }
 
 /// For writes: the live sorted set at `key` after lazy expiry.
-fn write_zset<'a>(
-    store: &'a mut Store,
+fn write_zset<'a, K: Keyspace>(
+    store: &'a mut Store<K>,
     db: usize,
     key: &[u8],
     ctx: &Ctx,
-) -> Result<Option<&'a mut ZSet>, CmdError> {
+) -> Result<Option<&'a mut K::ZSet>, CmdError> {
     match store.live_value_mut(db, key, ctx) {
         None => Ok(None),
         Some(Value::ZSet(z)) => Ok(Some(z)),
@@ -127,7 +119,7 @@ fn write_zset<'a>(
 }
 
 /// Deletes `key` if it holds an empty sorted set (Redis never keeps one).
-fn delete_if_empty(store: &mut Store, db: usize, key: &[u8]) {
+fn delete_if_empty<K: Keyspace>(store: &mut Store<K>, db: usize, key: &[u8]) {
     let mut d = store.db_mut(db);
     if matches!(d.get(key).map(|e| e.value), Some(Value::ZSet(z)) if z.is_empty()) {
         d.remove(key);
@@ -148,8 +140,8 @@ pub(crate) enum Build {
 /// Stores `items` (in order) as a new sorted set at `dst`, replacing any
 /// value and TTL, or deletes `dst` when there are none. Returns the size.
 /// The encoding matters beyond OBJECT ENCODING: a listpack stores -0 as 0.
-pub(crate) fn store_result(
-    store: &mut Store,
+pub(crate) fn store_result<K: Keyspace>(
+    store: &mut Store<K>,
     db: usize,
     dst: &[u8],
     items: &[(Vec<u8>, f64)],
@@ -161,21 +153,25 @@ pub(crate) fn store_result(
         store.db_mut(db).remove(dst);
         return 0;
     }
-    let lim = limits(store);
-    let indexed = match build {
+    let lim = store.limits;
+    let skiplist = match build {
         Build::Whole => {
-            items.len() > lim.max_listpack_entries
-                || items.iter().any(|(m, _)| m.len() > lim.max_listpack_value)
+            items.len() > lim.zset_max_listpack_entries
+                || items
+                    .iter()
+                    .any(|(m, _)| m.len() > lim.zset_max_listpack_value)
         }
-        Build::Incremental { known_len } => known_len.is_some_and(|n| n > lim.max_listpack_entries),
+        Build::Incremental { known_len } => {
+            known_len.is_some_and(|n| n > lim.zset_max_listpack_entries)
+        }
     };
-    let mut z = if indexed {
-        ZSet::new_indexed()
+    let mut z = if skiplist {
+        K::ZSet::new_skiplist()
     } else {
-        ZSet::new()
+        K::ZSet::new()
     };
     for (m, s) in items {
-        z.insert(m, *s, lim);
+        z.insert(m, *s, &lim);
     }
     let n = z.len();
     store.db_mut(db).set(dst, Value::ZSet(Box::new(z)), None);
@@ -264,7 +260,7 @@ fn parse_score_range(min: &[u8], max: &[u8]) -> Result<ScoreRange, CmdError> {
 
 impl ScoreRange {
     /// Ascending ranks `lo..hi` of the members in the range.
-    fn ranks(&self, z: &ZSet) -> (usize, usize) {
+    fn ranks(&self, z: &impl ZSetOps) -> (usize, usize) {
         let lo = z.count_scores_where(|s| {
             if self.minex {
                 s <= self.min
@@ -337,7 +333,7 @@ impl LexRange<'_> {
 
     /// Ascending ranks `lo..hi` of the members in the range (members of
     /// equal score, as Redis assumes for lex ranges).
-    fn ranks(&self, z: &ZSet) -> (usize, usize) {
+    fn ranks(&self, z: &impl ZSetOps) -> (usize, usize) {
         let lo = z.count_where(|m, _| !self.above_min(m));
         let hi = z.count_where(|m, _| self.below_max(m));
         (lo, hi.max(lo))
@@ -387,17 +383,28 @@ enum AddOutcome {
     Nop,
 }
 
-pub(crate) fn zadd(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+pub(crate) fn zadd<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     zadd_generic(store, db, args, ctx, false)
 }
 
 /// ZINCRBY is ZADD INCR: it shares the option parser, quirks included
 /// (`ZINCRBY key nx member` parses NX and then finds no pair).
-fn zincrby(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zincrby<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     zadd_generic(store, db, args, ctx, true)
 }
 
-fn zadd_generic(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx, incr: bool) -> CmdResult {
+fn zadd_generic<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+    incr: bool,
+) -> CmdResult {
     let key = &args[1];
     let mut f = AddFlags {
         incr,
@@ -454,9 +461,9 @@ fn zadd_generic(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx, incr: b
         }
         store
             .db_mut(db)
-            .set(key, Value::ZSet(Box::new(ZSet::new())), None);
+            .set(key, Value::ZSet(Box::new(K::ZSet::new())), None);
     }
-    let lim = limits(store);
+    let lim = store.limits;
     let Some(z) = write_zset(store, db, key, ctx)? else {
         return Ok(nop_reply);
     };
@@ -464,7 +471,7 @@ fn zadd_generic(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx, incr: b
     let mut last_score = 0.0;
     let mut result = Ok(());
     for (pair, score) in pairs.chunks(2).zip(scores) {
-        match add_one(z, &pair[1], score, f, lim) {
+        match add_one(z, &pair[1], score, f, &lim) {
             Ok((outcome, new_score)) => {
                 match outcome {
                     AddOutcome::Added => added += 1,
@@ -497,11 +504,11 @@ fn zadd_generic(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx, incr: b
 
 /// One pair of ZADD, as Redis's zsetAdd.
 fn add_one(
-    z: &mut ZSet,
+    z: &mut impl ZSetOps,
     member: &[u8],
     score: f64,
     f: AddFlags,
-    lim: ZSetLimits,
+    lim: &EncodingLimits,
 ) -> Result<(AddOutcome, f64), CmdError> {
     match z.score(member) {
         Some(cur) => {
@@ -530,7 +537,7 @@ fn add_one(
     }
 }
 
-fn zrem(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zrem<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let key = &args[1];
     let Some(z) = write_zset(store, db, key, ctx)? else {
         return Ok(Reply::Int(0));
@@ -544,12 +551,12 @@ fn zrem(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 // Point reads: ZSCORE ZMSCORE ZCARD ZRANK ZREVRANK ZCOUNT ZLEXCOUNT
 // ---------------------------------------------------------------------------
 
-fn zscore(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zscore<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let score = read_zset(store, db, &args[1], ctx)?.and_then(|z| z.score(&args[2]));
     Ok(score.map_or(Reply::Nil, Reply::Double))
 }
 
-fn zmscore(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zmscore<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let z = read_zset(store, db, &args[1], ctx)?;
     Ok(Reply::Array(
         args[2..]
@@ -559,20 +566,26 @@ fn zmscore(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     ))
 }
 
-fn zcard(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
-    let n = read_zset(store, db, &args[1], ctx)?.map_or(0, ZSet::len);
+fn zcard<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+    let n = read_zset(store, db, &args[1], ctx)?.map_or(0, Collection::len);
     Ok(Reply::Int(n as i64))
 }
 
-fn zrank(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zrank<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     rank_generic(store, db, args, ctx, false)
 }
 
-fn zrevrank(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zrevrank<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     rank_generic(store, db, args, ctx, true)
 }
 
-fn rank_generic(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx, rev: bool) -> CmdResult {
+fn rank_generic<K: Keyspace>(
+    store: &Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+    rev: bool,
+) -> CmdResult {
     let Some(z) = read_zset(store, db, &args[1], ctx)? else {
         return Ok(Reply::Nil);
     };
@@ -583,7 +596,7 @@ fn rank_generic(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx, rev: bool) 
     })
 }
 
-fn zcount(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zcount<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let range = parse_score_range(&args[2], &args[3])?;
     let n = read_zset(store, db, &args[1], ctx)?.map_or(0, |z| {
         let (lo, hi) = range.ranks(z);
@@ -592,7 +605,7 @@ fn zcount(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     Ok(Reply::Int(n as i64))
 }
 
-fn zlexcount(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zlexcount<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let range = parse_lex_range(&args[2], &args[3])?;
     let n = read_zset(store, db, &args[1], ctx)?.map_or(0, |z| {
         let (lo, hi) = range.ranks(z);
@@ -697,7 +710,7 @@ fn parse_range_query(
 }
 
 /// The elements a range request selects, in reply order.
-fn range_items<'z>(z: &'z ZSet, q: &RangeQuery) -> Vec<(&'z [u8], f64)> {
+fn range_items<'z>(z: &'z impl ZSetOps, q: &RangeQuery) -> Vec<(&'z [u8], f64)> {
     let len = z.len();
     let (lo, hi) = match q.spec {
         Spec::Rank(start, end) => {
@@ -723,8 +736,8 @@ fn range_items<'z>(z: &'z ZSet, q: &RangeQuery) -> Vec<(&'z [u8], f64)> {
     z.iter_from(start, q.rev).take(take).collect()
 }
 
-fn range_read(
-    store: &Store,
+fn range_read<K: Keyspace>(
+    store: &Store<K>,
     db: usize,
     args: &[Bytes],
     ctx: &Ctx,
@@ -738,32 +751,47 @@ fn range_read(
     Ok(items_reply(range_items(z, &q), q.withscores))
 }
 
-fn zrange(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zrange<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     range_read(store, db, args, ctx, None, None)
 }
 
-fn zrevrange(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zrevrange<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     range_read(store, db, args, ctx, Some(By::Rank), Some(true))
 }
 
-fn zrangebyscore(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zrangebyscore<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     range_read(store, db, args, ctx, Some(By::Score), Some(false))
 }
 
-fn zrevrangebyscore(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zrevrangebyscore<K: Keyspace>(
+    store: &Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     range_read(store, db, args, ctx, Some(By::Score), Some(true))
 }
 
-fn zrangebylex(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zrangebylex<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     range_read(store, db, args, ctx, Some(By::Lex), Some(false))
 }
 
-fn zrevrangebylex(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zrevrangebylex<K: Keyspace>(
+    store: &Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     range_read(store, db, args, ctx, Some(By::Lex), Some(true))
 }
 
 /// ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count].
-fn zrangestore(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zrangestore<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     let q = parse_range_query(args, 2, true, None, None)?;
     store.expire_if_needed(db, &args[2], ctx);
     let items: Vec<(Vec<u8>, f64)> = match read_zset(store, db, &args[2], ctx)? {
@@ -790,30 +818,45 @@ fn zrangestore(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdRe
 // ZREMRANGEBYRANK ZREMRANGEBYSCORE ZREMRANGEBYLEX
 // ---------------------------------------------------------------------------
 
-fn zremrangebyrank(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zremrangebyrank<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     let (start, end) = (parse_i64(&args[2])?, parse_i64(&args[3])?);
     remrange(store, db, args, ctx, |z| {
         rank_range(start, end, z.len()).map_or((0, 0), |(s, e)| (s, e + 1))
     })
 }
 
-fn zremrangebyscore(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zremrangebyscore<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     let range = parse_score_range(&args[2], &args[3])?;
     remrange(store, db, args, ctx, |z| range.ranks(z))
 }
 
-fn zremrangebylex(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zremrangebylex<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     let range = parse_lex_range(&args[2], &args[3])?;
     remrange(store, db, args, ctx, |z| range.ranks(z))
 }
 
 /// Removes the ascending ranks `ranks(z)` returns.
-fn remrange(
-    store: &mut Store,
+fn remrange<K: Keyspace>(
+    store: &mut Store<K>,
     db: usize,
     args: &[Bytes],
     ctx: &Ctx,
-    ranks: impl FnOnce(&ZSet) -> (usize, usize),
+    ranks: impl FnOnce(&K::ZSet) -> (usize, usize),
 ) -> CmdResult {
     let key = &args[1];
     let Some(z) = write_zset(store, db, key, ctx)? else {
@@ -829,16 +872,22 @@ fn remrange(
 // Pops: ZPOPMIN ZPOPMAX ZMPOP BZPOPMIN BZPOPMAX BZMPOP
 // ---------------------------------------------------------------------------
 
-fn zpopmin(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zpopmin<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     zpop(store, db, args, ctx, false)
 }
 
-fn zpopmax(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zpopmax<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     zpop(store, db, args, ctx, true)
 }
 
 /// Pops up to `count` elements of `key` (which must hold a zset).
-fn pop_n(store: &mut Store, db: usize, key: &[u8], max: bool, count: usize) -> Vec<(Vec<u8>, f64)> {
+fn pop_n<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    key: &[u8],
+    max: bool,
+    count: usize,
+) -> Vec<(Vec<u8>, f64)> {
     let mut out = Vec::new();
     if let Some(Value::ZSet(z)) = store.db_mut(db).get_value_mut(key) {
         while out.len() < count {
@@ -854,7 +903,13 @@ fn pop_n(store: &mut Store, db: usize, key: &[u8], max: bool, count: usize) -> V
 
 /// ZPOPMIN/ZPOPMAX key [count]: without a count a flat [member, score];
 /// with one, pairs (nested in RESP3).
-fn zpop(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx, max: bool) -> CmdResult {
+fn zpop<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+    max: bool,
+) -> CmdResult {
     if args.len() > 3 {
         return Err(CmdError::Syntax);
     }
@@ -941,8 +996,8 @@ fn parse_mpop(args: &[Bytes], numkeys_at: usize) -> Result<MpopArgs<'_>, CmdErro
 /// Pops from the first key that holds a sorted set: `[key, [[m, s]...]]`,
 /// or None when every key is missing. WRONGTYPE stops at the first key of
 /// another type before a non-empty one is found, as in Redis.
-fn mpop_first(
-    store: &mut Store,
+fn mpop_first<K: Keyspace>(
+    store: &mut Store<K>,
     db: usize,
     p: &MpopArgs,
     ctx: &Ctx,
@@ -964,7 +1019,7 @@ fn mpop_first(
     Ok(None)
 }
 
-fn zmpop(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zmpop<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let p = parse_mpop(args, 1)?;
     Ok(mpop_first(store, db, &p, ctx)?.unwrap_or(Reply::NilArray))
 }
@@ -979,7 +1034,7 @@ fn would_block(keys: &[Bytes], timeout_ms: u64) -> CmdError {
 }
 
 /// BZMPOP timeout numkeys key... MIN|MAX [COUNT n].
-fn bzmpop(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn bzmpop<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let timeout_ms = parse_timeout(&args[1])?;
     let p = parse_mpop(args, 2)?;
     match mpop_first(store, db, &p, ctx)? {
@@ -988,16 +1043,22 @@ fn bzmpop(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult 
     }
 }
 
-fn bzpopmin(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn bzpopmin<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     bzpop(store, db, args, ctx, false)
 }
 
-fn bzpopmax(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn bzpopmax<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     bzpop(store, db, args, ctx, true)
 }
 
 /// BZPOPMIN/BZPOPMAX key... timeout: `[key, member, score]`.
-fn bzpop(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx, max: bool) -> CmdResult {
+fn bzpop<K: Keyspace>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+    max: bool,
+) -> CmdResult {
     let timeout_ms = parse_timeout(&args[args.len() - 1])?;
     let keys = &args[1..args.len() - 1];
     for key in keys {
@@ -1021,7 +1082,7 @@ fn bzpop(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx, max: bool) -> 
 
 /// ZRANDMEMBER key [count [WITHSCORES]]. Picks use `ctx.random(n)` for the
 /// n-th draw, so every replica answers the same.
-fn zrandmember(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zrandmember<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     if args.len() < 3 {
         let Some(z) = read_zset(store, db, &args[1], ctx)? else {
             return Ok(Reply::Nil);
@@ -1059,7 +1120,8 @@ fn zrandmember(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult
     if count == 0 {
         return Ok(empty_array());
     }
-    // Small sets are decoded once; indexed ones select by rank in O(log n).
+    // Small sets are decoded once; skiplists select by rank in O(log n).
+    // Only a cost choice: both give the elements of the same ranks.
     let decoded: Vec<(&[u8], f64)> = if z.encoding() == "listpack" {
         z.iter().collect()
     } else {
@@ -1114,7 +1176,7 @@ fn zrandmember(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult
 // ---------------------------------------------------------------------------
 
 /// ZSCAN key cursor [MATCH pattern] [COUNT count].
-fn zscan(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zscan<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let cursor = crate::args::parse_cursor(&args[2])?;
     let Some(z) = read_zset(store, db, &args[1], ctx)? else {
         return Ok(Reply::Array(vec![Reply::bulk_str("0"), empty_array()]));
@@ -1199,16 +1261,30 @@ impl Aggregate {
     }
 }
 
-/// An input of a set operation: a sorted set, or a plain set whose members
-/// all score 1.
-#[derive(Clone, Copy)]
-enum Source<'a> {
-    Missing,
-    ZSet(&'a ZSet),
-    Set(&'a Set),
+/// What a set operation reads from a plain-set input.
+///
+/// Waiting for `SetOps`: this is exactly `SetOps::contains(&self, &[u8]) ->
+/// bool` and `SetOps::iter(&self) -> impl Iterator<Item = SetMember<'_>>`
+/// (each member's text through `SetMember::with_bytes`), which the set
+/// family's helper is defining in parallel. At merge this trait becomes a
+/// blanket impl over `SetOps` (or its two calls in [`Source`] call `SetOps`
+/// directly and the `K::Set: SetInput` bounds go), and the memory impl in
+/// `keyspace/zset_ops.rs` goes. Member order does not matter here: every
+/// result is sorted by (score, member) before it is replied or stored.
+pub(crate) trait SetInput {
+    fn contains(&self, member: &[u8]) -> bool;
+    fn for_each_member(&self, visit: impl FnMut(&[u8]));
 }
 
-impl Source<'_> {
+/// An input of a set operation: a sorted set, or a plain set whose members
+/// all score 1.
+enum Source<'a, K: Keyspace> {
+    Missing,
+    ZSet(&'a K::ZSet),
+    Set(&'a K::Set),
+}
+
+impl<K: Keyspace<Set: SetInput>> Source<'_, K> {
     fn len(&self) -> usize {
         match self {
             Source::Missing => 0,
@@ -1229,7 +1305,7 @@ impl Source<'_> {
         match self {
             Source::Missing => {}
             Source::ZSet(z) => z.iter().for_each(|(m, s)| f(m, s)),
-            Source::Set(s) => s.iter().for_each(|m| m.with_bytes(|b| f(b, 1.0))),
+            Source::Set(s) => s.for_each_member(|m| f(m, 1.0)),
         }
     }
 }
@@ -1269,8 +1345,8 @@ enum SetOpResult {
 /// Redis's zunionInterDiffGenericCommand: numkeys, then the inputs' types,
 /// then the options, then the computation. Results come sorted by (score,
 /// member), so no map order leaks into replies.
-fn setop(
-    store: &Store,
+fn setop<K: Keyspace<Set: SetInput>>(
+    store: &Store<K>,
     db: usize,
     args: &[Bytes],
     ctx: &Ctx,
@@ -1278,12 +1354,12 @@ fn setop(
 ) -> Result<SetOpResult, CmdError> {
     let numkeys = parse_numkeys(args, call.numkeys_at, call.name)?;
     let first = call.numkeys_at + 1;
-    let mut sources = Vec::with_capacity(numkeys);
+    let mut sources: Vec<Source<K>> = Vec::with_capacity(numkeys);
     for key in &args[first..first + numkeys] {
         sources.push(match store.live(db, key, ctx.now_ms).map(|e| e.value) {
             None => Source::Missing,
-            Some(Value::ZSet(z)) => Source::ZSet(z),
-            Some(Value::Set(s)) => Source::Set(s),
+            Some(Value::ZSet(z)) => Source::ZSet(&**z),
+            Some(Value::Set(s)) => Source::Set(&**s),
             Some(_) => return Err(CmdError::WrongType),
         });
     }
@@ -1400,7 +1476,13 @@ fn setop(
     Ok(SetOpResult::Items(items, withscores))
 }
 
-fn setop_read(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx, call: SetOpCall) -> CmdResult {
+fn setop_read<K: Keyspace<Set: SetInput>>(
+    store: &Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+    call: SetOpCall,
+) -> CmdResult {
     Ok(match setop(store, db, args, ctx, &call)? {
         SetOpResult::Card(n) => Reply::Int(n as i64),
         SetOpResult::Items(items, withscores) => {
@@ -1409,8 +1491,8 @@ fn setop_read(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx, call: SetOpCa
     })
 }
 
-fn setop_store(
-    store: &mut Store,
+fn setop_store<K: Keyspace<Set: SetInput>>(
+    store: &mut Store<K>,
     db: usize,
     args: &[Bytes],
     ctx: &Ctx,
@@ -1439,20 +1521,40 @@ fn call(op: SetOp, name: &'static str, stores: bool) -> SetOpCall {
     }
 }
 
-fn zunion(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zunion<K: Keyspace<Set: SetInput>>(
+    store: &Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     setop_read(store, db, args, ctx, call(SetOp::Union, "zunion", false))
 }
 
-fn zinter(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zinter<K: Keyspace<Set: SetInput>>(
+    store: &Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     setop_read(store, db, args, ctx, call(SetOp::Inter, "zinter", false))
 }
 
-fn zdiff(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zdiff<K: Keyspace<Set: SetInput>>(
+    store: &Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     setop_read(store, db, args, ctx, call(SetOp::Diff, "zdiff", false))
 }
 
 /// ZINTERCARD numkeys key... [LIMIT limit].
-fn zintercard(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zintercard<K: Keyspace<Set: SetInput>>(
+    store: &Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     let c = SetOpCall {
         card_only: true,
         ..call(SetOp::Inter, "zintercard", false)
@@ -1460,7 +1562,12 @@ fn zintercard(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult 
     setop_read(store, db, args, ctx, c)
 }
 
-fn zunionstore(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zunionstore<K: Keyspace<Set: SetInput>>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     setop_store(
         store,
         db,
@@ -1470,7 +1577,12 @@ fn zunionstore(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdRe
     )
 }
 
-fn zinterstore(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zinterstore<K: Keyspace<Set: SetInput>>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     setop_store(
         store,
         db,
@@ -1480,7 +1592,12 @@ fn zinterstore(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdRe
     )
 }
 
-fn zdiffstore(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn zdiffstore<K: Keyspace<Set: SetInput>>(
+    store: &mut Store<K>,
+    db: usize,
+    args: &[Bytes],
+    ctx: &Ctx,
+) -> CmdResult {
     setop_store(store, db, args, ctx, call(SetOp::Diff, "zdiffstore", true))
 }
 
