@@ -21,11 +21,11 @@
 
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{CmdError, CmdResult};
-use crate::keyspace::Value;
+use crate::keyspace::list_ops::End;
+use crate::keyspace::{Collection, HashOps, Keyspace, ListOps, SetOps, Value, ZSetOps};
 use crate::store::{Ctx, Store};
 use crate::table::{cmd, CommandSpec, Flags};
 use bytes::Bytes;
-use kvasir_engine_memory::List;
 use kvasir_resp::Reply;
 use std::cmp::Ordering;
 
@@ -215,8 +215,8 @@ fn parse_hex(s: &str) -> Option<f64> {
 // ---------------------------------------------------------------------------
 
 /// lookupKeyByPattern: the value a BY/GET pattern names for `subst`.
-fn lookup_by_pattern(
-    store: &Store,
+fn lookup_by_pattern<K: Keyspace>(
+    store: &Store<K>,
     db: usize,
     pattern: &[u8],
     subst: &[u8],
@@ -240,7 +240,7 @@ fn lookup_by_pattern(
     key.extend_from_slice(&pattern[..p]);
     key.extend_from_slice(subst);
     key.extend_from_slice(&pattern[p + 1..postfix_end]);
-    let value = &store.live(db, &key, ctx.now_ms)?.value;
+    let value = store.live(db, &key, ctx.now_ms)?.value;
     match (field, value) {
         (Some(f), Value::Hash(h)) => h.get(f).map(Bytes::copy_from_slice),
         (Some(_), _) => None,
@@ -254,7 +254,7 @@ fn lookup_by_pattern(
 // The command
 // ---------------------------------------------------------------------------
 
-fn sort(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn sort<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let run = run_sort(store, db, args, false, ctx)?;
     match run.store_key {
         None => Ok(run.reply()),
@@ -266,9 +266,8 @@ fn sort(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
             if n == 0 {
                 store.db_mut(db).remove(&dst);
             } else {
-                let fill = store.limits.list_max_listpack_size;
-                let mut l = List::new();
-                l.push(kvasir_engine_memory::list::End::Back, &items, fill);
+                let mut l = K::List::new();
+                l.push(End::Back, &items, &store.limits);
                 store.db_mut(db).set(&dst, Value::List(Box::new(l)), None);
             }
             Ok(Reply::Int(n as i64))
@@ -276,7 +275,7 @@ fn sort(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     }
 }
 
-fn sort_ro(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn sort_ro<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     Ok(run_sort(store, db, args, true, ctx)?.reply())
 }
 
@@ -340,8 +339,8 @@ impl Run<'_> {
 
 /// sortCommandGeneric up to the output: parses, loads, sorts and fetches
 /// the GET values; the caller replies or stores.
-fn run_sort<'a>(
-    store: &Store,
+fn run_sort<'a, K: Keyspace>(
+    store: &Store<K>,
     db: usize,
     args: &'a [Bytes],
     readonly: bool,

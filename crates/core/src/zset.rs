@@ -13,7 +13,7 @@
 use crate::args::{eq_ic, parse_f64, parse_i64, parse_timeout};
 use crate::error::{BlockOn, CmdError, CmdResult};
 use crate::glob;
-use crate::keyspace::{Collection, Keyspace, Value, ZSetOps};
+use crate::keyspace::{Collection, Keyspace, SetOps, Value, ZSetOps};
 use crate::store::{Ctx, EncodingLimits, Store};
 use crate::table::{cmd, dest_and_keys_after_numkeys, keys_after_numkeys, CommandSpec, Flags};
 use bytes::Bytes;
@@ -1261,21 +1261,6 @@ impl Aggregate {
     }
 }
 
-/// What a set operation reads from a plain-set input.
-///
-/// Waiting for `SetOps`: this is exactly `SetOps::contains(&self, &[u8]) ->
-/// bool` and `SetOps::iter(&self) -> impl Iterator<Item = SetMember<'_>>`
-/// (each member's text through `SetMember::with_bytes`), which the set
-/// family's helper is defining in parallel. At merge this trait becomes a
-/// blanket impl over `SetOps` (or its two calls in [`Source`] call `SetOps`
-/// directly and the `K::Set: SetInput` bounds go), and the memory impl in
-/// `keyspace/zset_ops.rs` goes. Member order does not matter here: every
-/// result is sorted by (score, member) before it is replied or stored.
-pub(crate) trait SetInput {
-    fn contains(&self, member: &[u8]) -> bool;
-    fn for_each_member(&self, visit: impl FnMut(&[u8]));
-}
-
 /// An input of a set operation: a sorted set, or a plain set whose members
 /// all score 1.
 enum Source<'a, K: Keyspace> {
@@ -1284,7 +1269,7 @@ enum Source<'a, K: Keyspace> {
     Set(&'a K::Set),
 }
 
-impl<K: Keyspace<Set: SetInput>> Source<'_, K> {
+impl<K: Keyspace> Source<'_, K> {
     fn len(&self) -> usize {
         match self {
             Source::Missing => 0,
@@ -1305,7 +1290,7 @@ impl<K: Keyspace<Set: SetInput>> Source<'_, K> {
         match self {
             Source::Missing => {}
             Source::ZSet(z) => z.iter().for_each(|(m, s)| f(m, s)),
-            Source::Set(s) => s.for_each_member(|m| f(m, 1.0)),
+            Source::Set(s) => s.iter().for_each(|m| m.with_bytes(|m| f(m, 1.0))),
         }
     }
 }
@@ -1345,7 +1330,7 @@ enum SetOpResult {
 /// Redis's zunionInterDiffGenericCommand: numkeys, then the inputs' types,
 /// then the options, then the computation. Results come sorted by (score,
 /// member), so no map order leaks into replies.
-fn setop<K: Keyspace<Set: SetInput>>(
+fn setop<K: Keyspace>(
     store: &Store<K>,
     db: usize,
     args: &[Bytes],
@@ -1476,7 +1461,7 @@ fn setop<K: Keyspace<Set: SetInput>>(
     Ok(SetOpResult::Items(items, withscores))
 }
 
-fn setop_read<K: Keyspace<Set: SetInput>>(
+fn setop_read<K: Keyspace>(
     store: &Store<K>,
     db: usize,
     args: &[Bytes],
@@ -1491,7 +1476,7 @@ fn setop_read<K: Keyspace<Set: SetInput>>(
     })
 }
 
-fn setop_store<K: Keyspace<Set: SetInput>>(
+fn setop_store<K: Keyspace>(
     store: &mut Store<K>,
     db: usize,
     args: &[Bytes],
@@ -1521,7 +1506,7 @@ fn call(op: SetOp, name: &'static str, stores: bool) -> SetOpCall {
     }
 }
 
-fn zunion<K: Keyspace<Set: SetInput>>(
+fn zunion<K: Keyspace>(
     store: &Store<K>,
     db: usize,
     args: &[Bytes],
@@ -1530,7 +1515,7 @@ fn zunion<K: Keyspace<Set: SetInput>>(
     setop_read(store, db, args, ctx, call(SetOp::Union, "zunion", false))
 }
 
-fn zinter<K: Keyspace<Set: SetInput>>(
+fn zinter<K: Keyspace>(
     store: &Store<K>,
     db: usize,
     args: &[Bytes],
@@ -1539,7 +1524,7 @@ fn zinter<K: Keyspace<Set: SetInput>>(
     setop_read(store, db, args, ctx, call(SetOp::Inter, "zinter", false))
 }
 
-fn zdiff<K: Keyspace<Set: SetInput>>(
+fn zdiff<K: Keyspace>(
     store: &Store<K>,
     db: usize,
     args: &[Bytes],
@@ -1549,7 +1534,7 @@ fn zdiff<K: Keyspace<Set: SetInput>>(
 }
 
 /// ZINTERCARD numkeys key... [LIMIT limit].
-fn zintercard<K: Keyspace<Set: SetInput>>(
+fn zintercard<K: Keyspace>(
     store: &Store<K>,
     db: usize,
     args: &[Bytes],
@@ -1562,7 +1547,7 @@ fn zintercard<K: Keyspace<Set: SetInput>>(
     setop_read(store, db, args, ctx, c)
 }
 
-fn zunionstore<K: Keyspace<Set: SetInput>>(
+fn zunionstore<K: Keyspace>(
     store: &mut Store<K>,
     db: usize,
     args: &[Bytes],
@@ -1577,7 +1562,7 @@ fn zunionstore<K: Keyspace<Set: SetInput>>(
     )
 }
 
-fn zinterstore<K: Keyspace<Set: SetInput>>(
+fn zinterstore<K: Keyspace>(
     store: &mut Store<K>,
     db: usize,
     args: &[Bytes],
@@ -1592,7 +1577,7 @@ fn zinterstore<K: Keyspace<Set: SetInput>>(
     )
 }
 
-fn zdiffstore<K: Keyspace<Set: SetInput>>(
+fn zdiffstore<K: Keyspace>(
     store: &mut Store<K>,
     db: usize,
     args: &[Bytes],

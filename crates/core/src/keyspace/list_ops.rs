@@ -51,6 +51,9 @@ pub trait ListOps: Collection {
 
     /// Elements from the back.
     fn iter_rev(&self) -> impl ExactSizeIterator<Item = Elem<'_>>;
+
+    /// Elements from position `start` towards the front.
+    fn iter_rev_from(&self, start: usize) -> impl ExactSizeIterator<Item = Elem<'_>>;
 }
 
 impl Collection for kvasir_engine_memory::List {
@@ -123,5 +126,10 @@ impl ListOps for kvasir_engine_memory::List {
     #[inline]
     fn iter_rev(&self) -> impl ExactSizeIterator<Item = Elem<'_>> {
         kvasir_engine_memory::List::iter_rev(self)
+    }
+
+    #[inline]
+    fn iter_rev_from(&self, start: usize) -> impl ExactSizeIterator<Item = Elem<'_>> {
+        kvasir_engine_memory::List::iter_rev_from(self, start)
     }
 }

@@ -169,18 +169,3 @@ impl ZSetOps for MemoryZSet {
         MemoryZSet::scan(self, cursor, count, visit)
     }
 }
-
-/// Plain sets as inputs of ZUNION/ZINTER/ZDIFF, for the memory engine.
-/// Temporary: [`crate::zset::SetInput`] gives way to `SetOps::contains` and
-/// `SetOps::iter` once those exist (see there), and this impl goes with it.
-impl crate::zset::SetInput for kvasir_engine_memory::Set {
-    #[inline]
-    fn contains(&self, member: &[u8]) -> bool {
-        kvasir_engine_memory::Set::contains(self, member)
-    }
-
-    #[inline]
-    fn for_each_member(&self, mut visit: impl FnMut(&[u8])) {
-        kvasir_engine_memory::Set::iter(self).for_each(|m| m.with_bytes(&mut visit))
-    }
-}
