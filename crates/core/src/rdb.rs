@@ -10,8 +10,9 @@
 //! plain nodes), sets (plain, intset), hashes (plain, ziplist, listpack),
 //! sorted sets (text and binary scores, ziplist, listpack) and streams
 //! (listpacks, versions 1 and 2, with consumer groups). Values are rebuilt
-//! through the engine's inserts under the store's encoding limits, as
-//! Redis converts a loaded value that exceeds its limits.
+//! through the engine's image traits ([`crate::keyspace::image`]) with
+//! inserts under the store's encoding limits, as Redis converts a loaded
+//! value that exceeds its limits; any engine works.
 //!
 //! [`encode_value`] writes simple encodings every Redis since 7.0 loads:
 //! strings raw or integer-encoded, lists as quicklist-2 of listpacks, sets,
@@ -23,15 +24,15 @@
 //! empty collections are refused, and nothing recurses, so malformed input
 //! gives [`Bad`], never a panic.
 
-use crate::keyspace::canonical_i64;
-use crate::keyspace::Value;
+use crate::keyspace::image::{
+    format_i64, Layout, StreamContent, StreamEntry, StreamFields, StreamGroup, StreamId,
+    StreamPending,
+};
+use crate::keyspace::{
+    canonical_i64, Collection, HashImage, Keyspace, ListImage, SetImage, StreamImage, Value,
+    ZSetImage,
+};
 use crate::store::EncodingLimits;
-use kvasir_engine_memory::hash::HashLimits;
-use kvasir_engine_memory::list::{Elem, End};
-use kvasir_engine_memory::set::{format_i64, SetLimits};
-use kvasir_engine_memory::stream::{Consumer, Group, Pending, StreamId};
-use kvasir_engine_memory::zset::ZSetLimits;
-use kvasir_engine_memory::{Hash, List, Set, Stream, ZSet};
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 
@@ -649,31 +650,9 @@ fn intset(b: &[u8]) -> Res<(u8, Vec<i64>)> {
 // Decoding values
 // ---------------------------------------------------------------------------
 
-fn hash_limits(l: &EncodingLimits) -> HashLimits {
-    HashLimits {
-        max_listpack_entries: l.hash_max_listpack_entries,
-        max_listpack_value: l.hash_max_listpack_value,
-    }
-}
-
-fn set_limits(l: &EncodingLimits) -> SetLimits {
-    SetLimits {
-        max_intset_entries: l.set_max_intset_entries,
-        max_packed_entries: l.set_max_listpack_entries,
-        max_packed_value: l.set_max_listpack_value,
-    }
-}
-
-fn zset_limits(l: &EncodingLimits) -> ZSetLimits {
-    ZSetLimits {
-        max_listpack_entries: l.zset_max_listpack_entries,
-        max_listpack_value: l.zset_max_listpack_value,
-    }
-}
-
 /// The value of a verified payload's body (see [`verify`]): its type byte
 /// and encoding, rebuilt under `limits`. The body must end with the value.
-pub fn decode_value(body: &[u8], limits: &EncodingLimits) -> Res<Value> {
+pub fn decode_value<K: Keyspace>(body: &[u8], limits: &EncodingLimits) -> Res<Value<K>> {
     let mut r = Reader::new(body);
     let value = match r.u8()? {
         T_STRING => Value::from_bytes(&r.string()?),
@@ -683,14 +662,20 @@ pub fn decode_value(body: &[u8], limits: &EncodingLimits) -> Res<Value> {
         }
         T_SET => {
             let n = r.count(1)?;
-            let sl = set_limits(limits);
-            let mut s = if n > sl.max_intset_entries.max(sl.max_packed_entries) {
-                Set::new_table(n)
+            // A set too large for the compact layouts starts as a table,
+            // sized up front; smaller ones start as Redis creates sets
+            // (an intset) and convert as SADD would.
+            let layout = if n > limits
+                .set_max_intset_entries
+                .max(limits.set_max_listpack_entries)
+            {
+                Layout::Hashtable
             } else {
-                Set::new()
+                Layout::Intset(16)
             };
+            let mut s = K::Set::with_layout(layout, n).ok_or(Bad)?;
             for _ in 0..n {
-                if !s.insert(&r.string()?, &sl) {
+                if !s.load_member(&r.string()?, limits) {
                     return Err(Bad);
                 }
             }
@@ -700,25 +685,24 @@ pub fn decode_value(body: &[u8], limits: &EncodingLimits) -> Res<Value> {
         T_SET_INTSET => {
             let blob = r.string()?;
             let (width, members) = intset(&blob)?;
-            let mut s = Set::new_intset(width).ok_or(Bad)?;
-            let sl = set_limits(limits);
+            let mut s = K::Set::with_layout(Layout::Intset(width), members.len()).ok_or(Bad)?;
             for m in members {
-                s.insert(format_i64(m, &mut [0; 20]), &sl);
+                s.load_member(format_i64(m, &mut [0; 20]), limits);
             }
             Value::Set(Box::new(s))
         }
         T_HASH => {
             let n = r.count(2)?;
-            let hl = hash_limits(limits);
-            let mut h = if n > hl.max_listpack_entries {
-                Hash::new_table(n)
+            let layout = if n > limits.hash_max_listpack_entries {
+                Layout::Hashtable
             } else {
-                Hash::new()
+                Layout::Listpack
             };
+            let mut h = K::Hash::with_layout(layout, n).ok_or(Bad)?;
             for _ in 0..n {
                 let f = r.string()?;
                 let v = r.string()?;
-                if !h.set(&f, &v, hl) {
+                if !h.load_pair(&f, &v, limits) {
                     return Err(Bad);
                 }
             }
@@ -735,10 +719,10 @@ pub fn decode_value(body: &[u8], limits: &EncodingLimits) -> Res<Value> {
             if items.is_empty() || items.len() % 2 != 0 {
                 return Err(Bad);
             }
-            let hl = hash_limits(limits);
-            let mut h = Hash::new();
+            let mut h = K::Hash::with_layout(Layout::Listpack, items.len() / 2).ok_or(Bad)?;
             for pair in items.chunks_exact(2) {
-                let added = pair[0].with_bytes(|f| pair[1].with_bytes(|v| h.set(f, v, hl)));
+                let added =
+                    pair[0].with_bytes(|f| pair[1].with_bytes(|v| h.load_pair(f, v, limits)));
                 if !added {
                     return Err(Bad);
                 }
@@ -747,8 +731,7 @@ pub fn decode_value(body: &[u8], limits: &EncodingLimits) -> Res<Value> {
         }
         t @ (T_ZSET | T_ZSET_2) => {
             let n = r.count(if t == T_ZSET_2 { 9 } else { 2 })?;
-            let zl = zset_limits(limits);
-            let mut z = ZSet::new();
+            let mut z = K::ZSet::with_layout(Layout::Listpack).ok_or(Bad)?;
             for _ in 0..n {
                 let m = r.string()?;
                 let score = if t == T_ZSET_2 {
@@ -756,7 +739,7 @@ pub fn decode_value(body: &[u8], limits: &EncodingLimits) -> Res<Value> {
                 } else {
                     r.f64_text()?
                 };
-                if z.insert(&m, score, zl).is_some() {
+                if !z.load_pair(&m, score, limits) {
                     return Err(Bad);
                 }
             }
@@ -773,18 +756,18 @@ pub fn decode_value(body: &[u8], limits: &EncodingLimits) -> Res<Value> {
             if items.is_empty() || items.len() % 2 != 0 {
                 return Err(Bad);
             }
-            let zl = zset_limits(limits);
-            let mut z = ZSet::new();
+            let mut z = K::ZSet::with_layout(Layout::Listpack).ok_or(Bad)?;
             for pair in items.chunks_exact(2) {
                 let score = pair[1].score()?;
-                if pair[0].with_bytes(|m| z.insert(m, score, zl)).is_some() {
+                if !pair[0].with_bytes(|m| z.load_pair(m, score, limits)) {
                     return Err(Bad);
                 }
             }
             Value::ZSet(Box::new(z))
         }
         t @ (T_STREAM_LISTPACKS | T_STREAM_LISTPACKS_2) => {
-            Value::Stream(Box::new(decode_stream(&mut r, t == T_STREAM_LISTPACKS_2)?))
+            let content = decode_stream(&mut r, t == T_STREAM_LISTPACKS_2)?;
+            Value::Stream(Box::new(K::Stream::from_content(&content).ok_or(Bad)?))
         }
         _ => return Err(Bad),
     };
@@ -802,12 +785,16 @@ fn nonempty(n: usize) -> Res<()> {
     }
 }
 
-fn decode_list(r: &mut Reader<'_>, t: u8, limits: &EncodingLimits) -> Res<List> {
-    let fill = limits.list_max_listpack_size;
-    let mut l = List::new();
-    let push_items = |l: &mut List, items: &[Item<'_>]| {
+/// A list built as RPUSHes of its elements build it under `limits`.
+fn decode_list<L: ListImage + Collection>(
+    r: &mut Reader<'_>,
+    t: u8,
+    limits: &EncodingLimits,
+) -> Res<L> {
+    let mut l = L::empty();
+    let push_items = |l: &mut L, items: &[Item<'_>]| {
         for it in items {
-            it.with_bytes(|b| l.push(End::Back, &[b], fill));
+            it.with_bytes(|b| l.push_back(b, limits));
         }
     };
     match t {
@@ -815,7 +802,7 @@ fn decode_list(r: &mut Reader<'_>, t: u8, limits: &EncodingLimits) -> Res<List> 
             let n = r.count(1)?;
             for _ in 0..n {
                 let s = r.string()?;
-                l.push(End::Back, &[&*s], fill);
+                l.push_back(&s, limits);
             }
         }
         T_LIST_ZIPLIST => {
@@ -835,7 +822,7 @@ fn decode_list(r: &mut Reader<'_>, t: u8, limits: &EncodingLimits) -> Res<List> 
                 match r.len()? {
                     NODE_PLAIN => {
                         let s = r.string()?;
-                        l.push(End::Back, &[&*s], fill);
+                        l.push_back(&s, limits);
                     }
                     NODE_PACKED => {
                         let blob = r.string()?;
@@ -850,12 +837,14 @@ fn decode_list(r: &mut Reader<'_>, t: u8, limits: &EncodingLimits) -> Res<List> 
     Ok(l)
 }
 
-/// One entry's fields, owned or borrowed.
-type Fields<'a> = Vec<(Cow<'a, [u8]>, Cow<'a, [u8]>)>;
+fn owned(b: Cow<'_, [u8]>) -> Cow<'static, [u8]> {
+    Cow::Owned(b.into_owned())
+}
 
-fn decode_stream(r: &mut Reader<'_>, v2: bool) -> Res<Stream> {
-    let mut st = Stream::new();
-    let mut last_appended: Option<StreamId> = None;
+/// A stream's content, checked as Redis's deep sanitization checks it;
+/// grouped into nodes as XADD appends (Redis regroups too).
+fn decode_stream(r: &mut Reader<'_>, v2: bool) -> Res<StreamContent<'static>> {
+    let mut st = StreamContent::default();
     // Listpack key (16 bytes + length) and a listpack of at least a
     // master entry: 30 bytes at the very least.
     let nodes = r.count(30)?;
@@ -889,10 +878,10 @@ fn decode_stream(r: &mut Reader<'_>, v2: bool) -> Res<Stream> {
             let ms = master.ms.wrapping_add(next()?.int()? as u64);
             let seq = master.seq.wrapping_add(next()?.int()? as u64);
             let id = StreamId::new(ms, seq);
-            let mut fields: Fields<'_> = Vec::new();
+            let mut fields: StreamFields<'static> = Vec::new();
             let lp_count = if flags & STREAM_SAMEFIELDS != 0 {
                 for f in &master_fields {
-                    fields.push((f.to_cow(), next()?.to_cow()));
+                    fields.push((owned(f.to_cow()), owned(next()?.to_cow())));
                 }
                 nfields as i64 + 3
             } else {
@@ -901,8 +890,8 @@ fn decode_stream(r: &mut Reader<'_>, v2: bool) -> Res<Stream> {
                     return Err(Bad);
                 }
                 for _ in 0..n {
-                    let f = next()?.to_cow();
-                    fields.push((f, next()?.to_cow()));
+                    let f = owned(next()?.to_cow());
+                    fields.push((f, owned(next()?.to_cow())));
                 }
                 2 * n + 4
             };
@@ -914,11 +903,10 @@ fn decode_stream(r: &mut Reader<'_>, v2: bool) -> Res<Stream> {
                 continue;
             }
             seen_valid += 1;
-            if last_appended.is_some_and(|p| p >= id) {
+            if st.entries.last().is_some_and(|p| p.id >= id) {
                 return Err(Bad);
             }
-            last_appended = Some(id);
-            st.append(id, &fields);
+            st.entries.push(StreamEntry { id, fields });
         }
         if next().is_ok() || seen_valid != valid || seen_deleted != deleted {
             return Err(Bad);
@@ -926,7 +914,8 @@ fn decode_stream(r: &mut Reader<'_>, v2: bool) -> Res<Stream> {
     }
     let length = r.len()?;
     st.last_id = r.len_id()?;
-    if length != st.len() || last_appended.is_some_and(|id| id > st.last_id) {
+    let last_appended = st.entries.last().map(|e| e.id);
+    if length != st.entries.len() as u64 || last_appended.is_some_and(|id| id > st.last_id) {
         return Err(Bad);
     }
     if v2 {
@@ -938,8 +927,9 @@ fn decode_stream(r: &mut Reader<'_>, v2: bool) -> Res<Stream> {
     }
     // Name, last id, entries read, two counts: 5 bytes at least.
     let groups = r.count(5)?;
+    let mut names = BTreeSet::new();
     for _ in 0..groups {
-        let name: Box<[u8]> = r.string()?.into_owned().into_boxed_slice();
+        let name = owned(r.string()?);
         let last_id = r.len_id()?;
         let entries_read = if v2 {
             match r.len()? {
@@ -947,52 +937,104 @@ fn decode_stream(r: &mut Reader<'_>, v2: bool) -> Res<Stream> {
                 n => Some(n),
             }
         } else {
-            st.estimate_entries_read(last_id)
+            estimate_entries_read(&st, last_id)
         };
-        let mut g = Group {
-            last_id,
-            entries_read,
-            ..Group::default()
-        };
-        let pel = r.count(16 + 8 + 1)?;
-        for _ in 0..pel {
-            let id = r.raw_id()?;
-            let p = Pending {
-                consumer: Box::default(),
-                delivery_time: r.u64_le()?,
-                delivery_count: r.len()?,
-            };
-            if g.pel.insert(id, p).is_some() {
-                return Err(Bad);
-            }
+        let g = decode_group(r, name, last_id, entries_read)?;
+        if !names.insert(g.name.clone()) {
+            return Err(Bad);
         }
-        let mut owned = BTreeSet::new();
-        let consumers = r.count(1 + 8 + 1)?;
-        for _ in 0..consumers {
-            let cname: Box<[u8]> = r.string()?.into_owned().into_boxed_slice();
-            let mut c = Consumer {
-                seen_time: r.u64_le()?,
-                pending: BTreeSet::new(),
-            };
-            let n = r.count(16)?;
-            for _ in 0..n {
-                let id = r.raw_id()?;
-                let p = g.pel.get_mut(&id).ok_or(Bad)?;
-                if !owned.insert(id) {
-                    return Err(Bad);
-                }
-                p.consumer = cname.clone();
-                c.pending.insert(id);
-            }
-            if g.consumers.insert(cname, c).is_some() {
-                return Err(Bad);
-            }
-        }
-        if owned.len() != g.pel.len() || st.groups.insert(name, g).is_some() {
+        st.groups.push(g);
+    }
+    // Groups, consumers and pending entries in name and id order, as a
+    // stream gives them out.
+    st.groups.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(st)
+}
+
+/// A group's pending entries and consumers: every pending entry is owned
+/// by exactly one consumer.
+fn decode_group(
+    r: &mut Reader<'_>,
+    name: Cow<'static, [u8]>,
+    last_id: StreamId,
+    entries_read: Option<u64>,
+) -> Res<StreamGroup<'static>> {
+    // Delivery time and count by id; the owner comes with the consumers.
+    let mut pel = std::collections::BTreeMap::new();
+    let n = r.count(16 + 8 + 1)?;
+    for _ in 0..n {
+        let id = r.raw_id()?;
+        let delivery = (r.u64_le()?, r.len()?);
+        if pel.insert(id, (delivery, None)).is_some() {
             return Err(Bad);
         }
     }
-    Ok(st)
+    let mut consumers = Vec::new();
+    let mut consumer_names = BTreeSet::new();
+    let n = r.count(1 + 8 + 1)?;
+    for _ in 0..n {
+        let cname = owned(r.string()?);
+        let seen_time = r.u64_le()?;
+        let owned_ids = r.count(16)?;
+        for _ in 0..owned_ids {
+            let id = r.raw_id()?;
+            let (_, owner) = pel.get_mut(&id).ok_or(Bad)?;
+            if owner.is_some() {
+                return Err(Bad);
+            }
+            *owner = Some(cname.clone());
+        }
+        if !consumer_names.insert(cname.clone()) {
+            return Err(Bad);
+        }
+        consumers.push((cname, seen_time));
+    }
+    consumers.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut pending = Vec::with_capacity(pel.len());
+    for (id, ((delivery_time, delivery_count), owner)) in pel {
+        pending.push(StreamPending {
+            id,
+            consumer: owner.ok_or(Bad)?,
+            delivery_time,
+            delivery_count,
+        });
+    }
+    Ok(StreamGroup {
+        name,
+        last_id,
+        entries_read,
+        consumers,
+        pending,
+    })
+}
+
+/// Redis's streamEstimateDistanceFromFirstEverEntry: the entries-read
+/// counter of a group whose last delivered id is `id`, when knowable
+/// (RDB 9 payloads do not carry it).
+fn estimate_entries_read(st: &StreamContent<'_>, id: StreamId) -> Option<u64> {
+    let len = st.entries.len() as u64;
+    if st.entries_added == 0 {
+        return Some(0);
+    }
+    if len == 0 && id <= st.last_id {
+        return Some(st.entries_added);
+    }
+    if id == st.last_id {
+        return Some(st.entries_added);
+    }
+    if id > st.last_id {
+        return None;
+    }
+    let first = st.entries.first().map(|e| e.id).unwrap_or_default();
+    if st.max_deleted_id.is_zero() || st.max_deleted_id < first {
+        if id < first {
+            return st.entries_added.checked_sub(len);
+        }
+        if id == first {
+            return st.entries_added.checked_sub(len)?.checked_add(1);
+        }
+    }
+    None
 }
 
 // ---------------------------------------------------------------------------
@@ -1006,7 +1048,7 @@ const LIST_NODE_BYTES: usize = 8192;
 const STREAM_NODE_ENTRIES: usize = 100;
 
 /// The DUMP payload of `v`: type, body, version and checksum.
-pub fn dump(v: &Value) -> Vec<u8> {
+pub fn dump<K: Keyspace>(v: &Value<K>) -> Vec<u8> {
     let mut out = Vec::new();
     encode_value(v, &mut out);
     seal(&mut out);
@@ -1014,7 +1056,7 @@ pub fn dump(v: &Value) -> Vec<u8> {
 }
 
 /// Appends `v`'s type byte and body.
-pub fn encode_value(v: &Value, out: &mut Vec<u8>) {
+pub fn encode_value<K: Keyspace>(v: &Value<K>, out: &mut Vec<u8>) {
     match v {
         Value::Str(s) | Value::Raw(s) => {
             out.push(T_STRING);
@@ -1029,59 +1071,60 @@ pub fn encode_value(v: &Value, out: &mut Vec<u8>) {
         }
         Value::List(l) => {
             out.push(T_LIST_QUICKLIST_2);
-            let mut nodes = Vec::new();
-            let mut lp = LpWriter::new();
-            for e in l.iter() {
-                if lp.count > 0 && lp.size() + e.byte_len() > LIST_NODE_BYTES {
-                    nodes.push(std::mem::replace(&mut lp, LpWriter::new()).finish());
-                }
-                match e {
-                    Elem::Int(i) => lp.int(i),
-                    Elem::Str(s) => lp.str(s),
-                }
-            }
-            if lp.count > 0 {
-                nodes.push(lp.finish());
-            }
-            put_len(out, nodes.len() as u64);
-            for n in nodes {
-                put_len(out, NODE_PACKED);
-                put_string(out, &n);
-            }
+            encode_list(&**l, out);
         }
         Value::Set(s) => {
             out.push(T_SET);
             put_len(out, s.len() as u64);
-            for m in s.iter() {
-                m.with_bytes(|b| put_string(out, b));
-            }
+            s.for_each_member(|m| put_string(out, m));
         }
         Value::Hash(h) => {
             out.push(T_HASH);
             put_len(out, h.len() as u64);
-            for (f, v) in h.iter() {
+            h.for_each_pair(|f, v| {
                 put_string(out, f);
                 put_string(out, v);
-            }
+            });
         }
         Value::ZSet(z) => {
             out.push(T_ZSET_2);
             put_len(out, z.len() as u64);
-            for (m, score) in z.iter() {
+            z.for_each_by_rank(|m, score| {
                 put_string(out, m);
                 out.extend_from_slice(&score.to_bits().to_le_bytes());
-            }
+            });
         }
         Value::Stream(st) => {
             out.push(T_STREAM_LISTPACKS_2);
-            encode_stream(st, out);
+            encode_stream(&st.content(), out);
         }
     }
 }
 
-fn encode_stream(st: &Stream, out: &mut Vec<u8>) {
-    let entries: Vec<_> = st.iter().collect();
-    let chunks: Vec<_> = entries.chunks(STREAM_NODE_ENTRIES).collect();
+/// A quicklist of listpack nodes of about [`LIST_NODE_BYTES`] each.
+fn encode_list(l: &impl ListImage, out: &mut Vec<u8>) {
+    let mut nodes = Vec::new();
+    let mut lp = LpWriter::new();
+    l.for_each_elem(|e| {
+        if lp.count > 0 && lp.size() + e.len() > LIST_NODE_BYTES {
+            nodes.push(std::mem::replace(&mut lp, LpWriter::new()).finish());
+        }
+        // Canonical integers go in an integer encoding, as Redis stores
+        // them.
+        lp.str(e);
+    });
+    if lp.count > 0 {
+        nodes.push(lp.finish());
+    }
+    put_len(out, nodes.len() as u64);
+    for n in nodes {
+        put_len(out, NODE_PACKED);
+        put_string(out, &n);
+    }
+}
+
+fn encode_stream(st: &StreamContent<'_>, out: &mut Vec<u8>) {
+    let chunks: Vec<_> = st.entries.chunks(STREAM_NODE_ENTRIES).collect();
     put_len(out, chunks.len() as u64);
     for chunk in chunks {
         let master = chunk[0].id;
@@ -1119,32 +1162,39 @@ fn encode_stream(st: &Stream, out: &mut Vec<u8>) {
         put_string(out, &key);
         put_string(out, &lp.finish());
     }
-    put_len(out, st.len());
+    put_len(out, st.entries.len() as u64);
     let put_id = |out: &mut Vec<u8>, id: StreamId| {
         put_len(out, id.ms);
         put_len(out, id.seq);
     };
     put_id(out, st.last_id);
-    put_id(out, st.first_id());
+    put_id(out, st.entries.first().map(|e| e.id).unwrap_or_default());
     put_id(out, st.max_deleted_id);
     put_len(out, st.entries_added);
     put_len(out, st.groups.len() as u64);
-    for (name, g) in &st.groups {
-        put_string(out, name);
+    for g in &st.groups {
+        put_string(out, &g.name);
         put_id(out, g.last_id);
         put_len(out, g.entries_read.unwrap_or(u64::MAX));
-        put_len(out, g.pel.len() as u64);
-        for (id, p) in &g.pel {
-            put_raw_id(out, *id);
+        put_len(out, g.pending.len() as u64);
+        for p in &g.pending {
+            put_raw_id(out, p.id);
             out.extend_from_slice(&p.delivery_time.to_le_bytes());
             put_len(out, p.delivery_count);
         }
+        // Each consumer's pending entries, by id: those of the group's
+        // it owns.
+        let mut owned: std::collections::BTreeMap<&[u8], Vec<StreamId>> = Default::default();
+        for p in &g.pending {
+            owned.entry(&p.consumer).or_default().push(p.id);
+        }
         put_len(out, g.consumers.len() as u64);
-        for (cname, c) in &g.consumers {
+        for (cname, seen_time) in &g.consumers {
             put_string(out, cname);
-            out.extend_from_slice(&c.seen_time.to_le_bytes());
-            put_len(out, c.pending.len() as u64);
-            for id in &c.pending {
+            out.extend_from_slice(&seen_time.to_le_bytes());
+            let ids = owned.get(&cname[..]).map_or(&[][..], |v| &v[..]);
+            put_len(out, ids.len() as u64);
+            for id in ids {
                 put_raw_id(out, *id);
             }
         }
@@ -1154,6 +1204,44 @@ fn encode_stream(st: &Stream, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kvasir_engine_memory::hash::HashLimits;
+    use kvasir_engine_memory::set::SetLimits;
+    use kvasir_engine_memory::stream::Group;
+    use kvasir_engine_memory::zset::ZSetLimits;
+    use kvasir_engine_memory::{Hash, List, Set, Stream, ZSet};
+
+    // The tests build and inspect the memory engine's values.
+    type Value = crate::keyspace::Value<crate::keyspace::MemoryKeyspace>;
+
+    fn decode_value(body: &[u8], limits: &EncodingLimits) -> Res<Value> {
+        super::decode_value(body, limits)
+    }
+
+    fn encode_stream(st: &Stream, out: &mut Vec<u8>) {
+        super::encode_stream(&st.content(), out)
+    }
+
+    fn hash_limits(l: &EncodingLimits) -> HashLimits {
+        HashLimits {
+            max_listpack_entries: l.hash_max_listpack_entries,
+            max_listpack_value: l.hash_max_listpack_value,
+        }
+    }
+
+    fn set_limits(l: &EncodingLimits) -> SetLimits {
+        SetLimits {
+            max_intset_entries: l.set_max_intset_entries,
+            max_packed_entries: l.set_max_listpack_entries,
+            max_packed_value: l.set_max_listpack_value,
+        }
+    }
+
+    fn zset_limits(l: &EncodingLimits) -> ZSetLimits {
+        ZSetLimits {
+            max_listpack_entries: l.zset_max_listpack_entries,
+            max_listpack_value: l.zset_max_listpack_value,
+        }
+    }
 
     fn unhex(s: &str) -> Vec<u8> {
         (0..s.len())

@@ -67,22 +67,122 @@
 //! its index yet, and buffers' allocation slack. No command tells these
 //! apart, except MEMORY USAGE by a few bytes.
 
-use crate::keyspace::canonical_i64;
-use crate::keyspace::{EntryRef, Value};
+//! A shard's state-machine image for Raft snapshots: [`encode`] writes
+//! everything replicated in a [`Store`] (every database, every key with its
+//! value and absolute expiry, and the [`EncodingLimits`]), [`decode`]
+//! rebuilds an identical store, and [`digest`] gives a content hash for
+//! comparing replicas (like Redis's DEBUG DIGEST). All three work on any
+//! engine, through the collections' image traits
+//! ([`crate::keyspace::image`]).
+//!
+//! # Image format (version 2)
+//!
+//! All integers are little-endian; `uvar` is an unsigned LEB128 varint,
+//! `svar` a zigzag-encoded signed one, `bytes` is `uvar(len)` + the bytes,
+//! `id` a stream id as `uvar` ms, `uvar` seq.
+//!
+//! ```text
+//! header   magic "\x89KVSNAP\n" (8) | version u32 | body length u64 | crc32 of the 20 bytes before
+//! body     limits: 7 x uvar (hash entries, hash value, set intset entries,
+//!                  set listpack entries, set listpack value, zset entries,
+//!                  zset value) + svar (list-max-listpack-size)
+//!          uvar database count, then per database:
+//!            uvar key count, then per key, in the database's iteration order:
+//!              tag u8 (bit 7: has expiry) | [expiry u64, Unix ms] | bytes key | value
+//!          'S', uvar script count, bytes each (by SHA1), uvar library count, bytes each
+//! trailer  crc32 of the body, u32
+//! ```
+//!
+//! Values by tag; a collection's value starts with its layout (`u8`: 0
+//! listpack, 1 quicklist, 2 hashtable, 3 intset followed by its width in
+//! bits as a `u8`, 4 skiplist), then `uvar` count and its elements:
+//!
+//! | tag | value         | elements                                            |
+//! |-----|---------------|-----------------------------------------------------|
+//! | 0/1 | string Str/Raw| `bytes`                                             |
+//! | 2   | string Int    | `svar`                                              |
+//! | 3   | list          | `bytes` each, front to back                         |
+//! | 4   | hash          | `bytes` field, `bytes` value, iteration order       |
+//! | 5   | set           | `bytes` each (integers as decimal), iteration order |
+//! | 6   | sorted set    | `bytes` member, `f64` score, load order             |
+//! | 7   | stream        | see below                                           |
+//!
+//! A stream: `id` last id, `id` max deleted id, `uvar` entries added;
+//! `uvar` node count, per node `id` master id, `uvar` live entries,
+//! `uvar` deleted entries, `uvar` + `bytes` master field names; `uvar`
+//! entry count, per entry `id`, `uvar` field count, `bytes` field and
+//! value each; `uvar` group count, per group `bytes` name, `id` last id,
+//! entries read (`u8` 0: unknown, or 1 and `uvar`), `uvar` consumer count, per
+//! consumer `bytes` name and `uvar` seen time, `uvar` pending count, per
+//! pending entry `id`, `bytes` consumer, `uvar` delivery time and count.
+//!
+//! The body is one forward pass with every count ahead of what it counts, so
+//! an encoder can stream it and a decoder can size things up front; the
+//! header carries the body length so that a short image is reported as
+//! truncated rather than as a checksum failure. [`decode`] checks the frame
+//! and the checksum before interpreting anything, and still bounds-checks
+//! every read (a CRC is no defence against a deliberately forged image), so
+//! no input makes it panic, and no count is believed beyond what the rest
+//! of the image can hold (databases: at most [`MAX_DATABASES`]). Decoding
+//! costs what building the same values by commands costs: linear, except
+//! that compact layouts (listpacks, intsets) are scanned per insert, as
+//! they are by HSET or ZADD, which is cheap at their sizes.
+//!
+//! # Version 1
+//!
+//! Images of format version 1 (before the engine seam) recorded the memory
+//! engine's own encodings: a tag per type and encoding (3/4 list
+//! listpack/quicklist, 5/6 hash listpack/hashtable, 7/8/9 set
+//! intset (width byte before the count)/listpack/hashtable, 10/11 sorted
+//! set listpack/skiplist) with the same elements as version 2, and a
+//! stream (12) as one `bytes` blob of the engine's node bytes
+//! ([`crate::keyspace::image::node_codec`]). Snapshots already in users'
+//! data folders are in it, so [`decode`] still reads it, into the same
+//! state; [`encode`] writes version 2 only.
+//!
+//! # Layouts are restored, not re-derived
+//!
+//! Values are written as their logical contents and rebuilt through the
+//! engine's constructors and inserts, but into the layout the source value
+//! had (which the image records), not the one the current limits would
+//! pick for the contents. The two differ whenever history matters, as it
+//! does in Redis: collections never convert back (a hash that grew past 128
+//! fields and shrank to 3 stays a hashtable), an intset never narrows, and
+//! a replicated CONFIG SET may change the limits after a value was built.
+//! Re-deriving would give a replica restored from a snapshot another
+//! OBJECT ENCODING than its leader, another member order (SPOP,
+//! HRANDFIELD and SCAN pick by position in that order) and another
+//! conversion point later: it would diverge. So after a restore OBJECT
+//! ENCODING and iteration order are exactly the source's, which are what
+//! the same commands produced there. A stream's grouping into nodes is
+//! restored for the same reason (XTRIM ~ removes whole nodes).
+//!
+//! Not carried: [`crate::store::Stats`] (local observations); a
+//! quicklist's node boundaries (rebuilt by the normal pushes under the
+//! restored `list-max-listpack-size`), whether a small hashtable has built
+//! its index yet, and buffers' allocation slack. No command tells these
+//! apart, except MEMORY USAGE by a few bytes.
+
+use crate::keyspace::image::{
+    format_i64, node_codec, Layout, StreamContent, StreamEntry, StreamGroup, StreamId, StreamNode,
+    StreamPending, KEEP_LAYOUT,
+};
+use crate::keyspace::{
+    canonical_i64, Collection, CompactBytes, EntryRef, HashImage, Keyspace, ListImage,
+    MemoryKeyspace, SetImage, StreamImage, Value, ZSetImage,
+};
 use crate::store::{EncodingLimits, Store};
-use kvasir_engine_memory::hash::HashLimits;
-use kvasir_engine_memory::list::{Elem, End};
-use kvasir_engine_memory::set::{format_i64, Member, SetLimits};
-use kvasir_engine_memory::zset::ZSetLimits;
-use kvasir_engine_memory::{CompactBytes, Hash, List, Set, Stream, ZSet};
+use std::borrow::Cow;
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 
 /// First bytes of every image (PNG-style: a high byte and a newline catch
 /// 7-bit and line-ending mangling).
 pub const MAGIC: [u8; 8] = *b"\x89KVSNAP\n";
-/// The format version [`encode`] writes and [`decode`] reads.
-pub const VERSION: u32 = 1;
+/// The format version [`encode`] writes.
+pub const VERSION: u32 = 2;
+/// The first format version [`decode`] still reads (see the module docs).
+pub const OLDEST_VERSION: u32 = 1;
 /// Magic, version, body length, header checksum.
 pub const HEADER_LEN: usize = 24;
 /// The body checksum.
@@ -91,18 +191,34 @@ pub const TRAILER_LEN: usize = 4;
 const T_STR: u8 = 0;
 const T_RAW: u8 = 1;
 const T_INT: u8 = 2;
-const T_LIST_LISTPACK: u8 = 3;
-const T_LIST_QUICKLIST: u8 = 4;
-const T_HASH_LISTPACK: u8 = 5;
-const T_HASH_TABLE: u8 = 6;
-const T_SET_INTSET: u8 = 7;
-const T_SET_PACKED: u8 = 8;
-const T_SET_TABLE: u8 = 9;
-const T_ZSET_LISTPACK: u8 = 10;
-const T_ZSET_SKIPLIST: u8 = 11;
-const T_STREAM: u8 = 12;
+const T_LIST: u8 = 3;
+const T_HASH: u8 = 4;
+const T_SET: u8 = 5;
+const T_ZSET: u8 = 6;
+const T_STREAM: u8 = 7;
 /// Tag bit: an expiry follows the tag.
 const HAS_EXPIRY: u8 = 0x80;
+
+/// Version 1's tags (strings as in version 2).
+mod v1 {
+    pub const LIST_LISTPACK: u8 = 3;
+    pub const LIST_QUICKLIST: u8 = 4;
+    pub const HASH_LISTPACK: u8 = 5;
+    pub const HASH_TABLE: u8 = 6;
+    pub const SET_INTSET: u8 = 7;
+    pub const SET_PACKED: u8 = 8;
+    pub const SET_TABLE: u8 = 9;
+    pub const ZSET_LISTPACK: u8 = 10;
+    pub const ZSET_SKIPLIST: u8 = 11;
+    pub const STREAM: u8 = 12;
+}
+
+/// Layout bytes.
+const L_LISTPACK: u8 = 0;
+const L_QUICKLIST: u8 = 1;
+const L_HASHTABLE: u8 = 2;
+const L_INTSET: u8 = 3;
+const L_SKIPLIST: u8 = 4;
 
 /// Why an image could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,7 +246,7 @@ impl fmt::Display for SnapshotError {
             SnapshotError::UnsupportedVersion(v) => {
                 write!(
                     f,
-                    "unsupported snapshot version {v} (this build reads {VERSION})"
+                    "unsupported snapshot version {v} (this build reads {OLDEST_VERSION} to {VERSION})"
                 )
             }
             SnapshotError::Truncated { at, needed } => {
@@ -180,23 +296,27 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
-fn put_elem(out: &mut Vec<u8>, e: Elem<'_>) {
-    match e {
-        Elem::Int(i) => put_bytes(out, format_i64(i, &mut [0; 20])),
-        Elem::Str(s) => put_bytes(out, s),
-    }
-}
-
-fn put_member(out: &mut Vec<u8>, m: Member<'_>) {
-    m.with_bytes(|b| put_bytes(out, b));
-}
-
 fn put_score(out: &mut Vec<u8>, score: f64) {
     out.extend_from_slice(&score.to_bits().to_le_bytes());
 }
 
+fn put_id(out: &mut Vec<u8>, id: StreamId) {
+    put_uvar(out, id.ms);
+    put_uvar(out, id.seq);
+}
+
+fn put_layout(out: &mut Vec<u8>, layout: Layout) {
+    match layout {
+        Layout::Listpack => out.push(L_LISTPACK),
+        Layout::Quicklist => out.push(L_QUICKLIST),
+        Layout::Hashtable => out.push(L_HASHTABLE),
+        Layout::Intset(width) => out.extend_from_slice(&[L_INTSET, width]),
+        Layout::Skiplist => out.push(L_SKIPLIST),
+    }
+}
+
 /// Appends the image of `store` to `out`.
-pub fn encode(store: &Store, out: &mut Vec<u8>) {
+pub fn encode<K: Keyspace>(store: &Store<K>, out: &mut Vec<u8>) {
     let start = out.len();
     out.resize(start + HEADER_LEN, 0);
     let body = out.len();
@@ -238,20 +358,15 @@ pub fn encode(store: &Store, out: &mut Vec<u8>) {
     header[20..24].copy_from_slice(&header_crc.to_le_bytes());
 }
 
-fn encode_entry(out: &mut Vec<u8>, e: EntryRef<'_>) {
-    let tag = match &e.value {
+fn encode_entry<K: Keyspace>(out: &mut Vec<u8>, e: EntryRef<'_, K>) {
+    let tag = match e.value {
         Value::Str(_) => T_STR,
         Value::Raw(_) => T_RAW,
         Value::Int(_) => T_INT,
-        Value::List(l) if l.encoding() == "listpack" => T_LIST_LISTPACK,
-        Value::List(_) => T_LIST_QUICKLIST,
-        Value::Hash(h) if h.encoding() == "listpack" => T_HASH_LISTPACK,
-        Value::Hash(_) => T_HASH_TABLE,
-        Value::Set(s) if s.is_intset() => T_SET_INTSET,
-        Value::Set(s) if s.is_compact() => T_SET_PACKED,
-        Value::Set(_) => T_SET_TABLE,
-        Value::ZSet(z) if z.encoding() == "listpack" => T_ZSET_LISTPACK,
-        Value::ZSet(_) => T_ZSET_SKIPLIST,
+        Value::List(_) => T_LIST,
+        Value::Hash(_) => T_HASH,
+        Value::Set(_) => T_SET,
+        Value::ZSet(_) => T_ZSET,
         Value::Stream(_) => T_STREAM,
     };
     match e.expire_at() {
@@ -261,61 +376,86 @@ fn encode_entry(out: &mut Vec<u8>, e: EntryRef<'_>) {
         }
         None => out.push(tag),
     }
-    put_bytes(out, &e.key);
-    match &e.value {
+    put_bytes(out, e.key);
+    match e.value {
         Value::Str(s) | Value::Raw(s) => put_bytes(out, s),
         Value::Int(i) => put_svar(out, *i),
         Value::List(l) => {
+            put_layout(out, l.stored_layout());
             put_len(out, l.len());
-            for el in l.iter() {
-                put_elem(out, el);
-            }
+            l.for_each_elem(|el| put_bytes(out, el));
         }
         Value::Hash(h) => {
+            put_layout(out, h.stored_layout());
             put_len(out, h.len());
-            for (f, v) in h.iter() {
+            h.for_each_pair(|f, v| {
                 put_bytes(out, f);
                 put_bytes(out, v);
-            }
+            });
         }
         Value::Set(s) => {
-            if let Some(width) = s.intset_width() {
-                out.push(width);
-            }
+            put_layout(out, s.stored_layout());
             put_len(out, s.len());
-            for m in s.iter() {
-                put_member(out, m);
-            }
-        }
-        Value::ZSet(z) if tag == T_ZSET_LISTPACK => {
-            put_len(out, z.len());
-            for (m, score) in z.iter() {
-                put_bytes(out, m);
-                put_score(out, score);
-            }
+            s.for_each_member(|m| put_bytes(out, m));
         }
         Value::ZSet(z) => {
-            // Slot order (what ZSCAN walks), so the restored set numbers
-            // its slots as the source does; the tree re-sorts by score.
-            // `scan` from cursor 0 visits every slot, last first: encode
-            // them aside, then copy the records out in reverse.
-            let mut records = Vec::new();
-            let mut ends = Vec::with_capacity(z.len());
-            z.scan(0, usize::MAX, |m, score| {
-                put_bytes(&mut records, m);
-                put_score(&mut records, score);
-                ends.push(records.len());
+            put_layout(out, z.stored_layout());
+            put_len(out, z.len());
+            z.for_each_in_load_order(|m, score| {
+                put_bytes(out, m);
+                put_score(out, score);
             });
-            put_len(out, ends.len());
-            for i in (0..ends.len()).rev() {
-                let start = if i == 0 { 0 } else { ends[i - 1] };
-                out.extend_from_slice(&records[start..ends[i]]);
-            }
         }
-        Value::Stream(st) => {
-            let mut blob = Vec::new();
-            st.serialize(&mut blob);
-            put_bytes(out, &blob);
+        Value::Stream(st) => encode_stream(out, &st.content()),
+    }
+}
+
+fn encode_stream(out: &mut Vec<u8>, c: &StreamContent<'_>) {
+    put_id(out, c.last_id);
+    put_id(out, c.max_deleted_id);
+    put_uvar(out, c.entries_added);
+    let nodes = c.nodes.as_deref().unwrap_or_default();
+    put_len(out, nodes.len());
+    for n in nodes {
+        put_id(out, n.key);
+        put_uvar(out, u64::from(n.count));
+        put_uvar(out, u64::from(n.deleted));
+        put_len(out, n.master_fields.len());
+        for f in &n.master_fields {
+            put_bytes(out, f);
+        }
+    }
+    put_len(out, c.entries.len());
+    for e in &c.entries {
+        put_id(out, e.id);
+        put_len(out, e.fields.len());
+        for (f, v) in &e.fields {
+            put_bytes(out, f);
+            put_bytes(out, v);
+        }
+    }
+    put_len(out, c.groups.len());
+    for g in &c.groups {
+        put_bytes(out, &g.name);
+        put_id(out, g.last_id);
+        match g.entries_read {
+            Some(r) => {
+                out.push(1);
+                put_uvar(out, r);
+            }
+            None => out.push(0),
+        }
+        put_len(out, g.consumers.len());
+        for (name, seen_time) in &g.consumers {
+            put_bytes(out, name);
+            put_uvar(out, *seen_time);
+        }
+        put_len(out, g.pending.len());
+        for p in &g.pending {
+            put_id(out, p.id);
+            put_bytes(out, &p.consumer);
+            put_uvar(out, p.delivery_time);
+            put_uvar(out, p.delivery_count);
         }
     }
 }
@@ -323,22 +463,6 @@ fn encode_entry(out: &mut Vec<u8>, e: EntryRef<'_>) {
 // ---------------------------------------------------------------------------
 // Decoding
 // ---------------------------------------------------------------------------
-
-/// Limits under which inserts never change a value's encoding: restored
-/// values get the encoding their source had (see the module docs).
-const KEEP_HASH: HashLimits = HashLimits {
-    max_listpack_entries: usize::MAX,
-    max_listpack_value: usize::MAX,
-};
-const KEEP_SET: SetLimits = SetLimits {
-    max_intset_entries: usize::MAX,
-    max_packed_entries: usize::MAX,
-    max_packed_value: usize::MAX,
-};
-const KEEP_ZSET: ZSetLimits = ZSetLimits {
-    max_listpack_entries: usize::MAX,
-    max_listpack_value: usize::MAX,
-};
 
 /// Most databases an image may declare (the server's own limit).
 pub const MAX_DATABASES: usize = 1_000_000;
@@ -354,8 +478,9 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     b.get(at..at + 8)?.try_into().ok().map(u64::from_le_bytes)
 }
 
-/// Checks magic, version, length and both checksums; returns the body.
-fn check_frame(bytes: &[u8]) -> Result<&[u8], SnapshotError> {
+/// Checks magic, version, length and both checksums; returns the version
+/// and the body.
+fn check_frame(bytes: &[u8]) -> Result<(u32, &[u8]), SnapshotError> {
     let n = bytes.len();
     let magic_len = n.min(MAGIC.len());
     if bytes.get(..magic_len) != MAGIC.get(..magic_len) {
@@ -363,7 +488,7 @@ fn check_frame(bytes: &[u8]) -> Result<&[u8], SnapshotError> {
     }
     let truncated = |needed| SnapshotError::Truncated { at: n, needed };
     let version = u32_at(bytes, 8).ok_or(truncated(HEADER_LEN))?;
-    if version != VERSION {
+    if !(OLDEST_VERSION..=VERSION).contains(&version) {
         return Err(SnapshotError::UnsupportedVersion(version));
     }
     let header = bytes.get(..HEADER_LEN).ok_or(truncated(HEADER_LEN))?;
@@ -392,7 +517,7 @@ fn check_frame(bytes: &[u8]) -> Result<&[u8], SnapshotError> {
     if stored != computed {
         return Err(SnapshotError::Checksum { stored, computed });
     }
-    Ok(body)
+    Ok((version, body))
 }
 
 /// A bounds-checked cursor over the body. Positions in errors are offsets
@@ -493,10 +618,16 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Rebuilds a store from an image made by [`encode`]. Never panics: any
-/// malformed input gives an error.
+/// Rebuilds a memory-engine store from an image made by [`encode`] (or by
+/// a build that wrote format version 1). Never panics: any malformed
+/// input gives an error.
 pub fn decode(bytes: &[u8]) -> Result<Store, SnapshotError> {
-    let body = check_frame(bytes)?;
+    decode_into::<MemoryKeyspace>(bytes)
+}
+
+/// Rebuilds a store of the engine `K` from an image; see [`decode`].
+pub fn decode_into<K: Keyspace>(bytes: &[u8]) -> Result<Store<K>, SnapshotError> {
+    let (version, body) = check_frame(bytes)?;
     let mut r = Reader { buf: body, pos: 0 };
     let limits = EncodingLimits {
         hash_max_listpack_entries: r.usize()?,
@@ -516,9 +647,10 @@ pub fn decode(bytes: &[u8]) -> Result<Store, SnapshotError> {
     if databases == 0 || databases > MAX_DATABASES {
         return Err(r.corrupt(at, "database count out of range"));
     }
-    let mut store = Store::new(databases);
+    let mut store = Store::with_keyspace(K::with_databases(databases));
     store.limits = limits;
     let mut scratch: Vec<&[u8]> = Vec::new();
+    let last_tag = if version == 1 { v1::STREAM } else { T_STREAM };
     for i in 0..databases {
         let n = r.count(MIN_ENTRY)?;
         let mut db = store.db_mut(i);
@@ -526,7 +658,7 @@ pub fn decode(bytes: &[u8]) -> Result<Store, SnapshotError> {
         for _ in 0..n {
             let at = r.pos;
             let tag = r.u8()?;
-            if tag & !HAS_EXPIRY > T_STREAM {
+            if tag & !HAS_EXPIRY > last_tag {
                 return Err(r.corrupt(at, "unknown value type"));
             }
             let expire = if tag & HAS_EXPIRY != 0 {
@@ -538,7 +670,12 @@ pub fn decode(bytes: &[u8]) -> Result<Store, SnapshotError> {
                 None
             };
             let key = r.bytes()?;
-            let value = decode_value(&mut r, tag & !HAS_EXPIRY, &limits, &mut scratch)?;
+            let tag = tag & !HAS_EXPIRY;
+            let value = if version == 1 {
+                decode_value_v1(&mut r, tag, &limits, &mut scratch)?
+            } else {
+                decode_value(&mut r, tag, &limits, &mut scratch)?
+            };
             if db.set(key, value, expire).is_some() {
                 return Err(r.corrupt(at, "duplicate key"));
             }
@@ -563,7 +700,7 @@ const SCRIPTS_SECTION: u8 = b'S';
 
 /// Script bodies (sorted by SHA1, so images of equal stores are equal)
 /// and FUNCTION libraries' code, after [`SCRIPTS_SECTION`].
-fn encode_scripts(store: &Store, out: &mut Vec<u8>) {
+fn encode_scripts<K: Keyspace>(store: &Store<K>, out: &mut Vec<u8>) {
     out.push(SCRIPTS_SECTION);
     let mut bodies: Vec<_> = store.scripts.bodies.iter().collect();
     bodies.sort_by(|a, b| a.0.cmp(b.0));
@@ -577,7 +714,7 @@ fn encode_scripts(store: &Store, out: &mut Vec<u8>) {
     }
 }
 
-fn decode_scripts(r: &mut Reader<'_>, store: &mut Store) -> Res<()> {
+fn decode_scripts<K: Keyspace>(r: &mut Reader<'_>, store: &mut Store<K>) -> Res<()> {
     let n = r.count(1)?;
     for _ in 0..n {
         let body = bytes::Bytes::copy_from_slice(r.bytes()?);
@@ -590,104 +727,256 @@ fn decode_scripts(r: &mut Reader<'_>, store: &mut Store) -> Res<()> {
     for _ in 0..n {
         codes.push(bytes::Bytes::copy_from_slice(r.bytes()?));
     }
+    // Libraries are loaded (and checked) by the interpreter.
     crate::scripting::function::restore_libraries(store, codes)
         .map_err(|_| r.corrupt(at, "a library that does not load"))
 }
 
-fn decode_value<'a>(
+fn read_layout(r: &mut Reader<'_>) -> Res<Layout> {
+    let at = r.pos;
+    Ok(match r.u8()? {
+        L_LISTPACK => Layout::Listpack,
+        L_QUICKLIST => Layout::Quicklist,
+        L_HASHTABLE => Layout::Hashtable,
+        L_INTSET => Layout::Intset(r.u8()?),
+        L_SKIPLIST => Layout::Skiplist,
+        _ => return Err(r.corrupt(at, "unknown layout")),
+    })
+}
+
+fn read_id(r: &mut Reader<'_>) -> Res<StreamId> {
+    Ok(StreamId::new(r.uvar()?, r.uvar()?))
+}
+
+/// A version 2 value.
+fn decode_value<'a, K: Keyspace>(
     r: &mut Reader<'a>,
     tag: u8,
     limits: &EncodingLimits,
     scratch: &mut Vec<&'a [u8]>,
-) -> Res<Value> {
+) -> Res<Value<K>> {
     let at = r.pos;
-    let dup = |r: &Reader<'_>| r.corrupt(at, "duplicate element in a collection");
     Ok(match tag {
         T_STR => Value::Str(CompactBytes::from_slice(r.bytes()?)),
         T_RAW => Value::Raw(CompactBytes::from_slice(r.bytes()?)),
         T_INT => Value::Int(r.svar()?),
-        T_LIST_LISTPACK => {
-            let n = r.count(1)?;
-            scratch.clear();
-            for _ in 0..n {
-                scratch.push(r.bytes()?);
-            }
-            let l = List::listpack_from_items(scratch);
-            scratch.clear();
-            Value::List(Box::new(l))
+        T_LIST => {
+            let layout = read_layout(r)?;
+            Value::List(Box::new(read_list(r, at, layout, limits, scratch)?))
         }
-        T_LIST_QUICKLIST => {
-            let n = r.count(1)?;
-            let mut l = List::new_quicklist();
-            for _ in 0..n {
-                l.push(End::Back, &[r.bytes()?], limits.list_max_listpack_size);
-            }
-            Value::List(Box::new(l))
+        T_HASH => {
+            let layout = read_layout(r)?;
+            Value::Hash(Box::new(read_hash(r, at, layout)?))
         }
-        T_HASH_LISTPACK | T_HASH_TABLE => {
-            let n = r.count(2)?;
-            let mut h = if tag == T_HASH_TABLE {
-                Hash::new_table(n)
-            } else {
-                Hash::new()
-            };
-            for _ in 0..n {
-                let f = r.bytes()?;
-                let v = r.bytes()?;
-                if !h.set(f, v, KEEP_HASH) {
-                    return Err(dup(r));
-                }
-            }
-            Value::Hash(Box::new(h))
+        T_SET => {
+            let layout = read_layout(r)?;
+            Value::Set(Box::new(read_set(r, at, layout)?))
         }
-        T_SET_INTSET | T_SET_PACKED | T_SET_TABLE => {
-            let width = if tag == T_SET_INTSET { r.u8()? } else { 0 };
-            let n = r.count(1)?;
-            let mut s = match tag {
-                T_SET_INTSET => {
-                    Set::new_intset(width).ok_or_else(|| r.corrupt(at, "bad intset width"))?
-                }
-                T_SET_PACKED => Set::new_packed(),
-                _ => Set::new_table(n),
-            };
-            for _ in 0..n {
-                let m_at = r.pos;
-                let m = r.bytes()?;
-                if tag == T_SET_INTSET && canonical_i64(m).is_none() {
-                    return Err(r.corrupt(m_at, "intset member is not an integer"));
-                }
-                if !s.insert(m, &KEEP_SET) {
-                    return Err(dup(r));
-                }
-            }
-            if tag == T_SET_INTSET && s.intset_width() != Some(width) {
-                return Err(r.corrupt(at, "intset member wider than the intset"));
-            }
-            Value::Set(Box::new(s))
-        }
-        T_ZSET_LISTPACK | T_ZSET_SKIPLIST => {
-            let n = r.count(9)?;
-            let mut z = if tag == T_ZSET_SKIPLIST {
-                ZSet::new_indexed()
-            } else {
-                ZSet::new()
-            };
-            for _ in 0..n {
-                let m = r.bytes()?;
-                let score = r.score()?;
-                if z.insert(m, score, KEEP_ZSET).is_some() {
-                    return Err(dup(r));
-                }
-            }
-            Value::ZSet(Box::new(z))
+        T_ZSET => {
+            let layout = read_layout(r)?;
+            Value::ZSet(Box::new(read_zset(r, at, layout)?))
         }
         T_STREAM => {
-            let blob = r.bytes()?;
-            let st = Stream::deserialize(blob).ok_or_else(|| r.corrupt(at, "bad stream"))?;
+            let content = read_stream(r)?;
+            let st =
+                K::Stream::from_content(&content).ok_or_else(|| r.corrupt(at, "bad stream"))?;
             Value::Stream(Box::new(st))
         }
         _ => return Err(r.corrupt(at, "unknown value type")),
     })
+}
+
+/// A version 1 value: the layout is in the tag, a stream is a blob of
+/// the memory engine's node bytes.
+fn decode_value_v1<'a, K: Keyspace>(
+    r: &mut Reader<'a>,
+    tag: u8,
+    limits: &EncodingLimits,
+    scratch: &mut Vec<&'a [u8]>,
+) -> Res<Value<K>> {
+    let at = r.pos;
+    Ok(match tag {
+        T_STR | T_RAW | T_INT => return decode_value(r, tag, limits, scratch),
+        v1::LIST_LISTPACK | v1::LIST_QUICKLIST => {
+            let layout = if tag == v1::LIST_LISTPACK {
+                Layout::Listpack
+            } else {
+                Layout::Quicklist
+            };
+            Value::List(Box::new(read_list(r, at, layout, limits, scratch)?))
+        }
+        v1::HASH_LISTPACK => Value::Hash(Box::new(read_hash(r, at, Layout::Listpack)?)),
+        v1::HASH_TABLE => Value::Hash(Box::new(read_hash(r, at, Layout::Hashtable)?)),
+        v1::SET_INTSET => {
+            let width = r.u8()?;
+            Value::Set(Box::new(read_set(r, at, Layout::Intset(width))?))
+        }
+        v1::SET_PACKED => Value::Set(Box::new(read_set(r, at, Layout::Listpack)?)),
+        v1::SET_TABLE => Value::Set(Box::new(read_set(r, at, Layout::Hashtable)?)),
+        v1::ZSET_LISTPACK => Value::ZSet(Box::new(read_zset(r, at, Layout::Listpack)?)),
+        v1::ZSET_SKIPLIST => Value::ZSet(Box::new(read_zset(r, at, Layout::Skiplist)?)),
+        v1::STREAM => {
+            let blob = r.bytes()?;
+            let st = node_codec::parse_canonical(blob)
+                .and_then(|c| K::Stream::from_content(&c))
+                .ok_or_else(|| r.corrupt(at, "bad stream"))?;
+            Value::Stream(Box::new(st))
+        }
+        _ => return Err(r.corrupt(at, "unknown value type")),
+    })
+}
+
+fn wrong_layout(r: &Reader<'_>, at: usize) -> SnapshotError {
+    r.corrupt(at, "a layout this type does not have")
+}
+
+fn read_list<'a, L: ListImage>(
+    r: &mut Reader<'a>,
+    at: usize,
+    layout: Layout,
+    limits: &EncodingLimits,
+    scratch: &mut Vec<&'a [u8]>,
+) -> Res<L> {
+    let n = r.count(1)?;
+    scratch.clear();
+    for _ in 0..n {
+        scratch.push(r.bytes()?);
+    }
+    let l = L::restore(layout, scratch, limits);
+    scratch.clear();
+    l.ok_or_else(|| wrong_layout(r, at))
+}
+
+fn read_hash<H: HashImage>(r: &mut Reader<'_>, at: usize, layout: Layout) -> Res<H> {
+    let n = r.count(2)?;
+    let mut h = H::with_layout(layout, n).ok_or_else(|| wrong_layout(r, at))?;
+    for _ in 0..n {
+        let f = r.bytes()?;
+        let v = r.bytes()?;
+        if !h.load_pair(f, v, &KEEP_LAYOUT) {
+            return Err(r.corrupt(at, "duplicate element in a collection"));
+        }
+    }
+    Ok(h)
+}
+
+fn read_set<S: SetImage>(r: &mut Reader<'_>, at: usize, layout: Layout) -> Res<S> {
+    let n = r.count(1)?;
+    let mut s = match S::with_layout(layout, n) {
+        Some(s) => s,
+        None if matches!(layout, Layout::Intset(_)) => {
+            return Err(r.corrupt(at, "bad intset width"))
+        }
+        None => return Err(wrong_layout(r, at)),
+    };
+    for _ in 0..n {
+        let m_at = r.pos;
+        let m = r.bytes()?;
+        if matches!(layout, Layout::Intset(_)) && canonical_i64(m).is_none() {
+            return Err(r.corrupt(m_at, "intset member is not an integer"));
+        }
+        if !s.load_member(m, &KEEP_LAYOUT) {
+            return Err(r.corrupt(at, "duplicate element in a collection"));
+        }
+    }
+    if s.stored_layout() != layout {
+        return Err(r.corrupt(at, "intset member wider than the intset"));
+    }
+    Ok(s)
+}
+
+fn read_zset<Z: ZSetImage>(r: &mut Reader<'_>, at: usize, layout: Layout) -> Res<Z> {
+    let n = r.count(9)?;
+    let mut z = Z::with_layout(layout).ok_or_else(|| wrong_layout(r, at))?;
+    for _ in 0..n {
+        let m = r.bytes()?;
+        let score = r.score()?;
+        if !z.load_pair(m, score, &KEEP_LAYOUT) {
+            return Err(r.corrupt(at, "duplicate element in a collection"));
+        }
+    }
+    Ok(z)
+}
+
+/// A version 2 stream's content (checked for consistency when the stream
+/// is built from it).
+fn read_stream<'a>(r: &mut Reader<'a>) -> Res<StreamContent<'a>> {
+    let mut c = StreamContent {
+        last_id: read_id(r)?,
+        max_deleted_id: read_id(r)?,
+        entries_added: r.uvar()?,
+        ..StreamContent::default()
+    };
+    // A node takes at least its id, two counts and a name count.
+    let n = r.count(5)?;
+    let mut nodes = Vec::with_capacity(n);
+    for _ in 0..n {
+        let key = read_id(r)?;
+        let at = r.pos;
+        let count = u32::try_from(r.uvar()?).map_err(|_| r.corrupt(at, "node too large"))?;
+        let at = r.pos;
+        let deleted = u32::try_from(r.uvar()?).map_err(|_| r.corrupt(at, "node too large"))?;
+        let names = r.count(1)?;
+        let mut master_fields = Vec::with_capacity(names);
+        for _ in 0..names {
+            master_fields.push(Cow::Borrowed(r.bytes()?));
+        }
+        nodes.push(StreamNode {
+            key,
+            master_fields,
+            count,
+            deleted,
+        });
+    }
+    c.nodes = Some(nodes);
+    // An entry takes at least its id and a field count.
+    let n = r.count(3)?;
+    c.entries.reserve(n);
+    for _ in 0..n {
+        let id = read_id(r)?;
+        let fields = r.count(2)?;
+        let mut e = StreamEntry {
+            id,
+            fields: Vec::with_capacity(fields),
+        };
+        for _ in 0..fields {
+            e.fields
+                .push((Cow::Borrowed(r.bytes()?), Cow::Borrowed(r.bytes()?)));
+        }
+        c.entries.push(e);
+    }
+    // A group takes at least its name, id, entries read and two counts.
+    let n = r.count(6)?;
+    for _ in 0..n {
+        let mut g = StreamGroup {
+            name: Cow::Borrowed(r.bytes()?),
+            last_id: read_id(r)?,
+            entries_read: None,
+            consumers: Vec::new(),
+            pending: Vec::new(),
+        };
+        let at = r.pos;
+        g.entries_read = match r.u8()? {
+            0 => None,
+            1 => Some(r.uvar()?),
+            _ => return Err(r.corrupt(at, "bad entries-read flag")),
+        };
+        let consumers = r.count(2)?;
+        for _ in 0..consumers {
+            g.consumers.push((Cow::Borrowed(r.bytes()?), r.uvar()?));
+        }
+        let pending = r.count(5)?;
+        for _ in 0..pending {
+            g.pending.push(StreamPending {
+                id: read_id(r)?,
+                consumer: Cow::Borrowed(r.bytes()?),
+                delivery_time: r.uvar()?,
+                delivery_count: r.uvar()?,
+            });
+        }
+        c.groups.push(g);
+    }
+    Ok(c)
 }
 
 // ---------------------------------------------------------------------------
@@ -742,7 +1031,7 @@ impl Hasher for StableHasher {
 /// hash that never changes between builds. The EXEC entry carries the
 /// digests seen at WATCH time and every replica compares them with its
 /// own state when it applies the entry, so all replicas abort alike.
-pub fn watch_digest(store: &Store, db: usize, key: &[u8], now_ms: u64) -> u64 {
+pub fn watch_digest<K: Keyspace>(store: &Store<K>, db: usize, key: &[u8], now_ms: u64) -> u64 {
     if db >= store.databases() {
         return 0;
     }
@@ -762,7 +1051,7 @@ pub fn watch_digest(store: &Store, db: usize, key: &[u8], now_ms: u64) -> u64 {
 /// are configuration, not contents, and are left out. Like DEBUG DIGEST it
 /// is for comparing replicas (and tests), not for persisting: it may change
 /// between builds.
-pub fn digest(store: &Store) -> u64 {
+pub fn digest<K: Keyspace>(store: &Store<K>) -> u64 {
     // Entries (and the elements of unordered collections) are combined by
     // wrapping addition of their own hashes, which does not depend on order.
     let mut sum = 0u64;
@@ -791,16 +1080,16 @@ pub fn digest(store: &Store) -> u64 {
     h.finish()
 }
 
-fn entry_digest(db: usize, e: EntryRef<'_>) -> u64 {
+fn entry_digest<K: Keyspace>(db: usize, e: EntryRef<'_, K>) -> u64 {
     entry_digest_with(db, e, hasher)
 }
 
-fn entry_digest_with<H: Hasher>(db: usize, e: EntryRef<'_>, new: fn() -> H) -> u64 {
+fn entry_digest_with<K: Keyspace, H: Hasher>(db: usize, e: EntryRef<'_, K>, new: fn() -> H) -> u64 {
     let mut h = new();
     h.write_u64(db as u64);
-    write_bytes(&mut h, &e.key);
+    write_bytes(&mut h, e.key);
     h.write_u64(e.expire_at().unwrap_or(0));
-    match &e.value {
+    match e.value {
         Value::Str(s) | Value::Raw(s) => {
             h.write_u8(b's');
             write_bytes(&mut h, s);
@@ -812,18 +1101,14 @@ fn entry_digest_with<H: Hasher>(db: usize, e: EntryRef<'_>, new: fn() -> H) -> u
         Value::List(l) => {
             h.write_u8(b'l');
             h.write_u64(l.len() as u64);
-            for el in l.iter() {
-                match el {
-                    Elem::Int(i) => write_bytes(&mut h, format_i64(i, &mut [0; 20])),
-                    Elem::Str(s) => write_bytes(&mut h, s),
-                }
-            }
+            l.for_each_elem(|el| write_bytes(&mut h, el));
         }
         Value::Hash(x) => {
             h.write_u8(b'h');
             h.write_u64(x.len() as u64);
-            let sum = x.iter().fold(0u64, |acc, (f, v)| {
-                acc.wrapping_add(hash_of(new, |h| {
+            let mut sum = 0u64;
+            x.for_each_pair(|f, v| {
+                sum = sum.wrapping_add(hash_of(new, |h| {
                     h.write_u64(f.len() as u64);
                     h.write(f);
                     h.write_u64(v.len() as u64);
@@ -835,12 +1120,11 @@ fn entry_digest_with<H: Hasher>(db: usize, e: EntryRef<'_>, new: fn() -> H) -> u
         Value::Set(s) => {
             h.write_u8(b'S');
             h.write_u64(s.len() as u64);
-            let sum = s.iter().fold(0u64, |acc, m| {
-                acc.wrapping_add(m.with_bytes(|b| {
-                    hash_of(new, |h| {
-                        h.write_u64(b.len() as u64);
-                        h.write(b);
-                    })
+            let mut sum = 0u64;
+            s.for_each_member(|b| {
+                sum = sum.wrapping_add(hash_of(new, |h| {
+                    h.write_u64(b.len() as u64);
+                    h.write(b);
                 }))
             });
             h.write_u64(sum);
@@ -848,18 +1132,18 @@ fn entry_digest_with<H: Hasher>(db: usize, e: EntryRef<'_>, new: fn() -> H) -> u
         Value::ZSet(z) => {
             h.write_u8(b'z');
             h.write_u64(z.len() as u64);
-            // Score order is a function of the contents: hash in order.
-            for (m, score) in z.iter() {
+            // Rank order is a function of the contents: hash in order.
+            z.for_each_by_rank(|m, score| {
                 write_bytes(&mut h, m);
                 h.write_u64(score.to_bits());
-            }
+            });
         }
         Value::Stream(st) => {
-            // The serialized form is a function of the operations applied,
-            // identical on every replica.
+            // The canonical form (node grouping included) is a function of
+            // the operations applied, identical on every replica.
             h.write_u8(b'x');
             let mut blob = Vec::new();
-            st.serialize(&mut blob);
+            node_codec::put_canonical(&mut blob, &st.content());
             write_bytes(&mut h, &blob);
         }
     }

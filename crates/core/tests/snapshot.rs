@@ -573,7 +573,7 @@ fn error_messages_are_clear() {
     b[8] = 9;
     assert_eq!(
         msg(&b),
-        "unsupported snapshot version 9 (this build reads 1)"
+        "unsupported snapshot version 9 (this build reads 1 to 2)"
     );
     let mut b = img.to_vec();
     b[13] ^= 1;
@@ -582,8 +582,13 @@ fn error_messages_are_clear() {
 
 /// Wraps `body` in a valid header and trailer, as `encode` would.
 fn seal(body: &[u8]) -> Vec<u8> {
+    seal_version(VERSION, body)
+}
+
+/// Wraps `body` in a valid header of format `version` and a trailer.
+fn seal_version(version: u32, body: &[u8]) -> Vec<u8> {
     let mut out = MAGIC.to_vec();
-    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&(body.len() as u64).to_le_bytes());
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
@@ -596,15 +601,81 @@ fn body_of(img: &[u8]) -> &[u8] {
     &img[HEADER_LEN..img.len() - TRAILER_LEN]
 }
 
+/// Default limits as encoded, one database, then `n` entries.
+fn forged_body(n: u8, entries: &[u8]) -> Vec<u8> {
+    let mut b = vec![128, 1, 64, 128, 4, 128, 1, 64, 128, 1, 64, 3];
+    b.extend_from_slice(&[1, n]);
+    b.extend_from_slice(entries);
+    b
+}
+
 #[test]
 fn forged_bodies_are_rejected_with_their_position() {
-    // Default limits as encoded, one database, then `entries`.
-    let body = |n: u8, entries: &[u8]| {
-        let mut b = vec![128, 1, 64, 128, 4, 128, 1, 64, 128, 1, 64, 3];
-        b.extend_from_slice(&[1, n]);
-        b.extend_from_slice(entries);
-        b
-    };
+    assert!(decode(&seal(&forged_body(0, &[]))).is_ok());
+    let cases: &[(u8, &[u8], &str)] = &[
+        (
+            2,
+            &[0, 1, b'k', 1, b'v', 0, 1, b'k', 1, b'w'],
+            "duplicate key",
+        ),
+        (1, &[8, 1, b'k', 1, b'v'], "unknown value type"),
+        (1, &[3, 1, b'k', 9, 0], "unknown layout"),
+        (1, &[4, 1, b'k', 4, 0], "a layout this type does not have"),
+        (1, &[5, 1, b'k', 3, 8, 0], "bad intset width"),
+        (
+            1,
+            &[5, 1, b'k', 3, 16, 1, 1, b'x'],
+            "intset member is not an integer",
+        ),
+        (
+            1,
+            &[5, 1, b'k', 3, 16, 1, 6, b'1', b'0', b'0', b'0', b'0', b'0'],
+            "wider",
+        ),
+        (
+            1,
+            &[5, 1, b'k', 2, 2, 1, b'a', 1, b'a'],
+            "duplicate element",
+        ),
+        (
+            1,
+            &[6, 1, b'k', 0, 1, 1, b'a', 0, 0, 0, 0, 0, 0, 0xf8, 0x7f],
+            "NaN score",
+        ),
+        // A node without entries.
+        (
+            1,
+            &[7, 1, b'k', 0, 0, 0, 0, 0, 1, 1, 0, 1, 0, 0, 0, 0],
+            "bad stream",
+        ),
+        // A pending entry of a consumer the group does not have.
+        (
+            1,
+            &[
+                7, 1, b'k', 0, 0, 0, 0, 0, 0, 0, 1, 1, b'g', 0, 0, 0, 0, 1, 1, 0, 1, b'c', 0, 1,
+            ],
+            "bad stream",
+        ),
+        (
+            1,
+            &[7, 1, b'k', 0, 0, 0, 0, 0, 0, 0, 1, 1, b'g', 0, 0, 2, 0, 0],
+            "bad entries-read flag",
+        ),
+    ];
+    for (n, entries, want) in cases {
+        let e = err(&seal(&forged_body(*n, entries))).to_string();
+        assert!(
+            e.starts_with("snapshot corrupt at byte ") && e.contains(want),
+            "{want}: {e}"
+        );
+    }
+}
+
+/// Version 1 bodies (see `snapshot_compat.rs`) are checked as strictly.
+#[test]
+fn forged_version_1_bodies_are_rejected_with_their_position() {
+    let body = forged_body;
+    let seal = |b: &[u8]| seal_version(1, b);
     assert!(decode(&seal(&body(0, &[]))).is_ok());
     let cases: &[(u8, &[u8], &str)] = &[
         (

@@ -27,6 +27,7 @@
 
 mod collection;
 mod hash_ops;
+pub mod image;
 pub mod list_ops;
 mod memory;
 mod set_ops;
@@ -35,6 +36,7 @@ mod zset_ops;
 
 pub use collection::Collection;
 pub use hash_ops::HashOps;
+pub use image::{HashImage, ListImage, SetImage, StreamImage, ZSetImage};
 pub use list_ops::ListOps;
 pub use memory::MemoryKeyspace;
 pub use set_ops::{SetMember, SetOps};
@@ -50,11 +52,11 @@ use std::fmt;
 /// notifications, stats) stays in [`crate::store::Store`]; the engine
 /// only stores and answers.
 pub trait Keyspace: Sized + 'static {
-    type List: ListOps;
-    type Hash: HashOps;
-    type Set: SetOps;
-    type ZSet: ZSetOps;
-    type Stream: StreamOps;
+    type List: ListOps + ListImage;
+    type Hash: HashOps + HashImage;
+    type Set: SetOps + SetImage;
+    type ZSet: ZSetOps + ZSetImage;
+    type Stream: StreamOps + StreamImage;
 
     /// A keyspace of `databases` empty databases.
     fn with_databases(databases: usize) -> Self;
