@@ -576,10 +576,7 @@ fn randomkey<K: Keyspace>(store: &Store<K>, db: usize, _args: &[Bytes], ctx: &Ct
 /// DUMP key: the value in Redis 7.0's serialization format (see
 /// [`crate::rdb`]), which redis-server's RESTORE loads; nil for a missing
 /// key. The TTL is not part of the payload.
-///
-/// DUMP and RESTORE stay on the memory engine (`Store`'s default) until
-/// [`crate::rdb`]'s encoder and decoder are generic over the engine.
-fn dump(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn dump<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     Ok(match store.live(db, &args[1], ctx.now_ms) {
         Some(e) => Reply::Bulk(Bytes::from(crate::rdb::dump(e.value))),
         None => Reply::Nil,
@@ -593,7 +590,7 @@ fn dump(store: &Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
 /// restores nothing (and REPLACE has still deleted the old key), as
 /// Redis does. IDLETIME and FREQ are validated, then ignored: access
 /// times and frequencies are not tracked (OBJECT IDLETIME is always 0).
-fn restore(store: &mut Store, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+fn restore<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let key = &args[1];
     let (mut replace, mut absttl) = (false, false);
     let (mut idle, mut freq) = (false, false);

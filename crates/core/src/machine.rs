@@ -8,7 +8,7 @@
 //! [`Ctx`] (docs/architecture.md, determinism).
 
 use crate::error::{BlockOn, CmdError, CmdResult};
-use crate::keyspace::{Keyspace, MemoryKeyspace};
+use crate::keyspace::Keyspace;
 use crate::store::{Ctx, Store};
 use crate::table::{resolve, CommandSpec, Handler};
 use bytes::Bytes;
@@ -93,28 +93,6 @@ pub enum Written<'a> {
     Events(&'a [crate::notify::Event]),
 }
 
-/// An engine a shard can apply log entries on: besides the command
-/// table, WATCH needs a digest of a key's logical contents.
-///
-/// Every engine must give the digest [`crate::snapshot::watch_digest`]
-/// gives for the same logical entry (a function of the key, its value
-/// and its expiry at `now_ms` only; 0 for a missing or expired key): the
-/// digests a client saw travel in EXEC entries and every replica compares
-/// them with its own. The digest still reads the memory engine's
-/// collections, so only the memory engine implements this until the
-/// snapshot module goes through the seam; then this trait folds into
-/// [`Keyspace`].
-pub trait ShardEngine: Keyspace {
-    fn watch_digest(store: &Store<Self>, db: usize, key: &[u8], now_ms: u64) -> u64;
-}
-
-impl ShardEngine for MemoryKeyspace {
-    #[inline]
-    fn watch_digest(store: &Store<Self>, db: usize, key: &[u8], now_ms: u64) -> u64 {
-        crate::snapshot::watch_digest(store, db, key, now_ms)
-    }
-}
-
 /// Hands the store's buffered keyspace events to `on_write`.
 fn flush_events<K: Keyspace>(
     store: &mut Store<K>,
@@ -158,7 +136,7 @@ pub fn waits_on_other_type<K: Keyspace>(
 /// Applies `cmd` at `ctx`. `on_write` hears of every change (its database
 /// and what changed), so the caller can wake clients blocked on the keys
 /// and dirty their watchers.
-pub fn apply<K: ShardEngine>(
+pub fn apply<K: Keyspace>(
     store: &mut Store<K>,
     cmd: &ShardCmd,
     ctx: &Ctx,
@@ -177,9 +155,9 @@ pub fn apply<K: ShardEngine>(
             if *db >= store.databases() {
                 return Applied::Reply(CmdError::DbIndexOutOfRange.to_reply());
             }
-            let changed = watched
-                .iter()
-                .any(|(key, seen)| K::watch_digest(store, *db, key, ctx.now_ms) != *seen);
+            let changed = watched.iter().any(|(key, seen)| {
+                crate::snapshot::watch_digest(store, *db, key, ctx.now_ms) != *seen
+            });
             if changed {
                 Applied::Reply(Reply::NilArray)
             } else {
@@ -192,12 +170,12 @@ pub fn apply<K: ShardEngine>(
 
 /// Serves a read (a command with a `Read` handler, or WATCH digests) at
 /// `now_ms`, as of the store's current state.
-pub fn read<K: ShardEngine>(store: &Store<K>, cmd: &ShardCmd, now_ms: u64) -> Reply {
+pub fn read<K: Keyspace>(store: &Store<K>, cmd: &ShardCmd, now_ms: u64) -> Reply {
     match cmd {
         ShardCmd::WatchDigests { db, keys } => Reply::Array(
             keys.iter()
                 // Carried as the integer's bits.
-                .map(|k| Reply::Int(K::watch_digest(store, *db, k, now_ms) as i64))
+                .map(|k| Reply::Int(crate::snapshot::watch_digest(store, *db, k, now_ms) as i64))
                 .collect(),
         ),
         ShardCmd::Commands { db, cmds, .. } => {

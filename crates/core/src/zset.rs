@@ -1506,40 +1506,20 @@ fn call(op: SetOp, name: &'static str, stores: bool) -> SetOpCall {
     }
 }
 
-fn zunion<K: Keyspace>(
-    store: &Store<K>,
-    db: usize,
-    args: &[Bytes],
-    ctx: &Ctx,
-) -> CmdResult {
+fn zunion<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     setop_read(store, db, args, ctx, call(SetOp::Union, "zunion", false))
 }
 
-fn zinter<K: Keyspace>(
-    store: &Store<K>,
-    db: usize,
-    args: &[Bytes],
-    ctx: &Ctx,
-) -> CmdResult {
+fn zinter<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     setop_read(store, db, args, ctx, call(SetOp::Inter, "zinter", false))
 }
 
-fn zdiff<K: Keyspace>(
-    store: &Store<K>,
-    db: usize,
-    args: &[Bytes],
-    ctx: &Ctx,
-) -> CmdResult {
+fn zdiff<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     setop_read(store, db, args, ctx, call(SetOp::Diff, "zdiff", false))
 }
 
 /// ZINTERCARD numkeys key... [LIMIT limit].
-fn zintercard<K: Keyspace>(
-    store: &Store<K>,
-    db: usize,
-    args: &[Bytes],
-    ctx: &Ctx,
-) -> CmdResult {
+fn zintercard<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let c = SetOpCall {
         card_only: true,
         ..call(SetOp::Inter, "zintercard", false)

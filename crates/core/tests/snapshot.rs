@@ -70,7 +70,7 @@ fn round_trip(st: &Store) -> Store {
         // the same OBJECT ENCODING.
         for (x, y) in a.iter().zip(b.iter()) {
             assert_eq!(x.key, y.key);
-            assert_eq!(encoding(st, db, &x.key), encoding(&back, db, &y.key));
+            assert_eq!(encoding(st, db, x.key), encoding(&back, db, y.key));
         }
     }
     // Re-encoding gives the same bytes: element orders (including a

@@ -492,8 +492,8 @@ fn keys_in_slot(node: &ClusterNode, slot: u16, limit: usize) -> Vec<Bytes> {
                 if out.len() >= limit {
                     return out;
                 }
-                if key_slot(&e.key) == slot {
-                    out.push(Bytes::copy_from_slice(&e.key));
+                if key_slot(e.key) == slot {
+                    out.push(Bytes::copy_from_slice(e.key));
                 }
             }
         }
