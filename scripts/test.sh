@@ -2,11 +2,15 @@
 # Runs Kvasir's whole test suite: installs what the tests need (Debian's
 # redis-tools for redis-cli / redis-benchmark, redis-py in a virtualenv,
 # go-redis / ioredis / Jedis for the cluster-client tests), then every crate's
-# tests, then the Python client tests.
+# tests twice (as is, then with KVASIR_TEST_THREADS=2: servers get --threads
+# 2), then the Python client tests (once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-test-deps.sh
 cargo test --workspace --all-targets "$@"
+# Once more with I/O threads: the harness (crates/kvasir/tests/common) starts
+# every server, standalone and cluster, with --threads 2.
+KVASIR_TEST_THREADS=2 cargo test --workspace --all-targets "$@"
 
 # redis-py (with RQ for tests/python/test_frameworks.py and Celery for
 # tests/python/test_celery.py) live in a virtualenv outside the checkout, made

@@ -80,7 +80,9 @@ struct ServerArgs {
     /// Maximum number of connected clients.
     #[arg(long)]
     maxclients: Option<usize>,
-    /// Event-loop threads (one thread owns the keyspace; only 1 today).
+    /// Threads: 1 (default) runs everything on one thread; N > 1 adds N-1
+    /// I/O threads for the client sockets' reads and writes (Valkey's
+    /// io-threads) while every shard stays on the data thread. At most 128.
     #[arg(long)]
     threads: Option<usize>,
     /// Log level: debug, verbose, notice, warning.
@@ -138,6 +140,9 @@ struct ServerArgs {
     #[arg(long)]
     snapshot_entries: Option<u64>,
 }
+
+/// Valkey's IO_THREADS_MAX_NUM.
+const MAX_THREADS: usize = 128;
 
 fn load_config(args: &ServerArgs) -> Result<Config, String> {
     let mut config = match &args.config {
@@ -218,6 +223,9 @@ fn load_config(args: &ServerArgs) -> Result<Config, String> {
     }
     if config.threads == 0 {
         return Err("threads must be at least 1".into());
+    }
+    if config.threads > MAX_THREADS {
+        return Err(format!("threads must be at most {MAX_THREADS}"));
     }
     Ok(config)
 }
@@ -302,12 +310,6 @@ fn run_server(args: ServerArgs) -> ExitCode {
         std::fs::create_dir_all(&config.dir).and_then(|_| std::fs::canonicalize(&config.dir))
     {
         config.dir = abs.to_string_lossy().into_owned();
-    }
-    if config.threads > 1 {
-        tracing::warn!(
-            "threads={} requested: the keyspace is owned by one event-loop thread; running with 1",
-            config.threads
-        );
     }
     if let Err(e) =
         std::fs::create_dir_all(&config.dir).and_then(|_| std::env::set_current_dir(&config.dir))

@@ -13,8 +13,11 @@ pub struct Config {
     pub dir: String,
     pub requirepass: Option<String>,
     pub maxclients: usize,
-    /// Threads of the event loop. One thread owns the keyspace (Redis's
-    /// model); more threads are reserved for the multi-shard design.
+    /// Threads of the node (`--threads`, TOML `threads` or `io-threads`,
+    /// CONFIG GET io-threads): the data thread plus N-1 I/O threads that do
+    /// the client sockets' reads and writes (Valkey 8's io-threads). The
+    /// data thread keeps every shard, as in Redis's model.
+    #[serde(alias = "io-threads")]
     pub threads: usize,
     pub log_level: String,
     pub databases: usize,

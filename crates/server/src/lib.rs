@@ -5,7 +5,8 @@
 //!   event loop, shuts down on signal or SHUTDOWN.
 //! - [`session`]: one per connection: reads and parses requests, keeps the
 //!   connection's state (RESP version, db, auth, name), writes replies in
-//!   request order.
+//!   request order; over its own socket or, with `--threads N` > 1, over an
+//!   I/O thread's ([`client_conn`], [`io_threads`]).
 //! - [`router`]: the one path from a session to the data: the standalone
 //!   store (one shard, no log) or the cluster's Raft groups by slot; the
 //!   active expiry cycle of every shard the node orders.
@@ -19,14 +20,17 @@
 //!
 //! The keyspace has one writer: everything runs on one event-loop thread
 //! that owns the shard, as redis-server does; no locks on the data path.
+//! I/O threads (`--threads N` > 1) only do the client sockets' system calls.
 
 pub mod admin;
 pub mod blocking;
+pub mod client_conn;
 pub mod clients;
 pub mod cluster;
 pub mod config;
 pub mod events;
 pub mod info;
+pub mod io_threads;
 pub mod listener;
 pub mod local_store;
 pub mod notify;

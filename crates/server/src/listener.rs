@@ -237,8 +237,17 @@ async fn serve(config: Config) -> std::io::Result<()> {
         mode,
         port
     );
+    // --threads N: N-1 I/O threads do the client sockets' reads and
+    // writes; with 1 (the default) sessions use their sockets directly.
+    let io_threads = match config.threads {
+        0 | 1 => None,
+        n => {
+            info!("Starting {} I/O threads.", n - 1);
+            Some(Rc::new(crate::io_threads::IoThreads::start(n - 1)?))
+        }
+    };
     for listener in listeners {
-        tokio::task::spawn_local(accept_loop(server.clone(), listener));
+        tokio::task::spawn_local(accept_loop(server.clone(), listener, io_threads.clone()));
     }
     tokio::task::spawn_local(crate::router::expire_loop(server.clone()));
     tokio::task::spawn_local(clients_cron(server.clone()));
@@ -268,7 +277,11 @@ async fn serve(config: Config) -> std::io::Result<()> {
     Ok(())
 }
 
-async fn accept_loop(server: Rc<Server>, listener: TcpListener) {
+async fn accept_loop(
+    server: Rc<Server>,
+    listener: TcpListener,
+    io_threads: Option<Rc<crate::io_threads::IoThreads>>,
+) {
     loop {
         let (mut stream, addr) = match listener.accept().await {
             Ok(conn) => conn,
@@ -287,7 +300,19 @@ async fn accept_loop(server: Rc<Server>, listener: TcpListener) {
                 .await;
             continue;
         }
-        tokio::task::spawn_local(session::run(server.clone(), stream, addr));
+        let _ = stream.set_nodelay(true);
+        match &io_threads {
+            None => {
+                tokio::task::spawn_local(session::run(server.clone(), stream, addr));
+            }
+            Some(io) => match io.hand_off(stream) {
+                Ok(conn) => {
+                    tokio::task::spawn_local(session::run(server.clone(), conn, addr));
+                }
+                // The socket is closed (dropped); the client sees EOF.
+                Err(e) => warn!("cannot hand a connection to an I/O thread: {e}"),
+            },
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 //! command (BLPOP...) holds the connection's later requests until it is
 //! served or times out; pub/sub messages are written as they arrive.
 
+use crate::client_conn::ClientConn;
 use crate::clients::ClientInfo;
 use crate::listener::{CmdStat, Server};
 use crate::transaction::Transaction;
@@ -14,11 +15,8 @@ use kvasir_core::CommandSpec;
 use kvasir_resp::{encode, parse_command, Limits, Parsed, Protocol, Reply};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
 const READ_CHUNK: usize = 16 * 1024;
@@ -146,14 +144,16 @@ pub struct Parked {
     pub rx: oneshot::Receiver<Reply>,
 }
 
-pub async fn run(server: Rc<Server>, mut stream: TcpStream, addr: SocketAddr) {
-    let _ = stream.set_nodelay(true);
-    let laddr = stream.local_addr().unwrap_or(addr);
+/// Serves one connection until it closes. Generic over the connection:
+/// the session's own socket (`--threads 1`) or an I/O thread's
+/// ([`crate::client_conn::ChannelConn`]); each gets its own compiled copy.
+pub async fn run<C: ClientConn>(server: Rc<Server>, mut conn: C, addr: SocketAddr) {
+    let laddr = conn.local_addr().unwrap_or(addr);
     let (push_tx, push_rx) = mpsc::channel(crate::pubsub::QUEUE_LIMIT);
     let info = server
         .clients
         .borrow_mut()
-        .register(addr, laddr, stream.as_raw_fd(), push_tx);
+        .register(addr, laddr, conn.fd(), push_tx);
     server.stats.borrow_mut().total_connections_received += 1;
     let authenticated = server.config.borrow().requirepass.is_none();
     let mut session = Session {
@@ -175,7 +175,7 @@ pub async fn run(server: Rc<Server>, mut stream: TcpStream, addr: SocketAddr) {
         reply_mode: ReplyMode::default(),
         parked_silent: false,
     };
-    session.serve(&mut stream).await;
+    session.serve(&mut conn).await;
     session.cleanup();
     server.clients.borrow_mut().unregister(info.id);
 }
@@ -200,7 +200,7 @@ impl Session {
         }
     }
 
-    async fn serve(&mut self, stream: &mut TcpStream) {
+    async fn serve<C: ClientConn>(&mut self, conn: &mut C) {
         let mut inbuf = BytesMut::with_capacity(READ_CHUNK);
         let mut out = BytesMut::with_capacity(READ_CHUNK);
         // Created once: polling a fresh `notified()` every read would
@@ -224,12 +224,12 @@ impl Session {
                             break;
                         }
                     }
-                    if !self.flush(stream, &mut out).await {
+                    if !self.flush(conn, &mut out).await {
                         return;
                     }
                     continue;
                 }
-                r = stream.read_buf(&mut inbuf) => match r {
+                r = conn.read_buf(&mut inbuf) => match r {
                     Ok(0) | Err(_) => return,
                     Ok(n) => n,
                 },
@@ -250,10 +250,10 @@ impl Session {
                         if let Some(parked) = self.handle(args, &mut out, &mut clock) {
                             // Replies so far go out first; the blocked reply
                             // and everything after it wait.
-                            if !self.flush(stream, &mut out).await {
+                            if !self.flush(conn, &mut out).await {
                                 return;
                             }
-                            let Some(reply) = self.wait_parked(parked, stream, &mut kill).await
+                            let Some(reply) = self.wait_parked(parked, conn, &mut kill).await
                             else {
                                 return;
                             };
@@ -295,11 +295,11 @@ impl Session {
                 );
                 self.close = true;
             }
-            if !self.flush(stream, &mut out).await {
+            if !self.flush(conn, &mut out).await {
                 return;
             }
             if self.close || self.info.killed.get() {
-                let _ = stream.shutdown().await;
+                conn.shutdown().await;
                 return;
             }
         }
@@ -376,15 +376,14 @@ impl Session {
     }
 
     /// Writes out pending replies; false if the connection is gone.
-    async fn flush(&self, stream: &mut TcpStream, out: &mut BytesMut) -> bool {
+    async fn flush<C: ClientConn>(&self, conn: &mut C, out: &mut BytesMut) -> bool {
         if out.is_empty() {
             return true;
         }
         self.server.stats.borrow_mut().net_output_bytes += out.len() as u64;
-        if stream.write_all(out).await.is_err() {
+        if conn.write_out(out).await.is_err() {
             return false;
         }
-        out.clear();
         if out.capacity() > 4 * 1024 * 1024 {
             *out = BytesMut::with_capacity(READ_CHUNK);
         }
@@ -394,25 +393,26 @@ impl Session {
     /// Waits for a parked command's reply (served or timed out by the
     /// registry), a kill, or the peer closing. None: the connection is
     /// finished.
-    async fn wait_parked(
+    async fn wait_parked<C: ClientConn>(
         &mut self,
         mut parked: Parked,
-        stream: &mut TcpStream,
+        conn: &mut C,
         kill: &mut std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
     ) -> Option<Reply> {
         let mut watch_close = true;
-        let mut probe = [0u8; 1];
         let outcome = loop {
             tokio::select! {
                 biased;
                 r = &mut parked.rx => break r.ok(),
                 _ = kill.as_mut() => break None,
-                r = stream.peek(&mut probe), if watch_close => match r {
-                    // The client went away: it must not be served.
-                    Ok(0) | Err(_) => break None,
+                closed = conn.closed_or_more(), if watch_close => {
+                    if closed {
+                        // The client went away: it must not be served.
+                        break None;
+                    }
                     // It pipelined more requests: they wait their turn.
-                    Ok(_) => watch_close = false,
-                },
+                    watch_close = false;
+                }
             }
         };
         self.info.blocked.set(false);

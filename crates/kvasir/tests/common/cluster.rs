@@ -301,6 +301,13 @@ impl Cluster {
             "--dir".into(),
         ];
         a.push(n.dir.to_string_lossy().into_owned());
+        // KVASIR_TEST_THREADS=N: every node runs with I/O threads (see
+        // scripts/test.sh), unless the test chose its own --threads.
+        if let Ok(threads) = std::env::var("KVASIR_TEST_THREADS") {
+            if !threads.is_empty() && !self.extra.iter().any(|e| e == "--threads") {
+                a.extend(["--threads".to_string(), threads]);
+            }
+        }
         a.extend(self.extra.iter().cloned());
         a
     }

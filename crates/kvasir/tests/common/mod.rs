@@ -34,6 +34,16 @@ fn temp_dir() -> PathBuf {
     dir
 }
 
+/// `--threads N` when KVASIR_TEST_THREADS=N is set (scripts/test.sh runs
+/// the suite once without it and once with 2, so every test also runs over
+/// I/O threads); nothing otherwise, or when the test passes its own.
+pub fn threads_args(extra: &[&str]) -> Vec<String> {
+    match std::env::var("KVASIR_TEST_THREADS") {
+        Ok(n) if !n.is_empty() && !extra.contains(&"--threads") => vec!["--threads".into(), n],
+        _ => Vec::new(),
+    }
+}
+
 impl Kvasir {
     /// Starts `kvasir server --port 0` with extra flags; waits until it
     /// listens and returns its port.
@@ -43,6 +53,7 @@ impl Kvasir {
             .arg("server")
             .args(["--port", "0", "--bind", "127.0.0.1", "--dir"])
             .arg(&dir)
+            .args(threads_args(extra))
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -223,6 +223,7 @@ impl Net {
             .args(["server", "--node-id", &i.to_string()])
             .args(["--port", &PORT.to_string(), "--bind", &self.addr(i)])
             .args(["--initial-cluster", &initial])
+            .args(self.threads_args())
             .args(&self.extra)
             .arg("--dir")
             .arg(&data)
@@ -231,6 +232,17 @@ impl Net {
             .spawn()
             .expect("spawn kvasir in its namespace");
         self.children[usize::from(i - 1)] = Some(child);
+    }
+
+    /// `--threads N` when KVASIR_TEST_THREADS=N is set and the test chose
+    /// none (see scripts/test.sh).
+    fn threads_args(&self) -> Vec<String> {
+        match std::env::var("KVASIR_TEST_THREADS") {
+            Ok(n) if !n.is_empty() && !self.extra.iter().any(|e| e == "--threads") => {
+                vec!["--threads".into(), n]
+            }
+            _ => Vec::new(),
+        }
     }
 
     fn signal(&self, i: u8, sig: libc::c_int) {
