@@ -7,7 +7,8 @@ mod image_store;
 
 use bytes::Bytes;
 use image_store::{every_type, run, CTX, KEYS};
-use kvasir_core::keyspace::{EntryRef, Value};
+use kvasir_core::keyspace::image::node_codec;
+use kvasir_core::keyspace::{EntryRef, StreamImage, Value};
 use kvasir_core::snapshot::{decode, digest, encode, HEADER_LEN, MAGIC};
 use kvasir_core::Store;
 use kvasir_engine_memory::list::Elem;
@@ -221,7 +222,7 @@ fn legacy_entry(out: &mut Vec<u8>, e: EntryRef<'_>) {
         }
         Value::Stream(st) => {
             let mut blob = Vec::new();
-            st.serialize(&mut blob);
+            node_codec::put_canonical(&mut blob, &st.content());
             put_bytes(out, &blob);
         }
     }
