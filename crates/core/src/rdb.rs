@@ -1204,10 +1204,8 @@ fn encode_stream(st: &StreamContent<'_>, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kvasir_engine_memory::hash::HashLimits;
-    use kvasir_engine_memory::set::SetLimits;
+    use crate::keyspace::memory::{hash_limits, set_limits, zset_limits};
     use kvasir_engine_memory::stream::Group;
-    use kvasir_engine_memory::zset::ZSetLimits;
     use kvasir_engine_memory::{Hash, List, Set, Stream, ZSet};
 
     // The tests build and inspect the memory engine's values.
@@ -1219,28 +1217,6 @@ mod tests {
 
     fn encode_stream(st: &Stream, out: &mut Vec<u8>) {
         super::encode_stream(&st.content(), out)
-    }
-
-    fn hash_limits(l: &EncodingLimits) -> HashLimits {
-        HashLimits {
-            max_listpack_entries: l.hash_max_listpack_entries,
-            max_listpack_value: l.hash_max_listpack_value,
-        }
-    }
-
-    fn set_limits(l: &EncodingLimits) -> SetLimits {
-        SetLimits {
-            max_intset_entries: l.set_max_intset_entries,
-            max_packed_entries: l.set_max_listpack_entries,
-            max_packed_value: l.set_max_listpack_value,
-        }
-    }
-
-    fn zset_limits(l: &EncodingLimits) -> ZSetLimits {
-        ZSetLimits {
-            max_listpack_entries: l.zset_max_listpack_entries,
-            max_listpack_value: l.zset_max_listpack_value,
-        }
     }
 
     fn unhex(s: &str) -> Vec<u8> {

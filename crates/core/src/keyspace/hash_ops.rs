@@ -1,8 +1,8 @@
 //! The hash operations the command family needs from an engine.
 
+use super::memory::hash_limits;
 use super::Collection;
 use crate::store::EncodingLimits;
-use kvasir_engine_memory::hash::HashLimits;
 use kvasir_engine_memory::Hash as MemoryHash;
 
 /// Hash operations of an engine (`crate::hash` is written against it).
@@ -70,15 +70,6 @@ impl Collection for MemoryHash {
     }
 }
 
-/// The memory engine's thresholds, taken from the store's.
-#[inline]
-fn memory_limits(limits: &EncodingLimits) -> HashLimits {
-    HashLimits {
-        max_listpack_entries: limits.hash_max_listpack_entries,
-        max_listpack_value: limits.hash_max_listpack_value,
-    }
-}
-
 impl HashOps for MemoryHash {
     #[inline]
     fn new() -> Self {
@@ -97,12 +88,12 @@ impl HashOps for MemoryHash {
 
     #[inline]
     fn reserve(&mut self, pairs: usize, longest: usize, limits: &EncodingLimits) {
-        MemoryHash::reserve(self, pairs, longest, memory_limits(limits))
+        MemoryHash::reserve(self, pairs, longest, hash_limits(limits))
     }
 
     #[inline]
     fn set(&mut self, field: &[u8], value: &[u8], limits: &EncodingLimits) -> bool {
-        MemoryHash::set(self, field, value, memory_limits(limits))
+        MemoryHash::set(self, field, value, hash_limits(limits))
     }
 
     #[inline]

@@ -27,12 +27,10 @@
 //! otherwise still reports, and so restores, Redis's OBJECT ENCODING and
 //! its orders, since replicas must answer alike.
 
+use super::memory::{hash_limits, set_limits, zset_limits};
 use crate::store::EncodingLimits;
-use kvasir_engine_memory::hash::HashLimits;
 use kvasir_engine_memory::list::{Elem, End};
-use kvasir_engine_memory::set::SetLimits;
 use kvasir_engine_memory::stream::{Consumer, Group, Pending};
-use kvasir_engine_memory::zset::ZSetLimits;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -217,28 +215,6 @@ pub trait StreamImage: Sized {
 // ---------------------------------------------------------------------------
 // The memory engine
 // ---------------------------------------------------------------------------
-
-fn hash_limits(l: &EncodingLimits) -> HashLimits {
-    HashLimits {
-        max_listpack_entries: l.hash_max_listpack_entries,
-        max_listpack_value: l.hash_max_listpack_value,
-    }
-}
-
-fn set_limits(l: &EncodingLimits) -> SetLimits {
-    SetLimits {
-        max_intset_entries: l.set_max_intset_entries,
-        max_packed_entries: l.set_max_listpack_entries,
-        max_packed_value: l.set_max_listpack_value,
-    }
-}
-
-fn zset_limits(l: &EncodingLimits) -> ZSetLimits {
-    ZSetLimits {
-        max_listpack_entries: l.zset_max_listpack_entries,
-        max_listpack_value: l.zset_max_listpack_value,
-    }
-}
 
 impl ListImage for kvasir_engine_memory::List {
     fn stored_layout(&self) -> Layout {

@@ -7,8 +7,40 @@
 //! a random pick is a position.
 
 use super::{EntryRef, Keyspace, OwnedEntry, Value};
+use crate::store::EncodingLimits;
 use crate::table::{PerEngine, ReadFn, WriteFn};
+use kvasir_engine_memory::hash::HashLimits;
+use kvasir_engine_memory::set::SetLimits;
+use kvasir_engine_memory::zset::ZSetLimits;
 use kvasir_engine_memory::{Db, Entry, HeapSize};
+
+/// The memory engine's hash thresholds, taken from the store's.
+#[inline]
+pub(crate) fn hash_limits(l: &EncodingLimits) -> HashLimits {
+    HashLimits {
+        max_listpack_entries: l.hash_max_listpack_entries,
+        max_listpack_value: l.hash_max_listpack_value,
+    }
+}
+
+/// The memory engine's set thresholds, taken from the store's.
+#[inline]
+pub(crate) fn set_limits(l: &EncodingLimits) -> SetLimits {
+    SetLimits {
+        max_intset_entries: l.set_max_intset_entries,
+        max_packed_entries: l.set_max_listpack_entries,
+        max_packed_value: l.set_max_listpack_value,
+    }
+}
+
+/// The memory engine's sorted-set thresholds, taken from the store's.
+#[inline]
+pub(crate) fn zset_limits(l: &EncodingLimits) -> ZSetLimits {
+    ZSetLimits {
+        max_listpack_entries: l.zset_max_listpack_entries,
+        max_listpack_value: l.zset_max_listpack_value,
+    }
+}
 
 pub struct MemoryKeyspace {
     dbs: Vec<Db<Value<MemoryKeyspace>>>,

@@ -29,7 +29,7 @@ mod collection;
 mod hash_ops;
 pub mod image;
 pub mod list_ops;
-mod memory;
+pub(crate) mod memory;
 mod set_ops;
 pub mod stream_ops;
 mod zset_ops;

@@ -1,9 +1,10 @@
 //! The set operations the command family needs from an engine.
 
+use super::memory::set_limits;
 use super::{canonical_i64, Collection};
 use crate::store::EncodingLimits;
 use bytes::Bytes;
-use kvasir_engine_memory::set::{format_i64, Member as MemoryMember, SetLimits};
+use kvasir_engine_memory::set::{format_i64, Member as MemoryMember};
 use kvasir_engine_memory::Set as MemorySet;
 
 /// Longest decimal text of an i64 (`-9223372036854775808`).
@@ -117,16 +118,6 @@ impl Collection for MemorySet {
     }
 }
 
-/// The memory engine's thresholds, taken from the store's.
-#[inline]
-fn memory_limits(limits: &EncodingLimits) -> SetLimits {
-    SetLimits {
-        max_intset_entries: limits.set_max_intset_entries,
-        max_packed_entries: limits.set_max_listpack_entries,
-        max_packed_value: limits.set_max_listpack_value,
-    }
-}
-
 #[inline]
 fn from_memory(m: MemoryMember<'_>) -> SetMember<'_> {
     match m {
@@ -161,12 +152,12 @@ impl SetOps for MemorySet {
 
     #[inline]
     fn insert(&mut self, member: &[u8], limits: &EncodingLimits) -> bool {
-        MemorySet::insert(self, member, &memory_limits(limits))
+        MemorySet::insert(self, member, &set_limits(limits))
     }
 
     #[inline]
     fn insert_member(&mut self, member: SetMember<'_>, limits: &EncodingLimits) -> bool {
-        MemorySet::insert_member(self, to_memory(member), &memory_limits(limits))
+        MemorySet::insert_member(self, to_memory(member), &set_limits(limits))
     }
 
     #[inline]

@@ -1,9 +1,9 @@
 //! The sorted-set operations the command families need from an engine
 //! (`crate::zset`, and `crate::geo`, which keeps its points in sorted sets).
 
+use super::memory::zset_limits;
 use super::Collection;
 use crate::store::EncodingLimits;
-use kvasir_engine_memory::zset::ZSetLimits;
 use kvasir_engine_memory::ZSet as MemoryZSet;
 
 /// Sorted-set operations of an engine.
@@ -89,15 +89,6 @@ impl Collection for MemoryZSet {
     }
 }
 
-/// The memory engine's thresholds, taken from the store's.
-#[inline]
-fn memory_limits(limits: &EncodingLimits) -> ZSetLimits {
-    ZSetLimits {
-        max_listpack_entries: limits.zset_max_listpack_entries,
-        max_listpack_value: limits.zset_max_listpack_value,
-    }
-}
-
 impl ZSetOps for MemoryZSet {
     #[inline]
     fn new() -> Self {
@@ -116,7 +107,7 @@ impl ZSetOps for MemoryZSet {
 
     #[inline]
     fn insert(&mut self, member: &[u8], score: f64, limits: &EncodingLimits) -> Option<f64> {
-        MemoryZSet::insert(self, member, score, memory_limits(limits))
+        MemoryZSet::insert(self, member, score, zset_limits(limits))
     }
 
     #[inline]
