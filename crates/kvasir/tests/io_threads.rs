@@ -39,19 +39,37 @@ fn config_get_io_threads_reports_the_flag_and_the_threads_run() {
         .query(&mut c)
         .expect("config get");
     assert_eq!(v, vec!["io-threads".to_string(), "3".to_string()]);
-    // The OS threads exist under their names (Linux).
+    // The OS threads exist under their names (Linux). A thread takes its
+    // name from inside itself once it runs, so look again for a while.
     let task_dir = format!("/proc/{}/task", server.child.id());
-    if let Ok(tasks) = std::fs::read_dir(&task_dir) {
-        let names: Vec<String> = tasks
-            .filter_map(|t| t.ok())
-            .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
-            .map(|n| n.trim().to_string())
-            .collect();
-        for want in ["kvasir-io-1", "kvasir-io-2"] {
-            assert!(names.iter().any(|n| n == want), "{want} not in {names:?}");
-        }
-        assert!(!names.iter().any(|n| n == "kvasir-io-3"), "{names:?}");
+    if std::fs::read_dir(&task_dir).is_err() {
+        return;
     }
+    let thread_names = || -> Vec<String> {
+        std::fs::read_dir(&task_dir)
+            .map(|tasks| {
+                tasks
+                    .filter_map(|t| t.ok())
+                    .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                    .map(|n| n.trim().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut names = thread_names();
+    while !["kvasir-io-1", "kvasir-io-2"]
+        .iter()
+        .all(|want| names.iter().any(|n| n == want))
+        && Instant::now() < deadline
+    {
+        thread::sleep(Duration::from_millis(20));
+        names = thread_names();
+    }
+    for want in ["kvasir-io-1", "kvasir-io-2"] {
+        assert!(names.iter().any(|n| n == want), "{want} not in {names:?}");
+    }
+    assert!(!names.iter().any(|n| n == "kvasir-io-3"), "{names:?}");
 }
 
 #[test]
