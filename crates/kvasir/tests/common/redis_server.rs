@@ -8,28 +8,56 @@ use std::time::{Duration, Instant};
 
 /// Starts `redis-server` without persistence on a free loopback port;
 /// killed when the guard drops. Fails (never skips) when it is missing.
+/// The port is free when picked but another test's server may take it
+/// first; then this redis-server exits and a new port is tried.
 pub fn start_redis() -> (ChildGuard, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("cannot start redis-server ({e}); run scripts/install-test-deps.sh")
-        });
-    let guard = ChildGuard(Some(child));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(20));
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start redis-server ({e}); run scripts/install-test-deps.sh")
+            });
+        let mut guard = ChildGuard(Some(child));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if !matches!(guard.child().try_wait(), Ok(None)) {
+                break; // it could not bind: pick another port
+            }
+            if answers_ping(port) {
+                // Another server may have answered: ours exits at once
+                // when it cannot bind, so it must still run a moment later.
+                std::thread::sleep(Duration::from_millis(100));
+                if matches!(guard.child().try_wait(), Ok(None)) {
+                    return (guard, port);
+                }
+                break;
+            }
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
-    (guard, port)
+    panic!("redis-server did not start on any of 5 free ports");
+}
+
+/// Whether the server on `port` answers PING (ours is the only one that
+/// does while our child runs: a port has one listener).
+fn answers_ping(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut buf = [0u8; 7];
+    s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
 }
 
 /// A reply, or its error text.
