@@ -1,5 +1,6 @@
-//! Multi-raft for Kvasir: every shard is a raft-rs group; one loop per node
-//! drives them all over one raft-engine log and one connection per peer.
+//! Multi-raft for Kvasir: every shard is a raft-rs group; a node's loops
+//! (one per shard thread) drive them over one raft-engine log and one
+//! connection per peer.
 
 pub mod bus_auth;
 pub mod entry;
@@ -10,6 +11,9 @@ pub mod transport;
 
 pub use entry::EntryCtx;
 pub use node::{
-    Config, Fatal, GroupSpec, GroupStatus, MultiRaft, RaftError, ReadMode, StateMachine, WalMode,
+    open_log, Config, Fatal, GroupRoles, GroupSpec, GroupStatus, LogCounters, MultiRaft, RaftError,
+    ReadMode, StateMachine, WalMode,
 };
 pub use raft::StateRole;
+/// The node's Raft log, shared by its loops.
+pub use raft_engine::Engine as LogEngine;

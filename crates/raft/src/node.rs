@@ -9,19 +9,25 @@
 //! completes, its Readies count as persisted and the messages that needed
 //! that (a follower's acknowledgements, votes) are sent. Sessions never
 //! touch a RawNode: they only queue work and wake the loop.
+//!
+//! A node may run several loops, one per shard thread, each over its own
+//! groups ([`MultiRaft::start_lane`]): they share the raft-engine log
+//! (whose write queue merges concurrent synced writes into one fsync) and
+//! the transport (which delivers each group's messages to its loop).
 
 use crate::entry::{self, EntryBuilder, EntryCtx};
 use crate::snapfile;
 use crate::storage::GroupStorage;
-use crate::transport::{self, BroadcastHandler, Inbox, Transport};
+use crate::transport::{self, BroadcastHandler, Inbox, Inboxes, Transport};
 use bytes::Bytes;
 use raft::eraftpb::{EntryType, SnapshotMetadata};
 use raft::{RawNode, ReadOnlyOption, SnapshotStatus, StateRole, Storage};
 use raft_engine::{Engine, LogBatch};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
@@ -210,7 +216,8 @@ pub struct GroupSpec<S> {
     pub sm: S,
 }
 
-type Reply<S> = oneshot::Sender<Result<<S as StateMachine>::Out, RaftError>>;
+/// Where a proposal's or read's outcome goes.
+pub type Reply<S> = oneshot::Sender<Result<<S as StateMachine>::Out, RaftError>>;
 
 struct Waiter<S: StateMachine> {
     index: u64,
@@ -308,17 +315,125 @@ impl std::fmt::Display for Fatal {
     }
 }
 
+/// Log writes and fsyncs (INFO raft), summed over a node's loops.
+#[derive(Default, Debug)]
+pub struct LogCounters {
+    pub fsyncs: AtomicU64,
+    pub log_writes: AtomicU64,
+}
+
+/// Each group's role as its loop last saw it (at the end of every round),
+/// for routing from other threads: a stale answer is safe, since a loop
+/// that no longer leads answers a proposal or read with `NotLeader`.
+pub struct GroupRoles {
+    roles: HashMap<u64, RoleCell>,
+}
+
+#[derive(Default)]
+struct RoleCell {
+    leader: AtomicU64,
+    term: AtomicU64,
+    leading: AtomicBool,
+}
+
+impl GroupRoles {
+    fn new(groups: impl IntoIterator<Item = u64>) -> GroupRoles {
+        GroupRoles {
+            roles: groups
+                .into_iter()
+                .map(|g| (g, RoleCell::default()))
+                .collect(),
+        }
+    }
+
+    fn record(&self, group: u64, leader: u64, term: u64, leading: bool) {
+        if let Some(c) = self.roles.get(&group) {
+            c.leader.store(leader, Relaxed);
+            c.term.store(term, Relaxed);
+            c.leading.store(leading, Relaxed);
+        }
+    }
+
+    pub fn groups(&self) -> impl Iterator<Item = u64> + '_ {
+        self.roles.keys().copied()
+    }
+
+    pub fn is_leader(&self, group: u64) -> bool {
+        self.roles
+            .get(&group)
+            .is_some_and(|c| c.leading.load(Relaxed))
+    }
+
+    pub fn leader_of(&self, group: u64) -> Option<u64> {
+        let l = self.roles.get(&group)?.leader.load(Relaxed);
+        (l != 0).then_some(l)
+    }
+
+    pub fn leader_and_term(&self, group: u64) -> Option<(Option<u64>, u64)> {
+        let c = self.roles.get(&group)?;
+        let l = c.leader.load(Relaxed);
+        Some(((l != 0).then_some(l), c.term.load(Relaxed)))
+    }
+
+    /// (group, leader, term) of every group whose leader is known.
+    pub fn known_leaders(&self) -> Vec<(u64, u64, u64)> {
+        self.roles
+            .iter()
+            .filter_map(|(&g, c)| {
+                let l = c.leader.load(Relaxed);
+                (l != 0).then(|| (g, l, c.term.load(Relaxed)))
+            })
+            .collect()
+    }
+}
+
 pub struct MultiRaft<S: StateMachine> {
     cfg: Config,
     engine: Arc<Engine>,
     inner: RefCell<Inner<S>>,
-    inbox: Rc<Inbox>,
-    transport: Rc<Transport>,
+    inbox: Arc<Inbox>,
+    transport: Arc<Transport>,
     fatal: RefCell<Option<Fatal>>,
     fatal_notify: tokio::sync::Notify,
-    pub fsyncs: Cell<u64>,
-    pub log_writes: Cell<u64>,
+    counters: Arc<LogCounters>,
+    roles: Arc<GroupRoles>,
+    /// The node's first loop: it also syncs (`--wal async`) and purges
+    /// the shared log.
+    main: bool,
     faults: Arc<LogFaults>,
+}
+
+/// Opens the node's Raft log (recovering it) after checking that the data
+/// folder belongs to this node of this cluster; shared by the node's loops.
+pub async fn open_log(cfg: &Config) -> Result<Arc<Engine>, String> {
+    std::fs::create_dir_all(&cfg.dir)
+        .map_err(|e| format!("creating {}: {e}", cfg.dir.display()))?;
+    let raft_dir = cfg.dir.join("raft");
+    let snap_dir = cfg.dir.join("snap");
+    if cfg.wal == WalMode::None {
+        let _ = std::fs::remove_dir_all(&raft_dir);
+        let _ = std::fs::remove_dir_all(&snap_dir);
+    }
+    check_identity(&cfg.dir, cfg.cluster_id, cfg.node_id)?;
+    std::fs::create_dir_all(&snap_dir)
+        .map_err(|e| format!("creating {}: {e}", snap_dir.display()))?;
+    let engine_cfg = raft_engine::Config {
+        dir: raft_dir.to_string_lossy().into_owned(),
+        recovery_mode: raft_engine::RecoveryMode::TolerateTailCorruption,
+        purge_threshold: raft_engine::ReadableSize::mb(256),
+        target_file_size: raft_engine::ReadableSize::mb(64),
+        ..Default::default()
+    };
+    let engine = tokio::task::spawn_blocking(move || Engine::open(engine_cfg))
+        .await
+        .map_err(|e| format!("opening the Raft log: {e}"))?
+        .map_err(|e| {
+            format!(
+                "the Raft log in {} could not be recovered: {e}",
+                raft_dir.display()
+            )
+        })?;
+    Ok(Arc::new(engine))
 }
 
 fn unix_ms() -> u64 {
@@ -360,41 +475,39 @@ fn check_identity(dir: &Path, cluster_id: u64, node_id: u64) -> Result<(), Strin
 impl<S: StateMachine> MultiRaft<S> {
     /// Opens the node's log (recovering it), restores every group from its
     /// snapshot, starts the transport and the node loop on the current
-    /// `LocalSet`.
+    /// `LocalSet`: every group on one loop.
     pub async fn start(
         cfg: Config,
         listener: TcpListener,
         specs: Vec<GroupSpec<S>>,
         on_broadcast: BroadcastHandler,
     ) -> Result<Rc<MultiRaft<S>>, String> {
-        std::fs::create_dir_all(&cfg.dir)
-            .map_err(|e| format!("creating {}: {e}", cfg.dir.display()))?;
-        let raft_dir = cfg.dir.join("raft");
+        let engine = open_log(&cfg).await?;
+        let inbox = Arc::new(Inbox::default());
+        let transport = Transport::start(
+            cfg.node_id,
+            cfg.cluster_id,
+            Arc::from(cfg.secret.as_slice()),
+            listener,
+            &cfg.peers,
+            Arc::new(Inboxes::single(inbox.clone())),
+            on_broadcast,
+        );
+        Self::start_lane(cfg, engine, transport, inbox, specs, true)
+    }
+
+    /// Restores `specs`' groups from the shared log and their snapshots and
+    /// starts a loop driving them on the current `LocalSet`. `main`: the
+    /// node's first loop, which also syncs and purges the log.
+    pub fn start_lane(
+        cfg: Config,
+        engine: Arc<Engine>,
+        transport: Arc<Transport>,
+        inbox: Arc<Inbox>,
+        specs: Vec<GroupSpec<S>>,
+        main: bool,
+    ) -> Result<Rc<MultiRaft<S>>, String> {
         let snap_dir = cfg.dir.join("snap");
-        if cfg.wal == WalMode::None {
-            let _ = std::fs::remove_dir_all(&raft_dir);
-            let _ = std::fs::remove_dir_all(&snap_dir);
-        }
-        check_identity(&cfg.dir, cfg.cluster_id, cfg.node_id)?;
-        std::fs::create_dir_all(&snap_dir)
-            .map_err(|e| format!("creating {}: {e}", snap_dir.display()))?;
-        let engine_cfg = raft_engine::Config {
-            dir: raft_dir.to_string_lossy().into_owned(),
-            recovery_mode: raft_engine::RecoveryMode::TolerateTailCorruption,
-            purge_threshold: raft_engine::ReadableSize::mb(256),
-            target_file_size: raft_engine::ReadableSize::mb(64),
-            ..Default::default()
-        };
-        let engine = tokio::task::spawn_blocking(move || Engine::open(engine_cfg))
-            .await
-            .map_err(|e| format!("opening the Raft log: {e}"))?
-            .map_err(|e| {
-                format!(
-                    "the Raft log in {} could not be recovered: {e}",
-                    raft_dir.display()
-                )
-            })?;
-        let engine = Arc::new(engine);
         let mut groups = Vec::new();
         let mut index = HashMap::new();
         let mut init = LogBatch::default();
@@ -483,16 +596,7 @@ impl<S: StateMachine> MultiRaft<S> {
                 .write(&mut init, true)
                 .map_err(|e| format!("writing the Raft log: {e}"))?;
         }
-        let inbox = Rc::new(Inbox::default());
-        let transport = Transport::start(
-            cfg.node_id,
-            cfg.cluster_id,
-            Rc::from(cfg.secret.as_slice()),
-            listener,
-            &cfg.peers,
-            inbox.clone(),
-            on_broadcast,
-        );
+        let roles = Arc::new(GroupRoles::new(groups.iter().map(|g| g.id)));
         let node = Rc::new(MultiRaft {
             cfg,
             engine,
@@ -508,8 +612,9 @@ impl<S: StateMachine> MultiRaft<S> {
             transport,
             fatal: RefCell::new(None),
             fatal_notify: tokio::sync::Notify::new(),
-            fsyncs: Cell::new(0),
-            log_writes: Cell::new(0),
+            counters: Arc::default(),
+            roles,
+            main,
             faults: Arc::new(LogFaults::from_env()),
         });
         let driver = tokio::task::spawn_local(node.clone().run());
@@ -522,7 +627,7 @@ impl<S: StateMachine> MultiRaft<S> {
                 watcher.set_fatal(fatal);
             }
         });
-        if node.cfg.wal == WalMode::Async {
+        if node.main && node.cfg.wal == WalMode::Async {
             tokio::task::spawn_local(node.clone().sync_loop());
         }
         Ok(node)
@@ -532,8 +637,18 @@ impl<S: StateMachine> MultiRaft<S> {
         &self.cfg
     }
 
-    pub fn transport(&self) -> &Transport {
+    pub fn transport(&self) -> &Arc<Transport> {
         &self.transport
+    }
+
+    /// This loop's log counters, readable from other threads.
+    pub fn counters(&self) -> &Arc<LogCounters> {
+        &self.counters
+    }
+
+    /// This loop's groups' roles, readable from other threads.
+    pub fn roles(&self) -> &Arc<GroupRoles> {
+        &self.roles
     }
 
     /// Queues a write; the reply comes after the entry is committed and
@@ -544,31 +659,37 @@ impl<S: StateMachine> MultiRaft<S> {
         cmd: &S::Cmd,
     ) -> oneshot::Receiver<Result<S::Out, RaftError>> {
         let (tx, rx) = oneshot::channel();
+        let mut bytes = Vec::new();
+        S::encode(cmd, &mut bytes);
+        self.propose_encoded(group, bytes, tx);
+        rx
+    }
+
+    /// Queues a write already encoded with `S::encode` (by a thread other
+    /// than this loop's); `reply` hears the outcome.
+    pub fn propose_encoded(&self, group: u64, bytes: Vec<u8>, reply: Reply<S>) {
         let mut inner = self.inner.borrow_mut();
         if let Some(e) = &inner.failed {
-            let _ = tx.send(Err(RaftError::Storage(e.clone())));
-            return rx;
+            let _ = reply.send(Err(RaftError::Storage(e.clone())));
+            return;
         }
         match inner.index.get(&group).copied() {
             Some(i) => {
-                let mut bytes = Vec::new();
-                S::encode(cmd, &mut bytes);
                 if bytes.len() > MAX_PROPOSAL {
-                    let _ = tx.send(Err(RaftError::TooLarge {
+                    let _ = reply.send(Err(RaftError::TooLarge {
                         bytes: bytes.len(),
                         limit: MAX_PROPOSAL,
                     }));
-                    return rx;
+                    return;
                 }
-                inner.groups[i].proposals.push((bytes, tx));
+                inner.groups[i].proposals.push((bytes, reply));
                 drop(inner);
                 self.inbox.wake.notify_one();
             }
             None => {
-                let _ = tx.send(Err(RaftError::NotLeader(None)));
+                let _ = reply.send(Err(RaftError::NotLeader(None)));
             }
         }
-        rx
     }
 
     /// Queues a proposal whose outcome nobody waits for; a follower
@@ -595,22 +716,27 @@ impl<S: StateMachine> MultiRaft<S> {
     /// Queues a linearizable read (ReadIndex or lease, per the config).
     pub fn read(&self, group: u64, cmd: S::Cmd) -> oneshot::Receiver<Result<S::Out, RaftError>> {
         let (tx, rx) = oneshot::channel();
+        self.read_to(group, cmd, tx);
+        rx
+    }
+
+    /// Queues a linearizable read whose outcome `reply` hears.
+    pub fn read_to(&self, group: u64, cmd: S::Cmd, reply: Reply<S>) {
         let mut inner = self.inner.borrow_mut();
         if let Some(e) = &inner.failed {
-            let _ = tx.send(Err(RaftError::Storage(e.clone())));
-            return rx;
+            let _ = reply.send(Err(RaftError::Storage(e.clone())));
+            return;
         }
         match inner.index.get(&group).copied() {
             Some(i) => {
-                inner.groups[i].reads.push((cmd, tx));
+                inner.groups[i].reads.push((cmd, reply));
                 drop(inner);
                 self.inbox.wake.notify_one();
             }
             None => {
-                let _ = tx.send(Err(RaftError::NotLeader(None)));
+                let _ = reply.send(Err(RaftError::NotLeader(None)));
             }
         }
-        rx
     }
 
     /// Runs `f` on a group's local state machine (stale reads, admin);
@@ -795,7 +921,7 @@ impl<S: StateMachine> MultiRaft<S> {
                     self.inbox.wake.notify_one();
                 }
             }
-            if last_purge.elapsed() > Duration::from_secs(10) {
+            if self.main && last_purge.elapsed() > Duration::from_secs(10) {
                 last_purge = Instant::now();
                 let engine = self.engine.clone();
                 let _ = tokio::task::spawn_blocking(move || engine.purge_expired_files()).await;
@@ -815,9 +941,9 @@ impl<S: StateMachine> MultiRaft<S> {
     /// INFO raft's `log_writes` and `fsyncs`.
     fn count_write(&self, sync: bool) {
         if sync {
-            self.fsyncs.set(self.fsyncs.get() + 1);
+            self.counters.fsyncs.fetch_add(1, Relaxed);
         }
-        self.log_writes.set(self.log_writes.get() + 1);
+        self.counters.log_writes.fetch_add(1, Relaxed);
     }
 
     /// Takes the outcome of the write that ran off the loop: its Readies
@@ -936,7 +1062,7 @@ impl<S: StateMachine> MultiRaft<S> {
     fn round(&self, tick: bool, log: &mut LogWrite) {
         let mut guard = self.inner.borrow_mut();
         let inner = &mut *guard;
-        let msgs = std::mem::take(&mut *self.inbox.messages.borrow_mut());
+        let msgs = self.inbox.take_messages();
         let mut lost: Option<String> = None;
         for (group, m) in msgs {
             match inner.index.get(&group) {
@@ -973,7 +1099,7 @@ impl<S: StateMachine> MultiRaft<S> {
             self.set_fatal(Fatal::LostAcknowledgedEntries(msg));
             return;
         }
-        for (group, to, ok) in std::mem::take(&mut *self.inbox.snapshot_reports.borrow_mut()) {
+        for (group, to, ok) in self.inbox.take_snapshot_reports() {
             if let Some(&i) = inner.index.get(&group) {
                 let status = if ok {
                     SnapshotStatus::Finish
@@ -983,7 +1109,7 @@ impl<S: StateMachine> MultiRaft<S> {
                 inner.groups[i].raw.report_snapshot(to, status);
             }
         }
-        for (group, to) in std::mem::take(&mut *self.inbox.unreachable.borrow_mut()) {
+        for (group, to) in self.inbox.take_unreachable() {
             if let Some(&i) = inner.index.get(&group) {
                 inner.groups[i].raw.report_unreachable(to);
             }
@@ -1063,6 +1189,9 @@ impl<S: StateMachine> MultiRaft<S> {
                 // Reads whose index an earlier round's apply reached.
                 Self::serve_reads(g);
             }
+            let r = &g.raw.raft;
+            self.roles
+                .record(g.id, r.leader_id, r.term, r.state == StateRole::Leader);
         }
     }
 

@@ -28,9 +28,10 @@ use crate::bus_auth;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use protobuf::Message as _;
 use raft::eraftpb::{Message, MessageType};
-use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -97,15 +98,104 @@ fn tune(stream: &TcpStream) {
     let _ = sock.set_tcp_user_timeout(Some(LINK_TIMEOUT));
 }
 
-/// What arrived from peers, drained by the node loop each round.
+/// What arrived from peers for the groups of one Raft loop, drained by
+/// that loop each round. The transport fills it from its own thread (a
+/// node's groups may run on several shard threads, one loop each).
 #[derive(Default)]
 pub struct Inbox {
-    pub messages: RefCell<Vec<(u64, Message)>>,
+    pub(crate) messages: Mutex<Vec<(u64, Message)>>,
     /// (group, peer, delivered) for snapshot sends.
-    pub snapshot_reports: RefCell<Vec<(u64, u64, bool)>>,
+    pub(crate) snapshot_reports: Mutex<Vec<(u64, u64, bool)>>,
     /// (group, peer) whose message could not be sent.
-    pub unreachable: RefCell<Vec<(u64, u64)>>,
+    pub(crate) unreachable: Mutex<Vec<(u64, u64)>>,
     pub wake: Notify,
+}
+
+/// A lock nobody holds across a call that can panic; a poisoned one is
+/// still consistent (a `Vec` push), so it is taken anyway.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Inbox {
+    pub(crate) fn take_messages(&self) -> Vec<(u64, Message)> {
+        std::mem::take(&mut *lock(&self.messages))
+    }
+
+    pub(crate) fn take_snapshot_reports(&self) -> Vec<(u64, u64, bool)> {
+        std::mem::take(&mut *lock(&self.snapshot_reports))
+    }
+
+    pub(crate) fn take_unreachable(&self) -> Vec<(u64, u64)> {
+        std::mem::take(&mut *lock(&self.unreachable))
+    }
+}
+
+/// Where the transport delivers: the inbox of the Raft loop that owns each
+/// group (one loop per shard thread), or the default one.
+pub struct Inboxes {
+    default: Arc<Inbox>,
+    by_group: HashMap<u64, Arc<Inbox>>,
+}
+
+impl Inboxes {
+    /// Every group on one loop.
+    pub fn single(inbox: Arc<Inbox>) -> Inboxes {
+        Inboxes {
+            default: inbox,
+            by_group: HashMap::new(),
+        }
+    }
+
+    /// Groups listed in `by_group` on their loops, the others on `default`.
+    pub fn new(default: Arc<Inbox>, by_group: HashMap<u64, Arc<Inbox>>) -> Inboxes {
+        Inboxes { default, by_group }
+    }
+
+    fn of(&self, group: u64) -> &Arc<Inbox> {
+        self.by_group.get(&group).unwrap_or(&self.default)
+    }
+
+    /// Hands received messages to their loops, waking each loop once.
+    fn deliver(&self, msgs: Vec<(u64, Message)>) {
+        if self.by_group.is_empty() {
+            lock(&self.default.messages).extend(msgs);
+            self.default.wake.notify_one();
+            return;
+        }
+        let mut woken: Vec<&Arc<Inbox>> = Vec::new();
+        for (g, m) in msgs {
+            let inbox = self.of(g);
+            lock(&inbox.messages).push((g, m));
+            if !woken.iter().any(|w| Arc::ptr_eq(w, inbox)) {
+                woken.push(inbox);
+            }
+        }
+        for inbox in woken {
+            inbox.wake.notify_one();
+        }
+    }
+
+    /// Tells the loops of `groups` that their messages to `to` were lost.
+    fn unreachable(&self, groups: impl IntoIterator<Item = u64>, to: u64) {
+        let mut woken: Vec<&Arc<Inbox>> = Vec::new();
+        for g in groups {
+            let inbox = self.of(g);
+            lock(&inbox.unreachable).push((g, to));
+            if !woken.iter().any(|w| Arc::ptr_eq(w, inbox)) {
+                woken.push(inbox);
+            }
+        }
+        for inbox in woken {
+            inbox.wake.notify_one();
+        }
+    }
+
+    fn snapshot_report(&self, group: u64, to: u64, delivered: bool) {
+        let inbox = self.of(group);
+        lock(&inbox.snapshot_reports).push((group, to, delivered));
+        inbox.wake.notify_one();
+    }
 }
 
 /// Called with (from node, payload) for each broadcast frame (PUBLISH).
@@ -120,9 +210,9 @@ struct Peer {
     addr: String,
     /// Each item with its cost, computed once when queued.
     tx: mpsc::UnboundedSender<(Out, usize)>,
-    connected: Rc<Cell<bool>>,
+    connected: Arc<AtomicBool>,
     /// Bytes (estimated) of the messages queued for the sender task.
-    queued: Rc<Cell<usize>>,
+    queued: Arc<AtomicUsize>,
 }
 
 /// Most bytes queued for one peer. Beyond it new messages are dropped and
@@ -139,15 +229,18 @@ fn queued_cost(o: &Out) -> usize {
     }
 }
 
+/// Shared by every Raft loop of the node (one per shard thread): sending
+/// queues messages for the peer's sender task, which runs on the thread
+/// that started the transport.
 pub struct Transport {
     node_id: u64,
     cluster_id: u64,
     /// The cluster secret peers prove in the handshake (empty: none).
-    secret: Rc<[u8]>,
+    secret: Arc<[u8]>,
     peers: HashMap<u64, Peer>,
-    inbox: Rc<Inbox>,
-    pub sent_messages: Cell<u64>,
-    pub received_messages: Rc<Cell<u64>>,
+    inboxes: Arc<Inboxes>,
+    pub sent_messages: AtomicU64,
+    pub received_messages: Arc<AtomicU64>,
 }
 
 fn handshake(cluster_id: u64, from: u64, to: u64) -> [u8; bus_auth::HELLO_LEN] {
@@ -566,20 +659,20 @@ impl Transport {
     pub fn start(
         node_id: u64,
         cluster_id: u64,
-        secret: Rc<[u8]>,
+        secret: Arc<[u8]>,
         listener: TcpListener,
         peers: &[(u64, String)],
-        inbox: Rc<Inbox>,
+        inboxes: Arc<Inboxes>,
         on_broadcast: BroadcastHandler,
-    ) -> Rc<Transport> {
+    ) -> Arc<Transport> {
         let mut map = HashMap::new();
         for (id, addr) in peers {
             if *id == node_id {
                 continue;
             }
             let (tx, rx) = mpsc::unbounded_channel();
-            let connected = Rc::new(Cell::new(false));
-            let queued = Rc::new(Cell::new(0));
+            let connected = Arc::new(AtomicBool::new(false));
+            let queued = Arc::new(AtomicUsize::new(0));
             tokio::task::spawn_local(sender_loop(
                 node_id,
                 cluster_id,
@@ -590,7 +683,7 @@ impl Transport {
                     rx,
                     queued: queued.clone(),
                 },
-                inbox.clone(),
+                inboxes.clone(),
                 connected.clone(),
             ));
             map.insert(
@@ -604,24 +697,24 @@ impl Transport {
             );
         }
         let known: Vec<u64> = map.keys().copied().collect();
-        let received = Rc::new(Cell::new(0));
+        let received = Arc::new(AtomicU64::new(0));
         tokio::task::spawn_local(accept_loop(
             listener,
             node_id,
             cluster_id,
             secret.clone(),
             known,
-            inbox.clone(),
+            inboxes.clone(),
             on_broadcast,
             received.clone(),
         ));
-        Rc::new(Transport {
+        Arc::new(Transport {
             node_id,
             cluster_id,
             secret,
             peers: map,
-            inbox,
-            sent_messages: Cell::new(0),
+            inboxes,
+            sent_messages: AtomicU64::new(0),
             received_messages: received,
         })
     }
@@ -643,23 +736,23 @@ impl Transport {
             }
         }
         for (to, batch) in per_peer {
-            self.sent_messages
-                .set(self.sent_messages.get() + batch.len() as u64);
+            self.sent_messages.fetch_add(batch.len() as u64, Relaxed);
             let out = Out::Raft(batch);
             let cost = queued_cost(&out);
             match self.peers.get(&to) {
                 // An empty queue takes any item, so one entry larger than
                 // the limit (a big SET) still goes out on its own.
-                Some(p) if p.queued.get() > 0 && p.queued.get() + cost > MAX_QUEUED_BYTES => {
+                Some(p)
+                    if p.queued.load(Relaxed) > 0
+                        && p.queued.load(Relaxed) + cost > MAX_QUEUED_BYTES =>
+                {
                     if let Out::Raft(batch) = out {
-                        for (g, _) in batch {
-                            self.inbox.unreachable.borrow_mut().push((g, to));
-                        }
+                        self.inboxes
+                            .unreachable(batch.into_iter().map(|(g, _)| g), to);
                     }
-                    self.inbox.wake.notify_one();
                 }
                 Some(p) => {
-                    p.queued.set(p.queued.get() + cost);
+                    p.queued.fetch_add(cost, Relaxed);
                     let _ = p.tx.send((out, cost));
                 }
                 None => debug!(to, "message for an unknown node dropped"),
@@ -677,7 +770,8 @@ impl Transport {
         let addr = peer.addr.clone();
         let hello = handshake(self.cluster_id, self.node_id, to);
         let secret = self.secret.clone();
-        let inbox = self.inbox.clone();
+        let inboxes = self.inboxes.clone();
+        // On the sending loop's own thread.
         tokio::task::spawn_local(async move {
             let size = m.get_snapshot().get_data().len();
             let sent = stream_snapshot(&addr, &hello, &secret, group, m).await;
@@ -685,11 +779,7 @@ impl Transport {
                 Ok(()) => info!(group, to, bytes = size, "snapshot sent"),
                 Err(e) => warn!(group, to, bytes = size, "snapshot send failed: {e}"),
             }
-            inbox
-                .snapshot_reports
-                .borrow_mut()
-                .push((group, to, sent.is_ok()));
-            inbox.wake.notify_one();
+            inboxes.snapshot_report(group, to, sent.is_ok());
         });
     }
 
@@ -699,8 +789,8 @@ impl Transport {
             // Best effort, like PUBLISH across Redis Cluster's bus.
             let out = Out::Broadcast(payload.clone());
             let cost = queued_cost(&out);
-            if p.queued.get() + cost <= MAX_QUEUED_BYTES {
-                p.queued.set(p.queued.get() + cost);
+            if p.queued.load(Relaxed) + cost <= MAX_QUEUED_BYTES {
+                p.queued.fetch_add(cost, Relaxed);
                 let _ = p.tx.send((out, cost));
             }
         }
@@ -708,11 +798,15 @@ impl Transport {
 
     /// Bytes queued for a peer and not yet handed to its socket.
     pub fn queued_bytes(&self, node: u64) -> usize {
-        self.peers.get(&node).map_or(0, |p| p.queued.get())
+        self.peers.get(&node).map_or(0, |p| p.queued.load(Relaxed))
     }
 
     pub fn is_connected(&self, node: u64) -> bool {
-        node == self.node_id || self.peers.get(&node).is_some_and(|p| p.connected.get())
+        node == self.node_id
+            || self
+                .peers
+                .get(&node)
+                .is_some_and(|p| p.connected.load(Relaxed))
     }
 }
 
@@ -720,12 +814,12 @@ impl Transport {
 async fn sender_loop(
     me: u64,
     cluster_id: u64,
-    secret: Rc<[u8]>,
+    secret: Arc<[u8]>,
     to: u64,
     addr: String,
     mut queue: Queue,
-    inbox: Rc<Inbox>,
-    connected: Rc<Cell<bool>>,
+    inbox: Arc<Inboxes>,
+    connected: Arc<AtomicBool>,
 ) {
     let mut backoff = Duration::from_millis(20);
     let hello = handshake(cluster_id, me, to);
@@ -764,7 +858,7 @@ async fn sender_loop(
             continue;
         }
         info!(to, %addr, "connected to peer");
-        connected.set(true);
+        connected.store(true, Relaxed);
         backoff = Duration::from_millis(20);
         loop {
             let Some(first) = queue.recv().await else {
@@ -798,11 +892,8 @@ async fn sender_loop(
             }
             if let Err(e) = write_pieces(&mut stream, &buf, LINK_TIMEOUT).await {
                 warn!(to, "peer connection lost: {e}");
-                connected.set(false);
-                for (g, _) in raft {
-                    inbox.unreachable.borrow_mut().push((g, to));
-                }
-                inbox.wake.notify_one();
+                connected.store(false, Relaxed);
+                inbox.unreachable(raft.into_iter().map(|(g, _)| g), to);
                 break;
             }
         }
@@ -829,12 +920,14 @@ fn payload_bytes(batch: &[(u64, Message)]) -> usize {
 /// A peer's outgoing messages and their cost (see [`MAX_QUEUED_BYTES`]).
 struct Queue {
     rx: mpsc::UnboundedReceiver<(Out, usize)>,
-    queued: Rc<Cell<usize>>,
+    queued: Arc<AtomicUsize>,
 }
 
 impl Queue {
     fn taken(&self, item: (Out, usize)) -> (Out, usize) {
-        self.queued.set(self.queued.get().saturating_sub(item.1));
+        // Only this task takes from the queue, so the count never
+        // underflows: every item was counted before it was queued.
+        self.queued.fetch_sub(item.1, Relaxed);
         item
     }
 
@@ -849,18 +942,15 @@ impl Queue {
     }
 }
 
-fn drain_unreachable(queue: &mut Queue, to: u64, inbox: &Inbox) {
-    let mut any = false;
+fn drain_unreachable(queue: &mut Queue, to: u64, inboxes: &Inboxes) {
+    let mut groups = Vec::new();
     while let Some((o, _)) = queue.try_recv() {
         if let Out::Raft(b) = o {
-            for (g, _) in b {
-                inbox.unreachable.borrow_mut().push((g, to));
-                any = true;
-            }
+            groups.extend(b.into_iter().map(|(g, _)| g));
         }
     }
-    if any {
-        inbox.wake.notify_one();
+    if !groups.is_empty() {
+        inboxes.unreachable(groups, to);
     }
 }
 
@@ -869,11 +959,11 @@ async fn accept_loop(
     listener: TcpListener,
     me: u64,
     cluster_id: u64,
-    secret: Rc<[u8]>,
+    secret: Arc<[u8]>,
     known: Vec<u64>,
-    inbox: Rc<Inbox>,
+    inbox: Arc<Inboxes>,
     on_broadcast: BroadcastHandler,
-    received: Rc<Cell<u64>>,
+    received: Arc<AtomicU64>,
 ) {
     loop {
         let Ok((stream, addr)) = listener.accept().await else {
@@ -912,9 +1002,9 @@ async fn read_peer(
     cluster_id: u64,
     secret: &[u8],
     known: &[u64],
-    inbox: &Inbox,
+    inbox: &Inboxes,
     on_broadcast: &BroadcastHandler,
-    received: &Cell<u64>,
+    received: &AtomicU64,
 ) -> Result<(), String> {
     let mut hello = [0u8; 28];
     tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut hello))
@@ -956,17 +1046,15 @@ async fn read_peer(
             .map_err(|e| format!("node {from}: {e}"))?
         {
             Delivery::Raft(msgs) => {
-                received.set(received.get() + msgs.len() as u64);
-                inbox.messages.borrow_mut().extend(msgs);
-                inbox.wake.notify_one();
+                received.fetch_add(msgs.len() as u64, Relaxed);
+                inbox.deliver(msgs);
             }
             Delivery::Broadcast(payload) => on_broadcast(from, payload),
             Delivery::Snapshot(group, m) => {
                 let bytes = m.get_snapshot().get_data().len();
                 debug!(group, from, bytes, "snapshot received");
-                received.set(received.get() + 1);
-                inbox.messages.borrow_mut().push((group, m));
-                inbox.wake.notify_one();
+                received.fetch_add(1, Relaxed);
+                inbox.deliver(vec![(group, m)]);
                 // The sender reports the transfer to Raft once told.
                 tokio::time::timeout(SNAPSHOT_STALL, stream.write_all(&[SNAPSHOT_ACK]))
                     .await
@@ -1013,6 +1101,7 @@ async fn read_frame(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::Cell;
 
     async fn wait_for(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
         let deadline = tokio::time::Instant::now() + limit;
@@ -1057,14 +1146,14 @@ mod tests {
                 }
             });
             let me = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let inbox = Rc::new(Inbox::default());
+            let inbox = Arc::new(Inbox::default());
             let t = Transport::start(
                 1,
                 9,
-                Rc::from(&b""[..]),
+                Arc::from(&b""[..]),
                 me,
                 &[(2, hole_addr)],
-                inbox.clone(),
+                Arc::new(Inboxes::single(inbox.clone())),
                 Rc::new(|_, _| {}),
             );
             assert!(wait_for(Duration::from_secs(5), || t.is_connected(2)).await);
@@ -1081,13 +1170,12 @@ mod tests {
                 t.send(1, vec![m]);
                 assert!(t.queued_bytes(2) <= MAX_QUEUED_BYTES);
             }
-            assert!(!inbox.unreachable.borrow().is_empty());
-            inbox.unreachable.borrow_mut().clear();
+            assert!(!lock(&inbox.unreachable).is_empty());
+            lock(&inbox.unreachable).clear();
             let started = tokio::time::Instant::now();
             // Keep the link busy until the sender gives up on it (it
             // reports the batch it could not send as unreachable).
-            while started.elapsed() < Duration::from_secs(15)
-                && inbox.unreachable.borrow().is_empty()
+            while started.elapsed() < Duration::from_secs(15) && lock(&inbox.unreachable).is_empty()
             {
                 let mut e = raft::eraftpb::Entry::default();
                 e.set_data(Bytes::from(vec![7u8; 256 * 1024]));
@@ -1100,7 +1188,7 @@ mod tests {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             assert!(
-                !inbox.unreachable.borrow().is_empty(),
+                !lock(&inbox.unreachable).is_empty(),
                 "the link to a peer that reads nothing was never dropped"
             );
             println!("link dropped after {:?}", started.elapsed());
@@ -1435,16 +1523,16 @@ mod tests {
                 (2, l2.local_addr().unwrap().to_string()),
                 (3, cut.local_addr().unwrap().to_string()),
             ];
-            let secret: Rc<[u8]> = Rc::from(&b"s"[..]);
-            let (in1, in2) = (Rc::new(Inbox::default()), Rc::new(Inbox::default()));
-            let start = |id, l, inbox: &Rc<Inbox>| {
+            let secret: Arc<[u8]> = Arc::from(&b"s"[..]);
+            let (in1, in2) = (Arc::new(Inbox::default()), Arc::new(Inbox::default()));
+            let start = |id, l, inbox: &Arc<Inbox>| {
                 Transport::start(
                     id,
                     9,
                     secret.clone(),
                     l,
                     &peers,
-                    inbox.clone(),
+                    Arc::new(Inboxes::single(inbox.clone())),
                     Rc::new(|_, _| {}),
                 )
             };
@@ -1472,18 +1560,16 @@ mod tests {
             to3.to = 3;
             t1.send(6, vec![to3]);
             assert!(
-                wait_for(Duration::from_secs(20), || in1
-                    .snapshot_reports
-                    .borrow()
+                wait_for(Duration::from_secs(20), || lock(&in1.snapshot_reports)
                     .len()
                     == 2)
                 .await,
                 "both transfers reported"
             );
-            let mut reports = in1.snapshot_reports.borrow().clone();
+            let mut reports = lock(&in1.snapshot_reports).clone();
             reports.sort();
             assert_eq!(reports, [(6, 2, true), (6, 3, false)]);
-            let got = in2.messages.borrow();
+            let got = lock(&in2.messages);
             assert_eq!(got.len(), 1);
             assert_eq!(got[0].0, 6);
             assert!(got[0].1.get_snapshot().get_data() == &data[..]);

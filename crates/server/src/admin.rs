@@ -77,7 +77,7 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
         C::Publish => Ok(crate::pubsub::publish(s, args)),
         C::Spublish => Ok(crate::pubsub::spublish(s, args)),
         C::Pubsub(sub) => crate::pubsub::container(s, sub, args),
-        C::Cluster(sub) => Ok(crate::cluster::commands::cluster(s, sub, args)),
+        C::Cluster(sub) => return crate::cluster::commands::cluster(s, sub, args),
         C::CommandAll => Ok(command_all()),
         C::Client(ClientCmd::Reply) => return client_reply(s, &args[2]),
         C::Client(sub) => client(s, sub, args),
@@ -620,7 +620,9 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
                 .borrow_mut()
                 .with_store(|store| store.notify = notify);
             if let Some(node) = &s.server.cluster {
-                node.hooks.notify.set(notify);
+                node.hooks
+                    .notify
+                    .store(notify, std::sync::atomic::Ordering::Relaxed);
             }
             // Under Raft this becomes a replicated entry, so that every
             // replica converts encodings at the same point.

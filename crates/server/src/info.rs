@@ -253,9 +253,7 @@ fn section(s: &Session, name: &str, out: &mut String) {
             if let Some(node) = &server.cluster {
                 let (mut keys, mut expires) = (0, 0);
                 for shard in node.led_shards() {
-                    if let Some((k, e)) =
-                        node.with_store(shard, |st| (st.db(0).len(), st.db(0).expires_count()))
-                    {
+                    if let Some((k, e)) = node.key_counts(shard) {
                         keys += k;
                         expires += e;
                     }
@@ -305,7 +303,7 @@ fn cluster_section(s: &Session, out: &mut String) {
         .to_string();
     let (known_nodes, shards) = node.with_map(|m| (m.nodes.len(), m.shards.len()));
     let (mut led, mut followed, mut leaderless) = (0, 0, 0);
-    for g in node.raft.status() {
+    for g in node.status() {
         if g.id == crate::cluster::META_GROUP {
             continue;
         }
@@ -366,7 +364,7 @@ fn raft_section(s: &Session, out: &mut String) {
         return;
     };
     out.push_str("# Raft\r\n");
-    let groups = node.raft.status();
+    let groups = node.status();
     let (mut led, mut following, mut candidates) = (0, 0, 0);
     let (mut commit_sum, mut applied_sum) = (0u64, 0u64);
     let mut totals = kvasir_raft::node::GroupStats::default();
@@ -389,6 +387,7 @@ fn raft_section(s: &Session, out: &mut String) {
     }
     let cfg = node.raft.config();
     let log_size = node.raft.log_size() as u64;
+    let (fsyncs, log_writes) = node.log_counters();
     let _ = write!(
         out,
         "raft_node_id:{}\r\nraft_wal:{}\r\nraft_read_mode:{}\r\nraft_groups:{}\r\nshards_led:{led}\r\nshards_following:{following}\r\nshards_candidate:{candidates}\r\ncommit_index_sum:{commit_sum}\r\napplied_index_sum:{applied_sum}\r\nraft_log_size_bytes:{log_size}\r\nraft_log_size_human:{}\r\nsnapshots_taken:{}\r\nsnapshots_installed:{}\r\nproposals_total:{}\r\nproposals_per_sec:{:.2}\r\nentries_proposed:{}\r\nlinearizable_reads:{}\r\nfsyncs:{}\r\nlog_writes:{}\r\n",
@@ -403,8 +402,8 @@ fn raft_section(s: &Session, out: &mut String) {
         proposals_per_sec(s.server.started, totals.proposals),
         totals.entries,
         totals.reads,
-        node.raft.fsyncs.get(),
-        node.raft.log_writes.get(),
+        fsyncs,
+        log_writes,
     );
     let layout = node.layout();
     let meta_preferred = cfg.peers.iter().map(|(id, _)| *id).min().unwrap_or(0);

@@ -254,10 +254,10 @@ async fn serve(config: Config) -> std::io::Result<()> {
     tokio::task::spawn_local(sample_rates(server.clone()));
     info!("Ready to accept connections tcp");
 
-    let raft = server.cluster.as_ref().map(|c| c.raft.clone());
+    let node = server.cluster.clone();
     let fatal = async {
-        match &raft {
-            Some(raft) => Some(raft.fatal().await),
+        match &node {
+            Some(node) => Some(node.fatal().await),
             None => std::future::pending().await,
         }
     };

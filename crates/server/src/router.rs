@@ -62,10 +62,15 @@ impl Server {
         }
     }
 
-    /// Runs `f` on this node's replica of `shard`, if it has one.
-    pub fn with_shard<R>(&self, shard: u64, f: impl FnOnce(&Store) -> R) -> Option<R> {
+    /// Runs `f` on this node's replica of `shard`, if it has one (on the
+    /// shard's thread).
+    pub async fn on_shard<R: Send + 'static>(
+        &self,
+        shard: u64,
+        f: impl FnOnce(&Store) -> R + Send + 'static,
+    ) -> Option<R> {
         match &self.cluster {
-            Some(node) => node.with_store(shard, f),
+            Some(node) => node.on_store(shard, f).await,
             None if shard == LOCAL_SHARD => Some(f(self.local_store.borrow().store())),
             None => None,
         }
@@ -112,10 +117,17 @@ pub async fn expire_loop(server: Rc<Server>) {
         let shards = server.led_shards();
         let budget = (MAX_VISITS_PER_CYCLE / shards.len().max(1)).max(1_000);
         for shard in shards {
-            let expire = cursors.entry(shard).or_default();
+            let mut expire = cursors.remove(&shard).unwrap_or_default();
             let picked = server
-                .with_shard(shard, |store| expire.collect(store, now, budget))
-                .unwrap_or_default();
+                .on_shard(shard, move |store| {
+                    let picked = expire.collect(store, now, budget);
+                    (expire, picked)
+                })
+                .await;
+            let Some((expire, picked)) = picked else {
+                continue;
+            };
+            cursors.insert(shard, expire);
             for (db, keys) in picked {
                 if !keys.is_empty() {
                     server.order(shard, ShardCmd::Expire { db, keys });

@@ -58,9 +58,10 @@ async fn follow(
 ) {
     loop {
         let result = answer.await.unwrap_or(Err(RaftError::Dropped));
+        node.settle();
         let on = match result {
             Ok(Out::Block(on)) => on,
-            Ok(Out::Reply(r)) if r.is_error() && keeps_waiting(&node, &blocking, id) => {
+            Ok(Out::Reply(r)) if r.is_error() && keeps_waiting(&node, &blocking, id).await => {
                 blocking.borrow_mut().repark(id);
                 return;
             }
@@ -89,18 +90,22 @@ async fn follow(
 /// A re-run (never the first run: the waiter knows its timeout reply by
 /// then) that failed because a key now holds another type keeps waiting,
 /// as Redis keeps such a client blocked.
-fn keeps_waiting(node: &ClusterNode, blocking: &SharedBlocking, id: u64) -> bool {
-    let b = blocking.borrow();
-    let Some(w) = b.get(id) else {
-        return false;
+async fn keeps_waiting(node: &ClusterNode, blocking: &SharedBlocking, id: u64) -> bool {
+    let (shard, spec, db, keys) = {
+        let b = blocking.borrow();
+        let Some(w) = b.get(id) else {
+            return false;
+        };
+        if !w.has_timeout_reply() {
+            return false;
+        }
+        (w.shard, w.spec, w.db, w.keys.clone())
     };
-    if !w.has_timeout_reply() {
-        return false;
-    }
     let now = crate::local_store::unix_ms();
-    node.with_store(w.shard, |st| {
-        kvasir_core::machine::waits_on_other_type(st, w.spec, w.db, &w.keys, now)
+    node.on_store(shard, move |st| {
+        kvasir_core::machine::waits_on_other_type(st, spec, db, &keys, now)
     })
+    .await
     .unwrap_or(false)
 }
 

@@ -3,7 +3,7 @@
 //! the shards this node leads (DBSIZE, KEYS, SCAN, FLUSHALL...), EXEC as
 //! one Raft proposal, and the CLUSTER command family.
 
-use super::sm::{Cmd, Out};
+use super::sm::{Cmd, NodeSm, Out};
 use super::{raft_error_reply, ClusterNode, Route};
 use crate::session::{Finished, Outcome, PendingOp, Session};
 use bytes::Bytes;
@@ -52,7 +52,10 @@ pub fn dispatch(
     });
     let rx = match submit(node, slot, write, s.readonly, cmd) {
         Ok(rx) => rx,
-        Err(Route::LocalReplica(shard)) => return local_read(node, shard, s.db, args).into(),
+        Err(Route::LocalReplica(shard)) => {
+            let read = local_read(node, shard, s.db, args.to_vec());
+            return pending_read(async move { Finished::Reply(read.await) });
+        }
         Err(route) => return not_submitted(route).into(),
     };
     if blocking {
@@ -112,14 +115,42 @@ fn not_submitted(route: Route) -> Reply {
 }
 
 /// A read served by this node's replica (READONLY connections).
-fn local_read(node: &ClusterNode, shard: u64, db: usize, args: &[Bytes]) -> Reply {
-    node.with_store(shard, |store| {
+fn local_read(
+    node: &ClusterNode,
+    shard: u64,
+    db: usize,
+    args: Vec<Bytes>,
+) -> impl std::future::Future<Output = Reply> + 'static {
+    let read = node.on_store(shard, move |store| {
         store
-            .read(db, args, &now_ctx())
+            .read(db, &args, &now_ctx())
             .unwrap_or_else(|e| e.to_reply())
-    })
+    });
     // route() only picks a replica this node holds.
-    .unwrap_or_else(kvasir_cluster::route::try_again)
+    async move { read.await.unwrap_or_else(kvasir_cluster::route::try_again) }
+}
+
+/// A reply computed off the session (on shard threads), as a read in
+/// flight.
+fn pending_read(reply: impl std::future::Future<Output = Finished> + 'static) -> Outcome {
+    Outcome::Pending(Box::new(PendingOp {
+        reply: Box::pin(reply),
+        write: false,
+        blocking: false,
+    }))
+}
+
+/// `args` run as a read on this node's replica of `shard`.
+fn shard_read(
+    node: &ClusterNode,
+    shard: u64,
+    db: usize,
+    args: Vec<Bytes>,
+) -> impl std::future::Future<Output = Option<Result<Reply, Reply>>> + 'static {
+    let read = node.on_store(shard, move |st| {
+        st.read(db, &args, &now_ctx()).map_err(|e| e.to_reply())
+    });
+    async move { read.await }
 }
 
 type Answer = oneshot::Receiver<Result<Out, RaftError>>;
@@ -146,7 +177,7 @@ fn held(node: &Rc<ClusterNode>, slot: u16, write: bool, readonly: bool, cmd: Cmd
                     return;
                 };
                 let args = cmds.first().cloned().unwrap_or_default();
-                Ok(Out::Reply(local_read(&node, shard, *db, &args)))
+                Ok(Out::Reply(local_read(&node, shard, *db, args).await))
             }
             Some(Route::Redirect(reply)) => Ok(Out::Reply(reply)),
             Some(Route::NoLeader(_)) | None => Ok(Out::Reply(ClusterNode::no_leader_reply())),
@@ -165,58 +196,72 @@ fn keyless(
     args: &[Bytes],
 ) -> Outcome {
     let led = node.led_shards();
+    let (db, owned) = (s.db, args.to_vec());
     match spec.keyless {
         Keyless::Count => {
-            let mut n = 0;
-            for sh in led {
-                match node.with_store(sh, |st| st.read(s.db, args, &now_ctx())) {
-                    Some(Ok(Reply::Int(count))) => n += count,
-                    Some(Err(e)) => return e.to_reply().into(),
-                    _ => {}
+            let node = node.clone();
+            pending_read(async move {
+                let mut n = 0;
+                for sh in led {
+                    match shard_read(&node, sh, db, owned.clone()).await {
+                        Some(Ok(Reply::Int(count))) => n += count,
+                        Some(Err(e)) => return Finished::Reply(e),
+                        _ => {}
+                    }
                 }
-            }
-            Reply::Int(n).into()
+                Finished::Reply(Reply::Int(n))
+            })
         }
         Keyless::List => {
-            let mut all = Vec::new();
-            for sh in led {
-                let r = node.with_store(sh, |st| st.read(s.db, args, &now_ctx()));
-                match r {
-                    Some(Ok(Reply::Array(items))) => all.extend(items),
-                    Some(Ok(Reply::BulkArray(buf, ends))) => {
-                        let mut start = 0;
-                        for end in ends {
-                            all.push(Reply::Bulk(buf.slice(start..end)));
-                            start = end;
+            let node = node.clone();
+            pending_read(async move {
+                let mut all = Vec::new();
+                for sh in led {
+                    match shard_read(&node, sh, db, owned.clone()).await {
+                        Some(Ok(Reply::Array(items))) => all.extend(items),
+                        Some(Ok(Reply::BulkArray(buf, ends))) => {
+                            let mut start = 0;
+                            for end in ends {
+                                all.push(Reply::Bulk(buf.slice(start..end)));
+                                start = end;
+                            }
                         }
+                        Some(Err(e)) => return Finished::Reply(e),
+                        _ => {}
                     }
-                    Some(Err(e)) => return e.to_reply().into(),
-                    _ => {}
                 }
-            }
-            Reply::Array(all).into()
+                Finished::Reply(Reply::Array(all))
+            })
         }
         Keyless::Pick => {
-            for sh in led {
-                if let Some(Ok(r)) = node.with_store(sh, |st| st.read(s.db, args, &now_ctx())) {
-                    if !matches!(r, Reply::Nil) {
-                        return r.into();
+            let node = node.clone();
+            pending_read(async move {
+                for sh in led {
+                    if let Some(Ok(r)) = shard_read(&node, sh, db, owned.clone()).await {
+                        if !matches!(r, Reply::Nil) {
+                            return Finished::Reply(r);
+                        }
                     }
                 }
-            }
-            Reply::Nil.into()
+                Finished::Reply(Reply::Nil)
+            })
         }
-        Keyless::Cursor => scan(s, node, &led, args),
+        Keyless::Cursor => {
+            let node = node.clone();
+            pending_read(async move { Finished::Reply(scan(&node, db, &led, &owned).await) })
+        }
         Keyless::AnyShard => {
             let Some(&sh) = led.first() else {
                 return kvasir_cluster::route::try_again().into();
             };
             if !matches!(spec.handler, Handler::Write(_)) {
-                return node
-                    .with_store(sh, |st| st.read(s.db, args, &now_ctx()))
-                    .map(|r| r.unwrap_or_else(|e| e.to_reply()))
-                    .unwrap_or_else(kvasir_cluster::route::try_again)
-                    .into();
+                let read = shard_read(node, sh, db, owned);
+                return pending_read(async move {
+                    Finished::Reply(match read.await {
+                        Some(Ok(r) | Err(r)) => r,
+                        None => kvasir_cluster::route::try_again(),
+                    })
+                });
             }
             let rx = node.propose(
                 sh,
@@ -262,10 +307,10 @@ fn keyless(
 
 /// SCAN over the shards this node leads: the cursor's top 16 bits are the
 /// position in that list, the rest the shard's own cursor.
-fn scan(s: &Session, node: &ClusterNode, led: &[u64], args: &[Bytes]) -> Outcome {
+async fn scan(node: &ClusterNode, db: usize, led: &[u64], args: &[Bytes]) -> Reply {
     let cursor = match kvasir_core::args::parse_cursor(&args[1]) {
         Ok(c) => c,
-        Err(e) => return e.to_reply().into(),
+        Err(e) => return e.to_reply(),
     };
     let mut pos = (cursor >> 48) as usize;
     let mut inner = cursor & ((1 << 48) - 1);
@@ -273,8 +318,7 @@ fn scan(s: &Session, node: &ClusterNode, led: &[u64], args: &[Bytes]) -> Outcome
     while pos < led.len() {
         let mut a = args.to_vec();
         a[1] = Bytes::from(inner.to_string());
-        let r = node.with_store(led[pos], |st| st.read(s.db, &a, &now_ctx()));
-        match r {
+        match shard_read(node, led[pos], db, a).await {
             Some(Ok(Reply::Array(mut parts))) if parts.len() == 2 => {
                 let next = match &parts[0] {
                     Reply::Bulk(b) => std::str::from_utf8(b)
@@ -291,8 +335,7 @@ fn scan(s: &Session, node: &ClusterNode, led: &[u64], args: &[Bytes]) -> Outcome
                     return Reply::Array(vec![
                         Reply::Bulk(Bytes::from(c.to_string())),
                         Reply::Array(keys),
-                    ])
-                    .into();
+                    ]);
                 }
                 pos += 1;
                 inner = 0;
@@ -300,7 +343,7 @@ fn scan(s: &Session, node: &ClusterNode, led: &[u64], args: &[Bytes]) -> Outcome
                     break;
                 }
             }
-            Some(Err(e)) => return e.to_reply().into(),
+            Some(Err(e)) => return e,
             _ => pos += 1,
         }
     }
@@ -313,7 +356,6 @@ fn scan(s: &Session, node: &ClusterNode, led: &[u64], args: &[Bytes]) -> Outcome
         Reply::Bulk(Bytes::from(next.to_string())),
         Reply::Array(keys),
     ])
-    .into()
 }
 
 /// WATCH in cluster mode: every watched key must hash to one slot (the
@@ -433,6 +475,8 @@ pub fn exec(
 
 /// Turns a finished proposal or read into the client's reply.
 pub fn out_reply(node: &ClusterNode, r: Result<Out, RaftError>, slot: Option<u16>) -> Reply {
+    // What the write wrote reaches watchers and trackers first.
+    node.settle();
     match r {
         Ok(Out::Reply(r)) => r,
         Ok(Out::Block(on)) => on.on_timeout,
@@ -483,9 +527,9 @@ fn slot_in_range(n: i64) -> Option<u16> {
 }
 
 /// Keys of `slot` in this node's replica of its shard (up to `limit`).
-fn keys_in_slot(node: &ClusterNode, slot: u16, limit: usize) -> Vec<Bytes> {
+async fn keys_in_slot(node: &ClusterNode, slot: u16, limit: usize) -> Vec<Bytes> {
     let shard = node.shard_of_slot(slot);
-    node.with_store(shard, |st| {
+    node.on_store(shard, move |st| {
         let mut out = Vec::new();
         for db in 0..st.databases() {
             for e in st.db(db).iter() {
@@ -499,71 +543,93 @@ fn keys_in_slot(node: &ClusterNode, slot: u16, limit: usize) -> Vec<Bytes> {
         }
         out
     })
+    .await
     .unwrap_or_default()
 }
 
 /// CLUSTER <sub>.
-pub fn cluster(s: &Session, sub: ClusterCmd, args: &[Bytes]) -> Reply {
+pub fn cluster(s: &Session, sub: ClusterCmd, args: &[Bytes]) -> Outcome {
     if sub == ClusterCmd::Help {
-        return help_reply(CLUSTER_HELP);
+        return help_reply(CLUSTER_HELP).into();
     }
     let Some(node) = s.server.cluster.clone() else {
-        return Reply::error("ERR This instance has cluster support disabled");
+        return Reply::error("ERR This instance has cluster support disabled").into();
     };
-    match sub {
+    let reply = match sub {
         ClusterCmd::Slots => node.with_view(creply::cluster_slots),
         ClusterCmd::Shards => node.with_view(creply::cluster_shards),
         ClusterCmd::Nodes => node.with_view(creply::cluster_nodes_checked),
         ClusterCmd::Info => node.with_view(creply::cluster_info_reply),
         ClusterCmd::Myid => node.with_view(creply::cluster_myid),
         ClusterCmd::Keyslot => Reply::Int(key_slot(&args[2]) as i64),
+        ClusterCmd::Myshardid => node.with_view(creply::cluster_myshardid),
+        ClusterCmd::Links => node.with_view(creply::cluster_links),
+        ClusterCmd::Replicas | ClusterCmd::Slaves => {
+            node.with_view(|v| creply::cluster_replicas(v, &args[2]))
+        }
+        ClusterCmd::Help => help_reply(CLUSTER_HELP),
+        // These read a shard's store, on the shard's thread.
         ClusterCmd::Countkeysinslot => match int_arg(&args[2]).map(slot_in_range) {
-            Ok(Some(slot)) => Reply::Int(keys_in_slot(&node, slot, usize::MAX).len() as i64),
+            Ok(Some(slot)) => {
+                return pending_read(async move {
+                    let n = keys_in_slot(&node, slot, usize::MAX).await.len();
+                    Finished::Reply(Reply::Int(n as i64))
+                })
+            }
             Ok(None) => Reply::error("ERR Invalid slot"),
             Err(r) => r,
         },
         ClusterCmd::Getkeysinslot => {
             let (slot, count) = match (int_arg(&args[2]), int_arg(&args[3])) {
                 (Ok(slot), Ok(count)) => (slot, count),
-                (Err(r), _) | (_, Err(r)) => return r,
+                (Err(r), _) | (_, Err(r)) => return r.into(),
             };
             match slot_in_range(slot) {
-                Some(slot) if count >= 0 => Reply::Array(
-                    keys_in_slot(&node, slot, count as usize)
-                        .into_iter()
-                        .map(Reply::Bulk)
-                        .collect(),
-                ),
+                Some(slot) if count >= 0 => {
+                    return pending_read(async move {
+                        let keys = keys_in_slot(&node, slot, count as usize).await;
+                        Finished::Reply(Reply::Array(keys.into_iter().map(Reply::Bulk).collect()))
+                    })
+                }
                 _ => Reply::error("ERR Invalid slot or number of keys"),
             }
         }
-        ClusterCmd::Myshardid => node.with_view(creply::cluster_myshardid),
-        ClusterCmd::Links => node.with_view(creply::cluster_links),
-        ClusterCmd::Replicas | ClusterCmd::Slaves => {
-            node.with_view(|v| creply::cluster_replicas(v, &args[2]))
+        ClusterCmd::Sharddigest => {
+            let arg = args[2].clone();
+            return pending_read(async move { Finished::Reply(shard_digest(&node, &arg).await) });
         }
-        ClusterCmd::Sharddigest => shard_digest(&node, &args[2]),
-        ClusterCmd::Help => help_reply(CLUSTER_HELP),
-    }
+    };
+    reply.into()
 }
 
 /// CLUSTER SHARDDIGEST <id>: this node's replica of a shard, to compare
 /// replicas: [applied index, keys, content digest].
-fn shard_digest(node: &ClusterNode, arg: &[u8]) -> Reply {
+async fn shard_digest(node: &ClusterNode, arg: &[u8]) -> Reply {
     let id = match parse_i64(arg) {
         Ok(n) if n > 0 => n as u64,
         _ => return Reply::error("ERR Invalid shard id"),
     };
-    let applied = node
-        .raft
-        .status()
-        .into_iter()
-        .find(|g| g.id == id)
-        .map(|g| g.applied);
-    let found = node.with_store(id, |st| {
-        let keys: usize = (0..st.databases()).map(|d| st.db(d).len()).sum();
-        (keys, kvasir_core::snapshot::digest(st))
-    });
+    // The applied index and the content at the same point, on the
+    // shard's thread.
+    let found = node
+        .on_loop(id, move |raft| {
+            let applied = raft
+                .status()
+                .into_iter()
+                .find(|g| g.id == id)
+                .map(|g| g.applied);
+            let content = raft.with_sm(id, |sm| match sm {
+                Some(NodeSm::Shard(s)) => {
+                    let st = &s.store;
+                    let keys: usize = (0..st.databases()).map(|d| st.db(d).len()).sum();
+                    Some((keys, kvasir_core::snapshot::digest(st)))
+                }
+                _ => None,
+            });
+            (applied, content)
+        })
+        .await;
+    let (applied, found) = found.unwrap_or((None, None));
     match (applied, found) {
         (Some(applied), Some((keys, digest))) => Reply::Array(vec![
             Reply::Int(applied as i64),

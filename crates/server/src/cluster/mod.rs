@@ -7,20 +7,27 @@
 
 pub mod blocked;
 pub mod commands;
+pub mod lanes;
 pub mod sm;
 
 use crate::config::Config;
 use bytes::{BufMut, Bytes, BytesMut};
 use kvasir_cluster::{ClusterMap, NodeInfo, View};
 use kvasir_core::Store;
-use kvasir_raft::{GroupSpec, MultiRaft, RaftError, ReadMode, WalMode};
+use kvasir_raft::transport::{Inbox, Inboxes, Transport};
+use kvasir_raft::{Fatal, GroupSpec, GroupStatus, MultiRaft, RaftError, ReadMode, WalMode};
 use kvasir_resp::Reply;
-use sm::{Cmd, MetaSm, NodeSm, Out, ShardSm, WriteHooks};
+use lanes::{Lane, LaneSetup, LaneShard};
+use sm::{Cmd, HookSink, LaneWrite, MetaSm, NodeSm, Out, ShardCounts, ShardSm, WriteHooks};
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::future::Future;
 use std::rc::{Rc, Weak};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
 use tracing::info;
 
 /// The metadata group.
@@ -29,7 +36,18 @@ pub const META_GROUP: u64 = 0;
 pub struct ClusterNode {
     pub node_id: u64,
     pub cluster_id: u64,
+    /// The main thread's loop (lane 0): group 0 and the shards not on a
+    /// shard thread.
     pub raft: Rc<MultiRaft<NodeSm>>,
+    /// Shard threads (lanes 1..N-1, `--threads N`), see [`lanes`].
+    lanes: Vec<Lane>,
+    /// The lane of every shard this node holds a replica of.
+    lane_of: HashMap<u64, usize>,
+    /// Writes applied on shard threads, for the hooks (main thread).
+    lane_writes: RefCell<mpsc::UnboundedReceiver<LaneWrite>>,
+    lane_fatal: RefCell<mpsc::UnboundedReceiver<Fatal>>,
+    /// Key counts of each shard replica after its last apply.
+    counts: HashMap<u64, Arc<ShardCounts>>,
     /// The bootstrap layout: slot ranges and replica sets never change
     /// after bootstrap (no resharding yet), so routing reads it directly.
     layout: ClusterMap,
@@ -296,7 +314,7 @@ impl ClusterNode {
             );
         }
         let hooks = Rc::new(WriteHooks::new(watches, blocking.clone(), tracking));
-        hooks.notify.set(config.notify_keyspace_events);
+        hooks.notify.store(config.notify_keyspace_events, Relaxed);
         let publish_cell = server.clone();
         let mut specs = vec![GroupSpec {
             id: META_GROUP,
@@ -306,22 +324,34 @@ impl ClusterNode {
                 map: layout.clone(),
             }),
         }];
-        for shard in layout.shards_with_replica(node_id) {
-            // Encoding thresholds are replicated state: every replica must
-            // start from the same ones, whatever its local config says.
-            let mut store = Store::new(1);
-            store.cluster_mode = true;
-            store.key_slot = Some(kvasir_cluster::key_slot);
-            specs.push(GroupSpec {
-                id: shard.id,
-                voters: shard.replicas.clone(),
-                preferred_leader: shard.preferred_leader().unwrap_or(node_id),
-                sm: NodeSm::Shard(ShardSm {
+        // The node's shards, round-robin over the lanes (lane 0: this
+        // thread).
+        let lane_count = config.threads.max(1);
+        let mut lane_shards: Vec<Vec<LaneShard>> = (1..lane_count).map(|_| Vec::new()).collect();
+        let mut lane_of = HashMap::new();
+        let mut counts = HashMap::new();
+        for (i, shard) in layout.shards_with_replica(node_id).enumerate() {
+            let lane = i % lane_count;
+            let count = Arc::new(ShardCounts::default());
+            lane_of.insert(shard.id, lane);
+            counts.insert(shard.id, count.clone());
+            let preferred_leader = shard.preferred_leader().unwrap_or(node_id);
+            if lane == 0 {
+                let hooks = HookSink::Local(hooks.clone());
+                specs.push(GroupSpec {
                     id: shard.id,
-                    store,
-                    hooks: hooks.clone(),
-                }),
-            });
+                    voters: shard.replicas.clone(),
+                    preferred_leader,
+                    sm: NodeSm::Shard(ShardSm::new(shard.id, hooks, count)),
+                });
+            } else {
+                lane_shards[lane - 1].push(LaneShard {
+                    id: shard.id,
+                    voters: shard.replicas.clone(),
+                    preferred_leader,
+                    counts: count,
+                });
+            }
         }
         let listener = TcpListener::bind(&cluster_addr)
             .await
@@ -372,11 +402,58 @@ impl ClusterNode {
                     }
                 }
             });
-        let raft = MultiRaft::start(raft_cfg, listener, specs, on_broadcast).await?;
+        let engine = kvasir_raft::open_log(&raft_cfg).await?;
+        let main_inbox = Arc::new(Inbox::default());
+        let lane_inboxes: Vec<Arc<Inbox>> = lane_shards
+            .iter()
+            .map(|_| Arc::new(Inbox::default()))
+            .collect();
+        let by_group = lane_shards
+            .iter()
+            .zip(&lane_inboxes)
+            .flat_map(|(shards, inbox)| shards.iter().map(|s| (s.id, inbox.clone())))
+            .collect();
+        let transport = Transport::start(
+            node_id,
+            cluster_id,
+            Arc::from(raft_cfg.secret.as_slice()),
+            listener,
+            &raft_cfg.peers,
+            Arc::new(Inboxes::new(main_inbox.clone(), by_group)),
+            on_broadcast,
+        );
+        let (writes_tx, lane_writes) = mpsc::unbounded_channel();
+        let (fatal_tx, lane_fatal) = mpsc::unbounded_channel();
+        let mut lanes = Vec::new();
+        for (i, (shards, inbox)) in lane_shards.into_iter().zip(lane_inboxes).enumerate() {
+            lanes.push(
+                lanes::spawn(LaneSetup {
+                    lane: i + 1,
+                    cfg: raft_cfg.clone(),
+                    engine: engine.clone(),
+                    transport: transport.clone(),
+                    inbox,
+                    shards,
+                    writes: writes_tx.clone(),
+                    notify: hooks.notify.clone(),
+                    fatal: fatal_tx.clone(),
+                })
+                .await?,
+            );
+        }
+        if !lanes.is_empty() {
+            info!("Spreading the node's shards over {lane_count} threads.");
+        }
+        let raft = MultiRaft::start_lane(raft_cfg, engine, transport, main_inbox, specs, true)?;
         let node = Rc::new(ClusterNode {
             node_id,
             cluster_id,
             raft,
+            lanes,
+            lane_of,
+            lane_writes: RefCell::new(lane_writes),
+            lane_fatal: RefCell::new(lane_fatal),
+            counts,
             layout,
             host,
             port: client_port,
@@ -392,6 +469,9 @@ impl ClusterNode {
         tokio::task::spawn_local(publish_loop(node.clone(), publish_cell));
         tokio::task::spawn_local(blocked::serve_loop(node.clone(), hooks, blocking));
         tokio::task::spawn_local(announce_loop(node.clone()));
+        if !node.lanes.is_empty() {
+            tokio::task::spawn_local(lane_writes_loop(node.clone()));
+        }
         info!(
             node_id,
             cluster_id = format!("{cluster_id:016x}"),
@@ -446,7 +526,105 @@ impl ClusterNode {
     }
 
     pub fn leader_of(&self, shard: u64) -> Option<u64> {
-        self.raft.leader_of(shard)
+        match self.lane(shard) {
+            Some(lane) => lane.roles.leader_of(shard),
+            None => self.raft.leader_of(shard),
+        }
+    }
+
+    /// The shard thread that runs `shard`, if not this one.
+    fn lane(&self, shard: u64) -> Option<&Lane> {
+        match self.lane_of.get(&shard) {
+            Some(&l) if l > 0 => self.lanes.get(l - 1),
+            _ => None,
+        }
+    }
+
+    pub fn is_leader(&self, shard: u64) -> bool {
+        match self.lane(shard) {
+            Some(lane) => lane.roles.is_leader(shard),
+            None => self.raft.is_leader(shard),
+        }
+    }
+
+    fn leader_and_term(&self, shard: u64) -> Option<(Option<u64>, u64)> {
+        match self.lane(shard) {
+            Some(lane) => lane.roles.leader_and_term(shard),
+            None => self.raft.leader_and_term(shard),
+        }
+    }
+
+    /// (group, leader, term) of every group whose leader this node knows.
+    fn known_leaders(&self) -> Vec<(u64, u64, u64)> {
+        let mut known = self.raft.known_leaders();
+        for lane in &self.lanes {
+            known.extend(lane.roles.known_leaders());
+        }
+        known
+    }
+
+    /// Every group of the node (shard threads' as last published), by id.
+    pub fn status(&self) -> Vec<GroupStatus> {
+        let mut groups = self.raft.status();
+        for lane in &self.lanes {
+            groups.extend(lane.status());
+        }
+        groups.sort_by_key(|g| g.id);
+        groups
+    }
+
+    /// (fsyncs, log writes) of all the node's loops.
+    pub fn log_counters(&self) -> (u64, u64) {
+        let main = self.raft.counters();
+        let mut totals = (main.fsyncs.load(Relaxed), main.log_writes.load(Relaxed));
+        for lane in &self.lanes {
+            totals.0 += lane.counters.fsyncs.load(Relaxed);
+            totals.1 += lane.counters.log_writes.load(Relaxed);
+        }
+        totals
+    }
+
+    /// Keys and keys with a TTL of this node's replica of `shard` after its
+    /// last apply.
+    pub fn key_counts(&self, shard: u64) -> Option<(usize, usize)> {
+        let c = self.counts.get(&shard)?;
+        Some((c.keys.load(Relaxed), c.expires.load(Relaxed)))
+    }
+
+    /// Hands the writes applied on shard threads so far to the hooks
+    /// (watchers, tracking, blocked clients, keyspace events). Called
+    /// before a reply from a shard thread is used: the write it answers
+    /// was queued before the reply was sent.
+    pub fn settle(&self) {
+        if self.lanes.is_empty() {
+            return;
+        }
+        loop {
+            let next = self.lane_writes.borrow_mut().try_recv();
+            let Ok(w) = next else {
+                return;
+            };
+            self.hooks
+                .after_write(w.shard, w.db, w.written.as_written());
+        }
+    }
+
+    /// Resolves when any of the node's loops stopped for good.
+    pub async fn fatal(&self) -> Fatal {
+        let from_lanes = async {
+            loop {
+                let next = std::future::poll_fn(|cx| self.lane_fatal.borrow_mut().poll_recv(cx));
+                match next.await {
+                    Some(f) => return f,
+                    // No shard threads (or all gone without a word).
+                    None => std::future::pending::<()>().await,
+                }
+            }
+        };
+        tokio::select! {
+            f = self.raft.fatal() => f,
+            f = from_lanes => f,
+        }
     }
 
     /// Stores the leaders a peer reports; a hint never replaces one of a
@@ -477,7 +655,7 @@ impl ClusterNode {
     /// bridge partition: this node is cut off from the leader, its clients
     /// are not); `None` while no reachable leader is known.
     pub fn reachable_leader(&self, shard: u64) -> Option<u64> {
-        let (own, term) = self.raft.leader_and_term(shard)?;
+        let (own, term) = self.leader_and_term(shard)?;
         if let Some(l) = own {
             if l == self.node_id || self.raft.transport().is_connected(l) {
                 return Some(l);
@@ -514,7 +692,7 @@ impl ClusterNode {
     /// Where a keyed command for `slot` goes.
     pub fn route(&self, slot: u16, write: bool, readonly_conn: bool) -> Route {
         let shard = self.shard_of_slot(slot);
-        if self.raft.is_leader(shard) {
+        if self.is_leader(shard) {
             return Route::Leader(shard);
         }
         let replica = self
@@ -578,32 +756,70 @@ impl ClusterNode {
             .shards
             .iter()
             .map(|s| s.id)
-            .filter(|&id| self.raft.is_leader(id))
+            .filter(|&id| self.is_leader(id))
             .collect()
     }
 
-    /// Runs `f` on a shard's local store (a possibly stale read).
-    pub fn with_store<R>(&self, shard: u64, f: impl FnOnce(&Store) -> R) -> Option<R> {
-        self.raft.with_sm(shard, |sm| match sm {
-            Some(NodeSm::Shard(s)) => Some(f(&s.store)),
-            _ => None,
-        })
-    }
-
-    pub fn propose(
+    /// Runs `f` with the loop that owns `shard`, on that loop's thread (at
+    /// once when it is this one); `None` if the loop has stopped.
+    pub fn on_loop<R: Send + 'static>(
         &self,
         shard: u64,
-        cmd: &Cmd,
-    ) -> tokio::sync::oneshot::Receiver<Result<Out, RaftError>> {
-        self.raft.propose(shard, cmd)
+        f: impl FnOnce(&MultiRaft<NodeSm>) -> R + Send + 'static,
+    ) -> impl Future<Output = Option<R>> + 'static {
+        let ran = match self.lane(shard) {
+            Some(lane) => {
+                let (tx, rx) = oneshot::channel();
+                lane.run(Box::new(move |raft| {
+                    let _ = tx.send(f(raft));
+                }));
+                Err(rx)
+            }
+            None => Ok(f(&self.raft)),
+        };
+        async move {
+            match ran {
+                Ok(r) => Some(r),
+                Err(rx) => rx.await.ok(),
+            }
+        }
     }
 
-    pub fn read(
+    /// Runs `f` on this node's replica of a shard (a possibly stale read),
+    /// on the shard's thread; `None` if the node holds no replica.
+    pub fn on_store<R: Send + 'static>(
         &self,
         shard: u64,
-        cmd: Cmd,
-    ) -> tokio::sync::oneshot::Receiver<Result<Out, RaftError>> {
-        self.raft.read(shard, cmd)
+        f: impl FnOnce(&Store) -> R + Send + 'static,
+    ) -> impl Future<Output = Option<R>> + 'static {
+        let ran = self.on_loop(shard, move |raft| {
+            raft.with_sm(shard, |sm| match sm {
+                Some(NodeSm::Shard(s)) => Some(f(&s.store)),
+                _ => None,
+            })
+        });
+        async move { ran.await.flatten() }
+    }
+
+    pub fn propose(&self, shard: u64, cmd: &Cmd) -> oneshot::Receiver<Result<Out, RaftError>> {
+        let Some(lane) = self.lane(shard) else {
+            return self.raft.propose(shard, cmd);
+        };
+        // Encoded here, so the shard thread only orders and applies.
+        let mut bytes = Vec::new();
+        sm::encode(cmd, &mut bytes);
+        let (tx, rx) = oneshot::channel();
+        lane.run(Box::new(move |raft| raft.propose_encoded(shard, bytes, tx)));
+        rx
+    }
+
+    pub fn read(&self, shard: u64, cmd: Cmd) -> oneshot::Receiver<Result<Out, RaftError>> {
+        let Some(lane) = self.lane(shard) else {
+            return self.raft.read(shard, cmd);
+        };
+        let (tx, rx) = oneshot::channel();
+        lane.run(Box::new(move |raft| raft.read_to(shard, cmd, tx)));
+        rx
     }
 
     pub fn publish(&self, channel: &[u8], message: &[u8]) {
@@ -624,7 +840,6 @@ async fn leader_hints_loop(node: Rc<ClusterNode>) {
         tokio::time::sleep(HINT_EVERY).await;
         let transport = node.raft.transport();
         let known: Vec<(u64, u64, u64)> = node
-            .raft
             .known_leaders()
             .into_iter()
             .filter(|&(shard, leader, _)| {
@@ -667,6 +882,21 @@ async fn announce_loop(node: Rc<ClusterNode>) {
     }
 }
 
+/// Hands writes applied on shard threads to the hooks as they come (a
+/// reply from a shard thread drains them first, see
+/// [`ClusterNode::settle`]).
+async fn lane_writes_loop(node: Rc<ClusterNode>) {
+    loop {
+        let next = std::future::poll_fn(|cx| node.lane_writes.borrow_mut().poll_recv(cx)).await;
+        let Some(w) = next else {
+            return;
+        };
+        node.hooks
+            .after_write(w.shard, w.db, w.written.as_written());
+        node.settle();
+    }
+}
+
 /// Publishes the keyspace events applied on this node for the shards it
 /// leads when it publishes them; followers' events are dropped. Node-local
 /// like Redis Cluster's: a subscriber hears the events of the keys whose
@@ -678,14 +908,14 @@ async fn publish_loop(node: Rc<ClusterNode>, server: ServerCell) {
         let Some(server) = server.borrow().upgrade() else {
             continue;
         };
-        let flags = node.hooks.notify.get();
+        let flags = node.hooks.notify.load(Relaxed);
         let pubsub = server.pubsub.borrow();
         let mut led: Option<(u64, bool)> = None;
         for (shard, event) in events {
             let leads = match led {
                 Some((s, l)) if s == shard => l,
                 _ => {
-                    let l = node.raft.is_leader(shard);
+                    let l = node.is_leader(shard);
                     led = Some((shard, l));
                     l
                 }

@@ -12,9 +12,11 @@ use kvasir_core::machine::{self, Applied, ShardCmd, Written};
 use kvasir_core::{Ctx, Store};
 use kvasir_raft::{EntryCtx, StateMachine};
 use kvasir_resp::Reply;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
-use tokio::sync::Notify;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use tokio::sync::{mpsc, Notify};
 
 /// What a proposal or read asks of a group: a shard command (see
 /// [`kvasir_core::machine`]) or, in group 0, a cluster-map change.
@@ -59,8 +61,9 @@ pub struct WriteHooks {
     ready: RefCell<Vec<(u64, usize, Bytes)>>,
     pub ready_notify: Notify,
     /// notify-keyspace-events (class flags): every shard store of the node
-    /// takes it before an apply. Local configuration, not replicated.
-    pub notify: Cell<u32>,
+    /// takes it before an apply, on whichever thread. Local configuration,
+    /// not replicated.
+    pub notify: Arc<AtomicU32>,
     /// Keyspace events applied on this node, by shard, for the publishing
     /// task (`cluster::publish_loop`), which publishes those of the shards
     /// this node leads.
@@ -80,7 +83,7 @@ impl WriteHooks {
             tracking,
             ready: RefCell::default(),
             ready_notify: Notify::new(),
-            notify: Cell::new(0),
+            notify: Arc::default(),
             events: RefCell::default(),
             events_notify: Notify::new(),
         }
@@ -88,7 +91,7 @@ impl WriteHooks {
 
     /// A write applied on this node (leader or follower): watchers of its
     /// keys become dirty, clients blocked on them are to be served.
-    fn after_write(&self, shard: u64, db: usize, written: Written) {
+    pub fn after_write(&self, shard: u64, db: usize, written: Written) {
         if let Written::Events(events) = written {
             let mut queued = self.events.borrow_mut();
             queued.extend(events.iter().map(|e| (shard, e.clone())));
@@ -129,10 +132,85 @@ pub struct MetaSm {
     pub map: ClusterMap,
 }
 
+/// Where a shard's applies report their writes: the hooks themselves on
+/// the main thread, or the channel to them from a shard thread (one
+/// ordered stream per thread, drained before a reply from that thread is
+/// used, so a client sees the effects of a write it was answered for).
+pub enum HookSink {
+    Local(Rc<WriteHooks>),
+    Lane {
+        events: mpsc::UnboundedSender<LaneWrite>,
+        notify: Arc<AtomicU32>,
+    },
+}
+
+/// A write applied on a shard thread, for the main thread's hooks.
+pub struct LaneWrite {
+    pub shard: u64,
+    pub db: usize,
+    pub written: OwnedWritten,
+}
+
+/// [`Written`] with its keys owned, to cross threads.
+pub enum OwnedWritten {
+    Command(&'static kvasir_core::CommandSpec, Vec<Bytes>),
+    Expired(Vec<Bytes>),
+    Events(Vec<kvasir_core::notify::Event>),
+}
+
+impl OwnedWritten {
+    fn of(w: Written) -> OwnedWritten {
+        match w {
+            Written::Command(spec, args) => OwnedWritten::Command(spec, args.to_vec()),
+            Written::Expired(keys) => OwnedWritten::Expired(keys.to_vec()),
+            Written::Events(events) => OwnedWritten::Events(events.to_vec()),
+        }
+    }
+
+    pub fn as_written(&self) -> Written<'_> {
+        match self {
+            OwnedWritten::Command(spec, args) => Written::Command(spec, args),
+            OwnedWritten::Expired(keys) => Written::Expired(keys),
+            OwnedWritten::Events(events) => Written::Events(events),
+        }
+    }
+}
+
+impl HookSink {
+    fn notify_flags(&self) -> u32 {
+        match self {
+            HookSink::Local(h) => h.notify.load(Relaxed),
+            HookSink::Lane { notify, .. } => notify.load(Relaxed),
+        }
+    }
+
+    fn after_write(&self, shard: u64, db: usize, written: Written) {
+        match self {
+            HookSink::Local(h) => h.after_write(shard, db, written),
+            HookSink::Lane { events, .. } => {
+                let _ = events.send(LaneWrite {
+                    shard,
+                    db,
+                    written: OwnedWritten::of(written),
+                });
+            }
+        }
+    }
+}
+
+/// A shard's key counts in database 0 after its last apply, for INFO
+/// keyspace from any thread.
+#[derive(Default, Debug)]
+pub struct ShardCounts {
+    pub keys: AtomicUsize,
+    pub expires: AtomicUsize,
+}
+
 pub struct ShardSm {
     pub id: u64,
     pub store: Store,
-    pub hooks: Rc<WriteHooks>,
+    pub hooks: HookSink,
+    pub counts: Arc<ShardCounts>,
 }
 
 pub enum NodeSm {
@@ -167,12 +245,34 @@ pub fn decode(b: &[u8]) -> Option<Cmd> {
 }
 
 impl ShardSm {
+    /// A shard replica with an empty store in cluster mode.
+    pub fn new(id: u64, hooks: HookSink, counts: Arc<ShardCounts>) -> ShardSm {
+        // Encoding thresholds are replicated state: every replica starts
+        // from the same ones (Redis's defaults), whatever its config says.
+        let mut store = Store::new(1);
+        store.cluster_mode = true;
+        store.key_slot = Some(kvasir_cluster::key_slot);
+        ShardSm {
+            id,
+            store,
+            hooks,
+            counts,
+        }
+    }
+
+    fn record_counts(&self) {
+        let db = self.store.db(0);
+        self.counts.keys.store(db.len(), Relaxed);
+        self.counts.expires.store(db.expires_count(), Relaxed);
+    }
+
     fn apply(&mut self, cmd: &ShardCmd, ctx: &Ctx) -> Out {
         let (id, hooks) = (self.id, &self.hooks);
-        self.store.notify = hooks.notify.get();
+        self.store.notify = hooks.notify_flags();
         let applied = machine::apply(&mut self.store, cmd, ctx, |db, written| {
             hooks.after_write(id, db, written)
         });
+        self.record_counts();
         match applied {
             Applied::Reply(r) => Out::Reply(r),
             Applied::Block(on) => Out::Block(on),
@@ -264,6 +364,7 @@ impl StateMachine for NodeSm {
                 store.cluster_mode = true;
                 store.key_slot = Some(kvasir_cluster::key_slot);
                 s.store = store;
+                s.record_counts();
                 Ok(())
             }
         }
@@ -305,11 +406,7 @@ mod tests {
         let clients = Rc::default();
         let tracking = Rc::new(RefCell::new(crate::tracking::Tracking::new(clients)));
         let hooks = Rc::new(WriteHooks::new(Rc::default(), blocking.clone(), tracking));
-        let mut sm = ShardSm {
-            id: 1,
-            store: Store::new(1),
-            hooks: hooks.clone(),
-        };
+        let mut sm = ShardSm::new(1, HookSink::Local(hooks.clone()), Arc::default());
         let ctx = Ctx { now_ms: 1, seed: 1 };
         let cmd = |words: &[&str]| ShardCmd::Commands {
             db: 0,
