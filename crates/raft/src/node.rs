@@ -326,11 +326,14 @@ pub struct LogCounters {
 /// for routing from other threads: a stale answer is safe, since a loop
 /// that no longer leads answers a proposal or read with `NotLeader`.
 pub struct GroupRoles {
-    roles: HashMap<u64, RoleCell>,
+    /// In the loop's group order, so a round records by position.
+    cells: Vec<RoleCell>,
+    index: HashMap<u64, usize>,
 }
 
 #[derive(Default)]
 struct RoleCell {
+    group: u64,
     leader: AtomicU64,
     term: AtomicU64,
     leading: AtomicBool,
@@ -338,50 +341,60 @@ struct RoleCell {
 
 impl GroupRoles {
     fn new(groups: impl IntoIterator<Item = u64>) -> GroupRoles {
-        GroupRoles {
-            roles: groups
-                .into_iter()
-                .map(|g| (g, RoleCell::default()))
-                .collect(),
-        }
+        let cells: Vec<RoleCell> = groups
+            .into_iter()
+            .map(|group| RoleCell {
+                group,
+                ..RoleCell::default()
+            })
+            .collect();
+        let index = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.group, i))
+            .collect();
+        GroupRoles { cells, index }
     }
 
-    fn record(&self, group: u64, leader: u64, term: u64, leading: bool) {
-        if let Some(c) = self.roles.get(&group) {
+    /// Records the role of the loop's `i`-th group.
+    fn record(&self, i: usize, leader: u64, term: u64, leading: bool) {
+        if let Some(c) = self.cells.get(i) {
             c.leader.store(leader, Relaxed);
             c.term.store(term, Relaxed);
             c.leading.store(leading, Relaxed);
         }
     }
 
+    fn cell(&self, group: u64) -> Option<&RoleCell> {
+        self.cells.get(*self.index.get(&group)?)
+    }
+
     pub fn groups(&self) -> impl Iterator<Item = u64> + '_ {
-        self.roles.keys().copied()
+        self.cells.iter().map(|c| c.group)
     }
 
     pub fn is_leader(&self, group: u64) -> bool {
-        self.roles
-            .get(&group)
-            .is_some_and(|c| c.leading.load(Relaxed))
+        self.cell(group).is_some_and(|c| c.leading.load(Relaxed))
     }
 
     pub fn leader_of(&self, group: u64) -> Option<u64> {
-        let l = self.roles.get(&group)?.leader.load(Relaxed);
+        let l = self.cell(group)?.leader.load(Relaxed);
         (l != 0).then_some(l)
     }
 
     pub fn leader_and_term(&self, group: u64) -> Option<(Option<u64>, u64)> {
-        let c = self.roles.get(&group)?;
+        let c = self.cell(group)?;
         let l = c.leader.load(Relaxed);
         Some(((l != 0).then_some(l), c.term.load(Relaxed)))
     }
 
     /// (group, leader, term) of every group whose leader is known.
     pub fn known_leaders(&self) -> Vec<(u64, u64, u64)> {
-        self.roles
+        self.cells
             .iter()
-            .filter_map(|(&g, c)| {
+            .filter_map(|c| {
                 let l = c.leader.load(Relaxed);
-                (l != 0).then(|| (g, l, c.term.load(Relaxed)))
+                (l != 0).then(|| (c.group, l, c.term.load(Relaxed)))
             })
             .collect()
     }
@@ -1191,7 +1204,7 @@ impl<S: StateMachine> MultiRaft<S> {
             }
             let r = &g.raw.raft;
             self.roles
-                .record(g.id, r.leader_id, r.term, r.state == StateRole::Leader);
+                .record(i, r.leader_id, r.term, r.state == StateRole::Leader);
         }
     }
 

@@ -147,10 +147,9 @@ fn shard_read(
     db: usize,
     args: Vec<Bytes>,
 ) -> impl std::future::Future<Output = Option<Result<Reply, Reply>>> + 'static {
-    let read = node.on_store(shard, move |st| {
+    node.on_store(shard, move |st| {
         st.read(db, &args, &now_ctx()).map_err(|e| e.to_reply())
-    });
-    async move { read.await }
+    })
 }
 
 type Answer = oneshot::Receiver<Result<Out, RaftError>>;

@@ -534,6 +534,9 @@ impl ClusterNode {
 
     /// The shard thread that runs `shard`, if not this one.
     fn lane(&self, shard: u64) -> Option<&Lane> {
+        if self.lanes.is_empty() {
+            return None;
+        }
         match self.lane_of.get(&shard) {
             Some(&l) if l > 0 => self.lanes.get(l - 1),
             _ => None,
