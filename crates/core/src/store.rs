@@ -130,6 +130,11 @@ pub struct Store<K: Keyspace = MemoryKeyspace> {
     pub notify: u32,
     /// Events produced by the current apply, taken by the apply hook.
     pub events: Vec<crate::notify::Event>,
+    /// Set while a script's `redis.call` runs a command (Redis's
+    /// CLIENT_SCRIPT flag): SORT BY nosort of a set then sorts, as Redis
+    /// does so that scripts see one order. A cell because read-only
+    /// scripts reach the store shared; never replicated or imaged.
+    pub(crate) script_call: std::cell::Cell<bool>,
 }
 
 impl Default for Store {
@@ -157,6 +162,7 @@ impl<K: Keyspace> Store<K> {
             scripts: Default::default(),
             notify: 0,
             events: Vec::new(),
+            script_call: std::cell::Cell::new(false),
         }
     }
 
