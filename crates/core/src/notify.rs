@@ -527,18 +527,6 @@ pub fn zmpop(n: &mut Notes) {
     pop_reply_key(n, name);
 }
 
-/// SMOVE: "srem" on the source ("del" if emptied), "sadd" on the
-/// destination.
-pub fn smove(n: &mut Notes) {
-    if n.args[1] == n.args[2] {
-        return;
-    }
-    n.arg(SET, "srem", 1);
-    n.del_if_emptied(1);
-    n.new_key(2);
-    n.arg(SET, "sadd", 2);
-}
-
 /// ZADD: "zadd", or "zincr" with INCR.
 pub fn zadd(n: &mut Notes) {
     if matches!(n.reply, Reply::Nil) {
@@ -569,15 +557,6 @@ pub fn sortstore(n: &mut Notes) {
 /// GEORADIUS[BYMEMBER] ... STORE.
 pub fn georadiusstore(n: &mut Notes) {
     optional_store(n, ZSET, "georadiusstore");
-}
-
-/// XADD: "xadd" (nothing with NOMKSTREAM on a missing key).
-pub fn xadd(n: &mut Notes) {
-    if matches!(n.reply, Reply::Nil) {
-        return;
-    }
-    n.new_keys();
-    n.arg(STREAM, "xadd", 1);
 }
 
 /// BITFIELD: "setbit" when it has SET or INCRBY operations.

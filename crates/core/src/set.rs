@@ -52,7 +52,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("sismember", 3, RF, KEY, ACL_RF, G, "1.0.0", "Determine if a given value is a member of a set", crate::read_handler!(sismember)),
     cmd("smembers", 2, R, KEY, ACL_R, G, "1.0.0", "Get all the members in a set", crate::read_handler!(smembers)),
     cmd("smismember", -3, RF, KEY, ACL_RF, G, "6.2.0", "Returns the membership associated with the given elements for a set", crate::read_handler!(smismember)),
-    cmd("smove", 4, WF, (1, 2, 1), ACL_WF, G, "1.0.0", "Move a member from one set to another", crate::write_handler!(smove)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::smove)),
+    cmd("smove", 4, WF, (1, 2, 1), ACL_WF, G, "1.0.0", "Move a member from one set to another", crate::write_handler!(smove)).idle_on_empty().events(crate::notify::Events::None),
     cmd("spop", -2, WF, KEY, ACL_WF, G, "1.0.0", "Remove and return one or multiple random members from a set", crate::write_handler!(spop)).idle_on_empty(),
     cmd("srandmember", -2, R, KEY, ACL_R, G, "1.0.0", "Get one or multiple random members from a set", crate::read_handler!(srandmember)),
     cmd("srem", -3, WF, KEY, ACL_WF, G, "1.0.0", "Remove one or more members from a set", crate::write_handler!(srem)).idle_on_empty(),
@@ -356,18 +356,27 @@ fn smove<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx
     if !src_set.remove(member) {
         return Ok(Reply::Int(0));
     }
-    if src_set.is_empty() {
+    // Events in Redis's order (smoveCommand): "srem" on the source, "del"
+    // if that emptied it, "new" if the destination is created, "sadd" only
+    // if the member was not there already.
+    let emptied = src_set.is_empty();
+    store.emit(crate::notify::SET, "srem", db, src);
+    if emptied {
         store.db_mut(db).remove(src);
+        store.emit(crate::notify::GENERIC, "del", db, src);
     }
-    match write_set(store, db, dst, ctx)? {
-        Some(dst_set) => {
-            dst_set.insert(member, &limits);
-        }
+    let added = match write_set(store, db, dst, ctx)? {
+        Some(dst_set) => dst_set.insert(member, &limits),
         None => {
             let mut set = K::Set::new();
             set.insert(member, &limits);
             store.db_mut(db).set(dst, Value::Set(Box::new(set)), None);
+            store.emit(crate::notify::NEW, "new", db, dst);
+            true
         }
+    };
+    if added {
+        store.emit(crate::notify::SET, "sadd", db, dst);
     }
     Ok(Reply::Int(1))
 }

@@ -75,7 +75,7 @@
 //! engine, through the collections' image traits
 //! ([`crate::keyspace::image`]).
 //!
-//! # Image format (version 2)
+//! # Image format (versions 2 and 3)
 //!
 //! All integers are little-endian; `uvar` is an unsigned LEB128 varint,
 //! `svar` a zigzag-encoded signed one, `bytes` is `uvar(len)` + the bytes,
@@ -86,6 +86,8 @@
 //! body     limits: 7 x uvar (hash entries, hash value, set intset entries,
 //!                  set listpack entries, set listpack value, zset entries,
 //!                  zset value) + svar (list-max-listpack-size)
+//!                  + uvar (list-compress-depth; version 3 only, version 2
+//!                  images read as depth 0)
 //!          uvar database count, then per database:
 //!            uvar key count, then per key, in the database's iteration order:
 //!              tag u8 (bit 7: has expiry) | [expiry u64, Unix ms] | bytes key | value
@@ -138,7 +140,7 @@
 //! stream (12) as one `bytes` blob of the engine's node bytes
 //! ([`crate::keyspace::image::node_codec`]). Snapshots already in users'
 //! data folders are in it, so [`decode`] still reads it, into the same
-//! state; [`encode`] writes version 2 only.
+//! state; [`encode`] writes version 3 only.
 //!
 //! # Layouts are restored, not re-derived
 //!
@@ -180,7 +182,7 @@ use std::hash::{BuildHasher, Hasher};
 /// 7-bit and line-ending mangling).
 pub const MAGIC: [u8; 8] = *b"\x89KVSNAP\n";
 /// The format version [`encode`] writes.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// The first format version [`decode`] still reads (see the module docs).
 pub const OLDEST_VERSION: u32 = 1;
 /// Magic, version, body length, header checksum.
@@ -334,6 +336,7 @@ pub fn encode<K: Keyspace>(store: &Store<K>, out: &mut Vec<u8>) {
         put_len(out, v);
     }
     put_svar(out, l.list_max_listpack_size);
+    put_len(out, l.list_compress_depth as usize);
 
     put_len(out, store.databases());
     for i in 0..store.databases() {
@@ -638,9 +641,18 @@ pub fn decode_into<K: Keyspace>(bytes: &[u8]) -> Result<Store<K>, SnapshotError>
         zset_max_listpack_entries: r.usize()?,
         zset_max_listpack_value: r.usize()?,
         list_max_listpack_size: r.svar()?,
+        list_compress_depth: 0,
         // Not carried: cluster shards run with the default.
         script_max_instructions: crate::store::DEFAULT_SCRIPT_MAX_INSTRUCTIONS,
     };
+    let mut limits = limits;
+    if version >= 3 {
+        let at = r.pos;
+        limits.list_compress_depth = u32::try_from(r.uvar()?)
+            .ok()
+            .filter(|&d| d <= 65535)
+            .ok_or_else(|| r.corrupt(at, "list-compress-depth out of range"))?;
+    }
     let at = r.pos;
     // Each database takes at least its one-byte key count.
     let databases = r.count(1)?;

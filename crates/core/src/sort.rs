@@ -398,8 +398,12 @@ fn run_sort<'a, K: Keyspace>(
         Some(_) => return Err(CmdError::WrongType),
     };
 
-    // A set has no order of its own: stored results are sorted anyway.
-    if dontsort && matches!(sortval, Some(Value::Set(_))) && store_key.is_some() {
+    // A set has no order of its own: stored results, and results a script
+    // sees, are sorted anyway (Redis: STORE or CLIENT_SCRIPT forces ALPHA).
+    if dontsort
+        && matches!(sortval, Some(Value::Set(_)))
+        && (store_key.is_some() || store.script_call.get())
+    {
         dontsort = false;
         alpha = true;
         sortby = None;

@@ -62,6 +62,11 @@ pub struct EncodingLimits {
     /// Redis's list-max-listpack-size: positive = entries per node,
     /// negative = -1..-5 for 4 KB..64 KB per node.
     pub list_max_listpack_size: i64,
+    /// Redis's list-compress-depth: a list that becomes a quicklist keeps
+    /// its nodes compressed except this many at each end (0: none). A
+    /// memory representation only; replies, images and digests are of the
+    /// content.
+    pub list_compress_depth: u32,
     /// Lua instructions after which a script is stopped (Kvasir's
     /// `script-max-instructions`). A count, not a time, so every replica
     /// stops the same script at the same point.
@@ -71,6 +76,17 @@ pub struct EncodingLimits {
 /// The default of `script-max-instructions`: 1.4-2.8 s of simple Lua loops on
 /// one core of this era.
 pub const DEFAULT_SCRIPT_MAX_INSTRUCTIONS: u64 = 1_000_000_000;
+
+impl EncodingLimits {
+    /// What the memory engine's lists take from these limits.
+    #[inline]
+    pub fn list(&self) -> kvasir_engine_memory::list::ListLimits {
+        kvasir_engine_memory::list::ListLimits {
+            fill: self.list_max_listpack_size,
+            compress_depth: self.list_compress_depth,
+        }
+    }
+}
 
 impl Default for EncodingLimits {
     fn default() -> Self {
@@ -83,6 +99,7 @@ impl Default for EncodingLimits {
             zset_max_listpack_entries: 128,
             zset_max_listpack_value: 64,
             list_max_listpack_size: -2,
+            list_compress_depth: 0,
             script_max_instructions: DEFAULT_SCRIPT_MAX_INSTRUCTIONS,
         }
     }
@@ -113,6 +130,11 @@ pub struct Store<K: Keyspace = MemoryKeyspace> {
     pub notify: u32,
     /// Events produced by the current apply, taken by the apply hook.
     pub events: Vec<crate::notify::Event>,
+    /// Set while a script's `redis.call` runs a command (Redis's
+    /// CLIENT_SCRIPT flag): SORT BY nosort of a set then sorts, as Redis
+    /// does so that scripts see one order. A cell because read-only
+    /// scripts reach the store shared; never replicated or imaged.
+    pub(crate) script_call: std::cell::Cell<bool>,
 }
 
 impl Default for Store {
@@ -140,6 +162,7 @@ impl<K: Keyspace> Store<K> {
             scripts: Default::default(),
             notify: 0,
             events: Vec::new(),
+            script_call: std::cell::Cell::new(false),
         }
     }
 

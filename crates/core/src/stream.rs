@@ -20,6 +20,7 @@ use crate::keyspace::stream_ops::{
     ConsumerGroup, ConsumerInfo, StreamEntry, StreamId, Trim, STREAM_NODE_MAX_ENTRIES,
 };
 use crate::keyspace::{Collection, Keyspace, StreamOps, Value};
+use crate::notify;
 use crate::store::{Ctx, Store};
 use crate::table::{cmd, container, help_reply, CommandSpec, Flags};
 use bytes::Bytes;
@@ -53,7 +54,7 @@ const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("xack", -4, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Marks a pending message as correctly processed, effectively removing it from the pending entries list of the consumer group.", crate::write_handler!(xack)).idle_on_empty().events(crate::notify::Events::None),
-    cmd("xadd", -5, WDF, ONE_KEY, ACL_WF, G, "5.0.0", "Appends a new entry to a stream", crate::write_handler!(xadd)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::xadd)),
+    cmd("xadd", -5, WDF, ONE_KEY, ACL_WF, G, "5.0.0", "Appends a new entry to a stream", crate::write_handler!(xadd)).idle_on_empty().events(crate::notify::Events::None),
     cmd("xautoclaim", -6, WF, ONE_KEY, ACL_WF, G, "6.2.0", "Changes (or acquires) ownership of messages in a consumer group, as if the messages were delivered to the specified consumer.", crate::write_handler!(xautoclaim)).events(crate::notify::Events::None),
     cmd("xclaim", -6, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Changes (or acquires) ownership of a message in a consumer group, as if the message was delivered to the specified consumer.", crate::write_handler!(xclaim)).events(crate::notify::Events::None),
     cmd("xdel", -3, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Removes the specified entries from the stream. Returns the number of items actually deleted, that may be different from the number of IDs passed in case certain IDs do not exist.", crate::write_handler!(xdel)).idle_on_empty(),
@@ -452,7 +453,8 @@ fn xadd<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx)
         }
     }
     let key = &args[1];
-    if t.no_mkstream && write_stream(store, db, key, ctx)?.is_none() {
+    let existed = write_stream(store, db, key, ctx)?.is_some();
+    if t.no_mkstream && !existed {
         return Ok(Reply::Nil);
     }
     let s = stream_or_create(store, db, key, ctx)?;
@@ -473,10 +475,25 @@ fn xadd<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx)
         .map(|c| (&c[0][..], &c[1][..]))
         .collect();
     s.append(id, &pairs);
-    if let Some(to) = t.strategy {
-        s.trim(to, t.approx, t.limit);
+    let trimmed = match t.strategy {
+        Some(to) => s.trim(to, t.approx, t.limit),
+        None => 0,
+    };
+    // Redis's order: "new" when the stream was created, "xadd", then
+    // "xtrim" when MAXLEN/MINID removed entries.
+    if !existed {
+        store.emit(notify::NEW, "new", db, key);
+    }
+    store.emit(notify::STREAM, "xadd", db, key);
+    if trimmed > 0 {
+        store.emit(notify::STREAM, "xtrim", db, key);
     }
     Ok(id_reply(id))
+}
+
+/// Whether the group `group` of `s` has the consumer `consumer`.
+fn has_consumer(s: &impl StreamOps, group: &[u8], consumer: &[u8]) -> bool {
+    s.group(group).is_some_and(|g| g.has_consumer(consumer))
 }
 
 /// XADD created the stream and then failed: a stream that never held
@@ -800,12 +817,16 @@ fn xreadgroup<K: Keyspace>(
         let Some(s) = write_stream(store, db, key, ctx)? else {
             continue;
         };
+        let had = has_consumer(s, group, consumer);
         let served = match *from {
             ReadFrom::New => deliver_new(s, group, consumer, r.count, r.noack, ctx.now_ms),
             ReadFrom::After(after) => {
                 Some(consumer_history(s, group, consumer, after, r.count, ctx))
             }
         };
+        if !had && has_consumer(s, group, consumer) {
+            store.emit(notify::STREAM, "xgroup-createconsumer", db, key);
+        }
         if let Some(entries) = served {
             out.push((Reply::Bulk(key.clone()), entries));
         }
@@ -832,11 +853,13 @@ fn deliver_new(
 ) -> Option<Reply> {
     let last_entry = s.last_entry().map(|e| e.id);
     let g = s.group_mut(group)?;
-    g.touch_consumer(consumer, now_ms);
     let after = g.last_id();
     if last_entry.is_none_or(|l| l <= after) {
+        // Nothing to serve now: Redis neither creates the consumer nor
+        // refreshes its seen time (that happens when it is served).
         return None;
     }
+    g.touch_consumer(consumer, now_ms);
     let start = after.next()?;
     let (reply, ids) = {
         let entries = s.range(start, StreamId::MAX, limit_of(count), false);
@@ -1291,6 +1314,7 @@ fn xclaim<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ct
     };
     let group = &args[2][..];
     let consumer = &args[3][..];
+    let had = has_consumer(s, group, consumer);
     if let Some(g) = s.group_mut(group) {
         if opts.last_id > g.last_id() {
             g.set_last_id(opts.last_id);
@@ -1325,6 +1349,10 @@ fn xclaim<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ct
             entry_or_nil(s, id)
         });
     }
+    // The consumer is created by its first claim, as in Redis.
+    if !had && has_consumer(s, group, consumer) {
+        store.emit(notify::STREAM, "xgroup-createconsumer", db, &args[1]);
+    }
     Ok(Reply::Array(out))
 }
 
@@ -1358,6 +1386,7 @@ fn xautoclaim<K: Keyspace>(
     let s = claim_group(store, db, args, ctx)?;
     let group = &args[2][..];
     let consumer = &args[3][..];
+    let had = has_consumer(s, group, consumer);
     let mut attempts = count * 10;
     let (mut claimed, mut deleted) = (Vec::new(), Vec::new());
     // At most `attempts` entries are looked at, plus one for the cursor.
@@ -1407,6 +1436,9 @@ fn xautoclaim<K: Keyspace>(
     }
     if let Some(next) = it.peek() {
         cursor = *next;
+    }
+    if !had && has_consumer(s, group, consumer) {
+        store.emit(notify::STREAM, "xgroup-createconsumer", db, &args[1]);
     }
     Ok(Reply::Array(vec![
         id_reply(cursor),

@@ -7,10 +7,15 @@
 //! Lists make no random choices, so the seed must not matter at all: a
 //! second test replays one sequence with different seeds on each store and
 //! still expects identical replies and state.
+//!
+//! list-compress-depth is a memory representation only: a third test runs
+//! the second store with inner quicklist nodes compressed and still expects
+//! identical replies, state and digests.
 
 mod common;
 
 use common::{to_args, Rng};
+use kvasir_core::keyspace::Value;
 use kvasir_core::{CmdError, Ctx, Store};
 use kvasir_resp::Reply;
 use std::collections::BTreeMap;
@@ -182,11 +187,15 @@ struct Coverage {
     blocked: usize,
     quicklists: usize,
     max_len: i64,
+    /// Most compressed nodes seen in one list of the second store.
+    compressed: usize,
 }
 
 /// Runs `steps` commands on two stores; `seeds` chooses each store's seed
-/// from the step's drawn seed (identical, or deliberately different).
-fn run(steps: u64, seeds: impl Fn(u64) -> [u64; 2]) -> Coverage {
+/// from the step's drawn seed (identical, or deliberately different); the
+/// second store compresses lists that become quicklists with `depths`
+/// (changed as the run goes, like the node limit).
+fn run(steps: u64, seeds: impl Fn(u64) -> [u64; 2], depths: &[u32]) -> Coverage {
     let mut rng = Rng(0x6c69_7374_2024_0001);
     let mut stores = [Store::default(), Store::default()];
     let mut now_ms: u64 = 1_700_000_000_000;
@@ -208,6 +217,9 @@ fn run(steps: u64, seeds: impl Fn(u64) -> [u64; 2]) -> Coverage {
             let fill = [-2, -1, 4, 16, -3][(step / 1500 % 5) as usize];
             for s in &mut stores {
                 s.limits.list_max_listpack_size = fill;
+            }
+            if let Some(d) = depths.get((step / 1500) as usize % depths.len().max(1)) {
+                stores[1].limits.list_compress_depth = *d;
             }
         }
         let name = pick_command(&mut rng);
@@ -231,6 +243,16 @@ fn run(steps: u64, seeds: impl Fn(u64) -> [u64; 2]) -> Coverage {
         }
         if step.is_multiple_of(500) {
             assert_eq!(s0.dump(), s1.dump(), "state diverged at step {step}");
+            assert_eq!(
+                kvasir_core::snapshot::digest(s0),
+                kvasir_core::snapshot::digest(s1),
+                "digests differ at step {step}"
+            );
+            for e in s1.db(0).iter() {
+                if let Value::List(l) = e.value {
+                    cov.compressed = cov.compressed.max(l.compressed_nodes());
+                }
+            }
         }
     }
     let [s0, s1] = &stores;
@@ -241,7 +263,7 @@ fn run(steps: u64, seeds: impl Fn(u64) -> [u64; 2]) -> Coverage {
 
 #[test]
 fn replicas_applying_list_commands_stay_identical() {
-    let cov = run(15_000, |seed| [seed, seed]);
+    let cov = run(15_000, |seed| [seed, seed], &[]);
     for (name, _) in MENU {
         assert!(
             cov.ok.get(*name).copied().unwrap_or(0) > 0,
@@ -256,6 +278,14 @@ fn replicas_applying_list_commands_stay_identical() {
 
 #[test]
 fn list_commands_do_not_depend_on_the_seed() {
-    let cov = run(5_000, |seed| [seed, seed.rotate_left(17) ^ 0x5555]);
+    let cov = run(5_000, |seed| [seed, seed.rotate_left(17) ^ 0x5555], &[]);
     assert!(cov.ok.values().sum::<usize>() > 1000);
+    assert_eq!(cov.compressed, 0);
+}
+
+#[test]
+fn compressed_lists_answer_as_uncompressed_ones() {
+    let cov = run(15_000, |seed| [seed, seed], &[1, 2, 0, 3]);
+    assert!(cov.quicklists > 0, "no list reached the quicklist encoding");
+    assert!(cov.compressed > 0, "no node was ever compressed");
 }

@@ -573,7 +573,7 @@ fn error_messages_are_clear() {
     b[8] = 9;
     assert_eq!(
         msg(&b),
-        "unsupported snapshot version 9 (this build reads 1 to 2)"
+        "unsupported snapshot version 9 (this build reads 1 to 3)"
     );
     let mut b = img.to_vec();
     b[13] ^= 1;
@@ -601,12 +601,43 @@ fn body_of(img: &[u8]) -> &[u8] {
     &img[HEADER_LEN..img.len() - TRAILER_LEN]
 }
 
-/// Default limits as encoded, one database, then `n` entries.
-fn forged_body(n: u8, entries: &[u8]) -> Vec<u8> {
+/// Default limits as encoded by versions 1 and 2 (no list-compress-depth),
+/// one database, then `n` entries.
+fn forged_body_v2(n: u8, entries: &[u8]) -> Vec<u8> {
     let mut b = vec![128, 1, 64, 128, 4, 128, 1, 64, 128, 1, 64, 3];
     b.extend_from_slice(&[1, n]);
     b.extend_from_slice(entries);
     b
+}
+
+/// Default limits as encoded (list-compress-depth 0 after the list fill),
+/// one database, then `n` entries.
+fn forged_body(n: u8, entries: &[u8]) -> Vec<u8> {
+    let mut b = vec![128, 1, 64, 128, 4, 128, 1, 64, 128, 1, 64, 3, 0];
+    b.extend_from_slice(&[1, n]);
+    b.extend_from_slice(entries);
+    b
+}
+
+#[test]
+fn list_compress_depth_is_carried_and_version_2_reads_as_depth_0() {
+    let mut st = Store::default();
+    st.limits.list_compress_depth = 7;
+    let mut img = Vec::new();
+    encode(&st, &mut img);
+    assert_eq!(
+        decode(&img).map(|s| s.limits.list_compress_depth).ok(),
+        Some(7)
+    );
+    // Version 2 had no depth: the same body without it loads, depth 0.
+    let v2 = seal_version(2, &forged_body_v2(1, &[0, 1, b'k', 1, b'v']));
+    let restored = decode(&v2).map(|s| (s.limits.list_compress_depth, s.db(0).len()));
+    assert_eq!(restored.ok(), Some((0, 1)));
+    // More than Redis's 16 bits is a corrupt image.
+    let mut body = forged_body(0, &[]);
+    body.splice(12..13, [0x80, 0x80, 0x04]);
+    let e = err(&seal(&body)).to_string();
+    assert!(e.contains("list-compress-depth out of range"), "{e}");
 }
 
 #[test]
@@ -674,7 +705,7 @@ fn forged_bodies_are_rejected_with_their_position() {
 /// Version 1 bodies (see `snapshot_compat.rs`) are checked as strictly.
 #[test]
 fn forged_version_1_bodies_are_rejected_with_their_position() {
-    let body = forged_body;
+    let body = forged_body_v2;
     let seal = |b: &[u8]| seal_version(1, b);
     assert!(decode(&seal(&body(0, &[]))).is_ok());
     let cases: &[(u8, &[u8], &str)] = &[

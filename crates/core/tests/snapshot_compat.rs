@@ -179,6 +179,7 @@ fn legacy_entry(out: &mut Vec<u8>, e: EntryRef<'_>) {
                 match el {
                     Elem::Int(i) => put_bytes(out, format_i64(i, &mut [0; 20])),
                     Elem::Str(s) => put_bytes(out, s),
+                    Elem::Buf(b) => put_bytes(out, &b),
                 }
             }
         }

@@ -61,14 +61,32 @@ fn exceeds(fill: i64, bytes: usize, count: usize) -> bool {
 // Elements
 // ---------------------------------------------------------------------------
 
-/// An element as stored: integers decoded, strings borrowed from the node.
-/// Equality is equality of the element's bytes, because an element is an
-/// `Int` exactly when its bytes are a canonical i64.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// An element as stored: integers decoded, strings borrowed from the node
+/// (or, for a node kept compressed, shared with the buffer it was
+/// decompressed into for this one access). Equality is equality of the
+/// element's bytes, because an element is an `Int` exactly when its bytes
+/// are a canonical i64.
+#[derive(Debug, Clone)]
 pub enum Elem<'a> {
     Int(i64),
     Str(&'a [u8]),
+    /// A string of a compressed node: a slice of the node's decompressed
+    /// copy, freed once the last element taken from it is dropped (the
+    /// stored node stays compressed, as Redis recompresses after access).
+    Buf(Bytes),
 }
+
+impl PartialEq for Elem<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Elem::Int(a), Elem::Int(b)) => a == b,
+            (Elem::Int(_), _) | (_, Elem::Int(_)) => false,
+            (a, b) => a.str_bytes() == b.str_bytes(),
+        }
+    }
+}
+
+impl Eq for Elem<'_> {}
 
 impl<'a> Elem<'a> {
     /// The stored form of `b` (what to compare stored elements with).
@@ -79,11 +97,21 @@ impl<'a> Elem<'a> {
         }
     }
 
+    /// The bytes of a string element (empty for an integer).
+    #[inline]
+    fn str_bytes(&self) -> &[u8] {
+        match self {
+            Elem::Int(_) => &[],
+            Elem::Str(s) => s,
+            Elem::Buf(b) => b,
+        }
+    }
+
     /// Length of the element's bytes.
     pub fn byte_len(&self) -> usize {
         match self {
             Elem::Int(i) => IntBuf::new(*i).as_slice().len(),
-            Elem::Str(s) => s.len(),
+            s => s.str_bytes().len(),
         }
     }
 
@@ -91,7 +119,16 @@ impl<'a> Elem<'a> {
     pub fn write_to(&self, out: &mut BytesMut) {
         match self {
             Elem::Int(i) => out.put_slice(IntBuf::new(*i).as_slice()),
-            Elem::Str(s) => out.put_slice(s),
+            s => out.put_slice(s.str_bytes()),
+        }
+    }
+
+    /// Calls `visit` with the element's bytes (an integer formatted on the
+    /// stack).
+    pub fn with_bytes<R>(&self, visit: impl FnOnce(&[u8]) -> R) -> R {
+        match self {
+            Elem::Int(i) => visit(IntBuf::new(*i).as_slice()),
+            s => visit(s.str_bytes()),
         }
     }
 
@@ -100,14 +137,22 @@ impl<'a> Elem<'a> {
         match self {
             Elem::Int(i) => Bytes::copy_from_slice(IntBuf::new(*i).as_slice()),
             Elem::Str(s) => Bytes::copy_from_slice(s),
+            Elem::Buf(b) => b.clone(),
         }
     }
 
     /// The element's bytes as a Vec (tests, debugging).
     pub fn to_vec(&self) -> Vec<u8> {
+        self.with_bytes(<[u8]>::to_vec)
+    }
+
+    /// The element taken from a decompressed node `node` (`self` borrows
+    /// from it): strings become shared slices of it.
+    fn owned_from(self, node: &Bytes) -> Elem<'static> {
         match self {
-            Elem::Int(i) => IntBuf::new(*i).as_slice().to_vec(),
-            Elem::Str(s) => s.to_vec(),
+            Elem::Int(i) => Elem::Int(i),
+            Elem::Str(s) => Elem::Buf(node.slice_ref(s)),
+            Elem::Buf(b) => Elem::Buf(b),
         }
     }
 }
@@ -159,9 +204,9 @@ struct Encoded<'a> {
 }
 
 impl<'a> Encoded<'a> {
-    fn new(e: Elem<'a>) -> Encoded<'a> {
+    fn new(e: &'a Elem<'_>) -> Encoded<'a> {
         let mut head = [0u8; 9];
-        let (head_len, data): (usize, &[u8]) = match e {
+        let (head_len, data): (usize, &[u8]) = match *e {
             Elem::Int(v) => {
                 let n = if (0..=127).contains(&v) {
                     head[0] = v as u8;
@@ -190,7 +235,8 @@ impl<'a> Encoded<'a> {
                 };
                 (n, &[])
             }
-            Elem::Str(s) => {
+            Elem::Str(_) | Elem::Buf(_) => {
+                let s = e.str_bytes();
                 let len = s.len();
                 let n = if len < 64 {
                     head[0] = 0x80 | len as u8;
@@ -323,12 +369,74 @@ fn entry_start_before(buf: &[u8], end: usize) -> usize {
 // Listpack: one node
 // ---------------------------------------------------------------------------
 
+/// The element at byte offset `off` of the entries `buf` and the offset
+/// of the next entry.
+#[inline]
+fn entry_at(buf: &[u8], off: usize) -> (Elem<'_>, usize) {
+    let (e, l) = decode(buf, off);
+    (e, off + l + backlen_size(l))
+}
+
+/// Byte offset of the entry at position `i` of the `count` entries `buf`
+/// (`i == count` gives the end), walking from the nearer end.
+fn offset_in(buf: &[u8], count: usize, i: usize) -> usize {
+    if i >= count {
+        return buf.len();
+    }
+    if i <= count / 2 {
+        let mut off = 0;
+        for _ in 0..i {
+            off = entry_at(buf, off).1;
+        }
+        off
+    } else {
+        let mut off = buf.len();
+        for _ in i..count {
+            off = entry_start_before(buf, off);
+        }
+        off
+    }
+}
+
+/// Redis's MIN_COMPRESS_BYTES: smaller nodes are never compressed.
+const MIN_COMPRESS_BYTES: usize = 48;
+/// Redis's MIN_COMPRESS_IMPROVE: a node stays raw unless compressing it
+/// saves at least this many bytes.
+const MIN_COMPRESS_IMPROVE: usize = 8;
+/// [`Listpack::packed`] of a raw node on which compression was tried and
+/// did not pay (tried again only after the node changes).
+const PACK_TRIED: u32 = u32::MAX;
+
 /// One listpack: its entries back to back (Redis's header and end byte are
 /// implied; see [`LP_OVERHEAD`]).
+///
+/// A quicklist node deeper than `list-compress-depth` from both ends is
+/// kept compressed: `buf` then holds the entries compressed and `packed`
+/// their raw length. Only [`Quicklist`] compresses nodes, and it makes a
+/// node raw again (`decompress`) before changing it; every other method
+/// here reads `buf` as raw entries and is only called on raw nodes.
 #[derive(Clone, Default)]
 struct Listpack {
     buf: Vec<u8>,
     count: u32,
+    /// 0: raw. [`PACK_TRIED`]: raw, compression did not pay. Otherwise
+    /// `buf` is compressed and this is the raw entries' length.
+    packed: u32,
+}
+
+/// Decompresses the entries of a compressed node (`raw_len` bytes of
+/// `count` entries). The input is what [`Listpack::compress`] produced in
+/// this process, so decoding cannot fail; should it ever, the node reads
+/// as `count` empty strings rather than panicking on a short buffer.
+fn unpack(compressed: &[u8], raw_len: usize, count: usize) -> Vec<u8> {
+    match lz4_flex::block::decompress(compressed, raw_len) {
+        Ok(v) if v.len() == raw_len => v,
+        _ => {
+            debug_assert!(false, "a compressed list node failed to decompress");
+            // An empty string entry: encoding 0x80, backlen 1.
+            [0x80u8, 1].repeat(count)
+        }
+    }
 }
 
 impl Listpack {
@@ -336,9 +444,62 @@ impl Listpack {
         self.count as usize
     }
 
-    /// Size as Redis's lpBytes would report it.
+    /// Whether `buf` holds the entries compressed.
+    #[inline]
+    fn is_compressed(&self) -> bool {
+        self.packed != 0 && self.packed != PACK_TRIED
+    }
+
+    /// Size as Redis's lpBytes would report it (of the raw entries, for a
+    /// compressed node).
     fn bytes(&self) -> usize {
-        self.buf.len() + LP_OVERHEAD
+        let raw = if self.is_compressed() {
+            self.packed as usize
+        } else {
+            self.buf.len()
+        };
+        raw + LP_OVERHEAD
+    }
+
+    /// Compresses the node unless it is already compressed, too small, or
+    /// compression was tried since it last changed (Redis's
+    /// __quicklistCompressNode: at least [`MIN_COMPRESS_BYTES`], kept raw
+    /// unless it saves [`MIN_COMPRESS_IMPROVE`] bytes).
+    fn compress(&mut self) {
+        if self.packed != 0 {
+            return;
+        }
+        let raw = self.bytes();
+        if raw < MIN_COMPRESS_BYTES || self.buf.len() >= PACK_TRIED as usize {
+            self.packed = PACK_TRIED;
+            return;
+        }
+        let mut c = lz4_flex::block::compress(&self.buf);
+        if c.len() + MIN_COMPRESS_IMPROVE >= raw {
+            self.packed = PACK_TRIED;
+            return;
+        }
+        c.shrink_to_fit();
+        self.packed = self.buf.len() as u32;
+        self.buf = c;
+    }
+
+    /// Makes the node raw (to be changed, or because it is now within the
+    /// compress depth of an end). Marks it untried: it may have changed.
+    #[inline]
+    fn decompress(&mut self) {
+        if self.is_compressed() {
+            self.buf = unpack(&self.buf, self.packed as usize, self.count());
+        }
+        self.packed = 0;
+    }
+
+    /// For a compressed node, its raw entries decompressed into a buffer of
+    /// their own (the node stays compressed); None for a raw node.
+    #[inline]
+    fn unpacked(&self) -> Option<Bytes> {
+        self.is_compressed()
+            .then(|| Bytes::from(unpack(&self.buf, self.packed as usize, self.count())))
     }
 
     /// Whether an element of `raw_len` bytes may still go into this node
@@ -392,34 +553,19 @@ impl Listpack {
             End::Front => 0,
             End::Back => self.buf.len(),
         };
-        self.insert_encoded(off, &Encoded::new(e));
+        self.insert_encoded(off, &Encoded::new(&e));
     }
 
     /// The element at byte offset `off` and the offset of the next entry.
+    #[inline]
     fn at(&self, off: usize) -> (Elem<'_>, usize) {
-        let (e, l) = decode(&self.buf, off);
-        (e, off + l + backlen_size(l))
+        entry_at(&self.buf, off)
     }
 
     /// Byte offset of the entry at position `i` (`i == count` gives the
     /// end), walking from the nearer end.
     fn offset_of(&self, i: usize) -> usize {
-        if i >= self.count() {
-            return self.buf.len();
-        }
-        if i <= self.count() / 2 {
-            let mut off = 0;
-            for _ in 0..i {
-                off = self.at(off).1;
-            }
-            off
-        } else {
-            let mut off = self.buf.len();
-            for _ in i..self.count() {
-                off = entry_start_before(&self.buf, off);
-            }
-            off
-        }
+        offset_in(&self.buf, self.count(), i)
     }
 
     fn get(&self, i: usize) -> Elem<'_> {
@@ -428,13 +574,13 @@ impl Listpack {
 
     fn insert(&mut self, i: usize, e: Elem<'_>) {
         let off = self.offset_of(i);
-        self.insert_encoded(off, &Encoded::new(e));
+        self.insert_encoded(off, &Encoded::new(&e));
     }
 
     fn replace(&mut self, i: usize, e: Elem<'_>) {
         let off = self.offset_of(i);
         let next = self.at(off).1;
-        let enc = Encoded::new(e);
+        let enc = Encoded::new(&e);
         let size = enc.size();
         let old_size = next - off;
         if size > old_size {
@@ -458,6 +604,7 @@ impl Listpack {
         if n == self.count() {
             self.buf = Vec::new();
             self.count = 0;
+            self.packed = 0;
             return;
         }
         let from = self.offset_of(i);
@@ -554,6 +701,29 @@ enum Repr {
 struct Quicklist {
     nodes: VecDeque<Listpack>,
     len: usize,
+    /// Redis's list-compress-depth as it was when the list became a
+    /// quicklist (Redis's quicklistNew takes it then, and CONFIG SET does
+    /// not change existing lists): this many nodes at each end stay raw,
+    /// the nodes between them are kept compressed. 0 compresses nothing.
+    depth: u32,
+}
+
+/// The limits a list is shaped by: Redis's list-max-listpack-size (`fill`)
+/// and list-compress-depth (taken when the list becomes a quicklist).
+/// An `i64` converts into a fill without compression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListLimits {
+    pub fill: i64,
+    pub compress_depth: u32,
+}
+
+impl From<i64> for ListLimits {
+    fn from(fill: i64) -> ListLimits {
+        ListLimits {
+            fill,
+            compress_depth: 0,
+        }
+    }
 }
 
 /// A Redis list value.
@@ -600,10 +770,10 @@ impl List {
         }
     }
 
-    /// A list of `items`, front to back, as pushes under `fill` build it.
-    pub fn from_items<T: AsRef<[u8]>>(items: &[T], fill: i64) -> List {
+    /// A list of `items`, front to back, as pushes under `limits` build it.
+    pub fn from_items<T: AsRef<[u8]>>(items: &[T], limits: impl Into<ListLimits>) -> List {
         let mut l = List::new();
-        l.push(End::Back, items, fill);
+        l.push(End::Back, items, limits);
         l
     }
 
@@ -625,9 +795,22 @@ impl List {
     /// An empty list already in the quicklist encoding, for restoring a
     /// snapshot of a list that became a quicklist (however short it got
     /// since). Pushes then fill nodes as in any quicklist.
-    pub fn new_quicklist() -> List {
+    /// `compress_depth` is list-compress-depth (see [`ListLimits`]).
+    pub fn new_quicklist(compress_depth: u32) -> List {
         List {
-            repr: Repr::Quick(Box::default()),
+            repr: Repr::Quick(Box::new(Quicklist {
+                depth: compress_depth,
+                ..Default::default()
+            })),
+        }
+    }
+
+    /// How many of a quicklist's nodes are kept compressed (tests and
+    /// diagnostics; 0 for a listpack).
+    pub fn compressed_nodes(&self) -> usize {
+        match &self.repr {
+            Repr::Packed(_) => 0,
+            Repr::Quick(q) => q.nodes.iter().filter(|n| n.is_compressed()).count(),
         }
     }
 
@@ -682,25 +865,31 @@ impl List {
     /// `add_bytes` bytes in total would exceed the limit (Redis's
     /// listTypeTryConvertListpack). The whole listpack becomes the first
     /// node; later pushes fill new nodes.
-    fn convert_if_needed(&mut self, add_bytes: usize, add_count: usize, fill: i64) {
+    fn convert_if_needed(&mut self, add_bytes: usize, add_count: usize, limits: ListLimits) {
         if let Repr::Packed(lp) = &mut self.repr {
             let bytes = lp.bytes().saturating_add(add_bytes);
-            if exceeds(fill, bytes, lp.count() + add_count) {
+            if exceeds(limits.fill, bytes, lp.count() + add_count) {
                 let lp = std::mem::take(lp);
                 let len = lp.count();
                 let mut nodes = VecDeque::new();
                 if len > 0 {
                     nodes.push_back(lp);
                 }
-                self.repr = Repr::Quick(Box::new(Quicklist { nodes, len }));
+                self.repr = Repr::Quick(Box::new(Quicklist {
+                    nodes,
+                    len,
+                    depth: limits.compress_depth,
+                }));
             }
         }
     }
 
     /// Pushes `values` one by one at `end` (so LPUSH a b c leaves c first).
-    pub fn push<T: AsRef<[u8]>>(&mut self, end: End, values: &[T], fill: i64) {
+    pub fn push<T: AsRef<[u8]>>(&mut self, end: End, values: &[T], limits: impl Into<ListLimits>) {
+        let limits = limits.into();
+        let fill = limits.fill;
         let add_bytes = values.iter().map(|v| v.as_ref().len()).sum();
-        self.convert_if_needed(add_bytes, values.len(), fill);
+        self.convert_if_needed(add_bytes, values.len(), limits);
         match &mut self.repr {
             Repr::Packed(lp) => {
                 for v in values {
@@ -732,33 +921,44 @@ impl List {
             Repr::Packed(lp) => Some(lp.get(index)),
             Repr::Quick(q) => {
                 let (ni, local) = q.locate(index);
-                Some(q.nodes[ni].get(local))
+                let n = &q.nodes[ni];
+                match n.unpacked() {
+                    None => Some(n.get(local)),
+                    Some(raw) => {
+                        let off = offset_in(&raw, n.count(), local);
+                        Some(entry_at(&raw, off).0.owned_from(&raw))
+                    }
+                }
             }
         }
     }
 
     /// Replaces the element at `index`; false if out of range.
-    pub fn set(&mut self, index: usize, value: &[u8], fill: i64) -> bool {
+    pub fn set(&mut self, index: usize, value: &[u8], limits: impl Into<ListLimits>) -> bool {
+        let limits = limits.into();
         if index >= self.len() {
             return false;
         }
-        self.convert_if_needed(value.len(), 1, fill);
+        self.convert_if_needed(value.len(), 1, limits);
         let e = Elem::from_bytes(value);
         match &mut self.repr {
             Repr::Packed(lp) => lp.replace(index, e),
             Repr::Quick(q) => {
                 let (ni, local) = q.locate(index);
-                q.nodes[ni].replace(local, e);
-                q.split_if_over(ni, fill);
+                q.raw_node(ni).replace(local, e);
+                q.split_if_over(ni, limits.fill);
+                q.compress_inner();
             }
         }
         true
     }
 
     /// Inserts `value` so that it ends up at `index` (0..=len).
-    pub fn insert(&mut self, index: usize, value: &[u8], fill: i64) {
+    pub fn insert(&mut self, index: usize, value: &[u8], limits: impl Into<ListLimits>) {
+        let limits = limits.into();
+        let fill = limits.fill;
         let index = index.min(self.len());
-        self.convert_if_needed(value.len(), 1, fill);
+        self.convert_if_needed(value.len(), 1, limits);
         let e = Elem::from_bytes(value);
         match &mut self.repr {
             Repr::Packed(lp) => lp.insert(index, e),
@@ -769,9 +969,10 @@ impl List {
                     q.push(End::Front, value, fill);
                 } else {
                     let (ni, local) = q.locate(index);
-                    q.nodes[ni].insert(local, e);
+                    q.raw_node(ni).insert(local, e);
                     q.len += 1;
                     q.split_if_over(ni, fill);
+                    q.compress_inner();
                 }
             }
         }
@@ -805,14 +1006,20 @@ impl List {
     /// Elements from position `start` towards the back.
     pub fn iter_from(&self, start: usize) -> Iter<'_> {
         let left = self.len().saturating_sub(start);
-        let (node, off) = if left == 0 {
-            (usize::MAX, 0)
+        let (node, off, unpacked) = if left == 0 {
+            (usize::MAX, 0, None)
         } else {
             match &self.repr {
-                Repr::Packed(lp) => (0, lp.offset_of(start)),
+                Repr::Packed(lp) => (0, lp.offset_of(start), None),
                 Repr::Quick(q) => {
                     let (ni, local) = q.locate(start);
-                    (ni, q.nodes[ni].offset_of(local))
+                    let n = &q.nodes[ni];
+                    let unpacked = n.unpacked();
+                    let off = match &unpacked {
+                        Some(raw) => offset_in(raw, n.count(), local),
+                        None => n.offset_of(local),
+                    };
+                    (ni, off, unpacked)
                 }
             }
         };
@@ -821,6 +1028,7 @@ impl List {
             node,
             off,
             left,
+            unpacked,
         }
     }
 
@@ -832,22 +1040,33 @@ impl List {
     /// Elements from position `start` towards the front.
     pub fn iter_rev_from(&self, start: usize) -> RevIter<'_> {
         let len = self.len();
-        let (left, node, end) = if len == 0 {
-            (0, 0, 0)
+        let (left, node, end, unpacked) = if len == 0 {
+            (0, 0, 0, None)
         } else {
             let start = start.min(len - 1);
             let (ni, local) = match &self.repr {
                 Repr::Packed(_) => (0, start),
                 Repr::Quick(q) => q.locate(start),
             };
-            let end = self.node(ni).map_or(0, |n| n.offset_of(local + 1));
-            (start + 1, ni, end)
+            let (end, unpacked) = match self.node(ni) {
+                None => (0, None),
+                Some(n) => {
+                    let unpacked = n.unpacked();
+                    let end = match &unpacked {
+                        Some(raw) => offset_in(raw, n.count(), local + 1),
+                        None => n.offset_of(local + 1),
+                    };
+                    (end, unpacked)
+                }
+            };
+            (start + 1, ni, end, unpacked)
         };
         RevIter {
             list: self,
             node,
             end,
             left,
+            unpacked,
         }
     }
 }
@@ -877,28 +1096,78 @@ impl Quicklist {
         (self.nodes.len().saturating_sub(1), 0)
     }
 
+    /// Node `ni`, raw, to be changed (it is compressed again, if deep
+    /// enough, by the [`Quicklist::compress_inner`] that follows).
+    #[inline]
+    fn raw_node(&mut self, ni: usize) -> &mut Listpack {
+        let n = &mut self.nodes[ni];
+        n.decompress();
+        n
+    }
+
+    /// Restores the compression shape after nodes came or went at the ends
+    /// (Redis's __quicklistCompress): the `depth` nodes at each end raw,
+    /// the first node past them on each side compressed. O(depth); the
+    /// nodes further in are already compressed (or tried).
+    fn compress_ends(&mut self) {
+        let d = self.depth as usize;
+        if d == 0 {
+            return;
+        }
+        let n = self.nodes.len();
+        for i in 0..d.min(n) {
+            self.nodes[i].decompress();
+            self.nodes[n - 1 - i].decompress();
+        }
+        if n > 2 * d {
+            self.nodes[d].compress();
+            self.nodes[n - 1 - d].compress();
+        }
+    }
+
+    /// Restores the compression shape after changes anywhere: every node
+    /// within `depth` of an end raw, every other one compressed (or tried).
+    /// O(nodes) checks, compressing only the nodes that changed.
+    fn compress_inner(&mut self) {
+        let d = self.depth as usize;
+        if d == 0 {
+            return;
+        }
+        let n = self.nodes.len();
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            if i < d || i + d >= n {
+                node.decompress();
+            } else {
+                node.compress();
+            }
+        }
+    }
+
     fn push(&mut self, end: End, value: &[u8], fill: i64) {
         let e = Elem::from_bytes(value);
         let node = match end {
             End::Front => self.nodes.front_mut(),
             End::Back => self.nodes.back_mut(),
         };
-        match node {
-            Some(n) if n.allows_insert(value.len(), fill) => n.push(end, e),
-            full => {
-                // The full node is done growing at this end: drop its slack.
-                if let Some(full) = full {
-                    full.buf.shrink_to_fit();
-                }
-                let mut n = Listpack::default();
+        if let Some(n) = node {
+            // The end nodes are raw (within the depth); stay safe anyway.
+            n.decompress();
+            if n.allows_insert(value.len(), fill) {
                 n.push(end, e);
-                match end {
-                    End::Front => self.nodes.push_front(n),
-                    End::Back => self.nodes.push_back(n),
-                }
+                self.len += 1;
+                return;
             }
+            // The full node is done growing at this end: drop its slack.
+            n.buf.shrink_to_fit();
+        }
+        let mut n = Listpack::default();
+        n.push(end, e);
+        match end {
+            End::Front => self.nodes.push_front(n),
+            End::Back => self.nodes.push_back(n),
         }
         self.len += 1;
+        self.compress_ends();
     }
 
     fn pop(&mut self, end: End) -> Option<Bytes> {
@@ -906,12 +1175,14 @@ impl Quicklist {
             End::Front => self.nodes.front_mut(),
             End::Back => self.nodes.back_mut(),
         }?;
+        node.decompress();
         let v = node.pop(end);
         if node.count == 0 {
             match end {
                 End::Front => self.nodes.pop_front(),
                 End::Back => self.nodes.pop_back(),
             };
+            self.compress_ends();
         }
         if v.is_some() {
             self.len -= 1;
@@ -942,6 +1213,9 @@ impl Quicklist {
         while left > 0 && ni < self.nodes.len() {
             let n = &mut self.nodes[ni];
             let take = left.min(n.count() - local);
+            if take < n.count() {
+                n.decompress();
+            }
             n.remove_range(local, take);
             if n.count == 0 {
                 emptied = Some(emptied.map_or((ni, ni), |(a, _)| (a, ni)));
@@ -955,6 +1229,7 @@ impl Quicklist {
             self.nodes.drain(a..=b);
         }
         self.len -= count - left;
+        self.compress_inner();
     }
 
     fn remove_positions(&mut self, sorted: &[usize]) {
@@ -969,6 +1244,7 @@ impl Quicklist {
             let k = rest.partition_point(|&p| p < end);
             if k > 0 {
                 let local: Vec<usize> = rest[..k].iter().map(|&p| p - base).collect();
+                n.decompress();
                 let before = n.count();
                 n.remove_positions(&local);
                 removed += before - n.count();
@@ -978,6 +1254,7 @@ impl Quicklist {
         }
         self.nodes.retain(|n| n.count > 0);
         self.len -= removed;
+        self.compress_inner();
     }
 }
 
@@ -987,6 +1264,9 @@ pub struct Iter<'a> {
     node: usize,
     off: usize,
     left: usize,
+    /// The current node's entries, when it is compressed: decompressed for
+    /// this walk only (dropped when the walk moves on).
+    unpacked: Option<Bytes>,
 }
 
 impl<'a> Iterator for Iter<'a> {
@@ -998,14 +1278,24 @@ impl<'a> Iterator for Iter<'a> {
         }
         loop {
             let n = self.list.node(self.node)?;
-            if self.off < n.buf.len() {
-                let (e, next) = n.at(self.off);
-                self.off = next;
-                self.left -= 1;
-                return Some(e);
+            match &self.unpacked {
+                None if self.off < n.buf.len() => {
+                    let (e, next) = n.at(self.off);
+                    self.off = next;
+                    self.left -= 1;
+                    return Some(e);
+                }
+                Some(raw) if self.off < raw.len() => {
+                    let (e, next) = entry_at(raw, self.off);
+                    self.off = next;
+                    self.left -= 1;
+                    return Some(e.owned_from(raw));
+                }
+                _ => {}
             }
             self.node += 1;
             self.off = 0;
+            self.unpacked = self.list.node(self.node)?.unpacked();
         }
     }
 
@@ -1023,6 +1313,8 @@ pub struct RevIter<'a> {
     /// End (exclusive) of the next entry to return within `node`.
     end: usize,
     left: usize,
+    /// The current node's entries, when it is compressed (see [`Iter`]).
+    unpacked: Option<Bytes>,
 }
 
 impl<'a> Iterator for RevIter<'a> {
@@ -1033,15 +1325,30 @@ impl<'a> Iterator for RevIter<'a> {
             return None;
         }
         loop {
-            let n = self.list.node(self.node)?;
             if self.end > 0 {
-                let start = entry_start_before(&n.buf, self.end);
+                let start;
+                let e = match &self.unpacked {
+                    None => {
+                        let n = self.list.node(self.node)?;
+                        start = entry_start_before(&n.buf, self.end);
+                        n.at(start).0
+                    }
+                    Some(raw) => {
+                        start = entry_start_before(raw, self.end);
+                        entry_at(raw, start).0.owned_from(raw)
+                    }
+                };
                 self.end = start;
                 self.left -= 1;
-                return Some(n.at(start).0);
+                return Some(e);
             }
             self.node = self.node.checked_sub(1)?;
-            self.end = self.list.node(self.node)?.buf.len();
+            let n = self.list.node(self.node)?;
+            self.unpacked = n.unpacked();
+            self.end = match &self.unpacked {
+                Some(raw) => raw.len(),
+                None => n.buf.len(),
+            };
         }
     }
 
@@ -1128,7 +1435,7 @@ mod tests {
 
     #[test]
     fn redis_entry_sizes() {
-        let size = |b: &[u8]| Encoded::new(Elem::from_bytes(b)).size();
+        let size = |b: &[u8]| Encoded::new(&Elem::from_bytes(b)).size();
         assert_eq!(size(b"5"), 2);
         assert_eq!(size(b"-5"), 3);
         assert_eq!(size(b"10000"), 4);
@@ -1248,10 +1555,16 @@ mod tests {
             seed ^= seed << 17;
             (seed % n.max(1) as u64) as usize
         };
-        for fill in [-1, -2, 3, 16] {
+        for (fill, depth) in [(-1, 0), (-2, 0), (3, 0), (16, 0), (-1, 1), (3, 2), (16, 1)] {
+            let fill = ListLimits {
+                fill,
+                compress_depth: depth,
+            };
             let mut l = List::new();
             let mut model: VecDeque<Vec<u8>> = VecDeque::new();
+            let mut most_compressed = 0;
             for step in 0..6000 {
+                most_compressed = most_compressed.max(l.compressed_nodes());
                 let v: Vec<u8> = match rnd(4) {
                     0 => (rnd(100_000) as i64 - 50_000).to_string().into_bytes(),
                     1 => vec![b'a' + rnd(26) as u8; rnd(40)],
@@ -1308,7 +1621,7 @@ mod tests {
                 assert_eq!(l.len(), model.len(), "step {step}");
                 if step % 97 == 0 {
                     let want: Vec<Vec<u8>> = model.iter().cloned().collect();
-                    assert_eq!(items(&l), want, "step {step} fill {fill}");
+                    assert_eq!(items(&l), want, "step {step} {fill:?}");
                     let mut rev = want.clone();
                     rev.reverse();
                     assert_eq!(items_rev(&l), rev);
@@ -1325,10 +1638,102 @@ mod tests {
                     if let Repr::Quick(q) = &l.repr {
                         assert!(q.nodes.iter().all(|n| n.count > 0));
                         assert_eq!(q.nodes.iter().map(|n| n.count()).sum::<usize>(), q.len);
+                        let n = q.nodes.len();
+                        let d = depth as usize;
+                        for (i, node) in q.nodes.iter().enumerate() {
+                            let inner = i >= d && i + d < n;
+                            assert!(
+                                inner || !node.is_compressed(),
+                                "node {i} of {n} compressed within depth {d}"
+                            );
+                            assert!(depth > 0 || node.packed == 0);
+                        }
                     }
                 }
             }
+            assert_eq!(most_compressed > 0, depth > 0, "{fill:?}");
         }
+    }
+
+    #[test]
+    fn compress_depth_keeps_inner_nodes_compressed() {
+        let v: Vec<String> = (0..5000)
+            .map(|i| format!("user:{:06}:session:{}", i, "abcdef".repeat(4)))
+            .collect();
+        let plain = List::from_items(&v, -2);
+        let packed = List::from_items(
+            &v,
+            ListLimits {
+                fill: -2,
+                compress_depth: 1,
+            },
+        );
+        assert_eq!(plain, packed);
+        assert_eq!(plain.compressed_nodes(), 0);
+        let nodes = packed.node_count();
+        assert!(nodes > 10);
+        // Every node but the one at each end.
+        assert_eq!(packed.compressed_nodes(), nodes - 2);
+        assert!(
+            packed.heap_size() * 2 < plain.heap_size(),
+            "{} vs {}",
+            packed.heap_size(),
+            plain.heap_size()
+        );
+        // Reads decompress a copy; the stored nodes stay compressed.
+        assert_eq!(
+            packed.get(2500).map(|e| e.to_vec()),
+            Some(v[2500].clone().into_bytes())
+        );
+        let back: Vec<Vec<u8>> = packed.iter_rev_from(4000).map(|e| e.to_vec()).collect();
+        assert_eq!(back.len(), 4001);
+        assert_eq!(back[0], v[4000].as_bytes());
+        assert_eq!(packed.compressed_nodes(), nodes - 2);
+        // Popping an end node exposes the next one, which is made raw.
+        let mut p = packed.clone();
+        let first = p.node(0).map_or(0, |n| n.count());
+        for _ in 0..first {
+            p.pop(End::Front);
+        }
+        assert_eq!(p.compressed_nodes(), nodes - 3);
+        // Depth 2 on a list of 4 nodes or fewer compresses nothing.
+        let short = List::from_items(
+            &v[..200],
+            ListLimits {
+                fill: -2,
+                compress_depth: 2,
+            },
+        );
+        assert!(short.node_count() <= 4);
+        assert_eq!(short.compressed_nodes(), 0);
+    }
+
+    #[test]
+    fn incompressible_nodes_stay_raw() {
+        // Distinct pseudo-random bytes: LZ4 cannot save 8 bytes on them.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let v: Vec<Vec<u8>> = (0..400)
+            .map(|_| {
+                (0..100)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        (x >> 24) as u8
+                    })
+                    .collect()
+            })
+            .collect();
+        let l = List::from_items(
+            &v,
+            ListLimits {
+                fill: -2,
+                compress_depth: 1,
+            },
+        );
+        assert!(l.node_count() > 3);
+        assert_eq!(l.compressed_nodes(), 0);
+        assert_eq!(l.iter().map(|e| e.to_vec()).collect::<Vec<_>>(), v);
     }
 
     #[test]

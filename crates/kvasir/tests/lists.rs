@@ -470,3 +470,154 @@ fn command_table_entries() {
     );
     assert_eq!(keys, ["a", "b"]);
 }
+
+/// list-compress-depth: a quicklist's inner nodes are kept compressed, so
+/// a long list of compressible values costs clearly less memory, and every
+/// list command answers exactly as it does without compression (a seeded
+/// random sequence replayed on a server with depth 0 and one with depth 1).
+#[test]
+fn compress_depth_saves_memory_and_changes_no_reply() {
+    let plain = Kvasir::start(&[]);
+    let packed = Kvasir::start(&[]);
+    let mut a = plain.conn();
+    let mut b = packed.conn();
+    let bad = "ERR CONFIG SET failed (possibly related to argument 'list-compress-depth') - argument must be between 0 and 2147483647 inclusive";
+    assert_eq!(
+        err(&mut b, &["CONFIG", "SET", "list-compress-depth", "-1"]),
+        bad
+    );
+    assert_eq!(
+        err(
+            &mut b,
+            &["CONFIG", "SET", "list-compress-depth", "2147483648"]
+        ),
+        bad
+    );
+    let _: () = q(&mut b, &["CONFIG", "SET", "list-compress-depth", "1"]);
+    let depth: Vec<String> = strings(&mut b, &["CONFIG", "GET", "list-compress-depth"]);
+    assert_eq!(depth, ["list-compress-depth", "1"]);
+
+    let value = |i: u64| format!("session:{:04}:{}", i % 1000, "payload-".repeat(8));
+    for c in [&mut a, &mut b] {
+        let mut push = redis::cmd("RPUSH");
+        push.arg("big");
+        for i in 0..20_000 {
+            push.arg(value(i));
+        }
+        let _: i64 = push.query(c).unwrap();
+        assert_eq!(q::<String>(c, &["OBJECT", "ENCODING", "big"]), "quicklist");
+    }
+    let usage_plain: i64 = q(&mut a, &["MEMORY", "USAGE", "big"]);
+    let usage_packed: i64 = q(&mut b, &["MEMORY", "USAGE", "big"]);
+    assert!(
+        usage_packed * 3 < usage_plain,
+        "depth 1 uses {usage_packed} bytes, depth 0 {usage_plain}"
+    );
+    // Reading decompresses a copy; the stored nodes stay compressed.
+    let whole: Vec<String> = strings(&mut b, &["LRANGE", "big", "0", "-1"]);
+    assert_eq!(whole, strings(&mut a, &["LRANGE", "big", "0", "-1"]));
+    assert_eq!(whole.len(), 20_000);
+    assert_eq!(q::<i64>(&mut b, &["MEMORY", "USAGE", "big"]), usage_packed);
+
+    // A random sequence over every list command, on both servers.
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut rnd = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n.max(1)
+    };
+    let keys = ["big", "l1", "l2"];
+    let mut compared = 0;
+    for _ in 0..4000 {
+        let k = keys[rnd(3) as usize].to_string();
+        let k2 = keys[rnd(3) as usize].to_string();
+        let v = match rnd(4) {
+            0 => rnd(1000).to_string(),
+            1 => value(rnd(3000)),
+            2 => "z".repeat(rnd(300) as usize),
+            _ => format!("v{}", rnd(10)),
+        };
+        let i = (rnd(30_000) as i64 - 15_000).to_string();
+        let j = (rnd(30_000) as i64 - 15_000).to_string();
+        let n = rnd(5).to_string();
+        let end = if rnd(2) == 0 { "LEFT" } else { "RIGHT" };
+        let args: Vec<String> = match rnd(17) {
+            0 | 1 => vec!["LPUSH".into(), k, v.clone(), v],
+            2 | 3 => vec!["RPUSH".into(), k, v],
+            4 => vec!["LPOP".into(), k, n],
+            5 => vec!["RPOP".into(), k],
+            6 => vec!["LINDEX".into(), k, i],
+            7 => vec!["LSET".into(), k, i, v],
+            8 => vec![
+                "LINSERT".into(),
+                k,
+                if rnd(2) == 0 { "BEFORE" } else { "AFTER" }.into(),
+                format!("v{}", rnd(10)),
+                v,
+            ],
+            9 => vec!["LRANGE".into(), k, i, j],
+            10 => vec![
+                "LREM".into(),
+                k,
+                (rnd(5) as i64 - 2).to_string(),
+                format!("v{}", rnd(10)),
+            ],
+            11 => vec![
+                "LTRIM".into(),
+                k,
+                rnd(50).to_string(),
+                (-1 - rnd(50) as i64).to_string(),
+            ],
+            12 => vec![
+                "LPOS".into(),
+                k,
+                v,
+                "RANK".into(),
+                (rnd(3) + 1).to_string(),
+                "COUNT".into(),
+                "0".into(),
+            ],
+            13 => vec!["LMOVE".into(), k, k2, end.into(), end.into()],
+            14 => vec!["LLEN".into(), k],
+            15 => vec![
+                "LMPOP".into(),
+                "2".into(),
+                k,
+                k2,
+                end.into(),
+                "COUNT".into(),
+                (rnd(3) + 1).to_string(),
+            ],
+            _ => vec!["RPOPLPUSH".into(), k, k2],
+        };
+        let mut cmd = redis::cmd(&args[0]);
+        for x in &args[1..] {
+            cmd.arg(x);
+        }
+        let ra: redis::RedisResult<Value> = cmd.query(&mut a);
+        let rb: redis::RedisResult<Value> = cmd.query(&mut b);
+        match (&ra, &rb) {
+            (Ok(x), Ok(y)) => assert_eq!(x, y, "{args:?}"),
+            (Err(x), Err(y)) => assert_eq!(x.to_string(), y.to_string(), "{args:?}"),
+            _ => panic!("{args:?}: {ra:?} vs {rb:?}"),
+        }
+        compared += 1;
+    }
+    assert_eq!(compared, 4000);
+    for k in keys {
+        assert_eq!(all(&mut a, k), all(&mut b, k), "{k}");
+        let ea: Option<String> = q(&mut a, &["OBJECT", "ENCODING", k]);
+        let eb: Option<String> = q(&mut b, &["OBJECT", "ENCODING", k]);
+        assert_eq!(ea, eb, "{k}");
+    }
+    // The big list is still long and still compressed after all that.
+    let len: i64 = q(&mut b, &["LLEN", "big"]);
+    assert!(len > 10_000, "{len}");
+    let usage_plain: i64 = q(&mut a, &["MEMORY", "USAGE", "big"]);
+    let usage_packed: i64 = q(&mut b, &["MEMORY", "USAGE", "big"]);
+    assert!(
+        usage_packed * 2 < usage_plain,
+        "depth 1 uses {usage_packed} bytes, depth 0 {usage_plain}"
+    );
+}

@@ -157,6 +157,31 @@ fn family_commands() -> Vec<Vec<&'static str>> {
         "XGROUP DESTROY x grp",
         "RPUSH sl 3 1 2",
         "SORT sl STORE sorted",
+        // SMOVE: "sadd" only when the member was not in the destination;
+        // "del" for an emptied source, "new" for a created destination.
+        "SADD sm1 a b",
+        "SADD sm2 a",
+        "SMOVE sm1 sm2 a",
+        "SMOVE sm1 sm3 b",
+        "SMOVE sm2 sm2 a",
+        // XADD trimming: "xtrim" after "xadd", only when entries went.
+        "XADD xt MAXLEN 1 1-1 a 1",
+        "XADD xt MAXLEN 1 2-1 a 2",
+        "XADD xt MINID 0 3-1 a 3",
+        "XADD xt NOMKSTREAM MAXLEN = 1 4-1 a 4",
+        "XADD nosuchstream NOMKSTREAM 1-1 a 1",
+        // Consumers created by XREADGROUP (when served), XCLAIM and
+        // XAUTOCLAIM (by their first claim).
+        "XGROUP CREATE xt g2 0",
+        "XREADGROUP GROUP g2 c1 STREAMS xt >",
+        "XREADGROUP GROUP g2 c0 STREAMS xt >",
+        "XREADGROUP GROUP g2 c1 STREAMS xt >",
+        "XREADGROUP GROUP g2 c9 STREAMS xt 0",
+        "XCLAIM xt g2 c2 0 0-1",
+        "XCLAIM xt g2 c3 0 4-1",
+        "XAUTOCLAIM xt g2 c4 0 0-0 COUNT 1",
+        "XAUTOCLAIM xt g2 c5 0 9-0",
+        "XINFO CONSUMERS xt g2",
         "FLUSHDB",
     ];
     lines.iter().map(|l| l.split(' ').collect()).collect()

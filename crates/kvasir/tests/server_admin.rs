@@ -993,7 +993,6 @@ fn config_knows_every_redis_7_0_parameter_and_the_old_names() {
 
     // Stored-only parameters: accepted, reported, checked by kind.
     for (name, value) in [
-        ("list-compress-depth", "1"),
         ("lua-time-limit", "100"),
         ("lfu-log-factor", "20"),
         ("activedefrag", "yes"),

@@ -133,6 +133,47 @@ fn script() -> Vec<Vec<String>> {
         &["SORT", "ids", "LIMIT", "1", "3", "GET", "n_*"],
         &["SORT", "iset", "BY", "v_*"],
         &["SORT", "sset", "BY", "nosort", "STORE", "dst"],
+        // In a script a set BY nosort is sorted ALPHA (Redis's
+        // CLIENT_SCRIPT rule), so scripts see one order: integers as
+        // strings, DESC and LIMIT honoured, string sets too.
+        &[
+            "EVAL",
+            "return redis.call('SORT', KEYS[1], 'BY', 'nosort')",
+            "1",
+            "iset",
+        ],
+        &[
+            "EVAL",
+            "return redis.call('SORT', KEYS[1], 'BY', 'nosort')",
+            "1",
+            "sset",
+        ],
+        &[
+            "EVAL",
+            "return redis.call('SORT', KEYS[1], 'BY', 'nosort', 'DESC', 'LIMIT', 1, 3)",
+            "1",
+            "iset",
+        ],
+        &[
+            "EVAL_RO",
+            "return redis.call('SORT_RO', KEYS[1], 'BY', 'nosort')",
+            "1",
+            "iset",
+        ],
+        &[
+            "EVAL",
+            "return redis.call('SORT', KEYS[1], 'BY', 'nosort')",
+            "1",
+            "z",
+        ],
+        &[
+            "EVAL",
+            "return redis.call('SORT', KEYS[1], 'BY', 'nosort')",
+            "1",
+            "nums",
+        ],
+        // Outside a script again: the intset's own (ascending) order.
+        &["SORT", "iset", "BY", "nosort"],
         &["LRANGE", "dst", "0", "-1"],
         &[
             "SORT", "z", "BY", "nosort", "DESC", "LIMIT", "1", "3", "GET", "#",

@@ -37,6 +37,9 @@ pub struct Config {
     pub zset_max_listpack_entries: usize,
     pub zset_max_listpack_value: usize,
     pub list_max_listpack_size: i64,
+    /// list-compress-depth (0..=2147483647 as Redis accepts; quicklists use
+    /// at most 65535, Redis's COMPRESS_MAX).
+    pub list_compress_depth: u32,
     /// Lua instructions after which a script is stopped.
     pub script_max_instructions: u64,
     /// notify-keyspace-events as class flags (`kvasir_core::notify`).
@@ -95,6 +98,7 @@ impl Default for Config {
             zset_max_listpack_entries: 128,
             zset_max_listpack_value: 64,
             list_max_listpack_size: -2,
+            list_compress_depth: 0,
             script_max_instructions: kvasir_core::store::DEFAULT_SCRIPT_MAX_INSTRUCTIONS,
             notify_keyspace_events: 0,
             node_id: None,
@@ -134,6 +138,8 @@ impl Config {
             zset_max_listpack_entries: self.zset_max_listpack_entries,
             zset_max_listpack_value: self.zset_max_listpack_value,
             list_max_listpack_size: self.list_max_listpack_size,
+            // Redis's quicklist keeps the depth in 16 bits (COMPRESS_MAX).
+            list_compress_depth: self.list_compress_depth.min(65535),
             script_max_instructions: self.script_max_instructions,
         }
     }
@@ -216,6 +222,7 @@ impl Config {
                 "list-max-listpack-size",
                 self.list_max_listpack_size.to_string(),
             ),
+            ("list-compress-depth", self.list_compress_depth.to_string()),
             (
                 "script-max-instructions",
                 self.script_max_instructions.to_string(),
@@ -278,6 +285,16 @@ impl Config {
             "zset-max-listpack-entries" => self.zset_max_listpack_entries = num(value)?,
             "zset-max-listpack-value" => self.zset_max_listpack_value = memory(value)?,
             "list-max-listpack-size" => self.list_max_listpack_size = num(value)?,
+            "list-compress-depth" => {
+                self.list_compress_depth = u32::try_from(num::<i64>(value)?)
+                    .ok()
+                    .filter(|&d| d <= i32::MAX as u32)
+                    .ok_or_else(|| {
+                        SetError::Invalid(
+                            "argument must be between 0 and 2147483647 inclusive".into(),
+                        )
+                    })?
+            }
             "script-max-instructions" => self.script_max_instructions = num::<u64>(value)?.max(1000),
             "notify-keyspace-events" => {
                 self.notify_keyspace_events = kvasir_core::notify::parse_flags(value)

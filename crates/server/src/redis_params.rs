@@ -80,7 +80,6 @@ pub const PARAMETERS: &[(&str, &str)] = &[
     ("lazyfree-lazy-user-flush", "no"),
     ("lfu-decay-time", "1"),
     ("lfu-log-factor", "10"),
-    ("list-compress-depth", "0"),
     ("logfile", ""),
     ("lua-time-limit", "5000"),
     ("masterauth", ""),
@@ -306,9 +305,9 @@ mod tests {
     #[test]
     fn stored_parameters_are_checked_by_kind_and_aliases_resolve() {
         let mut p = StoredParams::default();
-        assert_eq!(p.get("list-compress-depth"), Some("0"));
-        assert_eq!(p.set("list-compress-depth", "2"), Some(Ok(())));
-        assert_eq!(p.get("list-compress-depth"), Some("2"));
+        assert_eq!(p.get("lfu-log-factor"), Some("10"));
+        assert_eq!(p.set("lfu-log-factor", "2"), Some(Ok(())));
+        assert_eq!(p.get("lfu-log-factor"), Some("2"));
         assert_eq!(p.set("activedefrag", "YES"), Some(Ok(())));
         assert_eq!(p.get("activedefrag"), Some("yes"));
         assert!(matches!(

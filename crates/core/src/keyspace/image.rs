@@ -63,8 +63,9 @@ pub enum Layout {
 }
 
 /// Limits under which loading never changes a collection's layout (a
-/// snapshot restore). `list_max_listpack_size` is not among them: a
-/// restored quicklist fills its nodes under the store's own setting.
+/// snapshot restore). `list_max_listpack_size` and `list_compress_depth`
+/// are not among them: a restored quicklist fills (and compresses) its
+/// nodes under the store's own settings.
 pub const KEEP_LAYOUT: EncodingLimits = EncodingLimits {
     hash_max_listpack_entries: usize::MAX,
     hash_max_listpack_value: usize::MAX,
@@ -74,6 +75,7 @@ pub const KEEP_LAYOUT: EncodingLimits = EncodingLimits {
     zset_max_listpack_entries: usize::MAX,
     zset_max_listpack_value: usize::MAX,
     list_max_listpack_size: -2,
+    list_compress_depth: 0,
     script_max_instructions: crate::store::DEFAULT_SCRIPT_MAX_INSTRUCTIONS,
 };
 
@@ -229,6 +231,7 @@ impl ListImage for kvasir_engine_memory::List {
             match e {
                 Elem::Int(i) => visit(format_i64(i, &mut [0; 20])),
                 Elem::Str(s) => visit(s),
+                Elem::Buf(b) => visit(&b),
             }
         }
     }
@@ -237,8 +240,8 @@ impl ListImage for kvasir_engine_memory::List {
         match layout {
             Layout::Listpack => Some(Self::listpack_from_items(elems)),
             Layout::Quicklist => {
-                let mut l = Self::new_quicklist();
-                l.push(End::Back, elems, limits.list_max_listpack_size);
+                let mut l = Self::new_quicklist(limits.list_compress_depth);
+                l.push(End::Back, elems, limits.list());
                 Some(l)
             }
             _ => None,
@@ -251,7 +254,7 @@ impl ListImage for kvasir_engine_memory::List {
 
     #[inline]
     fn push_back(&mut self, elem: &[u8], limits: &EncodingLimits) {
-        self.push(End::Back, &[elem], limits.list_max_listpack_size);
+        self.push(End::Back, &[elem], limits.list());
     }
 }
 

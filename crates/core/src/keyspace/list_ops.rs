@@ -22,7 +22,9 @@ pub trait ListOps: Collection {
 
     /// Pushes `values` one by one at `end` (so LPUSH a b c leaves c
     /// first), converting the encoding as `limits.list_max_listpack_size`
-    /// says.
+    /// says. A list that becomes a quicklist keeps its inner nodes
+    /// compressed as `limits.list_compress_depth` says (a memory
+    /// representation: nothing a command sees changes).
     fn push<T: AsRef<[u8]>>(&mut self, end: End, values: &[T], limits: &EncodingLimits);
 
     /// Removes and returns the first or last element.
@@ -80,7 +82,7 @@ impl ListOps for kvasir_engine_memory::List {
 
     #[inline]
     fn push<T: AsRef<[u8]>>(&mut self, end: End, values: &[T], limits: &EncodingLimits) {
-        kvasir_engine_memory::List::push(self, end, values, limits.list_max_listpack_size)
+        kvasir_engine_memory::List::push(self, end, values, limits.list())
     }
 
     #[inline]
@@ -95,12 +97,12 @@ impl ListOps for kvasir_engine_memory::List {
 
     #[inline]
     fn set(&mut self, index: usize, value: &[u8], limits: &EncodingLimits) -> bool {
-        kvasir_engine_memory::List::set(self, index, value, limits.list_max_listpack_size)
+        kvasir_engine_memory::List::set(self, index, value, limits.list())
     }
 
     #[inline]
     fn insert(&mut self, index: usize, value: &[u8], limits: &EncodingLimits) {
-        kvasir_engine_memory::List::insert(self, index, value, limits.list_max_listpack_size)
+        kvasir_engine_memory::List::insert(self, index, value, limits.list())
     }
 
     #[inline]

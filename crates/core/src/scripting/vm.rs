@@ -903,8 +903,12 @@ impl<K: Keyspace> CallState<'_, K> {
             now_ms: self.ctx.now_ms,
             seed: self.ctx.seed.wrapping_add(self.calls),
         };
+        if let Handler::Session(cmd) = spec.handler {
+            return self.session_command(cmd, &argv);
+        }
+        let was_in_script = self.access.store().script_call.replace(true);
         let result = match (spec.handler, &mut self.access) {
-            (Handler::Session(cmd), _) => return self.session_command(cmd, &argv),
+            (Handler::Session(_), _) => Err(not_allowed()),
             (Handler::Write(f), Access::Write(store)) => {
                 crate::notify::write(store, spec, K::write_fn(&f), self.db, &argv, &ctx)
             }
@@ -915,6 +919,7 @@ impl<K: Keyspace> CallState<'_, K> {
             )),
             (Handler::Container, _) => Err(not_allowed()),
         };
+        self.access.store().script_call.set(was_in_script);
         match result {
             Ok(r) => Ok(r),
             // A script never blocks: a blocking command that finds nothing
