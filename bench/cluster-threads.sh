@@ -8,8 +8,12 @@
 # (utime + stime from /proc, summed over the nodes, median), the figure a
 # many-core estimate starts from.
 #
+# With BASE=<kvasir binary> (e.g. one bench/ab.sh built from an older
+# revision) that binary runs too, with --threads 1, as the first column:
+# the before/after of a change on the cluster path, in the same run.
+#
 # Usage: bench/cluster-threads.sh
-# Environment: THREADS (default "1 2"), N (default 100000), REPEAT
+# Environment: THREADS (default "1 2"), BASE (optional), N (default 100000), REPEAT
 # (default 3), CLIENTS (default 50), PIPELINES (default "1 16"), TESTS
 # (default "set,get,incr"), plus lib-cluster.sh's KVASIR, KVASIR_ARGS,
 # START_TIMEOUT, REBALANCE_TIMEOUT.
@@ -17,6 +21,7 @@
 set -euo pipefail
 NAME=cluster-threads
 THREADS=${THREADS:-"1 2"}
+BASE=${BASE:-}
 N=${N:-100000}
 REPEAT=${REPEAT:-3}
 CLIENTS=${CLIENTS:-50}
@@ -30,42 +35,67 @@ command -v redis-benchmark >/dev/null 2>&1 || {
 . "$(dirname "${BASH_SOURCE[0]}")/lib-cluster.sh"
 
 TICKS=$(getconf CLK_TCK)
-cpu_ticks() { # the three nodes' utime + stime, in clock ticks
-    local i total=0 stat
+# The three nodes' utime + stime in clock ticks, by kind of thread: "main
+# io shard other total" (other: the blocking pool that runs fsyncs, the
+# allocator's and the log's helpers).
+cpu_ticks() {
+    local i t stat comm main=0 io=0 shard=0 other=0 n
     for i in "${NODES[@]}"; do
-        stat=$(cat "/proc/${PID[$i]}/stat")
-        # Fields after the command name (which may hold spaces).
-        read -r -a f <<<"${stat##*) }"
-        total=$((total + f[11] + f[12]))
+        for t in /proc/"${PID[$i]}"/task/*; do
+            stat=$(cat "$t/stat" 2>/dev/null) || continue
+            comm=$(cat "$t/comm" 2>/dev/null) || continue
+            # Fields after the command name (which may hold spaces).
+            read -r -a f <<<"${stat##*) }"
+            n=$((f[11] + f[12]))
+            case "$comm" in
+                kvasir) main=$((main + n)) ;;
+                kvasir-io-*) io=$((io + n)) ;;
+                kvasir-shard-*) shard=$((shard + n)) ;;
+                *) other=$((other + n)) ;;
+            esac
+        done
     done
-    echo "$total"
+    echo "$main $io $shard $other $((main + io + shard + other))"
 }
 
 RESULTS="$WORK/results"
 : >"$RESULTS"
+NEW=$KVASIR
+# Configurations: a label per column; "base" is BASE with --threads 1.
+CONFIGS="${BASE:+base }$THREADS"
 for rep in $(seq 1 "$REPEAT"); do
-    read -r -a order <<<"$THREADS"
+    read -r -a order <<<"$CONFIGS"
     # Rotate the order every repetition.
     shift_by=$(((rep - 1) % ${#order[@]}))
     order=("${order[@]:shift_by}" "${order[@]:0:shift_by}")
     for t in "${order[@]}"; do
-        cluster_init --threads "$t"
+        if [ "$t" = base ]; then
+            KVASIR=$BASE
+            cluster_init --threads 1
+        else
+            KVASIR=$NEW
+            cluster_init --threads "$t"
+        fi
         start_cluster
         took=$(wait_balanced)
         say "repetition $rep, --threads $t: cluster ready, leaders balanced in ${took}s"
         for p in $PIPELINES; do
             for test in ${TESTS//,/ }; do
                 rcli "${PORT[1]}" FLUSHALL >/dev/null
-                before=$(cpu_ticks)
+                read -r -a before <<<"$(cpu_ticks)"
                 out=$(timeout 900 redis-benchmark --cluster -h 127.0.0.1 -p "${PORT[1]}" \
                     -c "$CLIENTS" -r 16384 -n "$N" -t "$test" -P "$p" -q --csv 2>/dev/null |
                     tail -n 1)
-                after=$(cpu_ticks)
+                read -r -a after <<<"$(cpu_ticks)"
                 rps=$(echo "$out" | awk -F'"' '{ print $4 }')
-                us=$(awk -v t="$((after - before))" -v hz="$TICKS" -v n="$N" \
-                    'BEGIN { printf "%.1f", t / hz * 1e6 / n }')
-                echo "$t $p $test $rps $us" >>"$RESULTS"
-                say "  --threads $t -P $p $test: $rps requests/s, $us us CPU per request"
+                per=()
+                for k in 0 1 2 3 4; do
+                    per+=("$(awk -v t="$((after[k] - before[k]))" -v hz="$TICKS" -v n="$N" \
+                        'BEGIN { printf "%.1f", t / hz * 1e6 / n }')")
+                done
+                us=${per[4]}
+                echo "$t $p $test $rps $us ${per[0]} ${per[1]} ${per[2]} ${per[3]}" >>"$RESULTS"
+                say "  $t -P $p $test: $rps requests/s, $us us CPU per request (main ${per[0]}, io ${per[1]}, shard threads ${per[2]}, other ${per[3]})"
             done
         done
         stop_all
@@ -76,16 +106,18 @@ done
 echo
 echo "3 nodes, RF=3, --wal fsync, 24 shards; redis-benchmark --cluster -c $CLIENTS -r 16384 -n $N -q; medians of $REPEAT runs, order rotated."
 echo "CPU is the three nodes' utime+stime per request (all on this machine)."
+[ -z "$BASE" ] || echo "base: $BASE with --threads 1."
 echo
+label() { if [ "$1" = base ]; then echo "base"; else echo "--threads $1"; fi; }
 header="| test |"
 rule="|---|"
-for t in $THREADS; do
-    header="$header --threads $t req/s | CPU us/req |"
+for t in $CONFIGS; do
+    header="$header $(label "$t") req/s | CPU us/req |"
     rule="$rule---:|---:|"
 done
-first=${THREADS%% *}
-for t in $THREADS; do [ "$t" = "$first" ] || {
-    header="$header $t / $first |"
+first=${CONFIGS%% *}
+for t in $CONFIGS; do [ "$t" = "$first" ] || {
+    header="$header $(label "$t") / $(label "$first") |"
     rule="$rule---:|"
 }; done
 echo "$header"
@@ -95,16 +127,34 @@ for p in $PIPELINES; do
     for test in ${TESTS//,/ }; do
         row="| ${test^^} -P $p |"
         base=""
-        for t in $THREADS; do
+        for t in $CONFIGS; do
             rps=$(awk -v t="$t" -v p="$p" -v s="$test" '$1 == t && $2 == p && $3 == s { print $4 }' "$RESULTS" | median)
             us=$(awk -v t="$t" -v p="$p" -v s="$test" '$1 == t && $2 == p && $3 == s { print $5 }' "$RESULTS" | median)
             [ -n "$base" ] || base=$rps
             row="$row $rps | $us |"
         done
-        for t in $THREADS; do [ "$t" = "$first" ] || {
+        for t in $CONFIGS; do [ "$t" = "$first" ] || {
             rps=$(awk -v t="$t" -v p="$p" -v s="$test" '$1 == t && $2 == p && $3 == s { print $4 }' "$RESULTS" | median)
             row="$row $(awk -v a="$rps" -v b="$base" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }') |"
         }; done
         echo "$row"
+    done
+done
+
+echo
+echo "CPU per request by thread (us, summed over the three nodes, medians): main / I/O / shard threads / other (fsync pool and helpers)."
+echo
+echo "| test | config | main | I/O | shard threads | other |"
+echo "|---|---|---:|---:|---:|---:|"
+for p in $PIPELINES; do
+    for test in ${TESTS//,/ }; do
+        for t in $CONFIGS; do
+            row="| ${test^^} -P $p | $(label "$t") |"
+            for col in 6 7 8 9; do
+                v=$(awk -v t="$t" -v p="$p" -v s="$test" -v c="$col" '$1 == t && $2 == p && $3 == s { print $c }' "$RESULTS" | median)
+                row="$row $v |"
+            done
+            echo "$row"
+        done
     done
 done

@@ -26,7 +26,10 @@
 # thread count, default 15), SWEEP_DBSIZE (default 1048576), SWEEP_OPS
 # (default "GET SET"), SWEEP_IO_THREADS (the load generator's runtime
 # threads, default 1), BENCH_TIMEOUT (seconds per client run, default 900).
+# SWEEP_REPEAT (sweeps per server, the median is reported; default 3).
 # SWEEP_THREADS= (empty) skips the sweep.
+# Kvasir's CPU time per request is reported by thread (the data thread and
+# the I/O threads), the figure a many-core estimate starts from.
 # Needs redis-cli, redis-benchmark, redis-server: scripts/install-test-deps.sh.
 set -euo pipefail
 
@@ -41,6 +44,7 @@ SWEEP_RUNTIME=${SWEEP_RUNTIME:-15}
 SWEEP_DBSIZE=${SWEEP_DBSIZE:-1048576}
 SWEEP_OPS=${SWEEP_OPS:-"GET SET"}
 SWEEP_IO_THREADS=${SWEEP_IO_THREADS:-1}
+SWEEP_REPEAT=${SWEEP_REPEAT:-3}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-900}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -105,10 +109,28 @@ wait_ping "${PORTS[3]}" "$!" "$WORK/redis-io2.log"
 # --- 1. redis-benchmark ----------------------------------------------------
 RESULTS="$WORK/results.tsv" # label \t client threads \t pipeline \t test \t rps
 : >"$RESULTS"
+CPU="$WORK/cpu.tsv" # label \t client threads \t pipeline \t data us/req \t io us/req
+: >"$CPU"
+TICKS=$(getconf CLK_TCK)
+thread_ticks() { # pid -> "data io" (utime + stime in clock ticks)
+    local t stat comm data=0 io=0
+    for t in /proc/"$1"/task/*; do
+        stat=$(cat "$t/stat" 2>/dev/null) || continue
+        comm=$(cat "$t/comm" 2>/dev/null) || continue
+        read -r -a f <<<"${stat##*) }"
+        case "$comm" in
+            kvasir-io-*) io=$((io + f[11] + f[12])) ;;
+            *) data=$((data + f[11] + f[12])) ;;
+        esac
+    done
+    echo "$data $io"
+}
 bench_once() { # label port client-threads pipeline
-    local out threads_flag=()
+    local out threads_flag=() pid="" before=() after=() tests
     [ "$3" -gt 1 ] && threads_flag=(--threads "$3")
+    case "$1" in kvasir-t1) pid=${PIDS[0]} ;; kvasir-t2) pid=${PIDS[1]} ;; esac
     redis-cli -p "$2" FLUSHALL >/dev/null
+    [ -z "$pid" ] || read -r -a before <<<"$(thread_ticks "$pid")"
     out=$(timeout "$BENCH_TIMEOUT" redis-benchmark -h 127.0.0.1 -p "$2" -c "$CLIENTS" -r 16384 -n "$N" \
         "${threads_flag[@]+"${threads_flag[@]}"}" -P "$4" -q --csv -t "$TESTS" 2>&1) || {
         echo "threads: redis-benchmark failed against $1:" >&2
@@ -119,6 +141,13 @@ bench_once() { # label port client-threads pipeline
         /^"test"/ { next }
         /^"/ { t=$1; sub(/^"/, "", t); r=$2; gsub(/"/, "", r); print l "\t" c "\t" p "\t" t "\t" r }
     ' >>"$RESULTS"
+    if [ -n "$pid" ]; then
+        read -r -a after <<<"$(thread_ticks "$pid")"
+        tests=$(echo "$TESTS" | tr ',' '\n' | grep -c .)
+        awk -v l="$1" -v c="$3" -v p="$4" -v d="$((after[0] - before[0]))" \
+            -v i="$((after[1] - before[1]))" -v hz="$TICKS" -v n="$((N * tests))" 'BEGIN {
+            printf "%s\t%s\t%s\t%.2f\t%.2f\n", l, c, p, d / hz * 1e6 / n, i / hz * 1e6 / n }' >>"$CPU"
+    fi
 }
 
 for r in $(seq 1 "$REPEAT"); do
@@ -167,16 +196,35 @@ for ct in $CLIENT_THREADS; do
     done
 done
 
+echo
+echo "Kvasir's CPU time per request (us; all tests of a run together; medians): the data thread and the I/O threads."
+echo
+echo "| server | client threads | pipeline | data thread | I/O threads |"
+echo "|---|---:|---:|---:|---:|"
+for l in kvasir-t1 kvasir-t2; do
+    for ct in $CLIENT_THREADS; do
+        for pipe in $PIPELINES; do
+            d=$(awk -F'\t' -v s="$l" -v c="$ct" -v p="$pipe" '$1==s && $2==c && $3==p { print $4 }' "$CPU" |
+                sort -g | awk '{ v[NR]=$1 } END { print (NR ? v[int((NR+1)/2)] : 0) }')
+            i=$(awk -F'\t' -v s="$l" -v c="$ct" -v p="$pipe" '$1==s && $2==c && $3==p { print $5 }' "$CPU" |
+                sort -g | awk '{ v[NR]=$1 } END { print (NR ? v[int((NR+1)/2)] : 0) }')
+            echo "| $l | $ct | $pipe | $d | $i |"
+        done
+    done
+done
+
 # --- 2. kvasir bench sweep ----------------------------------------------------
 [ -z "$SWEEP_THREADS" ] && exit 0
 SWEEP="$WORK/sweep.tsv" # label \t op \t client threads \t ops/sec
 : >"$SWEEP"
+for sr in $(seq 1 "$SWEEP_REPEAT"); do
 for op in $SWEEP_OPS; do
-    for i in 0 1; do
+    for k in 0 1; do
+        i=$(((k + sr) % 2))
         out="$WORK/sweep-${LABELS[$i]}-$op.txt"
         # The preload (MSET of the whole keyspace) runs once per server.
         load=()
-        if [ "$op" != "$(echo "$SWEEP_OPS" | awk '{ print $1 }')" ]; then load=(--skipload); fi
+        if [ "$sr" -gt 1 ] || [ "$op" != "$(echo "$SWEEP_OPS" | awk '{ print $1 }')" ]; then load=(--skipload); fi
         timeout "$BENCH_TIMEOUT" "$KVASIR_BIN" bench sweep --port "${PORTS[$i]}" --op "$op" \
             --threads "$SWEEP_THREADS" --runtime "$SWEEP_RUNTIME" --dbsize "$SWEEP_DBSIZE" \
             --io-threads "$SWEEP_IO_THREADS" --server-pid "${PIDS[$i]}" --no-progress \
@@ -193,22 +241,25 @@ for op in $SWEEP_OPS; do
             /^Num threads:/ { n=$3 }
             /^Throughput:/ && op==want { v=$2; gsub(/,/, "", v); print l "\t" op "\t" n "\t" v }
         ' "$out" >>"$SWEEP"
-        echo "threads: sweep $op against ${LABELS[$i]} done" >&2
+        echo "threads: sweep $sr/$SWEEP_REPEAT $op against ${LABELS[$i]} done" >&2
     done
+done
 done
 
 echo
 echo "## kvasir bench sweep"
 echo
 echo "kvasir bench sweep --threads $SWEEP_THREADS --runtime $SWEEP_RUNTIME --dbsize $SWEEP_DBSIZE"
-echo "--io-threads $SWEEP_IO_THREADS (the load generator's runtime threads); ops/sec."
+echo "--io-threads $SWEEP_IO_THREADS (the load generator's runtime threads); ops/sec, median of $SWEEP_REPEAT sweeps."
 echo
 echo "| op | client threads | Kvasir t1 | Kvasir t2 | t2 / t1 |"
 echo "|---|---:|---:|---:|---:|"
 for op in $SWEEP_OPS; do
     for n in $(echo "$SWEEP_THREADS" | tr ',' ' '); do
-        a=$(awk -F'\t' -v o="$op" -v n="$n" '$1=="kvasir-t1" && $2==o && $3==n { print $4 }' "$SWEEP")
-        b=$(awk -F'\t' -v o="$op" -v n="$n" '$1=="kvasir-t2" && $2==o && $3==n { print $4 }' "$SWEEP")
+        a=$(awk -F'\t' -v o="$op" -v n="$n" '$1=="kvasir-t1" && $2==o && $3==n { print $4 }' "$SWEEP" |
+            sort -g | awk '{ v[NR]=$1 } END { print (NR ? v[int((NR+1)/2)] : 0) }')
+        b=$(awk -F'\t' -v o="$op" -v n="$n" '$1=="kvasir-t2" && $2==o && $3==n { print $4 }' "$SWEEP" |
+            sort -g | awk '{ v[NR]=$1 } END { print (NR ? v[int((NR+1)/2)] : 0) }')
         awk -v o="$op" -v n="$n" -v a="${a:-0}" -v b="${b:-0}" 'BEGIN {
             printf "| %s | %s | %.0f | %.0f | %.2f |\n", o, n, a, b, (a > 0 ? b / a : 0) }'
     done

@@ -791,8 +791,16 @@ mod tests {
         s.db(0).get(key.as_bytes()).is_some()
     }
 
+    /// The engine's representation of a list: OBJECT ENCODING names every
+    /// list a quicklist, as Redis 7.0 does.
     fn encoding(s: &Store, key: &str) -> CmdResult {
-        read(s, &["object", "encoding", key])
+        match s.db(0).get(key.as_bytes()).map(|e| e.value) {
+            Some(crate::keyspace::Value::List(l)) => {
+                assert_eq!(read(s, &["object", "encoding", key]), Ok(bulk("quicklist")));
+                Ok(bulk(l.encoding()))
+            }
+            _ => read(s, &["object", "encoding", key]),
+        }
     }
 
     /// A store with "s" holding a string and "l" holding a..e.
