@@ -36,10 +36,10 @@ command -v redis-benchmark >/dev/null 2>&1 || {
 
 TICKS=$(getconf CLK_TCK)
 # The three nodes' utime + stime in clock ticks, by kind of thread: "main
-# io shard other total" (other: the blocking pool that runs fsyncs, the
+# io shard bus other total" (other: the blocking pool that runs fsyncs, the
 # allocator's and the log's helpers).
 cpu_ticks() {
-    local i t stat comm main=0 io=0 shard=0 other=0 n
+    local i t stat comm main=0 io=0 shard=0 bus=0 other=0 n
     for i in "${NODES[@]}"; do
         for t in /proc/"${PID[$i]}"/task/*; do
             stat=$(cat "$t/stat" 2>/dev/null) || continue
@@ -51,11 +51,21 @@ cpu_ticks() {
                 kvasir) main=$((main + n)) ;;
                 kvasir-io-*) io=$((io + n)) ;;
                 kvasir-shard-*) shard=$((shard + n)) ;;
+                kvasir-bus) bus=$((bus + n)) ;;
                 *) other=$((other + n)) ;;
             esac
         done
     done
-    echo "$main $io $shard $other $((main + io + shard + other))"
+    echo "$main $io $shard $bus $other $((main + io + shard + bus + other))"
+}
+
+fsyncs() { # the three nodes' Raft log fsyncs so far (INFO raft)
+    local i total=0 n
+    for i in "${NODES[@]}"; do
+        n=$(rcli "${PORT[$i]}" INFO raft | awk -F: '$1 == "fsyncs" { print $2 }')
+        total=$((total + ${n:-0}))
+    done
+    echo "$total"
 }
 
 RESULTS="$WORK/results"
@@ -83,19 +93,22 @@ for rep in $(seq 1 "$REPEAT"); do
             for test in ${TESTS//,/ }; do
                 rcli "${PORT[1]}" FLUSHALL >/dev/null
                 read -r -a before <<<"$(cpu_ticks)"
+                syncs_before=$(fsyncs)
                 out=$(timeout 900 redis-benchmark --cluster -h 127.0.0.1 -p "${PORT[1]}" \
                     -c "$CLIENTS" -r 16384 -n "$N" -t "$test" -P "$p" -q --csv 2>/dev/null |
                     tail -n 1)
                 read -r -a after <<<"$(cpu_ticks)"
+                syncs=$(($(fsyncs) - syncs_before))
                 rps=$(echo "$out" | awk -F'"' '{ print $4 }')
                 per=()
-                for k in 0 1 2 3 4; do
+                for k in 0 1 2 3 4 5; do
                     per+=("$(awk -v t="$((after[k] - before[k]))" -v hz="$TICKS" -v n="$N" \
                         'BEGIN { printf "%.1f", t / hz * 1e6 / n }')")
                 done
-                us=${per[4]}
-                echo "$t $p $test $rps $us ${per[0]} ${per[1]} ${per[2]} ${per[3]}" >>"$RESULTS"
-                say "  $t -P $p $test: $rps requests/s, $us us CPU per request (main ${per[0]}, io ${per[1]}, shard threads ${per[2]}, other ${per[3]})"
+                us=${per[5]}
+                per_k=$(awk -v s="$syncs" -v n="$N" 'BEGIN { printf "%.1f", s * 1000 / n }')
+                echo "$t $p $test $rps $us ${per[0]} ${per[1]} ${per[2]} ${per[3]} ${per[4]} $per_k" >>"$RESULTS"
+                say "  $t -P $p $test: $rps requests/s, $us us CPU per request (main ${per[0]}, io ${per[1]}, shard threads ${per[2]}, bus ${per[3]}, other ${per[4]}), $per_k fsyncs per 1000 requests"
             done
         done
         stop_all
@@ -142,15 +155,15 @@ for p in $PIPELINES; do
 done
 
 echo
-echo "CPU per request by thread (us, summed over the three nodes, medians): main / I/O / shard threads / other (fsync pool and helpers)."
+echo "CPU per request by thread (us, summed over the three nodes, medians): main / I/O / shard threads / bus thread / other (the fsync pool, helpers); Raft log fsyncs of the three nodes per 1000 requests."
 echo
-echo "| test | config | main | I/O | shard threads | other |"
-echo "|---|---|---:|---:|---:|---:|"
+echo "| test | config | main | I/O | shard threads | bus | other | fsyncs per 1000 requests |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|"
 for p in $PIPELINES; do
     for test in ${TESTS//,/ }; do
         for t in $CONFIGS; do
             row="| ${test^^} -P $p | $(label "$t") |"
-            for col in 6 7 8 9; do
+            for col in 6 7 8 9 10 11; do
                 v=$(awk -v t="$t" -v p="$p" -v s="$test" -v c="$col" '$1 == t && $2 == p && $3 == s { print $c }' "$RESULTS" | median)
                 row="$row $v |"
             done

@@ -719,6 +719,69 @@ impl Transport {
         })
     }
 
+    /// Starts the transport on a thread of its own (`kvasir-bus`), so the
+    /// peer connections' reads, writes and framing leave the caller's
+    /// thread. Broadcast frames are handed back to the caller's `LocalSet`,
+    /// where `on_broadcast` runs (it touches the caller's state).
+    pub async fn start_on_thread(
+        node_id: u64,
+        cluster_id: u64,
+        secret: Arc<[u8]>,
+        listener: TcpListener,
+        peers: Vec<(u64, String)>,
+        inboxes: Arc<Inboxes>,
+        on_broadcast: BroadcastHandler,
+    ) -> Result<Arc<Transport>, String> {
+        let listener = listener
+            .into_std()
+            .map_err(|e| format!("cluster bus listener: {e}"))?;
+        let (broadcasts, mut broadcast_rx) = mpsc::unbounded_channel::<(u64, Bytes)>();
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("kvasir-bus".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(format!("the bus thread: {e}")));
+                        return;
+                    }
+                };
+                let local = tokio::task::LocalSet::new();
+                local.block_on(&rt, async move {
+                    let listener = match TcpListener::from_std(listener) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(format!("cluster bus listener: {e}")));
+                            return;
+                        }
+                    };
+                    let forward: BroadcastHandler = Rc::new(move |from, payload| {
+                        let _ = broadcasts.send((from, payload));
+                    });
+                    let t = Transport::start(
+                        node_id, cluster_id, secret, listener, &peers, inboxes, forward,
+                    );
+                    let _ = ready_tx.send(Ok(t));
+                    // The connections' tasks run here for the life of the
+                    // process.
+                    std::future::pending::<()>().await;
+                });
+            })
+            .map_err(|e| format!("starting the bus thread: {e}"))?;
+        tokio::task::spawn_local(async move {
+            while let Some((from, payload)) = broadcast_rx.recv().await {
+                on_broadcast(from, payload);
+            }
+        });
+        ready_rx
+            .await
+            .map_err(|_| "the bus thread stopped while starting".to_string())?
+    }
+
     /// Queues messages for their peers; snapshot messages go on their own
     /// connection.
     pub fn send(&self, group: u64, msgs: Vec<Message>) {

@@ -413,15 +413,32 @@ impl ClusterNode {
             .zip(&lane_inboxes)
             .flat_map(|(shards, inbox)| shards.iter().map(|s| (s.id, inbox.clone())))
             .collect();
-        let transport = Transport::start(
-            node_id,
-            cluster_id,
-            Arc::from(raft_cfg.secret.as_slice()),
-            listener,
-            &raft_cfg.peers,
-            Arc::new(Inboxes::new(main_inbox.clone(), by_group)),
-            on_broadcast,
-        );
+        let inboxes = Arc::new(Inboxes::new(main_inbox.clone(), by_group));
+        let secret: Arc<[u8]> = Arc::from(raft_cfg.secret.as_slice());
+        // With shard threads the bus gets a thread of its own too, so the
+        // main thread is not the one relaying every lane's Raft messages.
+        let transport = if lane_shards.is_empty() {
+            Transport::start(
+                node_id,
+                cluster_id,
+                secret,
+                listener,
+                &raft_cfg.peers,
+                inboxes,
+                on_broadcast,
+            )
+        } else {
+            Transport::start_on_thread(
+                node_id,
+                cluster_id,
+                secret,
+                listener,
+                raft_cfg.peers.clone(),
+                inboxes,
+                on_broadcast,
+            )
+            .await?
+        };
         let (writes_tx, lane_writes) = mpsc::unbounded_channel();
         let (fatal_tx, lane_fatal) = mpsc::unbounded_channel();
         let mut lanes = Vec::new();
