@@ -11,8 +11,8 @@ pub mod transport;
 
 pub use entry::EntryCtx;
 pub use node::{
-    open_log, Config, Fatal, GroupRoles, GroupSpec, GroupStatus, LogCounters, MultiRaft, RaftError,
-    ReadMode, StateMachine, WalMode,
+    open_log, Config, Fatal, GroupRoles, GroupSpec, GroupStatus, LogCounters, LogWriter, MultiRaft,
+    RaftError, ReadMode, StateMachine, WalMode,
 };
 pub use raft::StateRole;
 /// The node's Raft log, shared by its loops.

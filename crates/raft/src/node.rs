@@ -193,6 +193,107 @@ impl LogFaults {
     }
 }
 
+/// What a completed log write gives back: its outcome and the write (its
+/// Readies are then persisted).
+type Written = (Result<(), String>, LogWrite);
+
+/// A node's shared log writer when it runs several loops (shard threads):
+/// one thread takes every write the loops submitted while its previous
+/// fsync ran, merges them into one raft-engine batch and syncs once, so
+/// group commit spans the loops (and rounds) as it spans groups within
+/// one loop. Completions come back in submission order.
+pub struct LogWriter {
+    submit: std::sync::mpsc::Sender<Submission>,
+    /// Its writes and fsyncs (INFO raft adds them to the loops').
+    pub counters: Arc<LogCounters>,
+}
+
+struct Submission {
+    write: LogWrite,
+    faults: Arc<LogFaults>,
+    done: oneshot::Sender<Written>,
+}
+
+impl LogWriter {
+    /// Starts the writer thread (`kvasir-log`) over the node's log.
+    pub fn start(engine: Arc<Engine>) -> Result<Arc<LogWriter>, String> {
+        let (submit, rx) = std::sync::mpsc::channel::<Submission>();
+        let counters = Arc::new(LogCounters::default());
+        let counted = counters.clone();
+        std::thread::Builder::new()
+            .name("kvasir-log".into())
+            .spawn(move || {
+                while let Ok(first) = rx.recv() {
+                    let mut group = vec![first];
+                    while let Ok(next) = rx.try_recv() {
+                        group.push(next);
+                    }
+                    let result = Self::write_group(&engine, &mut group);
+                    counted.fsyncs.fetch_add(1, Relaxed);
+                    counted.log_writes.fetch_add(1, Relaxed);
+                    for s in group {
+                        let _ = s.done.send((result.clone(), s.write));
+                    }
+                }
+            })
+            .map_err(|e| format!("starting the log writer thread: {e}"))?;
+        Ok(Arc::new(LogWriter { submit, counters }))
+    }
+
+    /// Writes the group's batches as one synced write (a batch too large
+    /// to merge is written and synced on its own first).
+    fn write_group(engine: &Engine, group: &mut [Submission]) -> Result<(), String> {
+        let faults = group[0].faults.clone();
+        let mut batch = LogBatch::default();
+        for s in group.iter_mut() {
+            if batch.merge(&mut s.write.batch).is_err() {
+                faults.write(engine, &mut batch, true)?;
+                batch = LogBatch::default();
+                batch
+                    .merge(&mut s.write.batch)
+                    .map_err(|e| format!("merging a log batch: {e}"))?;
+            }
+        }
+        faults.write(engine, &mut batch, true)
+    }
+
+    fn submit(&self, write: LogWrite, faults: Arc<LogFaults>) -> oneshot::Receiver<Written> {
+        let (done, rx) = oneshot::channel();
+        // A stopped writer drops `done`: the loop sees the write fail.
+        let _ = self.submit.send(Submission {
+            write,
+            faults,
+            done,
+        });
+        rx
+    }
+}
+
+/// A synced log write in flight: on the blocking pool (one loop per node)
+/// or with the shared writer (shard threads).
+enum InFlight {
+    Pool(tokio::task::JoinHandle<Written>),
+    Shared(oneshot::Receiver<Written>),
+}
+
+impl std::future::Future for InFlight {
+    type Output = Result<Written, String>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        match self.get_mut() {
+            InFlight::Pool(h) => std::pin::Pin::new(h)
+                .poll(cx)
+                .map(|r| r.map_err(|e| e.to_string())),
+            InFlight::Shared(rx) => std::pin::Pin::new(rx)
+                .poll(cx)
+                .map(|r| r.map_err(|_| "the log writer stopped".to_string())),
+        }
+    }
+}
+
 /// Whether a follower's message tells the leader its log holds entries up
 /// to some index (an accepted append): it may only leave once every Ready
 /// before it is persisted, as raft-rs's persisted messages require.
@@ -413,6 +514,8 @@ pub struct MultiRaft<S: StateMachine> {
     /// The node's first loop: it also syncs (`--wal async`) and purges
     /// the shared log.
     main: bool,
+    /// The node's shared log writer when it runs several loops.
+    writer: Option<Arc<LogWriter>>,
     faults: Arc<LogFaults>,
 }
 
@@ -506,12 +609,13 @@ impl<S: StateMachine> MultiRaft<S> {
             Arc::new(Inboxes::single(inbox.clone())),
             on_broadcast,
         );
-        Self::start_lane(cfg, engine, transport, inbox, specs, true)
+        Self::start_lane(cfg, engine, transport, inbox, specs, true, None)
     }
 
     /// Restores `specs`' groups from the shared log and their snapshots and
     /// starts a loop driving them on the current `LocalSet`. `main`: the
-    /// node's first loop, which also syncs and purges the log.
+    /// node's first loop, which also syncs and purges the log. `writer`:
+    /// the node's shared log writer when it runs several loops.
     pub fn start_lane(
         cfg: Config,
         engine: Arc<Engine>,
@@ -519,6 +623,7 @@ impl<S: StateMachine> MultiRaft<S> {
         inbox: Arc<Inbox>,
         specs: Vec<GroupSpec<S>>,
         main: bool,
+        writer: Option<Arc<LogWriter>>,
     ) -> Result<Rc<MultiRaft<S>>, String> {
         let snap_dir = cfg.dir.join("snap");
         let mut groups = Vec::new();
@@ -628,6 +733,7 @@ impl<S: StateMachine> MultiRaft<S> {
             counters: Arc::default(),
             roles,
             main,
+            writer,
             faults: Arc::new(LogFaults::from_env()),
         });
         let driver = tokio::task::spawn_local(node.clone().run());
@@ -867,7 +973,12 @@ impl<S: StateMachine> MultiRaft<S> {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_purge = Instant::now();
         let mut pending = LogWrite::new(1);
-        let mut in_flight: Option<tokio::task::JoinHandle<(Result<(), String>, LogWrite)>> = None;
+        // Synced writes in flight, completing in order. One at a time on
+        // the blocking pool (the rounds meanwhile fill the next); with the
+        // shared writer a loop submits each round's write at once, so the
+        // writer's one fsync covers every loop's writes since its last.
+        let max_in_flight = if self.writer.is_some() { 64 } else { 1 };
+        let mut in_flight: VecDeque<InFlight> = VecDeque::new();
         loop {
             let mut tick = false;
             let mut done = None;
@@ -875,12 +986,12 @@ impl<S: StateMachine> MultiRaft<S> {
                 _ = ticker.tick() => tick = true,
                 _ = self.inbox.wake.notified() => {}
                 res = async {
-                    match in_flight.as_mut() {
+                    match in_flight.front_mut() {
                         Some(h) => h.await,
                         None => std::future::pending().await,
                     }
-                }, if in_flight.is_some() => {
-                    in_flight = None;
+                }, if !in_flight.is_empty() => {
+                    in_flight.pop_front();
                     done = Some(res);
                 }
             }
@@ -898,7 +1009,7 @@ impl<S: StateMachine> MultiRaft<S> {
                 // A received snapshot replaced a group's log: it is written
                 // before raft-rs reads that log again, after any earlier
                 // write.
-                if let Some(h) = in_flight.take() {
+                while let Some(h) = in_flight.pop_front() {
                     if !self.finish_write(h.await) {
                         return;
                     }
@@ -911,18 +1022,30 @@ impl<S: StateMachine> MultiRaft<S> {
                 }
                 self.on_written(write);
                 self.inbox.wake.notify_one();
-            } else if in_flight.is_none() && !pending.is_empty() {
+            } else if in_flight.len() < max_in_flight
+                && !pending.is_empty()
+                && (in_flight.is_empty() || (self.cfg.wal == WalMode::Fsync && pending.sync))
+            {
                 let next = LogWrite::new(pending.number + 1);
                 let mut write = std::mem::replace(&mut pending, next);
                 if self.cfg.wal == WalMode::Fsync && write.sync {
                     // The fsync runs off the loop; the loop goes on stepping.
-                    self.count_write(true);
-                    let engine = self.engine.clone();
-                    let faults = self.faults.clone();
-                    in_flight = Some(tokio::task::spawn_blocking(move || {
-                        let res = faults.write(&engine, &mut write.batch, true);
-                        (res, write)
-                    }));
+                    match &self.writer {
+                        // The writer counts its fsyncs.
+                        Some(writer) => in_flight
+                            .push_back(InFlight::Shared(writer.submit(write, self.faults.clone()))),
+                        None => {
+                            self.count_write(true);
+                            let engine = self.engine.clone();
+                            let faults = self.faults.clone();
+                            in_flight.push_back(InFlight::Pool(tokio::task::spawn_blocking(
+                                move || {
+                                    let res = faults.write(&engine, &mut write.batch, true);
+                                    (res, write)
+                                },
+                            )));
+                        }
+                    }
                 } else {
                     // A write to the page cache is cheaper than the thread
                     // hand-off: done here, and what it releases is handled
@@ -961,21 +1084,14 @@ impl<S: StateMachine> MultiRaft<S> {
 
     /// Takes the outcome of the write that ran off the loop: its Readies
     /// are persisted (true), or the log failed and the node stops (false).
-    fn finish_write(
-        &self,
-        res: Result<(Result<(), String>, LogWrite), tokio::task::JoinError>,
-    ) -> bool {
+    fn finish_write(&self, res: Result<Written, String>) -> bool {
         match res {
             Ok((Ok(()), write)) => {
                 self.on_written(write);
                 true
             }
-            Ok((Err(e), _)) => {
+            Ok((Err(e), _)) | Err(e) => {
                 self.log_write_failed(e);
-                false
-            }
-            Err(e) => {
-                self.log_write_failed(e.to_string());
                 false
             }
         }

@@ -15,7 +15,7 @@
 
 use super::sm::{HookSink, LaneWrite, NodeSm, ShardCounts, ShardSm};
 use kvasir_raft::transport::{Inbox, Transport};
-use kvasir_raft::{Fatal, GroupRoles, GroupSpec, GroupStatus, LogCounters, MultiRaft};
+use kvasir_raft::{Fatal, GroupRoles, GroupSpec, GroupStatus, LogCounters, LogWriter, MultiRaft};
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -71,6 +71,7 @@ pub struct LaneSetup {
     pub writes: mpsc::UnboundedSender<LaneWrite>,
     pub notify: Arc<AtomicU32>,
     pub fatal: mpsc::UnboundedSender<Fatal>,
+    pub writer: Arc<LogWriter>,
 }
 
 /// Starts a shard thread, which restores its groups from the log and runs
@@ -105,6 +106,7 @@ pub async fn spawn(setup: LaneSetup) -> Result<Lane, String> {
                     writes,
                     notify,
                     fatal,
+                    writer,
                     ..
                 } = setup;
                 let specs = shards
@@ -122,8 +124,16 @@ pub async fn spawn(setup: LaneSetup) -> Result<Lane, String> {
                         }
                     })
                     .collect();
-                let raft = match MultiRaft::start_lane(cfg, engine, transport, inbox, specs, false)
-                {
+                let started = MultiRaft::start_lane(
+                    cfg,
+                    engine,
+                    transport,
+                    inbox,
+                    specs,
+                    false,
+                    Some(writer),
+                );
+                let raft = match started {
                     Ok(raft) => raft,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));

@@ -48,6 +48,8 @@ pub struct ClusterNode {
     lane_fatal: RefCell<mpsc::UnboundedReceiver<Fatal>>,
     /// Key counts of each shard replica after its last apply.
     counts: HashMap<u64, Arc<ShardCounts>>,
+    /// The log writer the loops share when there are shard threads.
+    writer: Option<Arc<kvasir_raft::LogWriter>>,
     /// The bootstrap layout: slot ranges and replica sets never change
     /// after bootstrap (no resharding yet), so routing reads it directly.
     layout: ClusterMap,
@@ -439,6 +441,13 @@ impl ClusterNode {
             )
             .await?
         };
+        // Several loops share one log writer, so one fsync still covers
+        // every shard's writes (group commit across the threads).
+        let writer = if lane_shards.is_empty() {
+            None
+        } else {
+            Some(kvasir_raft::LogWriter::start(engine.clone())?)
+        };
         let (writes_tx, lane_writes) = mpsc::unbounded_channel();
         let (fatal_tx, lane_fatal) = mpsc::unbounded_channel();
         let mut lanes = Vec::new();
@@ -454,6 +463,7 @@ impl ClusterNode {
                     writes: writes_tx.clone(),
                     notify: hooks.notify.clone(),
                     fatal: fatal_tx.clone(),
+                    writer: writer.clone().ok_or("no log writer")?,
                 })
                 .await?,
             );
@@ -461,7 +471,15 @@ impl ClusterNode {
         if !lanes.is_empty() {
             info!("Spreading the node's shards over {lane_count} threads.");
         }
-        let raft = MultiRaft::start_lane(raft_cfg, engine, transport, main_inbox, specs, true)?;
+        let raft = MultiRaft::start_lane(
+            raft_cfg,
+            engine,
+            transport,
+            main_inbox,
+            specs,
+            true,
+            writer.clone(),
+        )?;
         let node = Rc::new(ClusterNode {
             node_id,
             cluster_id,
@@ -471,6 +489,7 @@ impl ClusterNode {
             lane_writes: RefCell::new(lane_writes),
             lane_fatal: RefCell::new(lane_fatal),
             counts,
+            writer,
             layout,
             host,
             port: client_port,
@@ -597,9 +616,14 @@ impl ClusterNode {
     pub fn log_counters(&self) -> (u64, u64) {
         let main = self.raft.counters();
         let mut totals = (main.fsyncs.load(Relaxed), main.log_writes.load(Relaxed));
-        for lane in &self.lanes {
-            totals.0 += lane.counters.fsyncs.load(Relaxed);
-            totals.1 += lane.counters.log_writes.load(Relaxed);
+        let counters = self
+            .lanes
+            .iter()
+            .map(|l| &l.counters)
+            .chain(self.writer.as_ref().map(|w| &w.counters));
+        for c in counters {
+            totals.0 += c.fsyncs.load(Relaxed);
+            totals.1 += c.log_writes.load(Relaxed);
         }
         totals
     }
