@@ -79,7 +79,14 @@ fn round_trip(st: &Store) -> Store {
     back
 }
 
+/// A value's representation: OBJECT ENCODING, except for lists, which it
+/// names quicklist whatever their representation (as Redis 7.0 does).
 fn enc_of(st: &Store, db: usize, key: &str) -> String {
+    if let Some(kvasir_core::keyspace::Value::List(l)) =
+        st.db(db).get(key.as_bytes()).map(|e| e.value)
+    {
+        return l.encoding().to_string();
+    }
     match encoding(st, db, key.as_bytes()) {
         Reply::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
         r => panic!("{r:?}"),

@@ -18,9 +18,13 @@
 //! - [`tracking`]: client-side caching (CLIENT TRACKING): who may cache
 //!   which keys, and the invalidations the write hooks ([`events`]) send.
 //!
-//! The keyspace has one writer: everything runs on one event-loop thread
-//! that owns the shard, as redis-server does; no locks on the data path.
-//! I/O threads (`--threads N` > 1) only do the client sockets' system calls.
+//! - [`maxmemory`]: commands refused while used memory is over `maxmemory`.
+//!
+//! Every shard has one writer and no locks on the data path: standalone,
+//! one event-loop thread owns the store, as redis-server does; in cluster
+//! mode each Raft group belongs to one loop, the main thread's or a shard
+//! thread's (`cluster::lanes`). I/O threads (`--threads N` > 1) only do
+//! the client sockets' system calls.
 
 pub mod admin;
 pub mod blocking;
@@ -33,6 +37,7 @@ pub mod info;
 pub mod io_threads;
 pub mod listener;
 pub mod local_store;
+pub mod maxmemory;
 pub mod notify;
 pub mod pubsub;
 pub mod redis_params;

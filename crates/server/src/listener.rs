@@ -118,6 +118,8 @@ pub struct Server {
     pub started_unix_ms: u64,
     pub port: u16,
     pub peak_memory: Cell<u64>,
+    /// Used memory for the `maxmemory` admission check.
+    pub memory_guard: crate::maxmemory::MemoryGuard,
     /// Cluster mode: this node's Raft groups and the cluster map.
     pub cluster: Option<Rc<crate::cluster::ClusterNode>>,
 }
@@ -154,6 +156,7 @@ impl Server {
             started_unix_ms: crate::local_store::unix_ms(),
             port,
             peak_memory: Cell::new(0),
+            memory_guard: Default::default(),
             cluster: None,
         }
     }

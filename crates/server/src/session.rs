@@ -595,6 +595,9 @@ impl Session {
             .last_sub
             .set(if parent.is_some() { spec.name } else { "" });
         match spec.handler {
+            Handler::Write(_) | Handler::Read(_) if self.server.refuses_for_memory(spec) => {
+                Reply::error(crate::maxmemory::OOM).into()
+            }
             Handler::Write(_) | Handler::Read(_) => {
                 crate::tracking::remember_read(self, spec, args);
                 crate::router::submit(self, spec, args)

@@ -95,6 +95,10 @@ pub fn queue_if_in_multi(s: &mut Session, resolved: &Resolved, args: &[Bytes]) -
         s.txn.failed = true;
         return Some(Reply::error("NOAUTH Authentication required."));
     }
+    if s.server.over_maxmemory() {
+        s.txn.failed = true;
+        return Some(Reply::error(crate::maxmemory::OOM));
+    }
     if top.flags.contains(Flags::NO_MULTI)
         || top.flags.contains(Flags::PUBSUB)
             && !matches!(top.handler, Handler::Session(SessionCmd::Publish))
@@ -166,6 +170,15 @@ pub fn exec(s: &mut Session) -> Outcome {
         Ok(q) => q,
         Err(reply) => return reply.into(),
     };
+    // Queued while memory allowed it, run when it does not: refused whole,
+    // as Redis rejects such an EXEC.
+    if queue.iter().any(|q| s.server.refuses_for_memory(q.spec)) {
+        return Reply::error(format!(
+            "EXECABORT Transaction discarded because of: {}",
+            crate::maxmemory::OOM
+        ))
+        .into();
+    }
     if dirty {
         return Reply::NilArray.into();
     }
