@@ -688,13 +688,17 @@ fn incr_by<K: Keyspace>(
     delta: i64,
     ctx: &Ctx,
 ) -> CmdResult {
-    let current = match live_for_write(store, db, key, ctx) {
-        Some(v) => int_value(v)?,
-        None => 0,
-    };
-    let next = current.checked_add(delta).ok_or(CmdError::Overflow)?;
-    put_keep_ttl(store, db, key, Value::Int(next));
-    Ok(Reply::Int(next))
+    // Read and write through one mutable lookup (after lazy expiry); a
+    // missing key starts at 0, with no TTL.
+    if let Some(v) = store.live_value_mut(db, key, ctx) {
+        let next = int_value(v)?
+            .checked_add(delta)
+            .ok_or(CmdError::Overflow)?;
+        *v = Value::Int(next);
+        return Ok(Reply::Int(next));
+    }
+    store.keyspace_mut().set(db, key, Value::Int(delta), None);
+    Ok(Reply::Int(delta))
 }
 
 /// INCRBYFLOAT key increment: the stored value is checked (type, then

@@ -74,6 +74,23 @@ pub struct LaneSetup {
     pub writer: Arc<LogWriter>,
 }
 
+/// Tells the main thread when a shard thread ends for any reason (a panic
+/// in a job included): its shards are gone, so the node must stop rather
+/// than answer for them with errors.
+struct StopGuard {
+    lane: usize,
+    fatal: mpsc::UnboundedSender<Fatal>,
+}
+
+impl Drop for StopGuard {
+    fn drop(&mut self) {
+        let _ = self.fatal.send(Fatal::LoopStopped(format!(
+            "shard thread {} stopped",
+            self.lane
+        )));
+    }
+}
+
 /// Starts a shard thread, which restores its groups from the log and runs
 /// their loop; returns once they are restored (or could not be).
 pub async fn spawn(setup: LaneSetup) -> Result<Lane, String> {
@@ -85,6 +102,10 @@ pub async fn spawn(setup: LaneSetup) -> Result<Lane, String> {
     std::thread::Builder::new()
         .name(name.clone())
         .spawn(move || {
+            let _stop = StopGuard {
+                lane: setup.lane,
+                fatal: setup.fatal.clone(),
+            };
             let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
