@@ -425,6 +425,30 @@ fn set_generic<K: Keyspace>(
     req: SetReq,
     ctx: &Ctx,
 ) -> Result<SetOutcome, CmdError> {
+    // A plain SET (no condition, no GET, no KEEPTTL): one lookup unless
+    // the key is there but expired, which takes the full path below.
+    let mut value = Value::from_bytes(value);
+    if matches!(req.cond, SetCond::Always) && !req.want_old {
+        let expire = match req.ttl {
+            TtlChange::Keep => None,
+            TtlChange::Clear => Some(None),
+            TtlChange::At(at) => Some(Some(at)),
+        };
+        if let Some(expire) = expire {
+            match store
+                .keyspace_mut()
+                .set_unless_expired(db, key, value, expire, ctx.now_ms)
+            {
+                Ok(()) => {
+                    return Ok(SetOutcome {
+                        stored: true,
+                        old: None,
+                    })
+                }
+                Err(v) => value = v,
+            }
+        }
+    }
     let exists = store.expire_if_needed(db, key, ctx);
     let old = if req.want_old {
         string_for_write(store, db, key, ctx)?
@@ -444,7 +468,7 @@ fn set_generic<K: Keyspace>(
         TtlChange::Clear => None,
         TtlChange::At(at) => Some(at),
     };
-    store.db_mut(db).set(key, Value::from_bytes(value), expire);
+    store.db_mut(db).set(key, value, expire);
     Ok(SetOutcome { stored: true, old })
 }
 
@@ -691,9 +715,7 @@ fn incr_by<K: Keyspace>(
     // Read and write through one mutable lookup (after lazy expiry); a
     // missing key starts at 0, with no TTL.
     if let Some(v) = store.live_value_mut(db, key, ctx) {
-        let next = int_value(v)?
-            .checked_add(delta)
-            .ok_or(CmdError::Overflow)?;
+        let next = int_value(v)?.checked_add(delta).ok_or(CmdError::Overflow)?;
         *v = Value::Int(next);
         return Ok(Reply::Int(next));
     }

@@ -158,6 +158,51 @@ impl<V> Db<V> {
         None
     }
 
+    /// [`Db::set`] in one probe of the index, unless `key` holds an entry
+    /// already expired at `now_ms`: then nothing changes and `value` comes
+    /// back, for the caller to expire the key first (its events and
+    /// counts). A live entry is replaced where it is, a new one appended,
+    /// exactly as `set` does, so iteration orders are the same.
+    pub fn set_unless_expired(
+        &mut self,
+        key: &[u8],
+        value: V,
+        expire_at: Option<u64>,
+        now_ms: u64,
+    ) -> Result<(), V> {
+        let expire_at = expire_at.unwrap_or(0);
+        let entries = &self.entries;
+        let found = self.index.entry(
+            hash_key(key),
+            |&i| entries[i as usize].key.as_slice() == key,
+            |&i| hash_key(&entries[i as usize].key),
+        );
+        match found {
+            hashbrown::hash_table::Entry::Occupied(o) => {
+                let e = &mut self.entries[*o.get() as usize];
+                if e.is_expired(now_ms) {
+                    return Err(value);
+                }
+                e.value = value;
+                let old_expire = std::mem::replace(&mut e.expire_at, expire_at);
+                self.expires =
+                    self.expires + (expire_at != 0) as usize - (old_expire != 0) as usize;
+            }
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                v.insert(self.entries.len() as u32);
+                self.entries.push(Entry {
+                    key: CompactBytes::from_slice(key),
+                    value,
+                    expire_at,
+                });
+                if expire_at != 0 {
+                    self.expires += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Sets (Some) or clears (None) the expiry of an existing key; false if
     /// the key does not exist.
     pub fn set_expire(&mut self, key: &[u8], expire_at: Option<u64>) -> bool {
@@ -257,6 +302,40 @@ mod tests {
         }
         let expected_expires = (0..1000u32).filter(|i| i % 2 == 1 && i % 3 == 0).count();
         assert_eq!(db.expires_count(), expected_expires);
+    }
+
+    #[test]
+    fn set_unless_expired_is_set_in_one_probe_and_leaves_expired_keys_alone() {
+        let mut db: Db<Value> = Db::new();
+        db.set(b"a", Value::Int(1), None);
+        db.set(b"old", Value::Int(2), Some(50));
+        db.set(b"b", Value::Int(3), Some(500));
+        // A live key is replaced where it is, its expiry changed.
+        assert!(db
+            .set_unless_expired(b"b", Value::Int(4), None, 100)
+            .is_ok());
+        // A new key is appended.
+        assert!(db
+            .set_unless_expired(b"c", Value::Int(5), Some(900), 100)
+            .is_ok());
+        // An expired key is left for the caller to expire.
+        assert_eq!(
+            db.set_unless_expired(b"old", Value::Int(6), None, 100),
+            Err(Value::Int(6))
+        );
+        let order: Vec<(&[u8], Value, Option<u64>)> = db
+            .iter()
+            .map(|e| (e.key.as_slice(), e.value.clone(), e.expire_at()))
+            .collect();
+        let want: Vec<(&[u8], Value, Option<u64>)> = vec![
+            (b"a", Value::Int(1), None),
+            (b"old", Value::Int(2), Some(50)),
+            (b"b", Value::Int(4), None),
+            (b"c", Value::Int(5), Some(900)),
+        ];
+        assert_eq!(order, want);
+        assert_eq!(db.expires_count(), 2);
+        assert_eq!(db.get(b"c").map(|e| e.value.clone()), Some(Value::Int(5)));
     }
 
     #[test]

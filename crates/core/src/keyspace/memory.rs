@@ -101,6 +101,18 @@ impl Keyspace for MemoryKeyspace {
     }
 
     #[inline]
+    fn set_unless_expired(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        value: Value<Self>,
+        expire_at: Option<u64>,
+        now_ms: u64,
+    ) -> Result<(), Value<Self>> {
+        self.dbs[db].set_unless_expired(key, value, expire_at, now_ms)
+    }
+
+    #[inline]
     fn set_expire(&mut self, db: usize, key: &[u8], expire_at: Option<u64>) -> bool {
         self.dbs[db].set_expire(key, expire_at)
     }

@@ -76,6 +76,24 @@ pub trait Keyspace: Sized + 'static {
         value: Value<Self>,
         expire_at: Option<u64>,
     ) -> Option<OwnedEntry<Self>>;
+    /// [`Keyspace::set`] unless `key` holds an entry already expired at
+    /// `now_ms`: then nothing changes and `value` comes back, so the caller
+    /// expires the key first (events, counts) and sets it after. One
+    /// lookup where an engine can (the plain SET path).
+    fn set_unless_expired(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        value: Value<Self>,
+        expire_at: Option<u64>,
+        now_ms: u64,
+    ) -> Result<(), Value<Self>> {
+        if self.get(db, key).is_some_and(|e| e.is_expired(now_ms)) {
+            return Err(value);
+        }
+        self.set(db, key, value, expire_at);
+        Ok(())
+    }
     /// Sets (Some) or clears (None) the expiry of an existing key; false
     /// if the key does not exist.
     fn set_expire(&mut self, db: usize, key: &[u8], expire_at: Option<u64>) -> bool;
