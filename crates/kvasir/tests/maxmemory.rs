@@ -3,10 +3,14 @@
 //! (alone, queued in MULTI, or in a queue EXEC would run), while reads and
 //! deletions go on; back under it, writes work again.
 
+#[path = "common/cluster.rs"]
+mod cluster;
 mod common;
 
+use cluster::{Cluster, NODES};
 use common::redis_server::start_redis;
 use common::{Kvasir, RawConn};
+use std::time::Duration;
 
 /// One connection's commands and the raw replies they got, with the limit
 /// changed between steps from a second connection (as an operator would).
@@ -61,4 +65,40 @@ fn over_maxmemory_writes_are_refused_as_redis_noeviction_does() {
         "{ours:?}"
     );
     assert_eq!(ours, theirs);
+}
+
+/// In cluster mode the limit is each node's own (CONFIG SET is node-local):
+/// the leader that admits a write refuses it, while reads and deletions go
+/// on, and every replica still holds the same content.
+#[test]
+fn cluster_nodes_refuse_writes_over_their_maxmemory() {
+    let mut c = Cluster::start(&[]);
+    let slot = cluster::key_slot(b"mm");
+    let leader = c.wait_leader_of_slot(slot, Duration::from_secs(10));
+    let set = |c: &Cluster, v: &str| -> Result<String, String> {
+        c.query::<String>(leader, &["SET", "mm", v])
+            .map_err(|e| common::error_text(&e))
+    };
+    assert_eq!(set(&c, "1"), Ok("OK".into()));
+    for id in 1..=NODES {
+        let _: () = c
+            .query(id, &["CONFIG", "SET", "maxmemory", "1"])
+            .expect("config set");
+    }
+    let refused = set(&c, "2").expect_err("refused over maxmemory");
+    assert!(
+        refused.starts_with("OOM command not allowed when used memory > 'maxmemory'."),
+        "{refused}"
+    );
+    let got: Option<String> = c.query(leader, &["GET", "mm"]).expect("get");
+    assert_eq!(got.as_deref(), Some("1"));
+    let deleted: i64 = c.query(leader, &["DEL", "mm"]).expect("del");
+    assert_eq!(deleted, 1);
+    for id in 1..=NODES {
+        let _: () = c
+            .query(id, &["CONFIG", "SET", "maxmemory", "0"])
+            .expect("config set");
+    }
+    assert_eq!(set(&c, "3"), Ok("OK".into()));
+    c.wait_digests_equal(Duration::from_secs(20));
 }
