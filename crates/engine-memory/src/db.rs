@@ -133,16 +133,24 @@ impl<V> Db<V> {
     pub fn set(&mut self, key: &[u8], value: V, expire_at: Option<u64>) -> Option<Entry<V>> {
         let expire_at = expire_at.unwrap_or(0);
         if let Some(i) = self.find(key) {
-            let e = &mut self.entries[i];
-            let old_value = std::mem::replace(&mut e.value, value);
-            let old_expire = std::mem::replace(&mut e.expire_at, expire_at);
-            self.expires = self.expires + (expire_at != 0) as usize - (old_expire != 0) as usize;
+            let old_value = std::mem::replace(&mut self.entries[i].value, value);
+            let old_expire = self.replace_expire(i, expire_at);
             return Some(Entry {
-                key: e.key.clone(),
+                key: self.entries[i].key.clone(),
                 value: old_value,
                 expire_at: old_expire,
             });
         }
+        let pos = self.push(key, value, expire_at);
+        let entries = &self.entries;
+        self.index
+            .insert_unique(hash_key(key), pos, |&i| hash_key(&entries[i as usize].key));
+        None
+    }
+
+    /// Appends a new entry (its index slot is the caller's) and returns its
+    /// position.
+    fn push(&mut self, key: &[u8], value: V, expire_at: u64) -> u32 {
         let pos = self.entries.len() as u32;
         self.entries.push(Entry {
             key: CompactBytes::from_slice(key),
@@ -152,10 +160,15 @@ impl<V> Db<V> {
         if expire_at != 0 {
             self.expires += 1;
         }
-        let entries = &self.entries;
-        self.index
-            .insert_unique(hash_key(key), pos, |&i| hash_key(&entries[i as usize].key));
-        None
+        pos
+    }
+
+    /// Gives entry `i` a new expiry (0: none), keeping the count right;
+    /// returns the old one.
+    fn replace_expire(&mut self, i: usize, expire_at: u64) -> u64 {
+        let old = std::mem::replace(&mut self.entries[i].expire_at, expire_at);
+        self.expires = self.expires + (expire_at != 0) as usize - (old != 0) as usize;
+        old
     }
 
     /// [`Db::set`] in one probe of the index, unless `key` holds an entry
@@ -179,25 +192,16 @@ impl<V> Db<V> {
         );
         match found {
             hashbrown::hash_table::Entry::Occupied(o) => {
-                let e = &mut self.entries[*o.get() as usize];
-                if e.is_expired(now_ms) {
+                let i = *o.get() as usize;
+                if self.entries[i].is_expired(now_ms) {
                     return Err(value);
                 }
-                e.value = value;
-                let old_expire = std::mem::replace(&mut e.expire_at, expire_at);
-                self.expires =
-                    self.expires + (expire_at != 0) as usize - (old_expire != 0) as usize;
+                self.entries[i].value = value;
+                self.replace_expire(i, expire_at);
             }
             hashbrown::hash_table::Entry::Vacant(v) => {
                 v.insert(self.entries.len() as u32);
-                self.entries.push(Entry {
-                    key: CompactBytes::from_slice(key),
-                    value,
-                    expire_at,
-                });
-                if expire_at != 0 {
-                    self.expires += 1;
-                }
+                self.push(key, value, expire_at);
             }
         }
         Ok(())
@@ -209,10 +213,7 @@ impl<V> Db<V> {
         let Some(i) = self.find(key) else {
             return false;
         };
-        let new = expire_at.unwrap_or(0);
-        let e = &mut self.entries[i];
-        self.expires = self.expires + (new != 0) as usize - (e.expire_at != 0) as usize;
-        e.expire_at = new;
+        self.replace_expire(i, expire_at.unwrap_or(0));
         true
     }
 

@@ -470,10 +470,6 @@ impl GroupRoles {
         self.cells.get(*self.index.get(&group)?)
     }
 
-    pub fn groups(&self) -> impl Iterator<Item = u64> + '_ {
-        self.cells.iter().map(|c| c.group)
-    }
-
     pub fn is_leader(&self, group: u64) -> bool {
         self.cell(group).is_some_and(|c| c.leading.load(Relaxed))
     }

@@ -38,9 +38,10 @@ pub struct Lane {
 }
 
 impl Lane {
-    /// Sends a job; false if the lane has stopped.
-    pub fn run(&self, job: Job) -> bool {
-        self.jobs.send(job).is_ok()
+    /// Sends a job. If the lane has stopped the job is dropped, and with it
+    /// any reply sender it holds: the caller's receiver sees the end.
+    pub fn run(&self, job: Job) {
+        let _ = self.jobs.send(job);
     }
 
     /// The lane's groups as it last published them.
