@@ -240,18 +240,21 @@ impl LogWriter {
         Ok(Arc::new(LogWriter { submit, counters }))
     }
 
-    /// Writes the group's batches as one synced write (a batch too large
-    /// to merge is written and synced on its own first).
+    /// Writes the group's batches as one synced write. When merging would
+    /// pass raft-engine's batch limit, what was merged so far is written
+    /// first, and a batch too large to merge even alone is written as it is
+    /// (its loop would have written it so without the shared writer).
     fn write_group(engine: &Engine, group: &mut [Submission]) -> Result<(), String> {
         let faults = group[0].faults.clone();
         let mut batch = LogBatch::default();
         for s in group.iter_mut() {
+            if batch.merge(&mut s.write.batch).is_ok() {
+                continue;
+            }
+            faults.write(engine, &mut batch, true)?;
+            batch = LogBatch::default();
             if batch.merge(&mut s.write.batch).is_err() {
-                faults.write(engine, &mut batch, true)?;
-                batch = LogBatch::default();
-                batch
-                    .merge(&mut s.write.batch)
-                    .map_err(|e| format!("merging a log batch: {e}"))?;
+                faults.write(engine, &mut s.write.batch, true)?;
             }
         }
         faults.write(engine, &mut batch, true)
