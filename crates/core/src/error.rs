@@ -33,6 +33,10 @@ pub enum CmdError {
     /// command again when one is written; inside MULTI, or at the timeout,
     /// the client gets `on_timeout` instead.
     WouldBlock(Box<BlockOn>),
+    /// Not a failure: a script ran past `busy-reply-threshold` and paused
+    /// (standalone only, see `Store::script_pause_after`); the server
+    /// resumes it with `Store::resume_script` until it ends.
+    ScriptPaused,
 }
 
 /// What a blocked command waits for.
@@ -83,6 +87,9 @@ impl CmdError {
             .into(),
             CmdError::Other(text) => text.clone(),
             CmdError::WouldBlock(_) => "ERR blocking command reached a non-blocking path".into(),
+            CmdError::ScriptPaused => {
+                "ERR a paused script reached a path that cannot resume it".into()
+            }
         }
     }
 

@@ -135,6 +135,12 @@ pub struct Store<K: Keyspace = MemoryKeyspace> {
     /// does so that scripts see one order. A cell because read-only
     /// scripts reach the store shared; never replicated or imaged.
     pub(crate) script_call: std::cell::Cell<bool>,
+    /// Set by a standalone server around a client's command: a script
+    /// that runs longer than this pauses (`busy-reply-threshold`), so the
+    /// server can answer other clients `-BUSY` and take SCRIPT KILL, and
+    /// is then resumed to its end ([`Store::resume_script`]). None (the
+    /// default, and always under Raft): scripts run through.
+    pub script_pause_after: Option<std::time::Duration>,
 }
 
 impl Default for Store {
@@ -163,6 +169,17 @@ impl<K: Keyspace> Store<K> {
             notify: 0,
             events: Vec::new(),
             script_call: std::cell::Cell::new(false),
+            script_pause_after: None,
+        }
+    }
+
+    /// Runs the paused script on for a slice: its reply once it ended
+    /// (or was killed), None while it is still running or if none was
+    /// paused.
+    pub fn resume_script(&mut self) -> Option<kvasir_resp::Reply> {
+        match crate::scripting::vm::resume(crate::scripting::vm::Access::Write(self))? {
+            crate::scripting::vm::RunOutcome::Done(reply) => Some(reply),
+            crate::scripting::vm::RunOutcome::Paused => None,
         }
     }
 

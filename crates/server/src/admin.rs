@@ -295,6 +295,13 @@ fn shutdown(s: &mut Session, rest: &[Bytes]) -> AdminResult {
     if abort {
         return Err(CmdError::other("ERR No shutdown in progress."));
     }
+    // As Redis: while a script is busy only SHUTDOWN NOSAVE stops the
+    // server (a script that wrote cannot be killed otherwise).
+    if let Some(busy) = s.server.busy_script() {
+        if !rest.iter().any(|a| eq_ic(a, "NOSAVE")) {
+            return Err(CmdError::other(busy.busy_error()));
+        }
+    }
     // Like Redis, a successful SHUTDOWN closes the connection without a reply.
     s.server.request_shutdown();
     s.close = true;

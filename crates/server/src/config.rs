@@ -40,8 +40,14 @@ pub struct Config {
     /// list-compress-depth (0..=2147483647 as Redis accepts; quicklists use
     /// at most 65535, Redis's COMPRESS_MAX).
     pub list_compress_depth: u32,
-    /// Lua instructions after which a script is stopped.
+    /// Lua instructions after which a script is stopped (standalone: a
+    /// stretch of a script that cannot pause, see `busy_reply_threshold`).
     pub script_max_instructions: u64,
+    /// Milliseconds after which a running script makes a standalone
+    /// server answer other clients `-BUSY` and take SCRIPT KILL (Redis 7's
+    /// busy-reply-threshold, formerly lua-time-limit).
+    #[serde(alias = "lua-time-limit")]
+    pub busy_reply_threshold: u64,
     /// notify-keyspace-events as class flags (`kvasir_core::notify`).
     pub notify_keyspace_events: u32,
     /// Cluster mode (set with --initial-cluster): this node's id.
@@ -100,6 +106,7 @@ impl Default for Config {
             list_max_listpack_size: -2,
             list_compress_depth: 0,
             script_max_instructions: kvasir_core::store::DEFAULT_SCRIPT_MAX_INSTRUCTIONS,
+            busy_reply_threshold: 5000,
             notify_keyspace_events: 0,
             node_id: None,
             initial_cluster: None,
@@ -228,6 +235,10 @@ impl Config {
                 self.script_max_instructions.to_string(),
             ),
             (
+                "busy-reply-threshold",
+                self.busy_reply_threshold.to_string(),
+            ),
+            (
                 "notify-keyspace-events",
                 kvasir_core::notify::format_flags(self.notify_keyspace_events),
             ),
@@ -296,6 +307,7 @@ impl Config {
                     })?
             }
             "script-max-instructions" => self.script_max_instructions = num::<u64>(value)?.max(1000),
+            "busy-reply-threshold" => self.busy_reply_threshold = num(value)?,
             "notify-keyspace-events" => {
                 self.notify_keyspace_events = kvasir_core::notify::parse_flags(value)
                     .ok_or_else(|| SetError::Invalid(kvasir_core::notify::INVALID.into()))?

@@ -4,9 +4,13 @@
 //! at once. In cluster mode shards are Raft groups (`cluster::sm`) instead.
 
 use bytes::Bytes;
-use kvasir_core::error::CmdResult;
+use kvasir_core::error::{CmdError, CmdResult};
 use kvasir_core::machine::{self, Applied, ShardCmd, Written};
+use kvasir_core::scripting::BusyRun;
+use kvasir_core::table::Flags;
 use kvasir_core::{CommandSpec, Ctx, Store};
+use kvasir_resp::Reply;
+use std::time::Duration;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub struct LocalStore {
@@ -55,8 +59,41 @@ impl LocalStore {
 
     /// Runs a keyspace command (spec already resolved and arity-checked).
     pub fn execute(&mut self, spec: &CommandSpec, db: usize, args: &[Bytes]) -> CmdResult {
+        self.execute_pausable(spec, db, args, None)
+    }
+
+    /// Runs a client's command; a script in it pauses after `pause_after`
+    /// (`CmdError::ScriptPaused`, see [`LocalStore::resume_script`]).
+    /// While a script is paused only SCRIPT KILL, FUNCTION KILL and
+    /// FUNCTION STATS reach the store.
+    pub fn execute_pausable(
+        &mut self,
+        spec: &CommandSpec,
+        db: usize,
+        args: &[Bytes],
+        pause_after: Option<Duration>,
+    ) -> CmdResult {
+        if let Some(busy) = self.busy() {
+            if !spec.flags.contains(Flags::ALLOW_BUSY) {
+                return Err(CmdError::other(busy.busy_error()));
+            }
+        }
         let ctx = self.next_ctx();
-        machine::execute(&mut self.store, spec, db, args, &ctx)
+        self.store.script_pause_after = pause_after;
+        let result = machine::execute(&mut self.store, spec, db, args, &ctx);
+        self.store.script_pause_after = None;
+        result
+    }
+
+    /// The script paused in the middle, if one is.
+    pub fn busy(&self) -> Option<BusyRun> {
+        self.store.scripts.busy()
+    }
+
+    /// Runs the paused script on for a slice: its reply once it ended,
+    /// None while it runs on (or if none is paused).
+    pub fn resume_script(&mut self) -> Option<Reply> {
+        self.store.resume_script()
     }
 
     /// Whether a client blocked on `key` must keep waiting because the key
@@ -67,6 +104,8 @@ impl LocalStore {
 
     /// Applies a shard command (an EXEC block) through the state machine;
     /// `on_write` hears of each write that succeeded.
+    /// Nothing is applied while a script is paused in the middle: the
+    /// caller checks [`LocalStore::busy`] first.
     pub fn apply(&mut self, cmd: &ShardCmd, on_write: impl FnMut(usize, Written)) -> Applied {
         let ctx = self.next_ctx();
         machine::apply(&mut self.store, cmd, &ctx, on_write)

@@ -37,7 +37,6 @@ pub const PARAMETERS: &[(&str, &str)] = &[
     ("bgsave_cpulist", ""),
     ("bind-source-addr", ""),
     ("bio_cpulist", ""),
-    ("busy-reply-threshold", "5000"),
     ("client-output-buffer-limit", "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"),
     ("cluster-allow-pubsubshard-when-down", "yes"),
     ("cluster-allow-reads-when-down", "no"),
@@ -81,7 +80,6 @@ pub const PARAMETERS: &[(&str, &str)] = &[
     ("lfu-decay-time", "1"),
     ("lfu-log-factor", "10"),
     ("logfile", ""),
-    ("lua-time-limit", "5000"),
     ("masterauth", ""),
     ("masteruser", ""),
     ("maxmemory-clients", "0"),
@@ -188,6 +186,7 @@ pub const IMMUTABLE: &[&str] = &[
 /// (old name, name): Redis 7.0 answers to both.
 #[rustfmt::skip]
 pub const ALIASES: &[(&str, &str)] = &[
+    ("lua-time-limit", "busy-reply-threshold"),
     ("hash-max-ziplist-entries", "hash-max-listpack-entries"),
     ("hash-max-ziplist-value", "hash-max-listpack-value"),
     ("zset-max-ziplist-entries", "zset-max-listpack-entries"),

@@ -7,11 +7,12 @@
 //! deletions) goes through [`Server::order`].
 
 use crate::listener::Server;
-use crate::session::{Outcome, Session};
+use crate::session::{Finished, Outcome, PendingOp, Session};
 use bytes::Bytes;
 use kvasir_core::expire::ActiveExpire;
 use kvasir_core::machine::{ShardCmd, Written};
 use kvasir_core::{CmdError, CommandSpec, Handler, Store};
+use kvasir_resp::Reply;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
@@ -31,7 +32,15 @@ pub fn submit(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> Ou
 /// written keys hear of it before the next command runs, as in Redis.
 fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> Outcome {
     let flushed = crate::events::watched_before_flush(&s.server, spec, s.db);
-    let result = s.server.local_store.borrow_mut().execute(spec, s.db, args);
+    let pause_after = Duration::from_millis(s.server.config.borrow().busy_reply_threshold);
+    let result =
+        s.server
+            .local_store
+            .borrow_mut()
+            .execute_pausable(spec, s.db, args, Some(pause_after));
+    if matches!(result, Err(CmdError::ScriptPaused)) {
+        return finish_paused_script(&s.server, spec, s.db, args);
+    }
     crate::notify::publish_local(&s.server);
     match result {
         Ok(reply) => {
@@ -52,7 +61,61 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
     }
 }
 
+/// A script that paused past `busy-reply-threshold`: a task of its own
+/// runs it on slice by slice, letting the event loop serve other clients
+/// in between (they get `-BUSY`, SCRIPT KILL reaches the paused run), and
+/// does what a finished write does; the session waits for the reply like
+/// for any command in flight. The task, not the session, owns the run, so
+/// the script ends and its writes are heard of even if its client leaves.
+fn finish_paused_script(
+    server: &Rc<Server>,
+    spec: &'static CommandSpec,
+    db: usize,
+    args: &[Bytes],
+) -> Outcome {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let server = server.clone();
+    let args = args.to_vec();
+    tokio::task::spawn_local(async move {
+        let reply = loop {
+            // Yielding lets the runtime poll the sockets before the next
+            // slice.
+            tokio::task::yield_now().await;
+            let mut local = server.local_store.borrow_mut();
+            match local.resume_script() {
+                Some(reply) => break reply,
+                None if local.busy().is_some() => {}
+                None => break Reply::error("ERR the paused script was lost"),
+            }
+        };
+        crate::notify::publish_local(&server);
+        if matches!(spec.handler, Handler::Write(_)) && !spec.changed_nothing(&reply) {
+            crate::events::after_write(&server, db, Written::Command(spec, &args));
+        }
+        let _ = tx.send(reply);
+    });
+    Outcome::Pending(Box::new(PendingOp {
+        reply: Box::pin(async move {
+            Finished::Reply(
+                rx.await
+                    .unwrap_or_else(|_| Reply::error("ERR the paused script was lost")),
+            )
+        }),
+        write: true,
+        // Nothing of this connection overtakes the script.
+        blocking: true,
+    }))
+}
+
 impl Server {
+    /// The script a standalone server is busy with, if one paused.
+    pub fn busy_script(&self) -> Option<kvasir_core::scripting::BusyRun> {
+        if self.cluster.is_some() {
+            return None;
+        }
+        self.local_store.borrow().busy()
+    }
+
     /// The shards whose writes this node orders now: the standalone store,
     /// or the Raft groups this node leads.
     pub fn led_shards(&self) -> Vec<u64> {
@@ -82,6 +145,10 @@ impl Server {
     pub fn order(&self, shard: u64, cmd: ShardCmd) {
         if let Some(node) = &self.cluster {
             drop(node.propose(shard, &cmd.into()));
+            return;
+        }
+        if self.busy_script().is_some() {
+            // A paused script's shard takes nothing else until it ends.
             return;
         }
         let mut expired = Vec::new();

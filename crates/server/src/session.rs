@@ -439,7 +439,9 @@ impl Session {
         clock: &mut Instant,
     ) -> Option<Parked> {
         let resolved = resolve(&args);
-        let early = crate::transaction::queue_if_in_multi(self, &resolved, &args)
+        let early = self
+            .refuse_while_busy(&resolved)
+            .or_else(|| crate::transaction::queue_if_in_multi(self, &resolved, &args))
             .or_else(|| crate::pubsub::check_subscribed_mode(self, &resolved));
         if let Some(reply) = early {
             if !self.reply_mode.silenced() {
@@ -476,6 +478,27 @@ impl Session {
             self.emit_queued_pushes(out);
         }
         parked
+    }
+
+    /// Redis's `-BUSY` while a script runs past busy-reply-threshold, for
+    /// every command without the `allow_busy` flag (which SCRIPT KILL,
+    /// FUNCTION KILL, FUNCTION STATS, SHUTDOWN, MULTI and the like have);
+    /// inside MULTI the transaction then fails at EXEC.
+    fn refuse_while_busy(
+        &mut self,
+        resolved: &Result<
+            (&'static CommandSpec, Option<&'static CommandSpec>),
+            kvasir_core::CmdError,
+        >,
+    ) -> Option<Reply> {
+        let busy = self.server.busy_script()?;
+        match resolved {
+            Ok((spec, _)) if !spec.flags.contains(Flags::ALLOW_BUSY) => {
+                self.txn.refused_one();
+                Some(Reply::error(busy.busy_error()))
+            }
+            _ => None,
+        }
     }
 
     /// Accounts for a command's outcome and emits its reply (unless

@@ -117,6 +117,16 @@ pub fn queue_if_in_multi(s: &mut Session, resolved: &Resolved, args: &[Bytes]) -
     Some(Reply::simple("QUEUED"))
 }
 
+impl Transaction {
+    /// A command was refused while queuing (Redis's flagTransaction):
+    /// EXEC will abort.
+    pub fn refused_one(&mut self) {
+        if self.in_multi() {
+            self.failed = true;
+        }
+    }
+}
+
 pub fn multi(s: &mut Session) -> Reply {
     if s.txn.in_multi() {
         return Reply::error("ERR MULTI calls can not be nested");

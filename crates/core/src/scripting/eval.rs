@@ -241,8 +241,9 @@ fn run_body<K: Keyspace>(
         read_only,
         keys,
         argv,
+        command: args,
     };
-    let (reply, compiled) = vm::run(
+    let (outcome, compiled) = vm::run(
         Access::Write(store),
         Program::Eval { sha, body: &body },
         run,
@@ -251,7 +252,7 @@ fn run_body<K: Keyspace>(
     if cache && compiled && !store.scripts.bodies.contains_key(sha) {
         store.scripts.bodies.insert(sha.to_string(), body);
     }
-    Ok(reply)
+    outcome.into_result()
 }
 
 fn eval_ro<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
@@ -291,8 +292,11 @@ fn run_read_only<K: Keyspace>(
         read_only: true,
         keys,
         argv,
+        command: args,
     };
-    Ok(vm::run(Access::Read(store), Program::Eval { sha, body }, run).0)
+    vm::run(Access::Read(store), Program::Eval { sha, body }, run)
+        .0
+        .into_result()
 }
 
 fn no_script() -> CmdError {

@@ -184,8 +184,11 @@ fn fcall<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx
         read_only: flags.contains(ScriptFlags::NO_WRITES),
         keys,
         argv,
+        command: args,
     };
-    Ok(vm::run(Access::Write(store), Program::Function { name: &name }, run).0)
+    vm::run(Access::Write(store), Program::Function { name: &name }, run)
+        .0
+        .into_result()
 }
 
 fn fcall_ro<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
@@ -204,8 +207,11 @@ fn fcall_ro<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx)
         read_only: true,
         keys,
         argv,
+        command: args,
     };
-    Ok(vm::run(Access::Read(store), Program::Function { name: &name }, run).0)
+    vm::run(Access::Read(store), Program::Function { name: &name }, run)
+        .0
+        .into_result()
 }
 
 /// The library name of a `#!lua name=<lib>` first line.
@@ -422,6 +428,24 @@ fn function_list<K: Keyspace>(
     Ok(Reply::Array(libs))
 }
 
+/// FUNCTION STATS's `running_script`: the busy run, if one paused.
+fn running_script<K: Keyspace>(store: &Store<K>) -> Reply {
+    let Some(busy) = store.scripts.busy() else {
+        return Reply::Nil;
+    };
+    Reply::Map(vec![
+        (Reply::bulk_str("name"), Reply::bulk_str(&busy.name)),
+        (
+            Reply::bulk_str("command"),
+            Reply::Array(busy.command.into_iter().map(Reply::Bulk).collect()),
+        ),
+        (
+            Reply::bulk_str("duration_ms"),
+            Reply::Int(busy.started.elapsed().as_millis() as i64),
+        ),
+    ])
+}
+
 fn function_stats<K: Keyspace>(
     store: &Store<K>,
     _db: usize,
@@ -435,7 +459,7 @@ fn function_stats<K: Keyspace>(
         .map(|l| l.functions.len())
         .sum();
     Ok(Reply::Map(vec![
-        (Reply::bulk_str("running_script"), Reply::Nil),
+        (Reply::bulk_str("running_script"), running_script(store)),
         (
             Reply::bulk_str("engines"),
             Reply::Map(vec![(

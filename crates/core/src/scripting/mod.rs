@@ -16,6 +16,8 @@
 //! - [`eval`]: EVAL, EVALSHA, their `_RO` forms and SCRIPT.
 //! - [`function`]: FUNCTION and FCALL.
 //! - [`libs`]: `cjson`, `cmsgpack`, `bit`, `struct`.
+//! - [`hook`]: the instruction-count hook that stops, kills and pauses
+//!   runs.
 //!
 //! [`Ctx`]: crate::Ctx
 
@@ -23,6 +25,7 @@ pub mod convert;
 pub mod dump;
 pub mod eval;
 pub mod function;
+pub mod hook;
 pub mod libs;
 pub mod vm;
 
@@ -100,6 +103,9 @@ pub struct Scripts<K: Keyspace = MemoryKeyspace> {
     /// Bumped when `libraries` change, so the interpreter reloads them.
     pub generation: u64,
     vm: RefCell<Option<Box<vm::ScriptVm<K>>>>,
+    /// A run that paused past `busy-reply-threshold` (standalone only),
+    /// holding the interpreter until it is resumed to its end.
+    paused: RefCell<Option<Box<vm::PausedRun<K>>>>,
 }
 
 impl<K: Keyspace> Default for Scripts<K> {
@@ -109,6 +115,7 @@ impl<K: Keyspace> Default for Scripts<K> {
             libraries: BTreeMap::new(),
             generation: 0,
             vm: RefCell::new(None),
+            paused: RefCell::new(None),
         }
     }
 }
@@ -146,7 +153,81 @@ impl<K: Keyspace> Scripts<K> {
     fn put_vm(&self, vm: Box<vm::ScriptVm<K>>) {
         *self.vm.borrow_mut() = Some(vm);
     }
+
+    fn park(&self, run: Box<vm::PausedRun<K>>) {
+        *self.paused.borrow_mut() = Some(run);
+    }
+
+    fn take_paused(&self) -> Option<Box<vm::PausedRun<K>>> {
+        self.paused.borrow_mut().take()
+    }
+
+    /// The run that is paused in the middle, if one is: while it is, the
+    /// shard serves nothing but SCRIPT KILL, FUNCTION KILL and FUNCTION
+    /// STATS.
+    pub fn busy(&self) -> Option<BusyRun> {
+        self.paused.borrow().as_ref().map(|run| BusyRun {
+            is_function: run.is_function(),
+            name: run.name().to_string(),
+            command: run.command().to_vec(),
+            started: run.started(),
+        })
+    }
+
+    /// SCRIPT KILL (`by_function_kill` false) or FUNCTION KILL: marks the
+    /// paused run to end with an error before it runs again. Redis's
+    /// errors when none runs, when it wrote already (it must then finish,
+    /// or the server be stopped with SHUTDOWN NOSAVE) and when the kind
+    /// does not match.
+    pub fn kill(&self, by_function_kill: bool) -> Result<(), crate::CmdError> {
+        let mut paused = self.paused.borrow_mut();
+        let Some(run) = paused.as_mut() else {
+            return Err(crate::CmdError::other(
+                "NOTBUSY No scripts in execution right now.",
+            ));
+        };
+        if run.wrote {
+            return Err(crate::CmdError::other(
+                "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.",
+            ));
+        }
+        match (run.is_function(), by_function_kill) {
+            (true, false) => Err(crate::CmdError::other(BUSY_FUNCTION)),
+            (false, true) => Err(crate::CmdError::other(BUSY_EVAL)),
+            _ => {
+                run.killed = true;
+                Ok(())
+            }
+        }
+    }
 }
+
+/// The run a busy shard is in the middle of.
+#[derive(Debug, Clone)]
+pub struct BusyRun {
+    pub is_function: bool,
+    /// The script's SHA1 or the function's name.
+    pub name: String,
+    pub command: Vec<Bytes>,
+    pub started: std::time::Instant,
+}
+
+impl BusyRun {
+    /// The `-BUSY` error other clients get meanwhile.
+    pub fn busy_error(&self) -> &'static str {
+        if self.is_function {
+            BUSY_FUNCTION
+        } else {
+            BUSY_EVAL
+        }
+    }
+}
+
+/// Redis's replies to commands sent while a script is busy.
+pub const BUSY_EVAL: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+pub const BUSY_FUNCTION: &str =
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
 
 impl<K: Keyspace> std::fmt::Debug for Scripts<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -186,17 +267,18 @@ pub(crate) fn check_flush_mode(args: &[Bytes], error: &'static str) -> Result<()
     }
 }
 
-/// SCRIPT KILL and FUNCTION KILL: a script runs to its end before the next
-/// command is served, so there is never one to kill when this is read.
+/// SCRIPT KILL and FUNCTION KILL. Only a paused run can be killed: under
+/// Raft a script runs to its end (or its instruction limit) before its
+/// shard serves anything else, so there is never one to kill there.
 pub(crate) fn kill<K: Keyspace>(
-    _store: &crate::Store<K>,
+    store: &crate::Store<K>,
     _db: usize,
-    _args: &[Bytes],
+    args: &[Bytes],
     _ctx: &crate::Ctx,
 ) -> crate::error::CmdResult {
-    Err(crate::CmdError::other(
-        "NOTBUSY No scripts in execution right now.",
-    ))
+    let by_function_kill = crate::args::eq_ic(&args[0], "function");
+    store.scripts.kill(by_function_kill)?;
+    Ok(kvasir_resp::Reply::ok())
 }
 
 /// The lower-case SHA1 hex of `body`, the name EVALSHA uses.

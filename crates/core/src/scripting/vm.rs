@@ -8,6 +8,7 @@
 //! error. `math.random` draws from the entry's seed, so replicas agree.
 
 use super::convert::{self, RespVersion};
+use super::hook::{self, HookGuard, HookState, FUNCTION_SOURCE, SCRIPT_SOURCE};
 use super::{libs, FunctionInfo, Library, ScriptFlags};
 use crate::error::CmdError;
 use crate::keyspace::Keyspace;
@@ -24,6 +25,7 @@ use std::marker::PhantomData;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Memory one script run may allocate beyond what the interpreter holds
 /// when it starts; past it the script fails with "not enough memory".
@@ -54,19 +56,73 @@ local function fix(ok, ...)
   end
   return ok, ...
 end
-pcall = function(...) return fix(rawpcall(...)) end
-xpcall = function(f, h) return fix(rawxpcall(f, h)) end
-local rawresume = coroutine.resume
-coroutine.resume = function(...) return fix(rawresume(...)) end
--- Coroutines are created from Rust so that the step limit covers them.
-coroutine.create = hidden.create_thread
+-- pcall, xpcall and coroutines run their function in a coroutine through
+-- `relay` (hook.rs): unlike Lua 5.1's C-call pcall it lets the step hook
+-- pause the run inside, and once resumed it answers nothing, which means
+-- "go on". A yield of the script's own inside pcall is refused as Lua 5.1
+-- refuses it.
+local relay, newco, is_c = hidden.resume, hidden.create_thread, hidden.is_c_function
+local no_yield = 'attempt to yield across metamethod/C-call boundary'
+local function pcall_end(co, ok, ...)
+  if ok == nil then return pcall_end(co, relay(co)) end
+  if ok == 'yield' then return fix(false, no_yield) end
+  return fix(ok, ...)
+end
+pcall = function(f, ...)
+  if rawtype(f) ~= 'function' or is_c(f) then return fix(rawpcall(f, ...)) end
+  local co = newco(f)
+  return pcall_end(co, relay(co, ...))
+end
+local function handled(h, e)
+  local ok, v = rawpcall(h, e)
+  if ok then return v end
+  return 'error in error handling'
+end
+local function xpcall_end(co, h, ok, ...)
+  if ok == nil then return xpcall_end(co, h, relay(co)) end
+  if ok == true then return true, ... end
+  if ok == 'yield' then return fix(false, handled(h, no_yield)) end
+  return fix(false, handled(h, (...)))
+end
+xpcall = function(f, h)
+  if rawtype(f) ~= 'function' or is_c(f) then return fix(rawxpcall(f, h)) end
+  local co = newco(f)
+  return xpcall_end(co, h, relay(co))
+end
+local function resume_end(co, ok, ...)
+  if ok == nil then return resume_end(co, relay(co)) end
+  if ok == 'yield' then return true, ... end
+  return fix(ok, ...)
+end
+coroutine.resume = function(co, ...) return resume_end(co, relay(co, ...)) end
+-- Coroutines are created from Rust so that the step hook covers them.
+-- The script's own ones are remembered, so that `coroutine.running`
+-- answers nil outside them (in the run's or pcall's coroutine), as at
+-- Lua 5.1's top level.
+local own = rawsetmeta({}, {__mode = 'k'})
+local rawrunning = coroutine.running
+coroutine.create = function(f)
+  local co = newco(f)
+  own[co] = true
+  return co
+end
+coroutine.running = function()
+  local co = rawrunning()
+  if co and own[co] then return co end
+  return nil
+end
+local function pack(...) return {n = select('#', ...), ...} end
 coroutine.wrap = function(f)
-  local co = hidden.create_thread(f)
-  local function pass(ok, ...)
-    if not ok then rawerror((...), 0) end
-    return ...
+  local co = coroutine.create(f)
+  -- Not a tail call: Lua 5.1's wrap gives a string error the position of
+  -- the function that called it (level 2 here), and a tail call would
+  -- leave a level of its own in between.
+  return function(...)
+    local r = pack(relay(co, ...))
+    while r.n == 0 do r = pack(relay(co)) end
+    if r[1] == false then rawerror(r[2], 2) end
+    return unpack(r, 2, r.n)
   end
-  return function(...) return pass(rawresume(co, ...)) end
 end
 
 loadstring = function(s, name)
@@ -102,12 +158,13 @@ for _, name in ipairs({'string', 'table', 'math', 'redis', 'cjson', 'cmsgpack', 
   if t then rawset_(_G, name, readonly(t)) end
 end
 getmetatable('').__metatable = false
--- One run, called from Rust with the run's keys and arguments: either
--- `nkeys, n, key..., arg...` (n of them; building the tables here costs
--- less than one mlua call per table and per element) or, for many of
--- them, the two tables made in Rust. Written out in each entry point, as
--- every Lua or C call here is paid on every run.
-hidden.run_script = function(f, handler, nkeys, n, ...)
+-- The body of a run's coroutine, called from Rust with the run's keys and
+-- arguments: either `nkeys, n, key..., arg...` (n of them; building the
+-- tables here costs less than one mlua call per table and per element) or,
+-- for many of them, the two tables made in Rust. The script is called in a
+-- tail call, so its frame is the coroutine's first and the step hook may
+-- pause it wherever Lua 5.1 lets a hook yield (see hook.rs).
+hidden.script_body = function(f, nkeys, n, ...)
   local keys, argv = nkeys, n
   if rawtype(nkeys) ~= 'table' then
     keys, argv = {...}, {}
@@ -118,17 +175,9 @@ hidden.run_script = function(f, handler, nkeys, n, ...)
   end
   rawset_(G0, 'KEYS', keys)
   rawset_(G0, 'ARGV', argv)
-  return rawxpcall(f, handler)
+  return f()
 end
--- Lua 5.1's xpcall passes no arguments: the runner reads a function's
--- from upvalues set per run, so no closure is created per run.
-local run_f, run_keys, run_argv
-local function runner() return run_f(run_keys, run_argv) end
-local function finish(...)
-  run_f, run_keys, run_argv = nil, nil, nil
-  return ...
-end
-hidden.run_function = function(f, handler, nkeys, n, ...)
+hidden.function_body = function(f, nkeys, n, ...)
   rawset_(G0, 'KEYS', nil)
   rawset_(G0, 'ARGV', nil)
   local keys, argv = nkeys, n
@@ -139,8 +188,7 @@ hidden.run_function = function(f, handler, nkeys, n, ...)
       keys[i] = nil
     end
   end
-  run_f, run_keys, run_argv = f, keys, argv
-  return finish(rawxpcall(runner, handler))
+  return f(keys, argv)
 end
 -- The globals move to G0 and _G stays empty: Lua calls __newindex only
 -- for keys a table lacks, so with the globals in _G itself a script could
@@ -174,10 +222,8 @@ pub struct ScriptVm<K: Keyspace> {
     functions: HashMap<String, Function>,
     generation: Option<u64>,
     rng: Arc<AtomicU64>,
-    /// Instructions run in this run, in units of [`HOOK_EVERY`], and the
-    /// limit in the same units.
-    steps: Arc<AtomicU64>,
-    step_limit: Arc<AtomicU64>,
+    /// What the step hook counts and checks during a run.
+    hook: HookState,
     /// The run's `redis.setresp` choice: 2 or 3.
     resp: Arc<AtomicU64>,
     /// The real `redis` table (scripts see a read-only proxy) and its
@@ -188,11 +234,13 @@ pub struct ScriptVm<K: Keyspace> {
     /// The run in progress (a `RefCell<CallState>`), null between runs;
     /// see [`with_current_run`].
     current: Arc<AtomicPtr<()>>,
-    /// The prelude's `xpcall` runner and the message handler that notes
-    /// the script line of an error.
-    run_script: Function,
-    run_function: Function,
-    handler: Function,
+    /// The prelude's coroutine bodies of an EVAL script and of a
+    /// function.
+    script_body: Function,
+    function_body: Function,
+    /// The coroutine runs execute in: reused while runs end normally (a
+    /// coroutine that raised an error is dead), made anew otherwise.
+    run_thread: Option<mlua::Thread>,
     /// Runs since the last garbage-collection step.
     runs_since_gc: u32,
     /// The engine `call` and `pcall` were made for (a `fn` type, so the
@@ -209,12 +257,9 @@ const GC_EVERY: u32 = 50;
 /// stack holds about 8000 values).
 const MAX_PUSHED_ARGS: usize = 64;
 
-/// How often (in Lua instructions) the step hook runs.
-const HOOK_EVERY: u32 = 10_000;
-
-/// The error of a script stopped by `script-max-instructions`.
-const STEP_LIMIT_ERROR: &str =
-    "Script killed: it ran more Lua instructions than script-max-instructions allows";
+/// How long a paused run runs on before it pauses again (the server
+/// serves other clients between two slices).
+pub const PAUSED_SLICE: Duration = Duration::from_millis(5);
 
 /// How a run may touch the store.
 pub enum Access<'a, K: Keyspace> {
@@ -245,6 +290,8 @@ pub struct Run<'a> {
     pub read_only: bool,
     pub keys: &'a [Bytes],
     pub argv: &'a [Bytes],
+    /// The whole command (FUNCTION STATS shows it while the run is busy).
+    pub command: &'a [Bytes],
 }
 
 /// What the commands a script issues share during one run.
@@ -256,6 +303,8 @@ struct CallState<'s, K: Keyspace> {
     calls: u64,
     /// The slot every key must be in (cluster mode).
     slot: Option<u16>,
+    /// A write command was called (SCRIPT KILL then refuses).
+    wrote: bool,
 }
 
 impl<K: Keyspace> ScriptVm<K> {
@@ -296,9 +345,7 @@ impl<K: Keyspace> ScriptVm<K> {
                 })
             })?,
         )?;
-        let steps = Arc::new(AtomicU64::new(0));
-        let step_limit = Arc::new(AtomicU64::new(u64::MAX));
-        install_step_limit(&lua, &hidden, steps.clone(), step_limit.clone())?;
+        install_hooks(&lua, &hidden)?;
         let resp = Arc::new(AtomicU64::new(2));
         install_setresp(&lua, &g, resp.clone())?;
         lua.load(PRELUDE)
@@ -326,32 +373,23 @@ impl<K: Keyspace> ScriptVm<K> {
         )?;
         redis.raw_set("call", &call)?;
         redis.raw_set("pcall", &pcall)?;
-        let run_script: Function = hidden.raw_get("run_script")?;
-        let run_function: Function = hidden.raw_get("run_function")?;
-        let handler = lua.create_function(|lua, err: Value| {
-            // The message handler runs where the error was raised: note the
-            // script's line for the reply.
-            let info = lua.create_table()?;
-            info.raw_set("e", err)?;
-            info.raw_set("line", script_line(lua))?;
-            Ok(info)
-        })?;
+        let script_body: Function = hidden.raw_get("script_body")?;
+        let function_body: Function = hidden.raw_get("function_body")?;
         Ok(ScriptVm {
             lua,
             compiled: HashMap::new(),
             functions: HashMap::new(),
             generation: None,
             rng,
-            steps,
-            step_limit,
+            hook: HookState::default(),
             resp,
             redis,
             call,
             pcall,
             current,
-            run_script,
-            run_function,
-            handler,
+            script_body,
+            function_body,
+            run_thread: None,
             runs_since_gc: 0,
             engine: PhantomData,
         })
@@ -363,7 +401,7 @@ impl<K: Keyspace> ScriptVm<K> {
         if let Some(f) = self.compiled.get(sha) {
             return Ok(f.clone());
         }
-        let f = compile_chunk(&self.lua, &strip_shebang(body), "@user_script").map_err(|e| {
+        let f = compile_chunk(&self.lua, &strip_shebang(body), SCRIPT_SOURCE).map_err(|e| {
             CmdError::other(format!(
                 "ERR Error compiling script (new function): {}",
                 lua_error_text(&e)
@@ -371,6 +409,23 @@ impl<K: Keyspace> ScriptVm<K> {
         })?;
         self.compiled.insert(sha.to_string(), f.clone());
         Ok(f)
+    }
+
+    /// The coroutine the next run executes in.
+    fn run_thread(&mut self) -> mlua::Result<*mut ffi::lua_State> {
+        if let Some(t) = &self.run_thread {
+            return Ok(t.state());
+        }
+        // SAFETY: `exec_raw` runs the closure on the interpreter's state;
+        // lua_newthread pushes the new coroutine, the one value returned.
+        let thread: mlua::Thread = unsafe {
+            self.lua.exec_raw((), |state| {
+                ffi::lua_newthread(state);
+            })
+        }?;
+        let state = thread.state();
+        self.run_thread = Some(thread);
+        Ok(state)
     }
 
     /// Loads `libraries` if they changed since the last run.
@@ -397,7 +452,7 @@ impl<K: Keyspace> ScriptVm<K> {
         code: &[u8],
     ) -> Result<BTreeMap<String, (Function, FunctionInfo)>, CmdError> {
         let body = strip_shebang(code);
-        let chunk = compile_chunk(&self.lua, &body, "@user_function").map_err(|e| {
+        let chunk = compile_chunk(&self.lua, &body, FUNCTION_SOURCE).map_err(|e| {
             CmdError::other(format!(
                 "ERR Error compiling function: {}",
                 lua_error_text(&e)
@@ -433,7 +488,14 @@ impl<K: Keyspace> ScriptVm<K> {
             // redis.call there (Redis's load-time `redis` lacks it too).
             redis.raw_set("call", Value::Nil)?;
             redis.raw_set("pcall", Value::Nil)?;
-            let r = chunk.call::<()>(());
+            // A library's code is bounded like a script (Redis gives it
+            // 500 ms): never paused, stopped by instruction count.
+            self.hook
+                .start(crate::store::DEFAULT_SCRIPT_MAX_INSTRUCTIONS, None);
+            let r = {
+                let _hook = HookGuard::set(&self.hook);
+                chunk.call::<()>(())
+            };
             redis.raw_set("register_function", Value::Nil)?;
             redis.raw_set("call", &self.call)?;
             redis.raw_set("pcall", &self.pcall)?;
@@ -457,52 +519,152 @@ impl<K: Keyspace> ScriptVm<K> {
     }
 }
 
+/// How a run ended, or that it paused (see [`super::hook`]): a paused run
+/// waits in its shard's [`super::Scripts`] until [`resume`] runs it on.
+pub enum RunOutcome {
+    Done(Reply),
+    Paused,
+}
+
+impl RunOutcome {
+    /// A handler's result: the reply, or [`CmdError::ScriptPaused`].
+    pub fn into_result(self) -> Result<Reply, CmdError> {
+        match self {
+            RunOutcome::Done(reply) => Ok(reply),
+            RunOutcome::Paused => Err(CmdError::ScriptPaused),
+        }
+    }
+}
+
+/// What a run keeps across a pause: the interpreter itself (its run
+/// coroutine suspended where the hook yielded) and the run's state.
+pub struct PausedRun<K: Keyspace> {
+    vm: Box<ScriptVm<K>>,
+    meta: RunMeta,
+    db: usize,
+    calls: u64,
+    slot: Option<u16>,
+    /// The script called a write command (it can no longer be killed).
+    pub(super) wrote: bool,
+    /// SCRIPT KILL or FUNCTION KILL asked to stop it.
+    pub(super) killed: bool,
+}
+
+impl<K: Keyspace> PausedRun<K> {
+    pub(super) fn is_function(&self) -> bool {
+        self.meta.source == FUNCTION_SOURCE
+    }
+
+    pub(super) fn name(&self) -> &str {
+        &self.meta.name
+    }
+
+    pub(super) fn started(&self) -> Instant {
+        self.meta.started
+    }
+
+    pub(super) fn command(&self) -> &[Bytes] {
+        &self.meta.command
+    }
+}
+
+/// The parts of a run that do not change while it runs.
+struct RunMeta {
+    /// Filled when the run first pauses.
+    name: String,
+    command: Vec<Bytes>,
+    source: &'static str,
+    ctx: Ctx,
+    read_only: bool,
+    /// The interpreter's memory limit during the run.
+    mem_limit: usize,
+    started: Instant,
+}
+
+/// How one resume of a run's coroutine ended.
+enum Step {
+    Returned(Value),
+    Yielded,
+    /// The error value and the script line it was raised at.
+    Failed(Value, Option<i64>),
+}
+
 /// Runs `program` against the store: the one entry point of EVAL, EVALSHA,
-/// FCALL and their read-only forms. Returns the reply (a script error is an
-/// error reply) and whether an EVAL body compiled (so it may be cached).
+/// FCALL and their read-only forms. Returns the outcome (a script error is
+/// an error reply) and whether an EVAL body compiled (so it may be cached).
+/// The run may pause only if the store allows it (`script_pause_after`).
 pub fn run<K: Keyspace>(
     access: Access<'_, K>,
     program: Program<'_>,
     run: Run<'_>,
-) -> (Reply, bool) {
+) -> (RunOutcome, bool) {
     let scripts = &access.store().scripts;
     let mut vm = match scripts.take_vm() {
         Ok(vm) => vm,
-        Err(e) => return (Reply::Error(format!("ERR {e}").into()), false),
+        Err(e) => {
+            return (
+                RunOutcome::Done(Reply::Error(format!("ERR {e}").into())),
+                false,
+            )
+        }
     };
     let (func, name, source) = match program {
         Program::Eval { sha, body } => match vm.compile(sha, body) {
-            Ok(f) => (f, sha, "@user_script"),
+            Ok(f) => (f, sha, SCRIPT_SOURCE),
             Err(e) => {
                 access.store().scripts.put_vm(vm);
-                return (e.to_reply(), false);
+                return (RunOutcome::Done(e.to_reply()), false);
             }
         },
         Program::Function { name } => {
             let store = access.store();
             vm.sync_libraries(&store.scripts.libraries, store.scripts.generation);
             match vm.functions.get(name) {
-                Some(f) => (f.clone(), name, "@user_function"),
+                Some(f) => (f.clone(), name, FUNCTION_SOURCE),
                 None => {
                     store.scripts.put_vm(vm);
-                    return (Reply::error("ERR Function not found"), true);
+                    return (
+                        RunOutcome::Done(Reply::error("ERR Function not found")),
+                        true,
+                    );
                 }
             }
         }
     };
-    let is_function = source == "@user_function";
+    let thread = match vm.run_thread() {
+        Ok(t) => t,
+        Err(e) => {
+            access.store().scripts.put_vm(vm);
+            let reply = script_error(&lua_error_text(&e), name, source, None);
+            return (RunOutcome::Done(reply), true);
+        }
+    };
     let slot = match (access.store().key_slot, run.keys.first()) {
         (Some(slot_of), Some(k)) => Some(slot_of(k)),
         _ => None,
     };
+    let started = Instant::now();
+    let pause_at = access
+        .store()
+        .script_pause_after
+        .map(|after| (thread, started + after));
+    vm.hook
+        .start(access.store().limits.script_max_instructions, pause_at);
+    // SAFETY: the run coroutine of this interpreter, alive in `vm`.
+    unsafe { hook::install(thread) };
     vm.rng.store(run.ctx.seed, Ordering::Relaxed);
-    vm.steps.store(0, Ordering::Relaxed);
-    restart_step_count(&vm.lua);
-    vm.step_limit.store(
-        access.store().limits.script_max_instructions / HOOK_EVERY as u64,
-        Ordering::Relaxed,
-    );
     vm.resp.store(2, Ordering::Relaxed);
+    // The limit counts from the use before the run's keys and arguments
+    // are made (so they count too).
+    let meta = RunMeta {
+        name: String::new(),
+        command: Vec::new(),
+        source,
+        ctx: run.ctx,
+        read_only: run.read_only,
+        mem_limit: vm.lua.used_memory().saturating_add(SCRIPT_MEMORY_LIMIT),
+        started,
+    };
     let state = RefCell::new(CallState {
         access,
         db: run.db,
@@ -510,19 +672,127 @@ pub fn run<K: Keyspace>(
         read_only: run.read_only,
         calls: 0,
         slot,
+        wrote: false,
     });
-    let reply = with_current_run(&vm.current, &state, || {
-        execute(&vm, &func, name, is_function, &run)
-    })
-    .unwrap_or_else(|e| script_error(&lua_error_text(&e), name, source, None));
+    let step = {
+        let _hook = HookGuard::set(&vm.hook);
+        with_current_run(&vm.current, &state, || {
+            start(
+                &vm,
+                thread,
+                &func,
+                source == FUNCTION_SOURCE,
+                &run,
+                meta.mem_limit,
+            )
+        })
+    };
+    let outcome = finish(vm, state.into_inner(), step, meta, name, run.command);
+    (outcome, true)
+}
+
+/// Runs the paused run of `access`'s store on for one more slice, or ends
+/// it at once if it was killed. None if no run is paused.
+pub fn resume<K: Keyspace>(access: Access<'_, K>) -> Option<RunOutcome> {
+    let paused = access.store().scripts.take_paused()?;
+    let PausedRun {
+        mut vm,
+        meta,
+        db,
+        calls,
+        slot,
+        wrote,
+        killed,
+    } = *paused;
+    let Some(thread) = vm.run_thread.as_ref().map(mlua::Thread::state) else {
+        let reply = script_error("the paused run was lost", &meta.name, meta.source, None);
+        access.store().scripts.put_vm(vm);
+        return Some(RunOutcome::Done(reply));
+    };
+    if killed {
+        // Nothing of the script runs after SCRIPT KILL answered OK.
+        let line = vm.hook.paused_line();
+        vm.run_thread = None;
+        let reply = script_error(hook::KILLED_ERROR, &meta.name, meta.source, line);
+        access.store().scripts.put_vm(vm);
+        return Some(RunOutcome::Done(reply));
+    }
+    vm.hook.pause_next_at(Instant::now() + PAUSED_SLICE);
+    let state = RefCell::new(CallState {
+        access,
+        db,
+        ctx: meta.ctx,
+        read_only: meta.read_only,
+        calls,
+        slot,
+        wrote,
+    });
+    let step = {
+        let _hook = HookGuard::set(&vm.hook);
+        with_current_run(&vm.current, &state, || {
+            let _ = vm.lua.set_memory_limit(meta.mem_limit);
+            let out = resume_thread(&vm.lua, thread, ());
+            let _ = vm.lua.set_memory_limit(0);
+            out
+        })
+    };
+    let name = meta.name.clone();
+    Some(finish(vm, state.into_inner(), step, meta, &name, &[]))
+}
+
+/// The reply of a run that ended, or the run parked in its store if it
+/// paused.
+fn finish<K: Keyspace>(
+    mut vm: Box<ScriptVm<K>>,
+    state: CallState<'_, K>,
+    step: mlua::Result<Step>,
+    mut meta: RunMeta,
+    name: &str,
+    command: &[Bytes],
+) -> RunOutcome {
+    let source = meta.source;
+    let reply = match step {
+        Ok(Step::Yielded) => {
+            if meta.name.is_empty() {
+                meta.name = name.to_string();
+                meta.command = command.to_vec();
+            }
+            let scripts = &state.access.store().scripts;
+            scripts.park(Box::new(PausedRun {
+                vm,
+                meta,
+                db: state.db,
+                calls: state.calls,
+                slot: state.slot,
+                wrote: state.wrote,
+                killed: false,
+            }));
+            return RunOutcome::Paused;
+        }
+        Ok(Step::Returned(value)) => match vm.hook.stopped() {
+            Some(text) => script_error(text, name, source, None),
+            None => convert::lua_to_reply(&value, MAX_REPLY_DEPTH)
+                .unwrap_or_else(|| Reply::error("ERR reached lua stack limit")),
+        },
+        Ok(Step::Failed(value, line)) => {
+            vm.run_thread = None;
+            match vm.hook.stopped() {
+                Some(text) => script_error(text, name, source, line),
+                None => raised_error_reply(&value, line, name, source),
+            }
+        }
+        Err(e) => {
+            vm.run_thread = None;
+            script_error(&lua_error_text(&e), name, source, None)
+        }
+    };
     vm.runs_since_gc += 1;
     if vm.runs_since_gc >= GC_EVERY {
         vm.runs_since_gc = 0;
         let _ = vm.lua.gc_step();
     }
-    let access = state.into_inner().access;
-    access.store().scripts.put_vm(vm);
-    (reply, true)
+    state.access.store().scripts.put_vm(vm);
+    RunOutcome::Done(reply)
 }
 
 /// Makes `state` the run that `redis.call` and `redis.pcall` reach while
@@ -627,74 +897,129 @@ fn convert_call_reply(
     }
 }
 
-fn execute<K: Keyspace>(
+/// Starts a run in its coroutine: the prelude's body with the script and
+/// the run's keys and arguments.
+fn start<K: Keyspace>(
     vm: &ScriptVm<K>,
+    thread: *mut ffi::lua_State,
     func: &Function,
-    name: &str,
     is_function: bool,
     run: &Run<'_>,
-) -> mlua::Result<Reply> {
+    mem_limit: usize,
+) -> mlua::Result<Step> {
     let lua = &vm.lua;
-    let runner = if is_function {
-        &vm.run_function
+    let body = if is_function {
+        &vm.function_body
     } else {
-        &vm.run_script
+        &vm.script_body
     };
-    let source = if is_function {
-        "@user_function"
-    } else {
-        "@user_script"
-    };
-    // The limit counts from the use before the run's keys and arguments
-    // are made (so they count too), but is set only after they are pushed:
-    // with a limit mlua protects each allocating call (see script_call).
-    let base = lua.used_memory();
-    let unlimit = |out: mlua::Result<(bool, Value)>| {
-        let _ = lua.set_memory_limit(0);
-        out
-    };
-    let limit = base.saturating_add(SCRIPT_MEMORY_LIMIT);
-    // redis.call and redis.pcall are C functions (see counting_args)
-    // called straight from the script, so the script's frame (and line) is
-    // still on the stack when a call fails, even in `return redis.call(...)`.
+    // The limit is set only once the keys and arguments are pushed: with
+    // a limit mlua protects each allocating call (see script_call).
     let out = if run.keys.len() + run.argv.len() <= MAX_PUSHED_ARGS {
         let mut args = Vec::with_capacity(run.keys.len() + run.argv.len());
         for b in run.keys.iter().chain(run.argv) {
             args.push(lua.create_string(b)?);
         }
-        let _ = lua.set_memory_limit(limit);
-        unlimit(runner.call((
-            func,
-            &vm.handler,
-            run.keys.len(),
-            args.len(),
-            mlua::Variadic::from_iter(args),
-        )))
+        let _ = lua.set_memory_limit(mem_limit);
+        resume_thread(
+            lua,
+            thread,
+            (
+                body,
+                func,
+                run.keys.len(),
+                args.len(),
+                mlua::Variadic::from_iter(args),
+            ),
+        )
     } else {
         let keys = bytes_table(lua, run.keys)?;
         let argv = bytes_table(lua, run.argv)?;
-        let _ = lua.set_memory_limit(limit);
-        unlimit(runner.call((func, &vm.handler, keys, argv)))
+        let _ = lua.set_memory_limit(mem_limit);
+        resume_thread(lua, thread, (body, func, keys, argv))
     };
-    let (ok, value) = out?;
-    if vm.steps.load(Ordering::Relaxed) >= vm.step_limit.load(Ordering::Relaxed) {
-        return Ok(script_error(STEP_LIMIT_ERROR, name, source, None));
-    }
-    if ok {
-        return Ok(convert::lua_to_reply(&value, MAX_REPLY_DEPTH)
-            .unwrap_or_else(|| Reply::error("ERR reached lua stack limit")));
-    }
-    Ok(raised_error_reply(&value, name, source))
+    let _ = lua.set_memory_limit(0);
+    out
+}
+
+/// Resumes the run coroutine `thread` with `args` (the body and its
+/// arguments to start it, nothing to go on after a pause).
+fn resume_thread(
+    lua: &Lua,
+    thread: *mut ffi::lua_State,
+    args: impl mlua::IntoLuaMulti,
+) -> mlua::Result<Step> {
+    // SAFETY: `exec_raw` runs the closure protected on the interpreter's
+    // state with `args` as its only stack values and at least 3 free
+    // slots; `thread` is a coroutine of the same interpreter, kept alive
+    // by the VM, and not running (runs do not nest). lua_xmove moves the
+    // arguments onto it (after growing its stack for them), lua_resume
+    // runs it until it returns, yields from the hook (no values) or
+    // fails (the error on top, its frames left in place, which
+    // `script_line` reads). Three values are left on the state's stack:
+    // the status, the first result or the error, and the line.
+    let (status, value, line): (c_int, Value, Option<i64>) = unsafe {
+        lua.exec_raw(args, |state| {
+            let nargs = ffi::lua_gettop(state);
+            if nargs > 0 {
+                if ffi::lua_checkstack(thread, nargs + 1) == 0 {
+                    ffi::lua_settop(state, 0);
+                    ffi::lua_pushinteger(state, ffi::LUA_ERRMEM as ffi::lua_Integer);
+                    ffi::lua_pushstring(state, c"not enough memory".as_ptr());
+                    ffi::lua_pushnil(state);
+                    return;
+                }
+                ffi::lua_xmove(state, thread, nargs);
+            }
+            let mut nresults: c_int = 0;
+            let status = ffi::lua_resume(thread, state, (nargs - 1).max(0), &mut nresults);
+            ffi::lua_pushinteger(state, status as ffi::lua_Integer);
+            match status {
+                ffi::LUA_OK => {
+                    if nresults > 0 {
+                        ffi::lua_settop(thread, 1);
+                        ffi::lua_xmove(thread, state, 1);
+                    } else {
+                        ffi::lua_pushnil(state);
+                    }
+                    ffi::lua_settop(thread, 0);
+                    ffi::lua_pushnil(state);
+                }
+                ffi::LUA_YIELD => {
+                    ffi::lua_pushnil(state);
+                    match hook::script_line(thread, hook::SOURCES) {
+                        Some(l) => ffi::lua_pushinteger(state, l as ffi::lua_Integer),
+                        None => ffi::lua_pushnil(state),
+                    }
+                }
+                _ => {
+                    let line = hook::script_line(thread, hook::SOURCES);
+                    ffi::lua_xmove(thread, state, 1);
+                    match line {
+                        Some(l) => ffi::lua_pushinteger(state, l as ffi::lua_Integer),
+                        None => ffi::lua_pushnil(state),
+                    }
+                }
+            }
+        })
+    }?;
+    Ok(match status {
+        ffi::LUA_OK => Step::Returned(value),
+        ffi::LUA_YIELD if hook::take_pause() => Step::Yielded,
+        // The script's own yield outside a coroutine: Redis runs scripts
+        // inside a protected call, where Lua 5.1 refuses it with this
+        // error. The run coroutine stays suspended and is dropped.
+        ffi::LUA_YIELD => Step::Failed(
+            Value::String(lua.create_string("attempt to yield across metamethod/C-call boundary")?),
+            line,
+        ),
+        _ => Step::Failed(value, line),
+    })
 }
 
 /// The reply for an error a script raised and did not catch.
-fn raised_error_reply(info: &Value, name: &str, source: &str) -> Reply {
-    let Value::Table(info) = info else {
-        return script_error(&value_text(info), name, source, None);
-    };
-    let line: Option<i64> = info.raw_get("line").ok();
-    let err: Value = info.raw_get("e").unwrap_or(Value::Nil);
-    match &err {
+fn raised_error_reply(err: &Value, line: Option<i64>, name: &str, source: &str) -> Reply {
+    match err {
         Value::Error(e) => match e.downcast_ref::<CallError>() {
             Some(CallError(text)) => {
                 Reply::Error(format!("{text} script: {name}{}", location(source, line)).into())
@@ -735,23 +1060,6 @@ fn value_text(v: &Value) -> String {
             .to_string()
             .unwrap_or_else(|_| other.type_name().to_string()),
     }
-}
-
-/// The current line of the innermost script frame on the stack.
-fn script_line(lua: &Lua) -> Option<i64> {
-    (0..16).find_map(|level| {
-        lua.inspect_stack(level, |d| {
-            let src = d.source();
-            matches!(
-                src.source.as_deref(),
-                Some("@user_script" | "@user_function")
-            )
-            .then(|| d.current_line())
-            .flatten()
-        })
-        .flatten()
-        .map(|l| l as i64)
-    })
 }
 
 /// The error a failed `redis.call` raises: Redis's error text
@@ -898,6 +1206,9 @@ impl<K: Keyspace> CallState<'_, K> {
             ));
         }
         self.check_slots(spec, &argv)?;
+        if spec.is_write() {
+            self.wrote = true;
+        }
         self.calls += 1;
         let ctx = Ctx {
             now_ms: self.ctx.now_ms,
@@ -1106,76 +1417,27 @@ fn register_args(args: MultiValue) -> Result<(String, Function, FunctionInfo), S
     ))
 }
 
-/// Stops a script past its instruction budget: the hook raises an error
-/// every time it runs once the budget is spent, and `hidden.stopped` tells
-/// the prelude's `pcall`/`xpcall` not to swallow it. The count is the same
-/// on every replica, so every replica stops the script at the same point;
-/// its writes until then stay, as they would after a crash in Redis.
-fn install_step_limit(
-    lua: &Lua,
-    hidden: &Table,
-    steps: Arc<AtomicU64>,
-    limit: Arc<AtomicU64>,
-) -> mlua::Result<()> {
-    let (s, l) = (steps.clone(), limit.clone());
+/// The step hook (see [`hook`]) on the main state, where libraries load,
+/// and on every coroutine a script makes; `hidden.stopped` tells the
+/// prelude's `pcall`/`xpcall` not to swallow the error of a stopped run.
+fn install_hooks(lua: &Lua, hidden: &Table) -> mlua::Result<()> {
     hidden.raw_set(
         "stopped",
-        lua.create_function(move |_, ()| {
-            Ok(s.load(Ordering::Relaxed) >= l.load(Ordering::Relaxed))
-        })?,
+        lua.create_function(|_, ()| Ok(hook::current_run_stopped()))?,
     )?;
-    let hook = step_hook(steps, limit);
-    let for_threads = hook.clone();
-    hidden.raw_set(
-        "create_thread",
-        lua.create_function(move |lua, f: Function| {
-            let thread = lua.create_thread(f)?;
-            let hook = for_threads.clone();
-            thread.set_hook(
-                mlua::HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-                move |lua, debug| hook(lua, debug),
-            )?;
-            Ok(thread)
-        })?,
-    )?;
-    lua.set_hook(
-        mlua::HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-        move |lua, debug| hook(lua, debug),
-    )
-}
-
-/// Restarts the main thread's instruction count: Lua counts down to the
-/// next hook call across runs, so without this a run's first hook call
-/// (and the point where the limit stops it) would depend on how many
-/// instructions earlier runs left over, which differs between a replica
-/// that ran them and one restarted from a snapshot.
-fn restart_step_count(lua: &Lua) {
-    // SAFETY: reads the hook lua_sethook installed (mlua's) and installs it
-    // again with the same mask and count on the same state, which only
-    // resets the countdown; no value is pushed or popped.
-    unsafe {
-        lua.exec_raw::<()>((), |state| {
-            let hook = ffi::lua_gethook(state);
-            let mask = ffi::lua_gethookmask(state);
-            let count = ffi::lua_gethookcount(state);
-            ffi::lua_sethook(state, hook, mask, count);
-        })
-        .ok();
+    for (name, f) in [
+        ("create_thread", hook::new_coroutine as ffi::lua_CFunction),
+        ("resume", hook::relay_resume),
+        ("is_c_function", hook::is_c_function),
+    ] {
+        // SAFETY: `exec_raw` runs the closure protected on the
+        // interpreter's state; it pushes one C function, the value
+        // returned.
+        let f: Function = unsafe { lua.exec_raw((), |state| ffi::lua_pushcfunction(state, f)) }?;
+        hidden.raw_set(name, f)?;
     }
-}
-
-/// The instruction-count hook of the main thread and of every coroutine
-/// (Lua 5.1 coroutines do not inherit mlua's hook).
-type StepHook = Arc<dyn Fn(&Lua, &mlua::debug::Debug) -> mlua::Result<mlua::VmState> + Send + Sync>;
-
-fn step_hook(steps: Arc<AtomicU64>, limit: Arc<AtomicU64>) -> StepHook {
-    Arc::new(move |_, _| {
-        let n = steps.fetch_add(1, Ordering::Relaxed) + 1;
-        if n >= limit.load(Ordering::Relaxed) {
-            return Err(mlua::Error::RuntimeError(STEP_LIMIT_ERROR.into()));
-        }
-        Ok(mlua::VmState::Continue)
-    })
+    // SAFETY: `exec_raw` hands the closure the interpreter's main state.
+    unsafe { lua.exec_raw::<()>((), |state| hook::install(state)) }
 }
 
 /// `redis.setresp(2|3)`: the protocol the script's calls answer in.
