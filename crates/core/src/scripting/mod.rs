@@ -34,6 +34,11 @@ use bytes::Bytes;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 
+/// A map by SHA1 or function name, looked up on every EVALSHA and FCALL:
+/// foldhash (randomly seeded per process, so names cannot be chosen to
+/// collide) instead of SipHash.
+pub type ScriptMap<V> = HashMap<String, V, foldhash::fast::RandomState>;
+
 /// What a script or a function declares it may do (a `#!lua flags=`
 /// line, or `register_function`'s `flags`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -98,7 +103,7 @@ pub struct Library {
 /// the command handlers (static dispatch on every call).
 pub struct Scripts<K: Keyspace = MemoryKeyspace> {
     /// EVAL bodies by their lower-case SHA1 hex.
-    pub bodies: HashMap<String, Bytes>,
+    pub bodies: ScriptMap<Bytes>,
     pub libraries: BTreeMap<String, Library>,
     /// Bumped when `libraries` change, so the interpreter reloads them.
     pub generation: u64,
@@ -111,7 +116,7 @@ pub struct Scripts<K: Keyspace = MemoryKeyspace> {
 impl<K: Keyspace> Default for Scripts<K> {
     fn default() -> Self {
         Scripts {
-            bodies: HashMap::new(),
+            bodies: ScriptMap::default(),
             libraries: BTreeMap::new(),
             generation: 0,
             vm: RefCell::new(None),

@@ -20,7 +20,7 @@ use kvasir_resp::Reply;
 use mlua::chunk::ChunkMode;
 use mlua::{ffi, BString, Either, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
@@ -217,9 +217,9 @@ rawsetmeta(G, {
 pub struct ScriptVm<K: Keyspace> {
     lua: Lua,
     /// Compiled EVAL bodies by SHA1.
-    compiled: HashMap<String, Function>,
+    compiled: super::ScriptMap<Function>,
     /// FCALL's functions, as loaded from the libraries of `generation`.
-    functions: HashMap<String, Function>,
+    functions: super::ScriptMap<Function>,
     generation: Option<u64>,
     rng: Arc<AtomicU64>,
     /// What the step hook counts and checks during a run.
@@ -377,8 +377,8 @@ impl<K: Keyspace> ScriptVm<K> {
         let function_body: Function = hidden.raw_get("function_body")?;
         Ok(ScriptVm {
             lua,
-            compiled: HashMap::new(),
-            functions: HashMap::new(),
+            compiled: Default::default(),
+            functions: Default::default(),
             generation: None,
             rng,
             hook: HookState::default(),
