@@ -206,14 +206,40 @@ fn val_op(value: u8, len: i64) -> u8 {
     ((value - 1) << 2 | (len - 1) as u8) | 0x80
 }
 
+/// The (at most five) opcodes that replace one when a register inside
+/// it is set: on the stack, as PFADD makes one per changed register.
+#[derive(Default)]
+struct OpSeq {
+    buf: [u8; 5],
+    len: usize,
+}
+
+impl OpSeq {
+    fn push(&mut self, b: u8) {
+        self.buf[self.len] = b;
+        self.len += 1;
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl Extend<u8> for OpSeq {
+    fn extend<I: IntoIterator<Item = u8>>(&mut self, iter: I) {
+        for b in iter {
+            self.push(b);
+        }
+    }
+}
+
 /// Pushes the ZERO or XZERO opcode for a run of `len` (1..=16384) zeroes.
-fn push_zeroes(out: &mut Vec<u8>, len: i64) {
+fn push_zeroes(out: &mut impl Extend<u8>, len: i64) {
     if len > SPARSE_ZERO_MAX_LEN {
         let l = len - 1;
-        out.push(((l >> 8) as u8 & 0x3f) | 0x40);
-        out.push((l & 0xff) as u8);
+        out.extend([((l >> 8) as u8 & 0x3f) | 0x40, (l & 0xff) as u8]);
     } else {
-        out.push((len - 1) as u8);
+        out.extend([(len - 1) as u8]);
     }
 }
 
@@ -280,31 +306,33 @@ fn sparse_set(hll: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, Corrup
     if count > SPARSE_VAL_MAX_VALUE {
         return promote(hll, index, count);
     }
-    let index = index as i64;
-    // Step 1: find the opcode covering `index`.
+    // Step 1: find the opcode covering `index`: only the run lengths are
+    // decoded on the way (this scan is PFADD's cost on a sparse HLL).
     let end = hll.len();
     let mut p = HDR_SIZE;
-    let mut first: i64 = 0;
+    let mut first: usize = 0;
     let mut prev: Option<usize> = None;
-    let mut span: i64 = 0;
-    let mut found = None;
-    while p < end {
-        let (op, len, oplen) = op_at(hll, p);
-        span = len;
+    loop {
+        let Some(&b) = hll.get(p) else {
+            return Err(Corrupt);
+        };
+        let (span, oplen) = match b >> 6 {
+            0 => (usize::from(b & 0x3f) + 1, 1),
+            1 => {
+                let lo = hll.get(p + 1).copied().unwrap_or(0);
+                ((usize::from(b & 0x3f) << 8 | usize::from(lo)) + 1, 2)
+            }
+            _ => (usize::from(b & 0x3) + 1, 1),
+        };
         if index < first + span {
-            found = Some((op, oplen));
             break;
         }
         prev = Some(p);
         p += oplen;
         first += span;
     }
-    let Some((op, oplen)) = found else {
-        return Err(Corrupt);
-    };
-    if span == 0 || p >= end {
-        return Err(Corrupt);
-    }
+    let (op, span, oplen) = op_at(hll, p);
+    let (index, first) = (index as i64, first as i64);
     let runlen = span;
 
     // Step 2: the trivial in-place updates.
@@ -320,7 +348,7 @@ fn sparse_set(hll: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, Corrup
 
     // General case: split the opcode into up to three.
     let last = first + span - 1;
-    let mut seq = Vec::with_capacity(5);
+    let mut seq = OpSeq::default();
     match op {
         Op::Zero | Op::XZero => {
             if index != first {
@@ -343,18 +371,28 @@ fn sparse_set(hll: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, Corrup
     }
 
     // Step 3: substitute the sequence for the opcode.
-    let delta = seq.len() as i64 - oplen as i64;
+    let delta = seq.len as i64 - oplen as i64;
     if delta > 0 && end as i64 + delta > SPARSE_MAX_BYTES as i64 {
         return promote(hll, index as usize, count);
     }
     let new_len = (end as i64 + delta) as usize;
     if p + oplen < end {
-        hll.splice(p..p + oplen, seq);
+        // Redis's memmove of the tail, then the sequence in the gap.
+        let tail = p + oplen;
+        let to = p + seq.len;
+        if to > tail {
+            hll.resize(new_len, 0);
+            hll.copy_within(tail..end, to);
+        } else if to < tail {
+            hll.copy_within(tail..end, to);
+            hll.truncate(new_len);
+        }
+        hll[p..to].copy_from_slice(seq.as_slice());
     } else {
         // The last opcode (possibly a truncated XZERO): Redis writes the
         // sequence in place and sets the length arithmetically.
         hll.truncate(p);
-        hll.extend_from_slice(&seq);
+        hll.extend_from_slice(seq.as_slice());
         hll.truncate(new_len);
     }
     merge_adjacent(hll, prev);
@@ -570,20 +608,24 @@ fn take_hll<K: Keyspace>(v: &mut Value<K>) -> Result<Vec<u8>, CmdError> {
 
 /// Replaces the string at `key` by `hll` (raw, like every value a PF
 /// command writes), keeping its TTL; creates it without one if missing.
-/// A sparse HLL grows a few bytes at a time through `Vec`'s doubling:
-/// its spare room is cut to a quarter of its length, so 1,000 small HLLs
-/// do not carry up to twice their size.
-fn store_hll<K: Keyspace>(store: &mut Store<K>, db: usize, key: &[u8], mut hll: Vec<u8>) {
-    if hll.capacity() > hll.len() + hll.len() / 2 {
-        hll.shrink_to(hll.len() + hll.len() / 4);
-    }
-    let value = Value::Raw(CompactBytes::from_vec(hll));
+fn store_hll<K: Keyspace>(store: &mut Store<K>, db: usize, key: &[u8], hll: Vec<u8>) {
+    let value = hll_value(hll);
     match store.db_mut(db).get_value_mut(key) {
         Some(v) => *v = value,
         None => {
             store.db_mut(db).set(key, value, None);
         }
     }
+}
+
+/// An HLL's bytes as a raw string value. A sparse HLL grows a few bytes at
+/// a time through `Vec`'s doubling: its spare room is cut to a quarter of
+/// its length, so 1,000 small HLLs do not carry up to twice their size.
+fn hll_value<K: Keyspace>(mut hll: Vec<u8>) -> Value<K> {
+    if hll.capacity() > hll.len() + hll.len() / 2 {
+        hll.shrink_to(hll.len() + hll.len() / 4);
+    }
+    Value::Raw(CompactBytes::from_vec(hll))
 }
 
 // ---------------------------------------------------------------------------
@@ -595,28 +637,42 @@ fn store_hll<K: Keyspace>(store: &mut Store<K>, db: usize, key: &[u8], mut hll: 
 /// bad register stay, as in Redis.
 fn pfadd<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let key = &args[1];
-    let (mut hll, mut updated) = match store.live_value_mut(db, key, ctx) {
-        Some(v) => (take_hll(v)?, false),
-        None => (new_hll(), true),
-    };
-    let mut corrupt = false;
-    for ele in &args[2..] {
-        match add(&mut hll, ele) {
-            Ok(changed) => updated |= changed,
-            Err(Corrupt) => {
-                corrupt = true;
-                break;
-            }
+    // One lookup: the HLL is updated in its place.
+    let (updated, corrupt) = match store.live_value_mut(db, key, ctx) {
+        Some(v) => {
+            let mut hll = take_hll(v)?;
+            let (updated, corrupt) = add_all(&mut hll, &args[2..], false);
+            *v = hll_value(hll);
+            (updated, corrupt)
         }
-    }
-    if updated && !corrupt {
-        hll[CARD_LAST] |= 0x80;
-    }
-    store_hll(store, db, key, hll);
+        None => {
+            let mut hll = new_hll();
+            let (updated, corrupt) = add_all(&mut hll, &args[2..], true);
+            store.db_mut(db).set(key, hll_value(hll), None);
+            (updated, corrupt)
+        }
+    };
     if corrupt {
         return Err(invalid());
     }
     Ok(Reply::Int(i64::from(updated)))
+}
+
+/// Adds `elements` (PFADD): whether a register changed (or `created`),
+/// and whether a corrupt register stopped it; a change invalidates the
+/// cached cardinality.
+fn add_all(hll: &mut Vec<u8>, elements: &[Bytes], created: bool) -> (bool, bool) {
+    let mut updated = created;
+    for ele in elements {
+        match add(hll, ele) {
+            Ok(changed) => updated |= changed,
+            Err(Corrupt) => return (updated, true),
+        }
+    }
+    if updated {
+        hll[CARD_LAST] |= 0x80;
+    }
+    (updated, false)
 }
 
 /// PFCOUNT key [key ...]: the estimated cardinality of one HLL (its valid
@@ -642,7 +698,50 @@ fn pfcount<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) 
         return Ok(Reply::Int(u64::from_le_bytes(card) as i64));
     }
     let h = histogram(hll).map_err(|_| invalid())?;
-    Ok(Reply::Int(estimate(&h) as i64))
+    let card = estimate(&h);
+    if store.cache_hll_counts {
+        store
+            .hll_counted
+            .borrow_mut()
+            .push((db, args[1].clone(), card));
+    }
+    Ok(Reply::Int(card as i64))
+}
+
+/// Drops the cardinalities noted by a read that did not end.
+pub fn forget_counted<K: Keyspace>(store: &mut Store<K>) {
+    store.hll_counted.get_mut().clear();
+}
+
+/// Stores the cardinalities the read just run computed (see
+/// `Store::cache_hll_counts`) in their HLLs' headers, so the next PFCOUNT
+/// answers from the cache as in Redis; the value becomes raw, as Redis
+/// unshares it. Only right after that read: nothing can have changed the
+/// HLLs in between.
+pub fn store_counted<K: Keyspace>(store: &mut Store<K>, now_ms: u64) {
+    if store.hll_counted.get_mut().is_empty() {
+        return;
+    }
+    let counted = std::mem::take(store.hll_counted.get_mut());
+    for (db, key, card) in counted {
+        let live = store
+            .db(db)
+            .get(&key)
+            .is_some_and(|e| !e.is_expired(now_ms));
+        if !live {
+            continue;
+        }
+        let Some(v) = store.db_mut(db).get_value_mut(&key) else {
+            continue;
+        };
+        let Ok(mut hll) = take_hll(v) else {
+            continue;
+        };
+        if hll[CARD_LAST] & 0x80 != 0 {
+            hll[CARD_AT..CARD_AT + 8].copy_from_slice(&card.to_le_bytes());
+        }
+        *v = Value::Raw(CompactBytes::from_vec(hll));
+    }
 }
 
 /// PFMERGE destkey [sourcekey ...]: the destination becomes the union of

@@ -141,6 +141,12 @@ pub struct Store<K: Keyspace = MemoryKeyspace> {
     /// is then resumed to its end ([`Store::resume_script`]). None (the
     /// default, and always under Raft): scripts run through.
     pub script_pause_after: Option<std::time::Duration>,
+    /// Set by a standalone server around a client's read: PFCOUNT then
+    /// notes the cardinality it computed (`hll_counted`), which the server
+    /// stores in the HLL's header right after, as Redis caches it. Never
+    /// under Raft, where a read must not change a replica's bytes.
+    pub cache_hll_counts: bool,
+    pub(crate) hll_counted: std::cell::RefCell<Vec<(usize, Bytes, u64)>>,
 }
 
 impl Default for Store {
@@ -170,6 +176,8 @@ impl<K: Keyspace> Store<K> {
             events: Vec::new(),
             script_call: std::cell::Cell::new(false),
             script_pause_after: None,
+            cache_hll_counts: false,
+            hll_counted: Default::default(),
         }
     }
 

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use kvasir_core::error::{CmdError, CmdResult};
 use kvasir_core::machine::{self, Applied, ShardCmd, Written};
 use kvasir_core::scripting::BusyRun;
-use kvasir_core::table::Flags;
+use kvasir_core::table::{Flags, Handler};
 use kvasir_core::{CommandSpec, Ctx, Store};
 use kvasir_resp::Reply;
 use std::time::Duration;
@@ -79,9 +79,21 @@ impl LocalStore {
             }
         }
         let ctx = self.next_ctx();
+        let read = matches!(spec.handler, Handler::Read(_));
         self.store.script_pause_after = pause_after;
+        self.store.cache_hll_counts = read;
         let result = machine::execute(&mut self.store, spec, db, args, &ctx);
         self.store.script_pause_after = None;
+        self.store.cache_hll_counts = false;
+        if read {
+            // A paused read-only script's counts are dropped: only a read
+            // that ended may store them.
+            if matches!(result, Err(CmdError::ScriptPaused)) {
+                kvasir_core::hyperloglog::forget_counted(&mut self.store);
+            } else {
+                kvasir_core::hyperloglog::store_counted(&mut self.store, ctx.now_ms);
+            }
+        }
         result
     }
 
