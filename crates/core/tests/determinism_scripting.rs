@@ -150,3 +150,34 @@ fn the_instruction_limit_stops_a_script_at_the_same_point_on_every_replica() {
         "the two replicas stopped the script at different points"
     );
 }
+
+/// Instructions run inside pcall (a coroutine of its own) or a script's
+/// coroutines count towards the limit like any other: a loop of short
+/// pcalls, each under the hook's interval, is stopped as early as the same
+/// loop without pcall would be.
+#[test]
+fn instructions_in_short_pcalls_and_coroutines_count_towards_the_limit() {
+    let ctx = Ctx { now_ms: 5, seed: 3 };
+    for body in [
+        "while true do redis.call('INCR', KEYS[1]) pcall(function() for i = 1, 1200 do end end) end",
+        "while true do redis.call('INCR', KEYS[1]) coroutine.wrap(function() for i = 1, 1200 do end end)() end",
+    ] {
+        let mut st = Store::new(1);
+        st.limits.script_max_instructions = 200_000;
+        let r = st.apply(0, &common::to_args(&s(&["EVAL", body, "1", "n"])), &ctx);
+        assert!(
+            matches!(&r, Ok(Reply::Error(e)) if e.contains("script-max-instructions")),
+            "{body}: {r:?}"
+        );
+        // A round runs about 1,250 instructions (the empty loop is one per
+        // step): 200,000 allow about 160. Counted per coroutine from a
+        // fresh interval, the pcall's 1,200 would never reach the hook and
+        // the loop would run about 5,000 rounds.
+        let rounds = st.apply(0, &common::to_args(&s(&["GET", "n"])), &ctx);
+        let Ok(Reply::Bulk(n)) = rounds else {
+            panic!("{body}: GET n = {rounds:?}");
+        };
+        let n: u64 = String::from_utf8_lossy(&n).parse().expect("a count");
+        assert!((100..=250).contains(&n), "{body}: stopped after {n} rounds");
+    }
+}

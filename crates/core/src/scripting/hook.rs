@@ -271,7 +271,12 @@ pub unsafe extern "C-unwind" fn relay_resume(state: *mut ffi::lua_State) -> c_in
         })
         .is_some();
         lua_setlevel(state, co);
+        // The instruction count runs on through the coroutine and back:
+        // each thread has a countdown of its own, and a fresh one would
+        // let short coroutines (one per pcall) run uncounted.
+        set_hook_countdown(co, hook_countdown(state));
         let status = ffi::lua_resume_(co, nargs);
+        set_hook_countdown(state, hook_countdown(co));
         if pushed {
             with_current(|st| st.relays.borrow_mut().pop());
         }
@@ -375,8 +380,11 @@ unsafe fn not_suspended(
 }
 
 /// The first fields of Lua 5.1.5's `struct lua_State` (lstate.h), up to
-/// the two C-call counters `lua_yield` compares: it raises "attempt to
-/// yield across metamethod/C-call boundary" when `nCcalls > baseCcalls`.
+/// the hook's countdown: the two C-call counters `lua_yield` compares (it
+/// raises "attempt to yield across metamethod/C-call boundary" when
+/// `nCcalls > baseCcalls`), and the instructions left before the next
+/// count hook call, which Lua keeps per thread and the C API does not
+/// expose.
 /// The interpreter is the vendored 5.1.5 (`mlua`'s `lua51` + `vendored`),
 /// so the layout is fixed; the tests in `vm.rs` pause runs at top level
 /// and check that none pauses inside `pcall`, which fails if it changed.
@@ -399,6 +407,11 @@ struct LuaStateHead {
     size_ci: c_int,
     n_c_calls: u16,
     base_c_calls: u16,
+    hookmask: u8,
+    allowhook: u8,
+    basehookcount: c_int,
+    /// Instructions left before the next count hook call.
+    hookcount: c_int,
 }
 
 /// Whether `state` may yield now: no C call (pcall, a metamethod, a
@@ -409,6 +422,28 @@ fn can_yield(state: *mut ffi::lua_State) -> bool {
     // `LuaStateHead` for the layout.
     let head = unsafe { &*(state as *const LuaStateHead) };
     head.n_c_calls == head.base_c_calls
+}
+
+/// Instructions `state` runs before its next count hook call.
+///
+/// # Safety
+/// `state` must be a live thread; see `LuaStateHead`.
+unsafe fn hook_countdown(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: as in `can_yield`.
+    unsafe { (*(state as *const LuaStateHead)).hookcount }
+}
+
+/// Sets the instructions `state` runs before its next count hook call
+/// (at least 1).
+///
+/// # Safety
+/// `state` must be a live thread of the interpreter running on this
+/// thread; see `LuaStateHead`.
+unsafe fn set_hook_countdown(state: *mut ffi::lua_State, count: c_int) {
+    // SAFETY: writes one int field, which Lua reads before its next
+    // instruction on that thread; the interpreter is used by this OS
+    // thread only.
+    unsafe { (*(state as *mut LuaStateHead)).hookcount = count.max(1) }
 }
 
 /// The current line of the innermost frame of `source` on `thread`'s
