@@ -230,8 +230,26 @@ fn parse_range_end(arg: &[u8]) -> Result<StreamId, CmdError> {
     }
 }
 
+/// `<ms>-<seq>`, formatted without `fmt` (one per entry of every range
+/// reply).
 fn id_reply(id: StreamId) -> Reply {
-    Reply::Bulk(Bytes::from(id.to_string()))
+    let mut buf = [0u8; 41];
+    let mut at = buf.len();
+    for (i, mut n) in [id.seq, id.ms].into_iter().enumerate() {
+        if i == 1 {
+            at -= 1;
+            buf[at] = b'-';
+        }
+        loop {
+            at -= 1;
+            buf[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+    }
+    Reply::Bulk(Bytes::copy_from_slice(&buf[at..]))
 }
 
 fn entry_reply(e: &StreamEntry) -> Reply {
@@ -1676,6 +1694,22 @@ fn xsetid<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ct
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_are_formatted_as_ms_dash_seq() {
+        for (ms, seq, text) in [
+            (0, 0, "0-0"),
+            (1526919030474, 55, "1526919030474-55"),
+            (10, 1, "10-1"),
+            (
+                u64::MAX,
+                u64::MAX,
+                "18446744073709551615-18446744073709551615",
+            ),
+        ] {
+            assert_eq!(id_reply(StreamId::new(ms, seq)), Reply::bulk_str(text));
+        }
+    }
 
     fn args(words: &[&str]) -> Vec<Bytes> {
         words

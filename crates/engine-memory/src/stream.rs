@@ -259,7 +259,7 @@ impl Node {
             };
             let flag = *b.get(pos)?;
             pos += 1;
-            let mut fields = Vec::new();
+            let mut fields = Vec::with_capacity(names.len());
             match flag {
                 SAME_FIELDS => {
                     for n in &names {
@@ -387,7 +387,7 @@ impl Stream {
         rev: bool,
     ) -> Vec<EntryRef<'_>> {
         let limit = count.unwrap_or(usize::MAX);
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(limit.min(self.len as usize).min(1024));
         if start > end || limit == 0 {
             return out;
         }
