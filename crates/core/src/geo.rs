@@ -494,9 +494,17 @@ struct GeoPoint {
 
 /// membersOfAllNeighbors: scans the cells' score ranges in order; with a
 /// `limit` (COUNT ANY) stops once that many points are found.
+/// Sets up to this size are searched from one decoded copy.
+const SMALL_SET: usize = 256;
+
 fn points_in_shape(z: &impl ZSetOps, shape: &Shape, limit: usize) -> Vec<GeoPoint> {
     let cells = search_cells(shape);
     let mut out = Vec::new();
+    // A small set (a listpack: no random access) is decoded once, and each
+    // cell's first entry is then found by binary search, instead of a walk
+    // from the start for each of the nine cells.
+    let small: Option<Vec<(&[u8], f64)>> =
+        (z.len() <= SMALL_SET).then(|| z.iter_from(0, false).collect());
     let mut last_processed = 0;
     for i in 0..cells.len() {
         let cell = cells[i];
@@ -514,23 +522,37 @@ fn points_in_shape(z: &impl ZSetOps, shape: &Shape, limit: usize) -> Vec<GeoPoin
             bits: cell.bits.wrapping_add(1),
             step: cell.step,
         }) as f64;
-        let start = z.count_scores_where(|s| s < min);
-        for (member, score) in z.iter_from(start, false) {
-            if score >= max {
-                break;
-            }
-            if let Some((xy, dist)) = within_shape(shape, score) {
-                out.push(GeoPoint {
-                    lon: xy[0],
-                    lat: xy[1],
-                    dist,
-                    score,
-                    member: member.to_vec(),
-                });
-                if limit > 0 && out.len() >= limit {
+        // Adds the points of the cell from `entries`; false once the
+        // limit is reached.
+        let mut take = |entries: &mut dyn Iterator<Item = (&[u8], f64)>| -> bool {
+            for (member, score) in entries {
+                if score >= max {
                     break;
                 }
+                if let Some((xy, dist)) = within_shape(shape, score) {
+                    out.push(GeoPoint {
+                        lon: xy[0],
+                        lat: xy[1],
+                        dist,
+                        score,
+                        member: member.to_vec(),
+                    });
+                    if limit > 0 && out.len() >= limit {
+                        return false;
+                    }
+                }
             }
+            true
+        };
+        let go_on = match &small {
+            Some(all) => {
+                let start = all.partition_point(|&(_, s)| s < min);
+                take(&mut all[start..].iter().copied())
+            }
+            None => take(&mut z.iter_from(z.count_scores_where(|s| s < min), false)),
+        };
+        if !go_on {
+            break;
         }
         last_processed = i;
     }
