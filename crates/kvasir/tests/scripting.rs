@@ -611,3 +611,105 @@ fn a_busy_script_answers_busy_and_script_kill_stops_it() {
         "redis-server still runs"
     );
 }
+
+/// A script that ran past busy-reply-threshold is accounted with its whole
+/// run, not its first slice: the slow log and commandstats show the time
+/// until it was killed, and the kill as a failed call.
+#[test]
+fn a_busy_script_is_accounted_with_its_whole_run() {
+    let kv = Kvasir::start(&[]);
+    let mut conn = kv.conn();
+    for (name, value) in [
+        ("busy-reply-threshold", "50"),
+        ("slowlog-log-slower-than", "0"),
+    ] {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .query(&mut conn)
+            .expect("config set");
+    }
+    let script = send_in_background(kv.port, &["EVAL", "while true do end", "0"]);
+    assert!(
+        common::eventually(Duration::from_secs(10), || {
+            matches!(run(&mut conn, &words(&["PING"])), Err(e) if e.starts_with("BUSY"))
+        }),
+        "no BUSY while the script runs"
+    );
+    // The script runs at least this much longer.
+    std::thread::sleep(Duration::from_millis(300));
+    let _: () = redis::cmd("SCRIPT")
+        .arg("KILL")
+        .query(&mut conn)
+        .expect("script kill");
+    let killed = script.join().expect("script client");
+    assert!(
+        matches!(&killed, Err(e) if e.contains("killed by user")),
+        "{killed:?}"
+    );
+    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(100)
+        .query(&mut conn)
+        .expect("slowlog");
+    let eval_micros = log.iter().find_map(|entry| {
+        let redis::Value::Array(fields) = entry else {
+            return None;
+        };
+        let is_eval = matches!(fields.get(3), Some(redis::Value::Array(a))
+            if matches!(a.first(), Some(redis::Value::BulkString(b)) if b.eq_ignore_ascii_case(b"eval")));
+        match (is_eval, fields.get(2)) {
+            (true, Some(redis::Value::Int(us))) => Some(*us),
+            _ => None,
+        }
+    });
+    let eval_micros = eval_micros.expect("the EVAL is in the slow log");
+    assert!(eval_micros >= 300_000, "slow log has {eval_micros} µs");
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut conn)
+        .expect("info");
+    let line = stats
+        .lines()
+        .find(|l| l.starts_with("cmdstat_eval:"))
+        .unwrap_or_else(|| panic!("no cmdstat_eval in {stats}"));
+    let usec: u64 = line
+        .split(',')
+        .find_map(|f| f.strip_prefix("usec="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!(usec >= 300_000, "{line}");
+    assert!(line.contains("failed_calls=1"), "{line}");
+}
+
+/// A script inside MULTI/EXEC never pauses, even past busy-reply-threshold
+/// and in a block run command by command (one holding PING): the block
+/// stays atomic and answers in full.
+#[test]
+fn a_script_inside_exec_runs_through() {
+    let kv = Kvasir::start(&[]);
+    let mut conn = kv.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("busy-reply-threshold")
+        .arg("0")
+        .query(&mut conn)
+        .expect("config set");
+    let counted: (String, i64) = redis::pipe()
+        .atomic()
+        .cmd("PING")
+        .cmd("EVAL")
+        .arg("local i = 0 while i < 2000000 do i = i + 1 end return i")
+        .arg(0)
+        .query(&mut conn)
+        .expect("exec");
+    assert_eq!(counted, ("PONG".to_string(), 2_000_000));
+    // Outside MULTI the same script pauses at once and still answers.
+    let alone: i64 = redis::cmd("EVAL")
+        .arg("local i = 0 while i < 2000000 do i = i + 1 end return i")
+        .arg(0)
+        .query(&mut conn)
+        .expect("eval");
+    assert_eq!(alone, 2_000_000);
+}

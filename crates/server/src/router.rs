@@ -32,12 +32,14 @@ pub fn submit(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> Ou
 /// written keys hear of it before the next command runs, as in Redis.
 fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> Outcome {
     let flushed = crate::events::watched_before_flush(&s.server, spec, s.db);
-    let pause_after = Duration::from_millis(s.server.config.borrow().busy_reply_threshold);
-    let result =
-        s.server
-            .local_store
-            .borrow_mut()
-            .execute_pausable(spec, s.db, args, Some(pause_after));
+    // Inside EXEC a script runs through: the block is atomic.
+    let pause_after = (!s.txn.executing)
+        .then(|| Duration::from_millis(s.server.config.borrow().busy_reply_threshold));
+    let result = s
+        .server
+        .local_store
+        .borrow_mut()
+        .execute_pausable(spec, s.db, args, pause_after);
     if matches!(result, Err(CmdError::ScriptPaused)) {
         return finish_paused_script(&s.server, spec, s.db, args);
     }
@@ -94,7 +96,7 @@ fn finish_paused_script(
         }
         let _ = tx.send(reply);
     });
-    Outcome::Pending(Box::new(PendingOp {
+    Outcome::Running(Box::new(PendingOp {
         reply: Box::pin(async move {
             Finished::Reply(
                 rx.await

@@ -86,6 +86,16 @@ impl ReplyMode {
 enum PendingReply {
     Ready(Reply),
     Wait(Box<PendingOp>, bool),
+    /// A command still running (`Outcome::Running`), accounted when its
+    /// reply comes.
+    Running(Box<PendingOp>, bool, Box<RunningCommand>),
+}
+
+/// What accounting a running command needs once it ends.
+struct RunningCommand {
+    args: Vec<Bytes>,
+    spec: Option<(&'static CommandSpec, Option<&'static CommandSpec>)>,
+    started: Instant,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -129,6 +139,10 @@ pub enum Outcome {
     Parked(Parked),
     /// Cluster mode: proposed or queued for a ReadIndex.
     Pending(Box<PendingOp>),
+    /// Still running on this node (a script paused past
+    /// busy-reply-threshold): accounted in commandstats and the slow log
+    /// when it ends, with its whole duration.
+    Running(Box<PendingOp>),
 }
 
 impl From<Reply> for Outcome {
@@ -349,6 +363,14 @@ impl Session {
                     }
                     reply
                 }
+                PendingReply::Running(op, silent, cmd) => {
+                    let reply = self.finish_pending(*op).await;
+                    self.account(&cmd.args, cmd.spec, &reply, cmd.started.elapsed());
+                    if silent {
+                        continue;
+                    }
+                    reply
+                }
             };
             encode(&reply, self.proto, out);
         }
@@ -544,6 +566,18 @@ impl Session {
                     self.pending_kind = None;
                 }
                 self.pending.push_back(PendingReply::Wait(op, silenced));
+                None
+            }
+            Outcome::Running(op) => {
+                let cmd = RunningCommand {
+                    args: args.to_vec(),
+                    spec,
+                    started: Instant::now() - elapsed,
+                };
+                // Nothing of this connection overtakes it.
+                self.pending_kind = None;
+                self.pending
+                    .push_back(PendingReply::Running(op, silenced, Box::new(cmd)));
                 None
             }
             Outcome::Block(on) => {

@@ -249,7 +249,7 @@ fn exec_one_by_one(s: &mut Session, queue: Vec<Queued>) -> Reply {
             Outcome::Replies(rs) => Reply::Array(rs),
             Outcome::Block(on) => on.on_timeout,
             // The standalone store answers at once; nothing is in flight.
-            Outcome::Pending(_) | Outcome::Parked(_) => {
+            Outcome::Pending(_) | Outcome::Running(_) | Outcome::Parked(_) => {
                 Reply::error("ERR internal: command left the transaction")
             }
         };
