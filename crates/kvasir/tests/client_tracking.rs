@@ -368,6 +368,35 @@ fn bcast_prefixes_batch_keys_and_noloop_skips_own_writes() {
     assert_eq!(all.next(), invalidate(&["zzz"]));
 }
 
+/// NOLOOP holds for a script that paused past busy-reply-threshold: its
+/// writes are still its client's own when they are heard, after it ends.
+#[test]
+fn noloop_covers_a_script_that_paused() {
+    let k = Kvasir::start(&[]);
+    let mut a = Conn::resp3(k.port);
+    let mut w = Conn::open(k.port);
+    assert_eq!(
+        a.call(&["CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "p", "NOLOOP"]),
+        ok()
+    );
+    assert_eq!(
+        w.call(&["CONFIG", "SET", "busy-reply-threshold", "0"]),
+        ok()
+    );
+    let script = "local i = 0 while i < 1000000 do i = i + 1 end redis.call('set', KEYS[1], ARGV[1]) return i";
+    assert_eq!(
+        a.call(&["EVAL", script, "1", "p1", "own"]),
+        F::Int(1_000_000)
+    );
+    a.assert_nothing_pending();
+    // Another client's paused script is heard.
+    assert_eq!(
+        w.call(&["EVAL", script, "1", "p1", "other"]),
+        F::Int(1_000_000)
+    );
+    assert_eq!(a.next(), invalidate(&["p1"]));
+}
+
 #[test]
 fn optin_and_optout_follow_client_caching() {
     let k = Kvasir::start(&[]);

@@ -41,7 +41,7 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
         .borrow_mut()
         .execute_pausable(spec, s.db, args, pause_after);
     if matches!(result, Err(CmdError::ScriptPaused)) {
-        return finish_paused_script(&s.server, spec, s.db, args);
+        return finish_paused_script(&s.server, spec, s.db, args, s.info.id);
     }
     crate::notify::publish_local(&s.server);
     match result {
@@ -74,6 +74,7 @@ fn finish_paused_script(
     spec: &'static CommandSpec,
     db: usize,
     args: &[Bytes],
+    client: u64,
 ) -> Outcome {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let server = server.clone();
@@ -92,7 +93,11 @@ fn finish_paused_script(
         };
         crate::notify::publish_local(&server);
         if matches!(spec.handler, Handler::Write(_)) && !spec.changed_nothing(&reply) {
+            // The script's writes are its client's own (CLIENT TRACKING
+            // NOLOOP), as when a command ends at once.
+            server.tracking.borrow().current.set(client);
             crate::events::after_write(&server, db, Written::Command(spec, &args));
+            server.tracking.borrow().current.set(0);
         }
         let _ = tx.send(reply);
     });
