@@ -392,10 +392,9 @@ fn blocking_pops_are_served_in_order_and_time_out() {
     let second = pop("second");
     assert!(blocked(2), "the second pop did not block");
     // A waiter counts as blocked once registered, before its first
-    // attempt came back from the log; a write applied while both are in
-    // flight re-proposes them in the order their answers are handled,
-    // which under load is not always their age (seen once in CI: the
-    // second pop got "a"). Let both attempts come back first.
+    // attempt came back from the log. Let both attempts come back, so
+    // that both are parked when the push comes (a waiter woken in flight
+    // now lets older parked ones run first: `parked_ahead_of`).
     std::thread::sleep(Duration::from_millis(300));
     let mut w = c.conn(leader);
     assert_eq!(

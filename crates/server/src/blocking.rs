@@ -180,6 +180,26 @@ impl Blocking {
         })
     }
 
+    /// The parked waiters ahead of `id` in the queue of one of its keys,
+    /// oldest first: when `id` must run again after a write, they run
+    /// first, so the oldest waiter is served first as in Redis.
+    pub fn parked_ahead_of(&self, id: u64) -> Vec<u64> {
+        let Some(w) = self.waiters.get(&id) else {
+            return Vec::new();
+        };
+        let mut ahead: Vec<u64> = w
+            .keys
+            .iter()
+            .filter_map(|k| self.by_key.get(&(w.shard, w.db, k.clone())))
+            .flat_map(|queue| queue.iter().take_while(|&&other| other != id))
+            .copied()
+            .filter(|other| self.waiters.get(other).is_some_and(|o| !o.in_flight))
+            .collect();
+        ahead.sort_unstable();
+        ahead.dedup();
+        ahead
+    }
+
     /// Marks a parked waiter's command as running again (cluster mode:
     /// proposed).
     pub fn set_in_flight(&mut self, id: u64) {
@@ -333,6 +353,35 @@ mod tests {
         assert!(b.is_blocked_on(0, 0, &key("k")));
         b.remove(a);
         assert!(b.is_empty() && !b.is_blocked_on(0, 0, &key("k")));
+    }
+
+    #[test]
+    fn parked_waiters_ahead_on_shared_keys_are_listed_oldest_first() {
+        let mut b = Blocking::default();
+        let (a, _ra) = b.park(0, 0, spec(), vec![], vec![key("k")], Some(Reply::NilArray));
+        let (x, _rx) = b.park(
+            0,
+            0,
+            spec(),
+            vec![],
+            vec![key("other")],
+            Some(Reply::NilArray),
+        );
+        let (c, _rc) = b.park(
+            0,
+            0,
+            spec(),
+            vec![],
+            vec![key("j"), key("k")],
+            Some(Reply::NilArray),
+        );
+        let (d, _rd) = b.park(0, 0, spec(), vec![], vec![key("k"), key("j")], None);
+        assert_eq!(b.parked_ahead_of(d), vec![a, c]);
+        assert!(b.parked_ahead_of(a).is_empty());
+        assert!(!b.parked_ahead_of(d).contains(&x), "no shared key");
+        // One already running again is not ahead any more.
+        b.set_in_flight(a);
+        assert_eq!(b.parked_ahead_of(d), vec![c]);
     }
 
     #[test]

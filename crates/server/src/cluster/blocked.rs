@@ -78,10 +78,27 @@ async fn follow(
             arm_timeout(&blocking, id, on.timeout_ms);
         }
         match next {
-            AfterBlock::Retry => match propose_again(&node, &blocking, id) {
-                Some(a) => answer = a,
-                None => return,
-            },
+            AfterBlock::Retry => {
+                // Waiters parked before this one on its keys run first
+                // (the serve loop would propose them too, but may run
+                // after this task).
+                let ahead = blocking.borrow().parked_ahead_of(id);
+                for older in ahead {
+                    if let Some(a) = propose_again(&node, &blocking, older) {
+                        tokio::task::spawn_local(follow(
+                            node.clone(),
+                            blocking.clone(),
+                            older,
+                            slot,
+                            a,
+                        ));
+                    }
+                }
+                match propose_again(&node, &blocking, id) {
+                    Some(a) => answer = a,
+                    None => return,
+                }
+            }
             AfterBlock::Parked | AfterBlock::Done => return,
         }
     }
