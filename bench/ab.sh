@@ -26,23 +26,12 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 
-for tool in redis-cli redis-benchmark redis-server timeout git; do
-    command -v "$tool" >/dev/null 2>&1 || {
-        echo "ab: $tool not found; run scripts/install-test-deps.sh" >&2
-        exit 1
-    }
-done
+require_tools ab redis-cli redis-benchmark redis-server timeout git
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/kvasir-ab.XXXXXX")
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]+"${PIDS[@]}"}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]+"${PIDS[@]}"}"; do wait "$pid" 2>/dev/null || true; done
+start_work ab
+cleanup_extra() {
     git -C "$ROOT" worktree remove --force "$WORK/base-src" 2>/dev/null || true
-    rm -rf "$WORK"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 BASE_SHA=$(git -C "$ROOT" rev-parse --short "$BASE_REV")
 HEAD_DESC="$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD || echo '+changes')"

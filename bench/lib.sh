@@ -24,3 +24,33 @@ show_logs() { # files...
         tail -30 "$f" >&2
     done
 }
+
+# Exits unless every tool is on PATH (`who` names the script).
+require_tools() { # who tool...
+    local who=$1 tool
+    shift
+    for tool in "$@"; do
+        command -v "$tool" >/dev/null 2>&1 || {
+            echo "$who: $tool not found; run scripts/install-test-deps.sh" >&2
+            exit 1
+        }
+    done
+}
+
+# Makes the temporary folder $WORK and the list PIDS of processes to stop;
+# on exit both are cleaned up (after `cleanup_extra`, if the script
+# defines one).
+start_work() { # name
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/kvasir-$1.XXXXXX")
+    PIDS=()
+    trap stop_work EXIT
+    trap 'exit 130' INT TERM
+}
+
+stop_work() {
+    local pid
+    for pid in "${PIDS[@]+"${PIDS[@]}"}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]+"${PIDS[@]}"}"; do wait "$pid" 2>/dev/null || true; done
+    if declare -F cleanup_extra >/dev/null; then cleanup_extra; fi
+    rm -rf "$WORK"
+}

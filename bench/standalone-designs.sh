@@ -33,22 +33,9 @@ TESTS=${TESTS:-"set,get"}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
-for tool in redis-cli redis-benchmark timeout awk; do
-    command -v "$tool" >/dev/null 2>&1 || {
-        echo "designs: $tool not found; run scripts/install-test-deps.sh" >&2
-        exit 1
-    }
-done
+require_tools designs redis-cli redis-benchmark timeout awk
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/kvasir-designs.XXXXXX")
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]+"${PIDS[@]}"}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]+"${PIDS[@]}"}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+start_work designs
 
 echo "designs: building Kvasir (release)..." >&2
 (cd "$ROOT" && cargo build --release -q -p kvasir)

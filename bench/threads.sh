@@ -51,22 +51,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 
-for tool in redis-cli redis-benchmark redis-server timeout awk git; do
-    command -v "$tool" >/dev/null 2>&1 || {
-        echo "threads: $tool not found; run scripts/install-test-deps.sh" >&2
-        exit 1
-    }
-done
+require_tools threads redis-cli redis-benchmark redis-server timeout awk git
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/kvasir-threads.XXXXXX")
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]+"${PIDS[@]}"}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]+"${PIDS[@]}"}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+start_work threads
 
 COMMIT="$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD || echo '+changes')"
 echo "threads: building Kvasir $COMMIT (release)..." >&2

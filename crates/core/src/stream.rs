@@ -233,23 +233,16 @@ fn parse_range_end(arg: &[u8]) -> Result<StreamId, CmdError> {
 /// `<ms>-<seq>`, formatted without `fmt` (one per entry of every range
 /// reply).
 fn id_reply(id: StreamId) -> Reply {
-    let mut buf = [0u8; 41];
-    let mut at = buf.len();
-    for (i, mut n) in [id.seq, id.ms].into_iter().enumerate() {
-        if i == 1 {
-            at -= 1;
-            buf[at] = b'-';
-        }
-        loop {
-            at -= 1;
-            buf[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-    }
-    Reply::Bulk(Bytes::copy_from_slice(&buf[at..]))
+    let (mut ms, mut seq) = ([0u8; 20], [0u8; 20]);
+    let (ms, seq) = (
+        kvasir_resp::fmt_u64(id.ms, &mut ms),
+        kvasir_resp::fmt_u64(id.seq, &mut seq),
+    );
+    let mut text = Vec::with_capacity(ms.len() + 1 + seq.len());
+    text.extend_from_slice(ms);
+    text.push(b'-');
+    text.extend_from_slice(seq);
+    Reply::Bulk(Bytes::from(text))
 }
 
 fn entry_reply(e: &StreamEntry) -> Reply {

@@ -15,13 +15,20 @@ use std::time::Duration;
 
 const CTX: Ctx = Ctx { now_ms: 1, seed: 2 };
 
-/// Runs `args` on a store whose scripts pause at once; returns the final
-/// reply and how many times the run paused.
-fn run_pausing(store: &mut Store, args: &[&str]) -> (Reply, usize) {
+/// Starts `args` on a store whose scripts pause at once (the first hook
+/// call past the threshold).
+fn start_pausing(store: &mut Store, args: &[&str]) -> Result<Reply, CmdError> {
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     store.script_pause_after = Some(Duration::ZERO);
     let first = store.apply(0, &common::to_args(&args), &CTX);
     store.script_pause_after = None;
+    first
+}
+
+/// Runs `args` on a store whose scripts pause at once; returns the final
+/// reply and how many times the run paused.
+fn run_pausing(store: &mut Store, args: &[&str]) -> (Reply, usize) {
+    let first = start_pausing(store, args);
     let mut pauses = 0;
     let reply = match first {
         Ok(reply) => reply,
@@ -89,17 +96,11 @@ fn runs_pause_inside_pcall_and_coroutines_but_not_in_c_calls() {
 #[test]
 fn a_killed_run_ends_at_once_and_only_if_it_wrote_nothing() {
     let mut store = Store::new(1);
-    store.script_pause_after = Some(Duration::ZERO);
-    let spin = common::to_args(&[
-        "EVAL".into(),
-        "local i = 0\nwhile true do i = i + 1 end".into(),
-        "0".into(),
-    ]);
+    let spin = "local i = 0\nwhile true do i = i + 1 end";
     assert!(matches!(
-        store.apply(0, &spin, &CTX),
+        start_pausing(&mut store, &["EVAL", spin, "0"]),
         Err(CmdError::ScriptPaused)
     ));
-    store.script_pause_after = None;
     assert!(store.resume_script().is_none(), "an endless loop ended");
     let kill = |store: &Store, by_function: bool| store.scripts.kill(by_function);
     assert!(
@@ -107,24 +108,19 @@ fn a_killed_run_ends_at_once_and_only_if_it_wrote_nothing() {
     );
     assert!(kill(&store, false).is_ok());
     let reply = store.resume_script().expect("a killed run ends");
-    let sha = kvasir_core::scripting::sha1_hex(b"local i = 0\nwhile true do i = i + 1 end");
+    let sha = kvasir_core::scripting::sha1_hex(spin.as_bytes());
     let want =
         format!("ERR Script killed by user with SCRIPT KILL... script: {sha}, on @user_script:2.");
     assert_eq!(reply, Reply::Error(want.into()));
     assert!(matches!(kill(&store, false), Err(e) if e.text().starts_with("NOTBUSY")));
 
     // One that wrote cannot be killed.
-    store.script_pause_after = Some(Duration::ZERO);
-    let writer = common::to_args(&[
-        "EVAL".into(),
-        "redis.call('set', 'w', 1) local i = 0 while i < 3000000 do i = i + 1 end return i".into(),
-        "0".into(),
-    ]);
+    let writer =
+        "redis.call('set', 'w', 1) local i = 0 while i < 3000000 do i = i + 1 end return i";
     assert!(matches!(
-        store.apply(0, &writer, &CTX),
+        start_pausing(&mut store, &["EVAL", writer, "0"]),
         Err(CmdError::ScriptPaused)
     ));
-    store.script_pause_after = None;
     assert!(matches!(kill(&store, false), Err(e) if e.text().starts_with("UNKILLABLE")));
     let reply = loop {
         if let Some(r) = store.resume_script() {

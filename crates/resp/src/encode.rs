@@ -146,7 +146,18 @@ fn itoa_buf() -> [u8; 20] {
 
 /// Formats an i64 into the tail of `buf` without allocating.
 fn fmt_i64(v: i64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut n = v.unsigned_abs();
+    let len = fmt_u64(v.unsigned_abs(), buf).len();
+    let mut pos = buf.len() - len;
+    if v < 0 {
+        pos -= 1;
+        buf[pos] = b'-';
+    }
+    &buf[pos..]
+}
+
+/// Formats a u64 in decimal into the tail of `buf` without allocating
+/// (20 digits hold u64::MAX).
+pub fn fmt_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut pos = buf.len();
     loop {
         pos -= 1;
@@ -155,10 +166,6 @@ fn fmt_i64(v: i64, buf: &mut [u8; 20]) -> &[u8] {
         if n == 0 {
             break;
         }
-    }
-    if v < 0 {
-        pos -= 1;
-        buf[pos] = b'-';
     }
     &buf[pos..]
 }

@@ -14,6 +14,6 @@ pub mod encode;
 pub mod parse;
 pub mod reply;
 
-pub use encode::{encode, format_double};
+pub use encode::{encode, fmt_u64, format_double};
 pub use parse::{parse_command, Limits, Parsed, ProtocolError};
 pub use reply::{Protocol, Reply};

@@ -61,8 +61,9 @@ pub struct HookState {
 }
 
 impl HookState {
-    /// Prepares a run: `limit` instructions, pausing at `pause_at` if the
-    /// run executes in `run_thread` and may pause.
+    /// Prepares a run: at most `limit_instructions` where it cannot pause;
+    /// `pausable` (its coroutine, and when to pause first) for a run that
+    /// may pause.
     pub fn start(&self, limit_instructions: u64, pausable: Option<(*mut ffi::lua_State, Instant)>) {
         self.steps.set(0);
         self.limit
