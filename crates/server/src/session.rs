@@ -19,6 +19,12 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
+/// Replies up to this size wait for the loop's other ready connections
+/// before they are written (see `serve`); larger ones go out at once, while
+/// they are still in the cache (LRANGE of hundreds of elements lost 30%
+/// when fifty connections' replies waited together).
+const DEFER_FLUSH_MAX: usize = 8 * 1024;
+
 const READ_CHUNK: usize = 16 * 1024;
 /// Never reserve more than this at once for a declared bulk: a client that
 /// announces 512 MB must send it before it costs us 512 MB.
@@ -252,6 +258,10 @@ impl Session {
             self.server.local_store.borrow_mut().refresh_clock();
             let mut clock = Instant::now();
             self.info.last_interaction.set(clock);
+            // Whether a reply of this read came from a shard thread (the
+            // task has waited, so the loop's other connections had their
+            // turn already).
+            let mut waited = false;
             loop {
                 match parse_command(&mut inbuf, &limits) {
                     Ok(Parsed::Command(args)) => {
@@ -260,6 +270,7 @@ impl Session {
                         }
                         if !self.pending.is_empty() && !self.joins_pending(&args) {
                             self.drain_pending(&mut out).await;
+                            waited = true;
                         }
                         if let Some(parked) = self.handle(args, &mut out, &mut clock) {
                             // Replies so far go out first; the blocked reply
@@ -300,6 +311,7 @@ impl Session {
             }
             if !self.pending.is_empty() {
                 self.drain_pending(&mut out).await;
+                waited = true;
             }
             self.info.qbuf.set(inbuf.len());
             if inbuf.len() > qbuf_limit {
@@ -308,6 +320,13 @@ impl Session {
                     "closing client that reached max query buffer length"
                 );
                 self.close = true;
+            }
+            if !waited && !out.is_empty() && out.len() <= DEFER_FLUSH_MAX {
+                // Small replies go out after every connection that is
+                // ready has had its turn (Redis writes in beforeSleep): a
+                // client then gets its replies in one burst per loop rather
+                // than one wake-up per connection.
+                tokio::task::yield_now().await;
             }
             if !self.flush(conn, &mut out).await {
                 return;
