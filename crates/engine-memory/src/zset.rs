@@ -122,8 +122,12 @@ impl ZSet {
         if let Repr::Listpack(lp) = &mut self.repr {
             if let Some(e) = lp.find(member) {
                 let old = e.score;
-                lp.remove_bytes(e.start, e.end, 1);
-                lp.insert(member, score);
+                if old.to_bits() != score.to_bits() {
+                    let (start, end) = (e.start, e.end);
+                    lp.buf.drain(start..end);
+                    lp.len -= 1;
+                    lp.insert(member, score);
+                }
                 return Some(old);
             }
             if lp.len < limits.max_listpack_entries && member.len() <= limits.max_listpack_value {
@@ -475,6 +479,18 @@ fn decode_entry(buf: &[u8], start: usize) -> LpEntry<'_> {
     }
 }
 
+/// The position after the score that starts at `pos`.
+fn skip_score(buf: &[u8], pos: usize) -> usize {
+    if buf.get(pos) == Some(&SCORE_F64) {
+        return pos + 9;
+    }
+    let mut p = pos + 1;
+    while buf.get(p).is_some_and(|b| b & 0x80 != 0) {
+        p += 1;
+    }
+    p + 1
+}
+
 fn encode_entry(member: &[u8], score: f64) -> SmallVec<[u8; 96]> {
     let mut out = SmallVec::new();
     put_varint(&mut out, member.len() as u64);
@@ -508,8 +524,21 @@ impl Listpack {
         decode_entry(&self.buf, pos)
     }
 
+    /// The entry of `member`. Scores are skipped, not decoded, on the way:
+    /// the scan compares members only.
     fn find(&self, member: &[u8]) -> Option<LpEntry<'_>> {
-        self.iter().find(|e| e.member == member)
+        let buf = self.buf.as_slice();
+        let mut pos = 0;
+        while pos < buf.len() {
+            let start = pos;
+            let len = get_varint(buf, &mut pos) as usize;
+            let member_end = (pos + len).min(buf.len());
+            if len == member.len() && buf[pos..member_end] == *member {
+                return Some(decode_entry(buf, start));
+            }
+            pos = skip_score(buf, member_end);
+        }
+        None
     }
 
     /// Inserts an absent member at its place in the order.
@@ -1554,6 +1583,46 @@ mod tests {
             }
         }
         check(&z, &model);
+    }
+
+    #[test]
+    fn listpack_finds_members_past_every_score_form() {
+        // Equal-length members, scores of every stored form: one- and
+        // many-byte integers (geohashes take eight), negative ones, and
+        // doubles.
+        let scores = [
+            0.0,
+            -1.0,
+            300.0,
+            -70_000.0,
+            4_503_599_627_370_495.0,
+            1.5,
+            -2.25e-3,
+            1e300,
+        ];
+        let mut z = ZSet::new();
+        for (i, s) in scores.iter().enumerate() {
+            assert_eq!(z.insert(format!("m:{i:04}").as_bytes(), *s, SMALL), None);
+        }
+        for (i, s) in scores.iter().enumerate() {
+            assert_eq!(z.score(format!("m:{i:04}").as_bytes()), Some(*s));
+        }
+        assert_eq!(z.score(b"m:9999"), None);
+        assert_eq!(z.score(b"m:000"), None);
+        // The same score again changes nothing; a new one moves the member.
+        let before: Vec<_> = z.iter().map(|(m, s)| (m.to_vec(), s)).collect();
+        assert_eq!(z.insert(b"m:0004", scores[4], SMALL), Some(scores[4]));
+        let after: Vec<_> = z.iter().map(|(m, s)| (m.to_vec(), s)).collect();
+        assert_eq!(before, after);
+        assert_eq!(z.insert(b"m:0004", -1e9, SMALL), Some(scores[4]));
+        assert_eq!(
+            z.get(0).map(|(m, s)| (m.to_vec(), s)),
+            Some((b"m:0004".to_vec(), -1e9))
+        );
+        assert_eq!(z.len(), scores.len());
+        // -0.0 over 0.0 is stored as 0, as before.
+        assert_eq!(z.insert(b"m:0000", -0.0, SMALL), Some(0.0));
+        assert_eq!(z.score(b"m:0000").map(f64::to_bits), Some(0.0f64.to_bits()));
     }
 
     #[test]
