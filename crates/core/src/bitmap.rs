@@ -81,24 +81,19 @@ fn bits_for_write<'a, K: Keyspace>(
     ctx: &Ctx,
 ) -> Result<&'a mut CompactBytes, CmdError> {
     let need = (max_bit >> 3) + 1;
-    let exists = match store.live_value_mut(db, key, ctx) {
-        Some(v) => string_bytes(v).map(|_| true)?,
-        None => false,
-    };
     if need > MAX_STRING_LEN {
+        // WRONGTYPE first, as Redis checks the key before the size.
+        if let Some(v) = store.live_value_mut(db, key, ctx) {
+            string_bytes(v)?;
+        }
         return Err(CmdError::other(
             "ERR string exceeds maximum allowed size (proto-max-bulk-len)",
         ));
     }
     let need = need as usize;
-    if !exists {
-        let fresh = Value::Raw(CompactBytes::from_elem(0, need));
-        store.db_mut(db).set(key, fresh, None);
-    }
-    let v = store
-        .db_mut(db)
-        .get_value_mut(key)
-        .ok_or(CmdError::NoSuchKey)?;
+    let v = store.live_value_mut_or_insert(db, key, ctx, || {
+        Value::Raw(CompactBytes::from_elem(0, need))
+    });
     match v {
         Value::Int(i) => *v = Value::Raw(CompactBytes::from_slice(i.to_string().as_bytes())),
         Value::Str(s) => *v = Value::Raw(std::mem::take(s)),

@@ -92,12 +92,8 @@ fn hash_mut_or_create<'a, K: Keyspace>(
     key: &[u8],
     ctx: &Ctx,
 ) -> Result<&'a mut K::Hash, CmdError> {
-    if !store.expire_if_needed(db, key, ctx) {
-        let empty = Value::Hash(Box::new(K::Hash::new()));
-        store.db_mut(db).set(key, empty, None);
-    }
-    match store.db_mut(db).get_value_mut(key) {
-        Some(Value::Hash(h)) => Ok(h),
+    match store.live_value_mut_or_insert(db, key, ctx, || Value::Hash(Box::new(K::Hash::new()))) {
+        Value::Hash(h) => Ok(h),
         _ => Err(CmdError::WrongType),
     }
 }

@@ -140,24 +140,44 @@ pub fn group_class(group: &str) -> u32 {
     }
 }
 
+/// Whether the settings `notify` produce events of `class`.
+#[inline]
+fn enabled(notify: u32, class: u32) -> bool {
+    notify & class != 0 && notify & (KEYSPACE | KEYEVENT) != 0
+}
+
+/// [`Store::emit`] on the store's two fields, for code that holds a borrow
+/// of the store's keyspace meanwhile.
+#[inline]
+pub(crate) fn push(
+    events: &mut Vec<Event>,
+    notify: u32,
+    class: u32,
+    name: &'static str,
+    db: usize,
+    key: &[u8],
+) {
+    if enabled(notify, class) {
+        events.push(Event {
+            class,
+            db,
+            name,
+            key: Bytes::copy_from_slice(key),
+        });
+    }
+}
+
 impl<K: crate::keyspace::Keyspace> Store<K> {
     /// Whether events of `class` are to be produced at all.
     #[inline]
     pub fn notifying(&self, class: u32) -> bool {
-        self.notify & class != 0 && self.notify & (KEYSPACE | KEYEVENT) != 0
+        enabled(self.notify, class)
     }
 
     /// Buffers an event if its class is enabled.
     #[inline]
     pub fn emit(&mut self, class: u32, name: &'static str, db: usize, key: &[u8]) {
-        if self.notifying(class) {
-            self.events.push(Event {
-                class,
-                db,
-                name,
-                key: Bytes::copy_from_slice(key),
-            });
-        }
+        push(&mut self.events, self.notify, class, name, db, key);
     }
 
     /// Takes the buffered events.

@@ -279,13 +279,37 @@ impl<K: Keyspace> Store<K> {
         }
     }
 
-    /// For writes: the live value of `key`, mutable, after lazy expiry.
+    /// For writes: the live value of `key`, mutable, after lazy expiry
+    /// (one lookup where the engine can).
     pub fn live_value_mut(&mut self, db: usize, key: &[u8], ctx: &Ctx) -> Option<&mut Value<K>> {
-        if self.expire_if_needed(db, key, ctx) {
-            self.ks.get_value_mut(db, key)
-        } else {
-            None
+        match self.ks.live_value_mut(db, key, ctx.now_ms) {
+            Ok(value) => value,
+            Err(_expired) => {
+                self.stats.expired_keys += 1;
+                let (events, notify) = (&mut self.events, self.notify);
+                crate::notify::push(events, notify, crate::notify::EXPIRED, "expired", db, key);
+                None
+            }
         }
+    }
+
+    /// For writes: the live value of `key`, mutable, after lazy expiry;
+    /// when the key is missing (or was expired), `make()` is stored under
+    /// it first, with no expiry. One lookup where the engine can.
+    pub fn live_value_mut_or_insert(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        ctx: &Ctx,
+        make: impl FnOnce() -> Value<K>,
+    ) -> &mut Value<K> {
+        let (value, expired) = self.ks.live_value_mut_or_insert(db, key, ctx.now_ms, make);
+        if expired.is_some() {
+            self.stats.expired_keys += 1;
+            let (events, notify) = (&mut self.events, self.notify);
+            crate::notify::push(events, notify, crate::notify::EXPIRED, "expired", db, key);
+        }
+        value
     }
 
     /// Applies the deletions chosen by the active expiry cycle: each key is

@@ -314,12 +314,9 @@ fn stream_or_create<'a, K: Keyspace>(
     key: &[u8],
     ctx: &Ctx,
 ) -> Result<&'a mut K::Stream, CmdError> {
-    if write_stream(store, db, key, ctx)?.is_none() {
-        store
-            .db_mut(db)
-            .set(key, Value::Stream(Box::new(K::Stream::new())), None);
-    }
-    write_stream(store, db, key, ctx)?.ok_or(CmdError::NoSuchKey)
+    as_stream_mut(
+        store.live_value_mut_or_insert(db, key, ctx, || Value::Stream(Box::new(K::Stream::new()))),
+    )
 }
 
 // ---------------------------------------------------------------------------

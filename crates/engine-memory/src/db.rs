@@ -207,6 +207,55 @@ impl<V> Db<V> {
         Ok(())
     }
 
+    /// The value of `key` for a change in place if the key is live at
+    /// `now_ms`, in one probe. A key present but expired is removed (as
+    /// [`Db::remove`]) and comes back as Err.
+    pub fn live_value_mut(&mut self, key: &[u8], now_ms: u64) -> Result<Option<&mut V>, Entry<V>> {
+        match self.find(key) {
+            None => Ok(None),
+            Some(i) if self.entries[i].is_expired(now_ms) => self.remove(key).map_or(Ok(None), Err),
+            Some(i) => Ok(Some(&mut self.entries[i].value)),
+        }
+    }
+
+    /// [`Db::live_value_mut`], storing `make()` (no expiry) when the key is
+    /// missing or expired, in one probe unless it was expired. An expired
+    /// entry is removed first and the new one appended, as a removal and a
+    /// [`Db::set`] would, so iteration orders are the same; it comes back
+    /// beside the value.
+    pub fn live_value_mut_or_insert(
+        &mut self,
+        key: &[u8],
+        now_ms: u64,
+        make: impl FnOnce() -> V,
+    ) -> (&mut V, Option<Entry<V>>) {
+        let entries = &self.entries;
+        let found = self.index.entry(
+            hash_key(key),
+            |&i| entries[i as usize].key.as_slice() == key,
+            |&i| hash_key(&entries[i as usize].key),
+        );
+        let (pos, expired) = match found {
+            hashbrown::hash_table::Entry::Occupied(o) => {
+                let i = *o.get() as usize;
+                if !self.entries[i].is_expired(now_ms) {
+                    return (&mut self.entries[i].value, None);
+                }
+                let expired = self.remove(key);
+                let pos = self.push(key, make(), 0);
+                let entries = &self.entries;
+                self.index
+                    .insert_unique(hash_key(key), pos, |&i| hash_key(&entries[i as usize].key));
+                (pos, expired)
+            }
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                v.insert(self.entries.len() as u32);
+                (self.push(key, make(), 0), None)
+            }
+        };
+        (&mut self.entries[pos as usize].value, expired)
+    }
+
     /// Sets (Some) or clears (None) the expiry of an existing key; false if
     /// the key does not exist.
     pub fn set_expire(&mut self, key: &[u8], expire_at: Option<u64>) -> bool {
@@ -267,6 +316,71 @@ mod tests {
     #[derive(Debug, Clone, PartialEq, Eq)]
     enum Value {
         Int(i64),
+    }
+
+    /// The keys in iteration order.
+    fn keys(db: &Db<Value>) -> Vec<String> {
+        db.iter()
+            .map(|e| String::from_utf8_lossy(&e.key).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn live_value_mut_removes_an_expired_key_as_remove_does() {
+        let mut db: Db<Value> = Db::new();
+        db.set(b"a", Value::Int(1), Some(100));
+        db.set(b"b", Value::Int(2), None);
+        db.set(b"c", Value::Int(3), None);
+        assert_eq!(db.live_value_mut(b"zz", 50), Ok(None));
+        if let Ok(Some(v)) = db.live_value_mut(b"a", 99) {
+            *v = Value::Int(10);
+        }
+        assert_eq!(db.get(b"a").map(|e| e.value.clone()), Some(Value::Int(10)));
+        assert_eq!(db.get(b"a").and_then(|e| e.expire_at()), Some(100));
+        let expired = db.live_value_mut(b"a", 100).map(|v| v.cloned());
+        assert_eq!(
+            expired.map_err(|e| (e.expire_at(), e.value)),
+            Err((Some(100), Value::Int(10)))
+        );
+        assert_eq!(keys(&db), ["c", "b"]);
+        assert_eq!(db.expires_count(), 0);
+        assert!(db.get(b"a").is_none());
+    }
+
+    #[test]
+    fn live_value_mut_or_insert_orders_keys_as_remove_then_set() {
+        let mut a: Db<Value> = Db::new();
+        let mut b: Db<Value> = Db::new();
+        for db in [&mut a, &mut b] {
+            db.set(b"x", Value::Int(1), Some(100));
+            db.set(b"y", Value::Int(2), None);
+            db.set(b"z", Value::Int(3), None);
+        }
+        // Live: the value itself, nothing inserted.
+        let (v, expired) = a.live_value_mut_or_insert(b"y", 100, || Value::Int(0));
+        *v = Value::Int(20);
+        assert!(expired.is_none());
+        b.set(b"y", Value::Int(20), None);
+        // Expired: replaced by a fresh value without expiry, moved to the
+        // end as a removal and a set would.
+        let (v, expired) = a.live_value_mut_or_insert(b"x", 100, || Value::Int(7));
+        assert_eq!(*v, Value::Int(7));
+        assert_eq!(expired.map(|e| e.value), Some(Value::Int(1)));
+        b.remove(b"x");
+        b.set(b"x", Value::Int(7), None);
+        // Missing: appended.
+        let (v, expired) = a.live_value_mut_or_insert(b"w", 100, || Value::Int(9));
+        assert_eq!((v.clone(), expired.is_none()), (Value::Int(9), true));
+        b.set(b"w", Value::Int(9), None);
+        assert_eq!(keys(&a), keys(&b));
+        assert_eq!(a.expires_count(), 0);
+        for k in ["w", "x", "y", "z"] {
+            let (ea, eb) = (a.get(k.as_bytes()), b.get(k.as_bytes()));
+            assert_eq!(
+                ea.map(|e| (&e.value, e.expire_at())),
+                eb.map(|e| (&e.value, e.expire_at()))
+            );
+        }
     }
 
     #[test]

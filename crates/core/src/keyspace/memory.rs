@@ -90,6 +90,28 @@ impl Keyspace for MemoryKeyspace {
     }
 
     #[inline]
+    fn live_value_mut(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<&mut Value<Self>>, OwnedEntry<Self>> {
+        self.dbs[db].live_value_mut(key, now_ms).map_err(owned)
+    }
+
+    #[inline]
+    fn live_value_mut_or_insert(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+        make: impl FnOnce() -> Value<Self>,
+    ) -> (&mut Value<Self>, Option<OwnedEntry<Self>>) {
+        let (value, expired) = self.dbs[db].live_value_mut_or_insert(key, now_ms, make);
+        (value, expired.map(owned))
+    }
+
+    #[inline]
     fn set(
         &mut self,
         db: usize,

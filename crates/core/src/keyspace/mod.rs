@@ -94,6 +94,28 @@ pub trait Keyspace: Sized + 'static {
         self.set(db, key, value, expire_at);
         Ok(())
     }
+    /// The value of `key` for a change in place if the key is live at
+    /// `now_ms` (Ok(None): missing). A key present but expired is removed
+    /// and comes back as Err, for the caller to account. One lookup where
+    /// an engine can: every write to an existing key starts here.
+    #[allow(clippy::type_complexity)]
+    fn live_value_mut(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Result<Option<&mut Value<Self>>, OwnedEntry<Self>>;
+    /// [`Keyspace::live_value_mut`], storing `make()` (with no expiry)
+    /// when the key is missing or expired; an expired entry it replaced
+    /// comes back beside the value. The order of keys afterwards is the
+    /// one a removal of the expired key and a [`Keyspace::set`] give.
+    fn live_value_mut_or_insert(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        now_ms: u64,
+        make: impl FnOnce() -> Value<Self>,
+    ) -> (&mut Value<Self>, Option<OwnedEntry<Self>>);
     /// Sets (Some) or clears (None) the expiry of an existing key; false
     /// if the key does not exist.
     fn set_expire(&mut self, db: usize, key: &[u8], expire_at: Option<u64>) -> bool;
