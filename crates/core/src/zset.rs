@@ -530,7 +530,7 @@ fn add_one(
             }
         }
         None if !f.xx => {
-            z.insert(member, score, lim);
+            z.insert_absent(member, score, lim);
             Ok((AddOutcome::Added, score))
         }
         None => Ok((AddOutcome::Nop, 0.0)),

@@ -34,6 +34,10 @@ pub trait ZSetOps: Collection {
     /// outgrow `limits`.
     fn insert(&mut self, member: &[u8], score: f64, limits: &EncodingLimits) -> Option<f64>;
 
+    /// Adds `member`, which the caller has just found absent (with
+    /// [`ZSetOps::score`]), without looking for it again.
+    fn insert_absent(&mut self, member: &[u8], score: f64, limits: &EncodingLimits);
+
     /// Removes `member`, returning its score. The caller deletes the key
     /// when the set becomes empty.
     fn remove(&mut self, member: &[u8]) -> Option<f64>;
@@ -108,6 +112,11 @@ impl ZSetOps for MemoryZSet {
     #[inline]
     fn insert(&mut self, member: &[u8], score: f64, limits: &EncodingLimits) -> Option<f64> {
         MemoryZSet::insert(self, member, score, zset_limits(limits))
+    }
+
+    #[inline]
+    fn insert_absent(&mut self, member: &[u8], score: f64, limits: &EncodingLimits) {
+        MemoryZSet::insert_absent(self, member, score, zset_limits(limits))
     }
 
     #[inline]
