@@ -740,7 +740,7 @@ pub fn store_counted<K: Keyspace>(store: &mut Store<K>, now_ms: u64) {
         if hll[CARD_LAST] & 0x80 != 0 {
             hll[CARD_AT..CARD_AT + 8].copy_from_slice(&card.to_le_bytes());
         }
-        *v = Value::Raw(CompactBytes::from_vec(hll));
+        *v = hll_value(hll);
     }
 }
 

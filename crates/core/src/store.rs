@@ -149,6 +149,20 @@ pub struct Store<K: Keyspace = MemoryKeyspace> {
     pub(crate) hll_counted: std::cell::RefCell<Vec<(usize, Bytes, u64)>>,
 }
 
+/// Accounts a key that lazy expiry removed: `expired_keys` and its
+/// `expired` event. On the store's fields, so that a caller still holding
+/// a borrow of the keyspace can call it.
+fn count_expired(
+    stats: &mut Stats,
+    events: &mut Vec<crate::notify::Event>,
+    notify: u32,
+    db: usize,
+    key: &[u8],
+) {
+    stats.expired_keys += 1;
+    crate::notify::push(events, notify, crate::notify::EXPIRED, "expired", db, key);
+}
+
 impl Default for Store {
     fn default() -> Self {
         Store::new(DEFAULT_DATABASES)
@@ -270,8 +284,7 @@ impl<K: Keyspace> Store<K> {
         match self.ks.get(db, key) {
             Some(e) if e.is_expired(ctx.now_ms) => {
                 self.ks.remove(db, key);
-                self.stats.expired_keys += 1;
-                self.emit(crate::notify::EXPIRED, "expired", db, key);
+                count_expired(&mut self.stats, &mut self.events, self.notify, db, key);
                 false
             }
             Some(_) => true,
@@ -285,9 +298,7 @@ impl<K: Keyspace> Store<K> {
         match self.ks.live_value_mut(db, key, ctx.now_ms) {
             Ok(value) => value,
             Err(_expired) => {
-                self.stats.expired_keys += 1;
-                let (events, notify) = (&mut self.events, self.notify);
-                crate::notify::push(events, notify, crate::notify::EXPIRED, "expired", db, key);
+                count_expired(&mut self.stats, &mut self.events, self.notify, db, key);
                 None
             }
         }
@@ -305,9 +316,7 @@ impl<K: Keyspace> Store<K> {
     ) -> &mut Value<K> {
         let (value, expired) = self.ks.live_value_mut_or_insert(db, key, ctx.now_ms, make);
         if expired.is_some() {
-            self.stats.expired_keys += 1;
-            let (events, notify) = (&mut self.events, self.notify);
-            crate::notify::push(events, notify, crate::notify::EXPIRED, "expired", db, key);
+            count_expired(&mut self.stats, &mut self.events, self.notify, db, key);
         }
         value
     }

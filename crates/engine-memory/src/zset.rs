@@ -119,27 +119,22 @@ impl ZSet {
     /// previous score. Adding converts to the indexed encoding when the set
     /// would outgrow `limits`.
     pub fn insert(&mut self, member: &[u8], score: f64, limits: ZSetLimits) -> Option<f64> {
-        if let Repr::Listpack(lp) = &mut self.repr {
-            if let Some(e) = lp.find(member) {
-                let old = e.score;
-                if old.to_bits() != score.to_bits() {
-                    let (start, end) = (e.start, e.end);
-                    lp.buf.drain(start..end);
-                    lp.len -= 1;
-                    lp.insert(member, score);
-                }
-                return Some(old);
-            }
-            if lp.len < limits.max_listpack_entries && member.len() <= limits.max_listpack_value {
-                lp.insert(member, score);
-                return None;
-            }
-            self.convert();
-        }
         match &mut self.repr {
-            Repr::Indexed(ix) => ix.set(member, score),
-            Repr::Listpack(_) => None,
+            Repr::Listpack(lp) => {
+                if let Some(e) = lp.find(member) {
+                    let old = e.score;
+                    // An unchanged score keeps the entry as it is.
+                    if old.to_bits() != score.to_bits() {
+                        lp.remove_bytes(e.start, e.end, 1);
+                        lp.insert(member, score);
+                    }
+                    return Some(old);
+                }
+            }
+            Repr::Indexed(ix) => return ix.set(member, score),
         }
+        self.insert_absent(member, score, limits);
+        None
     }
 
     /// Adds `member`, which the caller knows is absent, without looking
