@@ -84,6 +84,45 @@ const MAX_BATCH: usize = 4096;
 /// a reconnect backoff.
 pub const LINK_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// While a dial is unanswered, another one starts this often. A SYN lost
+/// to a cut link is sent again by the kernel only after 1 s (then 3 s, 7 s),
+/// so with one attempt at a time a healed link waited for that
+/// retransmission or for the connect timeout: up to 1.5 s of a node
+/// serving nothing after the heal. A fresh SYN every 100 ms bounds it.
+const DIAL_EVERY: Duration = Duration::from_millis(100);
+/// Pause after a dial that failed at once (connection refused: the peer is
+/// restarting), doubling from 20 ms up to this.
+const REDIAL_MAX: Duration = Duration::from_millis(100);
+
+/// Connects to `addr`: a new attempt starts every [`DIAL_EVERY`] while
+/// none has answered, each with up to `limit` for its handshake, and the
+/// first connection wins (the others are dropped). An error when every
+/// attempt made so far has failed (refused, unreachable) or when none
+/// connected within `limit`.
+async fn dial(addr: &str, limit: Duration) -> std::io::Result<TcpStream> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut attempts = tokio::task::JoinSet::new();
+    loop {
+        let to = addr.to_string();
+        attempts.spawn_local(async move { TcpStream::connect(to).await });
+        let next = (tokio::time::Instant::now() + DIAL_EVERY).min(deadline);
+        loop {
+            tokio::select! {
+                done = attempts.join_next() => match done {
+                    Some(Ok(Ok(stream))) => return Ok(stream),
+                    Some(Ok(Err(e))) if attempts.is_empty() => return Err(e),
+                    Some(_) => {}
+                    None => return Err(timed_out("connect", limit)),
+                },
+                _ = tokio::time::sleep_until(next) => break,
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(timed_out("connect", limit));
+        }
+    }
+}
+
 /// Socket options of every bus connection: no Nagle delay, keepalive
 /// probes on an idle link, and TCP_USER_TIMEOUT so unacknowledged data
 /// fails the connection after [`LINK_TIMEOUT`].
@@ -281,10 +320,11 @@ async fn stream_snapshot(
     mut m: Message,
 ) -> std::io::Result<()> {
     let image = m.mut_snapshot().take_data();
-    let mut s = tokio::time::timeout(SNAPSHOT_STALL, TcpStream::connect(addr))
-        .await
-        .unwrap_or_else(|_| Err(timed_out("connect", SNAPSHOT_STALL)))?;
-    s.set_nodelay(true)?;
+    // Tuned as every bus link, so a transfer cut off mid-way fails within
+    // LINK_TIMEOUT (Raft sends the snapshot again) instead of waiting
+    // SNAPSHOT_STALL; a live link, however slow, keeps acknowledging data.
+    let mut s = dial(addr, LINK_TIMEOUT).await?;
+    tune(&s);
     bus_auth::connect(&mut s, hello, secret)
         .await
         .map_err(std::io::Error::other)?;
@@ -888,20 +928,17 @@ async fn sender_loop(
     let hello = handshake(cluster_id, me, to);
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
-        let connect = tokio::time::timeout(LINK_TIMEOUT, TcpStream::connect(&addr)).await;
-        let stream = match connect.unwrap_or_else(|_| {
-            Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "connect timed out",
-            ))
-        }) {
+        let stream = match dial(&addr, LINK_TIMEOUT).await {
             Ok(s) => s,
             Err(e) => {
                 debug!(to, %addr, "connect failed: {e}");
                 // Messages queued meanwhile are stale; Raft resends.
                 drain_unreachable(&mut queue, to, &inbox);
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_millis(500));
+                // A dial that timed out has waited already.
+                if e.kind() != std::io::ErrorKind::TimedOut {
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(REDIAL_MAX);
+                }
                 if queue.rx.is_closed() {
                     return;
                 }
@@ -1070,10 +1107,26 @@ async fn read_peer(
     received: &AtomicU64,
 ) -> Result<(), String> {
     let mut hello = [0u8; 28];
-    tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut hello))
+    let read_hello = async {
+        let mut got = 0;
+        while got < hello.len() {
+            match stream.read(&mut hello[got..]).await {
+                // Closed before a byte: a peer's spare dial (see `dial`)
+                // or a port check, not worth a warning.
+                Ok(0) if got == 0 => return Ok(false),
+                Ok(0) => return Err("handshake: early eof".to_string()),
+                Ok(n) => got += n,
+                Err(e) => return Err(format!("handshake: {e}")),
+            }
+        }
+        Ok(true)
+    };
+    let complete = tokio::time::timeout(Duration::from_secs(5), read_hello)
         .await
-        .map_err(|_| "no handshake within 5 s".to_string())?
-        .map_err(|e| format!("handshake: {e}"))?;
+        .map_err(|_| "no handshake within 5 s".to_string())??;
+    if !complete {
+        return Ok(());
+    }
     let field = |i: usize| {
         let mut b = [0u8; 8];
         b.copy_from_slice(&hello[i..i + 8]);
