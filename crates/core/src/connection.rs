@@ -52,6 +52,7 @@ pub enum SessionCmd {
     Asking,
     Shutdown,
     Wait,
+    Monitor,
     Cluster(ClusterCmd),
     Client(ClientCmd),
     Config(ConfigCmd),
@@ -94,6 +95,8 @@ pub enum ClientCmd {
     Trackinginfo,
     Getredir,
     Caching,
+    Pause,
+    Unpause,
     Help,
 }
 
@@ -200,6 +203,8 @@ const CLIENT_SUBS: &[CommandSpec] = &[
     sub("trackinginfo", 2, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Returns information about server-assisted client-side caching for the connection.", SessionCmd::Client(ClientCmd::Trackinginfo)),
     sub("getredir", 2, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Returns the client ID to which the connection's tracking notifications are redirected.", SessionCmd::Client(ClientCmd::Getredir)),
     sub("caching", 3, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Instructs the server whether to track the keys in the next request.", SessionCmd::Client(ClientCmd::Caching)),
+    sub("pause", -3, ADMIN, &["admin", "slow", "dangerous", "connection"], CONN, "Suspends commands processing.", SessionCmd::Client(ClientCmd::Pause)),
+    sub("unpause", 2, ADMIN, &["admin", "slow", "dangerous", "connection"], CONN, "Resumes processing commands from paused clients.", SessionCmd::Client(ClientCmd::Unpause)),
     sub("help", 2, FAST_STALE, &["slow", "connection"], CONN, "Returns helpful text about the different subcommands.", SessionCmd::Client(ClientCmd::Help)),
 ];
 
@@ -284,6 +289,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("readonly", 1, FAST_STALE, NONE, &["fast", "connection"], CLUSTER, "3.0.0", "Enables read-only queries for a connection to a Redis Cluster replica node.", s(SessionCmd::Readonly)),
     cmd("readwrite", 1, FAST_STALE, NONE, &["fast", "connection"], CLUSTER, "3.0.0", "Enables read-write queries for a connection to a Redis Cluster replica node.", s(SessionCmd::Readwrite)),
     cmd("asking", 1, FAST_STALE, NONE, &["fast", "connection"], CLUSTER, "3.0.0", "Signals that a cluster client is following an -ASK redirect.", s(SessionCmd::Asking)),
+    cmd("monitor", 1, ADMIN, NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Listens for all requests received by the server in real-time.", s(SessionCmd::Monitor)),
     cmd("wait", 3, Flags::NOSCRIPT, NONE, &["slow", "connection"], "generic", "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", s(SessionCmd::Wait)),
     cmd("shutdown", -1, ADMIN.union(Flags::NO_MULTI).union(Flags::ALLOW_BUSY), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server.", s(SessionCmd::Shutdown)),
 ];

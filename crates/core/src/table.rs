@@ -65,6 +65,11 @@ impl Flags {
         self.0 & other.0 == other.0
     }
 
+    /// Whether any flag of `other` is set.
+    pub const fn intersects(self, other: Flags) -> bool {
+        self.0 & other.0 != 0
+    }
+
     pub fn names(self) -> Vec<&'static str> {
         Flags::NAMES
             .iter()

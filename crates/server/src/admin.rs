@@ -51,6 +51,10 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
         C::Lastsave => Ok(Reply::Int((s.server.started_unix_ms / 1000) as i64)),
         C::Shutdown => shutdown(s, &args[1..]),
         C::Wait => return wait(s, &args[1], &args[2]),
+        C::Monitor => match crate::monitor::start(s) {
+            Some(reply) => Ok(reply),
+            None => return Outcome::Replies(Vec::new()),
+        },
         C::Readonly | C::Readwrite | C::Asking if cluster.is_none() => Err(CmdError::other(
             "ERR This instance has cluster support disabled",
         )),
@@ -264,6 +268,7 @@ fn reset(s: &mut Session) -> Reply {
     s.info.name.borrow_mut().clear();
     crate::transaction::reset(s);
     crate::pubsub::unsubscribe_all(s);
+    crate::monitor::stop(s);
     s.reply_mode = Default::default();
     if s.info.tracking.borrow().on {
         s.server.tracking.borrow_mut().disable(&s.info);
@@ -354,6 +359,8 @@ fn client(s: &mut Session, sub: ClientCmd, args: &[Bytes]) -> AdminResult {
         ClientCmd::Caching => crate::tracking::caching(&mut s.info.tracking.borrow_mut(), &args[2])
             .map(|()| Reply::ok())
             .map_err(|e| e.to_cmd_error()),
+        ClientCmd::Pause => crate::client_pause::pause(s, args),
+        ClientCmd::Unpause => Ok(crate::client_pause::unpause(s)),
         // Answered by `client_reply`: OFF and SKIP have no reply.
         ClientCmd::Reply => Err(CmdError::Syntax),
         ClientCmd::Help => Ok(help(&[
@@ -385,6 +392,10 @@ fn client(s: &mut Session, sub: ClientCmd, args: &[Bytes]) -> AdminResult {
             "    Report tracking status for the current connection.",
             "NO-EVICT (ON|OFF)",
             "    Protect current client connection from eviction.",
+            "PAUSE <timeout> [WRITE|ALL]",
+            "    Suspend all, or just write, clients for <timeout> milliseconds.",
+            "UNPAUSE",
+            "    Stop the current client pause, resuming traffic.",
             "HELP",
             "    Print this help.",
         ])),

@@ -32,6 +32,8 @@ pub struct ClientInfo {
     pub watch_dirty: Cell<bool>,
     /// Parked by a blocking command.
     pub blocked: Cell<bool>,
+    /// In MONITOR mode.
+    pub monitor: Cell<bool>,
     pub subscriptions: Cell<usize>,
     pub psubscriptions: Cell<usize>,
     pub ssubscriptions: Cell<usize>,
@@ -78,6 +80,9 @@ impl ClientInfo {
         let mut flags = String::new();
         if self.blocked.get() {
             flags.push('b');
+        }
+        if self.monitor.get() {
+            flags.push('O');
         }
         if self.subscriptions.get() + self.psubscriptions.get() + self.ssubscriptions.get() > 0 {
             flags.push('P');
@@ -158,6 +163,7 @@ impl Clients {
             kill: Notify::new(),
             watch_dirty: Cell::new(false),
             blocked: Cell::new(false),
+            monitor: Cell::new(false),
             subscriptions: Cell::new(0),
             psubscriptions: Cell::new(0),
             ssubscriptions: Cell::new(0),

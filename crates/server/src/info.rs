@@ -146,7 +146,7 @@ fn section(s: &Session, name: &str, out: &mut String) {
                 "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:{}\r\ntracking_clients:{}\r\nclients_in_timeout_table:0\r\n",
                 server.clients.borrow().len(),
                 config.maxclients,
-                server.blocking.borrow().len(),
+                server.blocking.borrow().len() + server.paused_clients.get(),
                 server.tracking.borrow().clients_count(),
             );
         }

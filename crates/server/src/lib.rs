@@ -19,6 +19,10 @@
 //!   which keys, and the invalidations the write hooks ([`events`]) send.
 //!
 //! - [`maxmemory`]: commands refused while used memory is over `maxmemory`.
+//! - [`client_pause`]: CLIENT PAUSE and UNPAUSE, which hold connections'
+//!   next commands.
+//! - [`monitor`]: MONITOR, every command run shown to monitoring
+//!   connections.
 //!
 //! Every shard has one writer and no locks on the data path: standalone,
 //! one event-loop thread owns the store, as redis-server does; in cluster
@@ -29,6 +33,7 @@
 pub mod admin;
 pub mod blocking;
 pub mod client_conn;
+pub mod client_pause;
 pub mod clients;
 pub mod cluster;
 pub mod config;
@@ -38,6 +43,7 @@ pub mod io_threads;
 pub mod listener;
 pub mod local_store;
 pub mod maxmemory;
+pub mod monitor;
 pub mod notify;
 pub mod pubsub;
 pub mod redis_params;

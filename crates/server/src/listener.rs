@@ -102,6 +102,12 @@ pub struct Server {
     /// Shared with [`crate::tracking`], which looks up whom to invalidate.
     pub clients: Rc<RefCell<Clients>>,
     pub slowlog: RefCell<SlowLog>,
+    /// Connections in MONITOR mode.
+    pub monitors: RefCell<crate::monitor::Monitors>,
+    /// CLIENT PAUSE in force.
+    pub client_pause: crate::client_pause::ClientPause,
+    /// Connections held by a pause (counted in INFO blocked_clients).
+    pub paused_clients: Cell<usize>,
     pub stats: RefCell<Stats>,
     pub pubsub: RefCell<PubSub>,
     /// Shared with the cluster's apply hooks, which wake waiters.
@@ -145,6 +151,9 @@ impl Server {
             clients,
             tracking,
             slowlog: RefCell::new(SlowLog::default()),
+            monitors: RefCell::new(Default::default()),
+            client_pause: Default::default(),
+            paused_clients: Cell::new(0),
             stats: RefCell::new(Stats::default()),
             pubsub: RefCell::new(PubSub::default()),
             blocking: Rc::new(RefCell::new(Blocking::default())),

@@ -215,6 +215,7 @@ impl Session {
     fn cleanup(&mut self) {
         self.txn.unwatch_all(&self.server, self.info.id);
         crate::pubsub::unsubscribe_all(self);
+        crate::monitor::stop(self);
         if self.info.tracking.borrow().on {
             self.server.tracking.borrow_mut().disable(&self.info);
         }
@@ -271,6 +272,22 @@ impl Session {
                         if !self.pending.is_empty() && !self.joins_pending(&args) {
                             self.drain_pending(&mut out).await;
                             waited = true;
+                        }
+                        if self.server.client_pause.is_set() {
+                            if let Ok((spec, _)) = resolve(&args) {
+                                if crate::client_pause::holds_now(self, spec) {
+                                    // Earlier replies go out; this one waits.
+                                    if !self.pending.is_empty() {
+                                        self.drain_pending(&mut out).await;
+                                    }
+                                    if !self.flush(conn, &mut out).await
+                                        || !crate::client_pause::wait_while_held(self, spec).await
+                                    {
+                                        return;
+                                    }
+                                    clock = Instant::now();
+                                }
+                            }
                         }
                         if let Some(parked) = self.handle(args, &mut out, &mut clock) {
                             // Replies so far go out first; the blocked reply
@@ -482,6 +499,12 @@ impl Session {
         let resolved = resolve(&args);
         let early = self
             .refuse_while_busy(&resolved)
+            .or_else(|| match &resolved {
+                Ok((spec, _)) if crate::monitor::refuses(&self.info, spec) => {
+                    Some(Reply::error(crate::monitor::KEYSPACE_REFUSED))
+                }
+                _ => None,
+            })
             .or_else(|| crate::transaction::queue_if_in_multi(self, &resolved, &args))
             .or_else(|| crate::pubsub::check_subscribed_mode(self, &resolved));
         if let Some(reply) = early {
@@ -705,6 +728,10 @@ impl Session {
                 count_call(&mut stats, spec, parent, micros, reply.is_error());
             }
         }
+        if let Some((spec, parent)) = spec {
+            let top = parent.unwrap_or(spec);
+            crate::monitor::feed(&self.server, &self.info, self.db, top, spec, args);
+        }
         let (threshold, max_len) = {
             let c = self.server.config.borrow();
             (c.slowlog_log_slower_than, c.slowlog_max_len)
@@ -753,6 +780,8 @@ impl Session {
         for q in queued {
             stats.total_commands_processed += 1;
             count_call(&mut stats, q.spec, q.parent, 0, false);
+            let top = q.parent.unwrap_or(q.spec);
+            crate::monitor::feed(&self.server, &self.info, self.db, top, q.spec, &q.args);
         }
     }
 }

@@ -52,6 +52,15 @@ impl Transaction {
         self.queue.is_some()
     }
 
+    /// The flags of every queued command together (Redis's
+    /// `mstate.cmd_flags`).
+    pub fn queued_flags(&self) -> Flags {
+        self.queue
+            .iter()
+            .flatten()
+            .fold(Flags::NONE, |f, q| f.union(q.spec.flags))
+    }
+
     pub fn unwatch_all(&mut self, server: &Server, client: u64) {
         self.cluster_watch = None;
         let mut watches = server.watches.borrow_mut();

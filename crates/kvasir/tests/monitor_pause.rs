@@ -1,0 +1,302 @@
+//! MONITOR and CLIENT PAUSE / UNPAUSE end to end, with the lines, errors
+//! and waits redis-server 7.0 gives (checked side by side with it).
+
+mod common;
+
+use common::{err, q, Kvasir, RawConn};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The monitor lines received within `limit`, with the time and the
+/// client address replaced by `T` and `C` (`+T [db C] "arg" ...`).
+fn monitor_lines(m: &mut RawConn, limit: Duration) -> Vec<String> {
+    let mut lines = Vec::new();
+    while let Some(reply) = m.read_reply_within(limit) {
+        let text = String::from_utf8_lossy(&reply).trim_end().to_string();
+        lines.push(mask(&text));
+    }
+    lines
+}
+
+fn mask(line: &str) -> String {
+    // "+1700000000.123456 [0 127.0.0.1:5000] ..." -> "+T [0 C] ..."
+    let Some(rest) = line.strip_prefix('+') else {
+        return line.to_string();
+    };
+    let Some((time, rest)) = rest.split_once(' ') else {
+        return line.to_string();
+    };
+    let (secs, micros) = time.split_once('.').unwrap_or(("", ""));
+    assert!(
+        secs.parse::<u64>().is_ok() && micros.len() == 6 && micros.parse::<u32>().is_ok(),
+        "not a monitor time: {line:?}"
+    );
+    let Some((db, rest)) = rest.strip_prefix('[').and_then(|r| r.split_once(' ')) else {
+        return line.to_string();
+    };
+    let Some((_addr, args)) = rest.split_once("] ") else {
+        return line.to_string();
+    };
+    format!("+T [{db} C] {args}")
+}
+
+#[test]
+fn monitor_shows_each_command_after_it_ran_as_redis_does() {
+    let server = Kvasir::start(&[]);
+    let mut m = server.raw_conn();
+    assert_eq!(m.cmd_str(&["MONITOR"]), "+OK\r\n");
+    let mut c = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg(&b"a\nb\"\\\x00\xff"[..])
+        .query(&mut c)
+        .unwrap();
+    let _: () = q(&mut c, &["SELECT", "2"]);
+    let _: Option<String> = q(&mut c, &["GET", "k"]);
+    let _: () = q(&mut c, &["SELECT", "0"]);
+    // Admin commands are not shown.
+    let _: Vec<String> = q(&mut c, &["CONFIG", "GET", "maxmemory"]);
+    let _: i64 = q(&mut c, &["EVAL", "return 1", "0"]);
+    let _: Vec<i64> = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("a")
+        .arg(1)
+        .ignore()
+        .cmd("INCR")
+        .arg("a")
+        .query(&mut c)
+        .unwrap();
+    // Credentials are redacted (AUTH fails here: no password is set).
+    let _ = err(&mut c, &["AUTH", "user", "secret"]);
+    // Unknown commands and arity errors never ran: not shown.
+    let _ = err(&mut c, &["NOSUCHCOMMAND"]);
+    let _ = err(&mut c, &["GET"]);
+    let _: i64 = q(&mut c, &["LPUSH", "l", "x"]);
+    let lines = monitor_lines(&mut m, Duration::from_millis(500));
+    assert_eq!(
+        lines,
+        vec![
+            r#"+T [0 C] "SET" "k" "a\nb\"\\\x00\xff""#,
+            r#"+T [2 C] "SELECT" "2""#,
+            r#"+T [2 C] "GET" "k""#,
+            r#"+T [0 C] "SELECT" "0""#,
+            r#"+T [0 C] "EVAL" "return 1" "0""#,
+            r#"+T [0 C] "MULTI""#,
+            r#"+T [0 C] "SET" "a" "1""#,
+            r#"+T [0 C] "INCR" "a""#,
+            r#"+T [0 C] "EXEC""#,
+            r#"+T [0 C] "AUTH" "(redacted)" "(redacted)""#,
+            r#"+T [0 C] "LPUSH" "l" "x""#,
+        ]
+    );
+
+    // The monitoring connection shows as O in CLIENT LIST, may not touch
+    // the keyspace, and RESET ends monitoring.
+    let list: String = q(&mut c, &["CLIENT", "LIST"]);
+    assert!(
+        list.lines()
+            .any(|l| l.contains(" flags=O ") && l.contains(" cmd=monitor ")),
+        "{list}"
+    );
+    assert_eq!(
+        m.cmd_str(&["GET", "k"]),
+        "-ERR Replica can't interact with the keyspace\r\n"
+    );
+    assert_eq!(m.cmd_str(&["PING"]), "+PONG\r\n");
+    // MONITOR again: no reply, as in Redis; RESET ends monitoring. Only
+    // the line of its own PING may come first.
+    m.send(b"MONITOR\r\nRESET\r\n");
+    loop {
+        let r = m.read_reply();
+        if r == b"+RESET\r\n" {
+            break;
+        }
+        let text = String::from_utf8_lossy(&r).into_owned();
+        assert!(text.ends_with("\"PING\"\r\n"), "before +RESET: {text:?}");
+    }
+    let _: () = q(&mut c, &["SET", "after", "reset"]);
+    // Only its own PING may still arrive (queued before RESET).
+    let after: Vec<String> = monitor_lines(&mut m, Duration::from_millis(300))
+        .into_iter()
+        .filter(|l| !l.ends_with(r#""PING""#))
+        .collect();
+    assert!(after.is_empty(), "{after:?}");
+    assert_eq!(m.cmd_str(&["GET", "after"]), "$5\r\nreset\r\n");
+}
+
+#[test]
+fn redis_cli_monitor_prints_the_commands_of_other_clients() {
+    let server = Kvasir::start(&[]);
+    let mut child = Command::new("redis-cli")
+        .args(["-p", &server.port.to_string(), "monitor"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-cli on PATH");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    // redis-cli prints OK once MONITOR is on.
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)).as_deref(),
+        Ok("OK")
+    );
+    let mut c = server.conn();
+    let _: () = q(&mut c, &["SET", "tool", "value with spaces"]);
+    let _: i64 = q(&mut c, &["HSET", "h", "f", "1"]);
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.len() < 2 && Instant::now() < deadline {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+            seen.push(line);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let tails: Vec<&str> = seen
+        .iter()
+        .map(|l| l.split_once("] ").map_or("", |(_, args)| args))
+        .collect();
+    assert_eq!(
+        tails,
+        vec![
+            r#""SET" "tool" "value with spaces""#,
+            r#""HSET" "h" "f" "1""#
+        ],
+        "{seen:?}"
+    );
+}
+
+fn blocked_clients(c: &mut redis::Connection) -> i64 {
+    let info: String = q(c, &["INFO", "clients"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("blocked_clients in INFO")
+}
+
+/// Sends `args` on a connection of its own; its reply (as text) and how
+/// long it took arrive on the returned channel.
+fn send_async(server: &Kvasir, args: &[&str]) -> mpsc::Receiver<(String, Duration)> {
+    let mut conn = server.raw_conn();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let t = Instant::now();
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let reply = conn.cmd_str(&refs);
+        let _ = tx.send((reply, t.elapsed()));
+    });
+    rx
+}
+
+#[test]
+fn client_pause_write_holds_writes_until_unpause() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let _: i64 = q(&mut c, &["PFADD", "hll", "a"]);
+    let _: () = q(&mut c, &["CLIENT", "PAUSE", "100000", "WRITE"]);
+    // Reads go on.
+    let v: Option<String> = q(&mut c, &["GET", "x"]);
+    assert_eq!(v, None);
+    assert_eq!(blocked_clients(&mut c), 0);
+    // Writes, and commands that may replicate, wait.
+    let set = send_async(&server, &["SET", "x", "1"]);
+    let pfcount = send_async(&server, &["PFCOUNT", "hll"]);
+    let publish = send_async(&server, &["PUBLISH", "ch", "m"]);
+    let eval = send_async(&server, &["EVAL", "return 7", "0"]);
+    assert!(
+        common::eventually(Duration::from_secs(10), || blocked_clients(&mut c) == 4),
+        "writes not held: blocked_clients {}",
+        blocked_clients(&mut c)
+    );
+    let v: Option<String> = q(&mut c, &["GET", "x"]);
+    assert_eq!(v, None, "the SET ran during the pause");
+    // An arity error is answered at once.
+    assert!(err(&mut c, &["SET", "x"]).contains("wrong number of arguments for 'set'"));
+    std::thread::sleep(Duration::from_millis(200));
+    let _: () = q(&mut c, &["CLIENT", "UNPAUSE"]);
+    let wait = Duration::from_secs(10);
+    let (reply, took) = set.recv_timeout(wait).expect("SET answered");
+    assert_eq!(reply, "+OK\r\n");
+    assert!(
+        took >= Duration::from_millis(200),
+        "SET was not held: {took:?}"
+    );
+    assert_eq!(pfcount.recv_timeout(wait).expect("PFCOUNT").0, ":1\r\n");
+    assert_eq!(publish.recv_timeout(wait).expect("PUBLISH").0, ":0\r\n");
+    assert_eq!(eval.recv_timeout(wait).expect("EVAL").0, ":7\r\n");
+    assert_eq!(blocked_clients(&mut c), 0);
+}
+
+#[test]
+fn client_pause_in_a_transaction_starts_at_its_end_and_all_holds_everything() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let replies: (String, String, String) = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("f1")
+        .arg("b")
+        .cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(100000)
+        .arg("WRITE")
+        .cmd("SET")
+        .arg("f2")
+        .arg("b")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(replies, ("OK".into(), "OK".into(), "OK".into()));
+    let f3 = send_async(&server, &["SET", "f3", "b"]);
+    assert!(common::eventually(Duration::from_secs(10), || {
+        blocked_clients(&mut c) == 1
+    }));
+    let got: (Option<String>, Option<String>, Option<String>) = redis::pipe()
+        .get("f1")
+        .get("f2")
+        .get("f3")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, (Some("b".into()), Some("b".into()), None));
+    let _: () = q(&mut c, &["CLIENT", "UNPAUSE"]);
+    assert_eq!(
+        f3.recv_timeout(Duration::from_secs(10)).expect("SET f3").0,
+        "+OK\r\n"
+    );
+
+    // ALL (the default mode) holds every command, PING included, until
+    // the timeout.
+    let _: () = q(&mut c, &["CLIENT", "PAUSE", "400"]);
+    let t = Instant::now();
+    let _: String = q(&mut c, &["PING"]);
+    assert!(
+        t.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        t.elapsed()
+    );
+
+    for (args, text) in [
+        (
+            vec!["CLIENT", "PAUSE", "abc"],
+            "ERR timeout is not an integer or out of range",
+        ),
+        (vec!["CLIENT", "PAUSE", "-1"], "ERR timeout is negative"),
+        (
+            vec!["CLIENT", "PAUSE", "10", "SOME"],
+            "ERR CLIENT PAUSE mode must be WRITE or ALL",
+        ),
+    ] {
+        let mut raw = server.raw_conn();
+        assert_eq!(raw.cmd_str(&args), format!("-{text}\r\n"), "{args:?}");
+    }
+}
