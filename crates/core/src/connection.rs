@@ -97,6 +97,7 @@ pub enum ClientCmd {
     Caching,
     Pause,
     Unpause,
+    Unblock,
     Help,
 }
 
@@ -204,6 +205,7 @@ const CLIENT_SUBS: &[CommandSpec] = &[
     sub("getredir", 2, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Returns the client ID to which the connection's tracking notifications are redirected.", SessionCmd::Client(ClientCmd::Getredir)),
     sub("caching", 3, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Instructs the server whether to track the keys in the next request.", SessionCmd::Client(ClientCmd::Caching)),
     sub("pause", -3, ADMIN, &["admin", "slow", "dangerous", "connection"], CONN, "Suspends commands processing.", SessionCmd::Client(ClientCmd::Pause)),
+    sub("unblock", -3, ADMIN, &["admin", "slow", "dangerous", "connection"], CONN, "Unblocks a client blocked by a blocking command from a different connection.", SessionCmd::Client(ClientCmd::Unblock)),
     sub("unpause", 2, ADMIN, &["admin", "slow", "dangerous", "connection"], CONN, "Resumes processing commands from paused clients.", SessionCmd::Client(ClientCmd::Unpause)),
     sub("help", 2, FAST_STALE, &["slow", "connection"], CONN, "Returns helpful text about the different subcommands.", SessionCmd::Client(ClientCmd::Help)),
 ];

@@ -449,3 +449,51 @@ fn blocking_pops_are_served_in_order_and_time_out() {
     );
     c.wait_digests_equal(Duration::from_secs(10));
 }
+
+/// CLIENT UNBLOCK on the node a blocked pop waits on: TIMEOUT answers as
+/// the timeout would, ERROR with Redis's `-UNBLOCKED` error; an element
+/// pushed afterwards is not lost to the unblocked pop.
+#[test]
+fn client_unblock_ends_a_blocked_pop_in_cluster_mode() {
+    let mut c = Cluster::start(&[]);
+    let slot = key_slot(b"{u}jobs");
+    let leader = c.wait_leader_of_slot(slot, Duration::from_secs(20));
+    let port = c.port(leader);
+    let mut admin = c.conn(leader);
+    for (mode, expect) in [
+        ("TIMEOUT", "nil".to_string()),
+        (
+            "ERROR",
+            "UNBLOCKED client unblocked via CLIENT UNBLOCK".to_string(),
+        ),
+    ] {
+        let mut conn = cluster::connect(port).expect("connect");
+        let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut conn).unwrap();
+        let pop = std::thread::spawn(move || {
+            match redis::cmd("BLPOP")
+                .arg("{u}jobs")
+                .arg(0)
+                .query::<Option<(String, String)>>(&mut conn)
+            {
+                Ok(None) => "nil".to_string(),
+                Ok(Some(v)) => format!("{v:?}"),
+                Err(e) => format!("{} {}", e.code().unwrap_or(""), e.detail().unwrap_or("")),
+            }
+        });
+        let unblocked = cluster::wait_until(Duration::from_secs(10), || {
+            ok(&mut admin, &["CLIENT", "UNBLOCK", &id.to_string(), mode]) == redis::Value::Int(1)
+        });
+        assert!(unblocked, "{mode}: the pop never counted as blocked");
+        assert_eq!(pop.join().expect("thread"), expect, "{mode}");
+        assert_eq!(
+            ok(&mut admin, &["CLIENT", "UNBLOCK", &id.to_string(), mode]),
+            redis::Value::Int(0),
+            "{mode}: unblocked twice"
+        );
+    }
+    ok(&mut admin, &["RPUSH", "{u}jobs", "kept"]);
+    assert_eq!(
+        ok(&mut admin, &["LRANGE", "{u}jobs", "0", "-1"]),
+        redis::Value::Array(vec![redis::Value::BulkString(b"kept".to_vec())])
+    );
+}

@@ -361,6 +361,7 @@ fn client(s: &mut Session, sub: ClientCmd, args: &[Bytes]) -> AdminResult {
             .map_err(|e| e.to_cmd_error()),
         ClientCmd::Pause => crate::client_pause::pause(s, args),
         ClientCmd::Unpause => Ok(crate::client_pause::unpause(s)),
+        ClientCmd::Unblock => client_unblock(s, &args[2..]),
         // Answered by `client_reply`: OFF and SKIP have no reply.
         ClientCmd::Reply => Err(CmdError::Syntax),
         ClientCmd::Help => Ok(help(&[
@@ -396,10 +397,45 @@ fn client(s: &mut Session, sub: ClientCmd, args: &[Bytes]) -> AdminResult {
             "    Suspend all, or just write, clients for <timeout> milliseconds.",
             "UNPAUSE",
             "    Stop the current client pause, resuming traffic.",
+            "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+            "    Unblock the specified blocked client.",
             "HELP",
             "    Print this help.",
         ])),
     }
+}
+
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR]: 1 if the connection was blocked in
+/// a blocking command (BLPOP, XREAD BLOCK...) and is now answered, as at
+/// its timeout or with Redis's `-UNBLOCKED` error; 0 otherwise.
+fn client_unblock(s: &Session, rest: &[Bytes]) -> AdminResult {
+    let id = parse_i64(&rest[0]).map_err(|_| CmdError::NotInteger)?;
+    let error = match rest.get(1) {
+        None => false,
+        Some(m) if eq_ic(m, "timeout") => false,
+        Some(m) if eq_ic(m, "error") => true,
+        Some(_) => {
+            return Err(CmdError::other(
+                "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+            ))
+        }
+    };
+    if rest.len() > 2 {
+        return Err(CmdError::Syntax);
+    }
+    let waiter = u64::try_from(id)
+        .ok()
+        .and_then(|id| {
+            s.server
+                .clients
+                .borrow()
+                .get(id)
+                .map(|c| c.parked_waiter.get())
+        })
+        .flatten();
+    let reply = error.then(|| Reply::error("UNBLOCKED client unblocked via CLIENT UNBLOCK"));
+    let done = waiter.is_some_and(|w| s.server.blocking.borrow_mut().unblock(w, reply));
+    Ok(Reply::Int(i64::from(done)))
 }
 
 /// CLIENT REPLY ON|OFF|SKIP. OFF and SKIP answer nothing; ON answers +OK

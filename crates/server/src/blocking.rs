@@ -38,6 +38,9 @@ pub struct Waiter {
     /// The timeout fired while the command was in flight: a "nothing
     /// found" then answers `on_timeout`.
     timed_out: bool,
+    /// CLIENT UNBLOCK ... ERROR came while the command was in flight: the
+    /// answer to a "nothing found" instead of `on_timeout`.
+    unblocked_with: Option<Reply>,
 }
 
 impl Waiter {
@@ -112,6 +115,7 @@ impl Blocking {
             on_timeout,
             woken: false,
             timed_out: false,
+            unblocked_with: None,
         };
         self.index(id, &waiter);
         self.waiters.insert(id, waiter);
@@ -247,7 +251,8 @@ impl Blocking {
             w.args = args;
         }
         if w.timed_out {
-            self.deliver(id, on_timeout);
+            let reply = w.unblocked_with.take().unwrap_or(on_timeout);
+            self.deliver(id, reply);
             return (AfterBlock::Done, false);
         }
         let first = w.on_timeout.is_none();
@@ -281,11 +286,35 @@ impl Blocking {
             return false;
         }
         if w.timed_out {
-            let reply = w.on_timeout.clone().unwrap_or(Reply::NilArray);
+            let reply = w
+                .unblocked_with
+                .take()
+                .or_else(|| w.on_timeout.clone())
+                .unwrap_or(Reply::NilArray);
             self.deliver(id, reply);
             return true;
         }
         w.in_flight = false;
+        true
+    }
+
+    /// CLIENT UNBLOCK: the waiter ends now with `reply` (None: its timeout
+    /// reply), or, if its command is in flight, when that finds nothing
+    /// (what it found otherwise is its answer: nothing popped is lost).
+    /// False if there is no such waiter.
+    pub fn unblock(&mut self, id: u64, reply: Option<Reply>) -> bool {
+        let Some(w) = self.waiters.get_mut(&id) else {
+            return false;
+        };
+        if w.in_flight {
+            w.timed_out = true;
+            w.unblocked_with = reply;
+            return true;
+        }
+        let reply = reply
+            .or_else(|| w.on_timeout.clone())
+            .unwrap_or(Reply::NilArray);
+        self.deliver(id, reply);
         true
     }
 

@@ -34,6 +34,9 @@ pub struct ClientInfo {
     pub blocked: Cell<bool>,
     /// In MONITOR mode.
     pub monitor: Cell<bool>,
+    /// The blocked-client registry's waiter of the command this
+    /// connection is parked on (CLIENT UNBLOCK).
+    pub parked_waiter: Cell<Option<u64>>,
     pub subscriptions: Cell<usize>,
     pub psubscriptions: Cell<usize>,
     pub ssubscriptions: Cell<usize>,
@@ -164,6 +167,7 @@ impl Clients {
             watch_dirty: Cell::new(false),
             blocked: Cell::new(false),
             monitor: Cell::new(false),
+            parked_waiter: Cell::new(None),
             subscriptions: Cell::new(0),
             psubscriptions: Cell::new(0),
             ssubscriptions: Cell::new(0),

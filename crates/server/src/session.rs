@@ -457,6 +457,7 @@ impl Session {
         conn: &mut C,
         kill: &mut std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
     ) -> Option<Reply> {
+        self.info.parked_waiter.set(parked.id);
         let mut watch_close = true;
         let outcome = loop {
             tokio::select! {
@@ -474,6 +475,7 @@ impl Session {
             }
         };
         self.info.blocked.set(false);
+        self.info.parked_waiter.set(None);
         if outcome.is_none() {
             // Whatever ended the wait, the waiter must not be served later;
             // a reply that raced the end wins.

@@ -1,4 +1,4 @@
-//! MONITOR and CLIENT PAUSE / UNPAUSE end to end, with the lines, errors
+//! MONITOR, CLIENT PAUSE / UNPAUSE and CLIENT UNBLOCK end to end, with the lines, errors
 //! and waits redis-server 7.0 gives (checked side by side with it).
 
 mod common;
@@ -299,4 +299,57 @@ fn client_pause_in_a_transaction_starts_at_its_end_and_all_holds_everything() {
         let mut raw = server.raw_conn();
         assert_eq!(raw.cmd_str(&args), format!("-{text}\r\n"), "{args:?}");
     }
+}
+
+#[test]
+fn client_unblock_answers_blocked_commands_as_redis_does() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    for (mode, cmd, expect) in [
+        (None, vec!["BLPOP", "nolist", "0"], "*-1\r\n"),
+        (
+            Some("TIMEOUT"),
+            vec!["XREAD", "BLOCK", "0", "STREAMS", "s", "$"],
+            "*-1\r\n",
+        ),
+        (
+            Some("ERROR"),
+            vec!["BZPOPMIN", "z", "0"],
+            "-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n",
+        ),
+    ] {
+        let mut raw = server.raw_conn();
+        let id = raw.cmd_str(&["CLIENT", "ID"]);
+        let id = id.trim_start_matches(':').trim_end().to_string();
+        let reply = {
+            let cmd: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+            std::thread::spawn(move || {
+                let refs: Vec<&str> = cmd.iter().map(String::as_str).collect();
+                raw.cmd_str(&refs)
+            })
+        };
+        assert!(common::eventually(Duration::from_secs(10), || {
+            blocked_clients(&mut c) == 1
+        }));
+        let mut args = vec!["CLIENT", "UNBLOCK", id.as_str()];
+        args.extend(mode);
+        let n: i64 = q(&mut c, &args);
+        assert_eq!(n, 1, "{cmd:?}");
+        assert_eq!(reply.join().expect("thread"), expect, "{cmd:?}");
+        let again: i64 = q(&mut c, &args);
+        assert_eq!(again, 0);
+    }
+    let me: i64 = q(&mut c, &["CLIENT", "ID"]);
+    let n: i64 = q(&mut c, &["CLIENT", "UNBLOCK", &me.to_string()]);
+    assert_eq!(n, 0, "a connection that is not blocked");
+    let n: i64 = q(&mut c, &["CLIENT", "UNBLOCK", "999999"]);
+    assert_eq!(n, 0, "no such connection");
+    assert_eq!(
+        err(&mut c, &["CLIENT", "UNBLOCK", "1", "LATER"]),
+        "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"
+    );
+    assert_eq!(
+        err(&mut c, &["CLIENT", "UNBLOCK", "x"]),
+        "ERR value is not an integer or out of range"
+    );
 }
