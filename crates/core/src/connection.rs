@@ -7,7 +7,7 @@ use crate::table::{cmd, container, CommandSpec, Flags, Handler};
 
 /// A session command's handler in the server crate; the server matches
 /// on every variant, so an entry without code does not compile.
-const fn s(cmd: SessionCmd) -> Handler {
+pub(crate) const fn s(cmd: SessionCmd) -> Handler {
     Handler::Session(cmd)
 }
 const NONE: (i32, i32, i32) = (0, 0, 0);
@@ -58,6 +58,8 @@ pub enum SessionCmd {
     Config(ConfigCmd),
     Command(CommandCmd),
     Slowlog(SlowlogCmd),
+    Latency(LatencyCmd),
+    Memory(MemoryCmd),
     Pubsub(PubsubCmd),
 }
 
@@ -127,6 +129,26 @@ pub enum SlowlogCmd {
     Get,
     Len,
     Reset,
+    Help,
+}
+
+/// MEMORY subcommands answered by the server (USAGE and HELP are the
+/// keyspace's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryCmd {
+    Stats,
+    Doctor,
+    MallocStats,
+    Purge,
+}
+
+/// LATENCY subcommands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LatencyCmd {
+    Latest,
+    History,
+    Reset,
+    Doctor,
     Help,
 }
 
@@ -237,6 +259,15 @@ const SLOWLOG_SUBS: &[CommandSpec] = &[
 ];
 
 #[rustfmt::skip]
+const LATENCY_SUBS: &[CommandSpec] = &[
+    sub("latest", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the latest latency samples for all events.", SessionCmd::Latency(LatencyCmd::Latest)),
+    sub("history", 3, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns timestamp-latency samples for an event.", SessionCmd::Latency(LatencyCmd::History)),
+    sub("reset", -2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Resets the latency data for one or more events.", SessionCmd::Latency(LatencyCmd::Reset)),
+    sub("doctor", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns a human-readable latency analysis report.", SessionCmd::Latency(LatencyCmd::Doctor)),
+    sub("help", 2, FAST_STALE, &["slow"], SRV, "Returns helpful text about the different subcommands.", SessionCmd::Latency(LatencyCmd::Help)),
+];
+
+#[rustfmt::skip]
 const PUBSUB_SUBS: &[CommandSpec] = &[
     sub("channels", -2, Flags::PUBSUB.union(Flags::LOADING).union(Flags::STALE), &["pubsub", "slow"], PUBSUB, "Returns the active channels.", SessionCmd::Pubsub(PubsubCmd::Channels)),
     sub("numsub", -2, Flags::PUBSUB.union(Flags::LOADING).union(Flags::STALE), &["pubsub", "slow"], PUBSUB, "Returns a count of subscribers to channels.", SessionCmd::Pubsub(PubsubCmd::Numsub)),
@@ -283,6 +314,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("sunsubscribe", -1, SUBSCRIBE, (1, -1, 1), &["pubsub", "slow"], PUBSUB, "7.0.0", "Stops listening to messages posted to shard channels.", s(SessionCmd::Sunsubscribe)),
     cmd("spublish", 3, Flags::PUBSUB.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::MAY_REPLICATE), (1, 1, 1), &["pubsub", "fast"], PUBSUB, "7.0.0", "Post a message to a shard channel", s(SessionCmd::Spublish)),
     container("pubsub", -2, &["slow"], PUBSUB, "2.8.0", "A container for Pub/Sub commands.", PUBSUB_SUBS),
+    container("latency", -2, &["slow"], SRV, "2.8.13", "A container for latency diagnostics commands.", LATENCY_SUBS),
     container("slowlog", -2, &["slow"], SRV, "2.4.0", "A container for slow log commands.", SLOWLOG_SUBS),
     cmd("time", 1, FAST_STALE, NONE, &["fast"], SRV, "2.6.0", "Returns the server time.", s(SessionCmd::Time)),
     cmd("lastsave", 1, FAST_STALE, NONE, &["admin", "fast", "dangerous"], SRV, "1.0.0", "Returns the Unix timestamp of the last successful save to disk.", s(SessionCmd::Lastsave)),

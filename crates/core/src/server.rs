@@ -7,6 +7,7 @@
 pub const REDIS_VERSION: &str = "7.0.15";
 
 use crate::args::{eq_ic, parse_i64};
+use crate::connection::{s, MemoryCmd, SessionCmd};
 use crate::error::{CmdError, CmdResult};
 use crate::keyspace::Keyspace;
 use crate::store::{Ctx, Store};
@@ -30,6 +31,10 @@ pub const COMMANDS: &[CommandSpec] = &[
 #[rustfmt::skip]
 const MEMORY_SUBS: &[CommandSpec] = &[
     cmd("usage", -3, Flags::READONLY, (2, 2, 1), &["read", "slow"], G, "4.0.0", "Estimates the memory usage of a key.", crate::read_handler!(memory_usage)),
+    cmd("stats", 2, Flags::NONE, NO_KEYS, &["slow"], G, "4.0.0", "Returns details about memory usage.", s(SessionCmd::Memory(MemoryCmd::Stats))),
+    cmd("doctor", 2, Flags::NONE, NO_KEYS, &["slow"], G, "4.0.0", "Outputs a memory problems report.", s(SessionCmd::Memory(MemoryCmd::Doctor))),
+    cmd("malloc-stats", 2, Flags::NONE, NO_KEYS, &["slow"], G, "4.0.0", "Returns the allocator statistics.", s(SessionCmd::Memory(MemoryCmd::MallocStats))),
+    cmd("purge", 2, Flags::NONE, NO_KEYS, &["slow"], G, "4.0.0", "Asks the allocator to release memory.", s(SessionCmd::Memory(MemoryCmd::Purge))),
     cmd("help", 2, Flags::LOADING.union(Flags::STALE), NO_KEYS, &["slow"], G, "4.0.0", "Returns helpful text about the different subcommands.", crate::read_handler!(memory_help)),
 ];
 
@@ -110,6 +115,14 @@ fn memory_usage<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &
 
 const MEMORY_HELP: &[&str] = &[
     "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "DOCTOR",
+    "    Return memory problems reports.",
+    "MALLOC-STATS",
+    "    Return internal statistics report from the memory allocator.",
+    "PURGE",
+    "    Attempt to purge dirty pages for reclamation by the allocator.",
+    "STATS",
+    "    Return information about the memory usage of the server.",
     "USAGE <key> [SAMPLES <count>]",
     "    Return memory in bytes used by <key> and its value. Nested values are",
     "    sampled up to <count> times (default: 5, 0 means sample all).",
@@ -290,8 +303,8 @@ mod tests {
             "ERR wrong number of arguments for 'memory|usage' command"
         );
         assert_eq!(
-            err(read(&s, 0, &["MEMORY", "DOCTOR"])),
-            "ERR unknown subcommand 'DOCTOR'. Try MEMORY HELP."
+            err(read(&s, 0, &["MEMORY", "NOSUCH"])),
+            "ERR unknown subcommand 'NOSUCH'. Try MEMORY HELP."
         );
         let Ok(Reply::Array(help)) = read(&s, 0, &["MEMORY", "HELP"]) else {
             panic!("no help")

@@ -353,3 +353,127 @@ fn client_unblock_answers_blocked_commands_as_redis_does() {
         "ERR value is not an integer or out of range"
     );
 }
+
+#[test]
+fn latency_monitor_samples_slow_commands_over_the_threshold() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    // Some tens of milliseconds of work (Redis 7.0 scripts have no clock).
+    let slow = "local x = 0 for i = 1, 10000000 do x = x + i end return 1";
+    // Off by default: nothing is sampled.
+    let _: i64 = q(&mut c, &["EVAL", slow, "0"]);
+    let latest: Vec<redis::Value> = q(&mut c, &["LATENCY", "LATEST"]);
+    assert!(latest.is_empty(), "{latest:?}");
+    let doctor: String = q(&mut c, &["LATENCY", "DOCTOR"]);
+    assert!(
+        doctor.contains("Latency monitoring is disabled"),
+        "{doctor}"
+    );
+
+    let _: () = q(
+        &mut c,
+        &["CONFIG", "SET", "latency-monitor-threshold", "10"],
+    );
+    let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "latency-monitor-threshold"]);
+    assert_eq!(got, vec!["latency-monitor-threshold", "10"]);
+    let _: String = q(&mut c, &["PING"]);
+    let _: i64 = q(&mut c, &["EVAL", slow, "0"]);
+    let latest: Vec<(String, i64, i64, i64)> = q(&mut c, &["LATENCY", "LATEST"]);
+    assert_eq!(latest.len(), 1, "{latest:?}");
+    let (event, at, ms, max) = latest[0].clone();
+    assert_eq!(event, "command");
+    assert!((at - common::now_secs() as i64).abs() <= 5, "{at}");
+    assert!(ms >= 10 && max >= ms, "{ms} {max}");
+    let history: Vec<(i64, i64)> = q(&mut c, &["LATENCY", "HISTORY", "command"]);
+    assert_eq!(history, vec![(at, ms)]);
+    let none: Vec<(i64, i64)> = q(&mut c, &["LATENCY", "HISTORY", "fast-command"]);
+    assert!(none.is_empty(), "PING was sampled: {none:?}");
+    let doctor: String = q(&mut c, &["LATENCY", "DOCTOR"]);
+    assert!(doctor.contains("1. command: 1 latency spikes"), "{doctor}");
+    assert_eq!(
+        err(&mut c, &["LATENCY", "HISTORY"]),
+        "ERR wrong number of arguments for 'latency|history' command"
+    );
+    let n: i64 = q(&mut c, &["LATENCY", "RESET", "nosuch"]);
+    assert_eq!(n, 0);
+    let n: i64 = q(&mut c, &["LATENCY", "RESET"]);
+    assert_eq!(n, 1);
+    let latest: Vec<redis::Value> = q(&mut c, &["LATENCY", "LATEST"]);
+    assert!(latest.is_empty(), "{latest:?}");
+}
+
+#[test]
+fn memory_stats_doctor_malloc_stats_and_purge() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    for i in 0..100 {
+        let _: () = q(&mut c, &["SET", &format!("key:{i}"), "value"]);
+    }
+    let stats: Vec<redis::Value> = q(&mut c, &["MEMORY", "STATS"]);
+    let names: Vec<String> = stats
+        .iter()
+        .step_by(2)
+        .map(|v| redis::from_redis_value(v.clone()).expect("name"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "peak.allocated",
+            "total.allocated",
+            "startup.allocated",
+            "replication.backlog",
+            "clients.slaves",
+            "clients.normal",
+            "cluster.links",
+            "aof.buffer",
+            "lua.caches",
+            "functions.caches",
+            "overhead.total",
+            "keys.count",
+            "keys.bytes-per-key",
+            "dataset.bytes",
+            "dataset.percentage",
+            "peak.percentage",
+            "allocator.allocated",
+            "allocator.active",
+            "allocator.resident",
+            "allocator-fragmentation.ratio",
+            "allocator-fragmentation.bytes",
+            "allocator.rss-ratio",
+            "allocator.rss-bytes",
+            "rss-overhead.ratio",
+            "rss-overhead.bytes",
+            "fragmentation",
+            "fragmentation.bytes",
+        ]
+    );
+    let field = |name: &str| -> String {
+        let at = names.iter().position(|n| n == name).expect(name);
+        redis::from_redis_value(stats[2 * at + 1].clone()).expect("value")
+    };
+    assert_eq!(field("keys.count"), "100");
+    let total: u64 = field("total.allocated").parse().expect("int");
+    let peak: u64 = field("peak.allocated").parse().expect("int");
+    let startup: u64 = field("startup.allocated").parse().expect("int");
+    assert!(
+        total > 0 && peak >= total && startup <= peak,
+        "{total} {peak} {startup}"
+    );
+    let resident: u64 = field("allocator.resident").parse().expect("int");
+    assert!(resident >= total, "{resident} < {total}");
+    let doctor: String = q(&mut c, &["MEMORY", "DOCTOR"]);
+    assert!(doctor.starts_with("Hi Sam"), "{doctor}");
+    let malloc: String = q(&mut c, &["MEMORY", "MALLOC-STATS"]);
+    assert!(
+        malloc.contains("jemalloc statistics"),
+        "{}",
+        &malloc[..malloc.len().min(200)]
+    );
+    let _: () = q(&mut c, &["MEMORY", "PURGE"]);
+    let help: Vec<String> = q(&mut c, &["MEMORY", "HELP"]);
+    assert!(help.iter().any(|l| l == "STATS"), "{help:?}");
+    assert_eq!(
+        err(&mut c, &["MEMORY", "STATS", "extra"]),
+        "ERR wrong number of arguments for 'memory|stats' command"
+    );
+}

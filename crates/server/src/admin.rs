@@ -9,7 +9,9 @@ use crate::pubsub::Kind;
 use crate::session::{Outcome, Session};
 use bytes::Bytes;
 use kvasir_core::args::{eq_ic, parse_i64};
-use kvasir_core::connection::{ClientCmd, CommandCmd, ConfigCmd, SlowlogCmd};
+use kvasir_core::connection::{
+    ClientCmd, CommandCmd, ConfigCmd, LatencyCmd, MemoryCmd, SlowlogCmd,
+};
 use kvasir_core::glob;
 use kvasir_core::table::{all_commands, help_reply as help, lookup, resolve};
 use kvasir_core::{CmdError, CommandSpec, SessionCmd};
@@ -88,6 +90,14 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
         C::Config(sub) => config(s, sub, args),
         C::Command(sub) => command(sub, args),
         C::Slowlog(sub) => slowlog(s, sub, args),
+        C::Latency(sub) => Ok(latency(s, sub, args)),
+        C::Memory(MemoryCmd::Stats) => Ok(crate::memory_stats::stats(&s.server)),
+        C::Memory(MemoryCmd::Doctor) => Ok(text_reply(crate::memory_stats::doctor(&s.server))),
+        C::Memory(MemoryCmd::MallocStats) => Ok(text_reply(crate::memory_stats::malloc_stats())),
+        C::Memory(MemoryCmd::Purge) => {
+            crate::memory_stats::purge();
+            Ok(Reply::ok())
+        }
     };
     result.unwrap_or_else(|e| e.to_reply()).into()
 }
@@ -844,5 +854,20 @@ fn slowlog(s: &mut Session, sub: SlowlogCmd, args: &[Bytes]) -> AdminResult {
             "HELP",
             "    Print this help.",
         ])),
+    }
+}
+
+fn latency(s: &Session, sub: LatencyCmd, args: &[Bytes]) -> Reply {
+    let monitor = &s.server.latency;
+    match sub {
+        LatencyCmd::Latest => monitor.borrow().latest(),
+        LatencyCmd::History => monitor.borrow().history(&args[2]),
+        LatencyCmd::Reset => monitor.borrow_mut().reset(&args[2..]),
+        LatencyCmd::Doctor => {
+            let threshold = s.server.config.borrow().latency_monitor_threshold;
+            let now = (crate::local_store::unix_ms() / 1000) as i64;
+            text_reply(monitor.borrow().doctor(threshold, now))
+        }
+        LatencyCmd::Help => help(crate::latency::HELP),
     }
 }

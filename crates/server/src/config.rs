@@ -26,6 +26,9 @@ pub struct Config {
     pub hz: u32,
     pub slowlog_log_slower_than: i64,
     pub slowlog_max_len: usize,
+    /// Milliseconds from which a command is a latency-monitor sample (0:
+    /// off).
+    pub latency_monitor_threshold: u64,
     pub timeout: u64,
     pub maxmemory: u64,
     pub maxmemory_policy: String,
@@ -93,6 +96,7 @@ impl Default for Config {
             hz: 10,
             slowlog_log_slower_than: 10000,
             slowlog_max_len: 128,
+            latency_monitor_threshold: 0,
             timeout: 0,
             maxmemory: 0,
             maxmemory_policy: "noeviction".to_string(),
@@ -194,6 +198,10 @@ impl Config {
                 self.slowlog_log_slower_than.to_string(),
             ),
             ("slowlog-max-len", self.slowlog_max_len.to_string()),
+            (
+                "latency-monitor-threshold",
+                self.latency_monitor_threshold.to_string(),
+            ),
             ("timeout", self.timeout.to_string()),
             ("maxmemory", self.maxmemory.to_string()),
             ("maxmemory-policy", self.maxmemory_policy.clone()),
@@ -282,6 +290,7 @@ impl Config {
             "hz" => self.hz = num::<u32>(value)?.clamp(1, 500),
             "slowlog-log-slower-than" => self.slowlog_log_slower_than = num(value)?,
             "slowlog-max-len" => self.slowlog_max_len = num(value)?,
+            "latency-monitor-threshold" => self.latency_monitor_threshold = num(value)?,
             "timeout" => self.timeout = num(value)?,
             "maxmemory" => self.maxmemory = memory(value)?,
             "maxmemory-policy" => match value {

@@ -44,7 +44,7 @@ pub fn used_memory() -> u64 {
     tikv_jemalloc_ctl::stats::allocated::read().unwrap_or(0) as u64
 }
 
-fn rss_bytes() -> u64 {
+pub fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
     let pages: u64 = statm
         .split_whitespace()

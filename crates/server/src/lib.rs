@@ -19,6 +19,8 @@
 //!   which keys, and the invalidations the write hooks ([`events`]) send.
 //!
 //! - [`maxmemory`]: commands refused while used memory is over `maxmemory`.
+//! - [`latency`]: the latency monitor (LATENCY).
+//! - [`memory_stats`]: MEMORY STATS, DOCTOR, MALLOC-STATS and PURGE.
 //! - [`client_pause`]: CLIENT PAUSE and UNPAUSE, which hold connections'
 //!   next commands.
 //! - [`monitor`]: MONITOR, every command run shown to monitoring
@@ -40,9 +42,11 @@ pub mod config;
 pub mod events;
 pub mod info;
 pub mod io_threads;
+pub mod latency;
 pub mod listener;
 pub mod local_store;
 pub mod maxmemory;
+pub mod memory_stats;
 pub mod monitor;
 pub mod notify;
 pub mod pubsub;

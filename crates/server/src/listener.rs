@@ -102,6 +102,7 @@ pub struct Server {
     /// Shared with [`crate::tracking`], which looks up whom to invalidate.
     pub clients: Rc<RefCell<Clients>>,
     pub slowlog: RefCell<SlowLog>,
+    pub latency: RefCell<crate::latency::LatencyMonitor>,
     /// Connections in MONITOR mode.
     pub monitors: RefCell<crate::monitor::Monitors>,
     /// CLIENT PAUSE in force.
@@ -124,6 +125,8 @@ pub struct Server {
     pub started_unix_ms: u64,
     pub port: u16,
     pub peak_memory: Cell<u64>,
+    /// Allocated memory when the server started (MEMORY STATS).
+    pub startup_memory: u64,
     /// Used memory for the `maxmemory` admission check.
     pub memory_guard: crate::maxmemory::MemoryGuard,
     /// Cluster mode: this node's Raft groups and the cluster map.
@@ -151,6 +154,7 @@ impl Server {
             clients,
             tracking,
             slowlog: RefCell::new(SlowLog::default()),
+            latency: RefCell::new(Default::default()),
             monitors: RefCell::new(Default::default()),
             client_pause: Default::default(),
             paused_clients: Cell::new(0),
@@ -165,6 +169,7 @@ impl Server {
             started_unix_ms: crate::local_store::unix_ms(),
             port,
             peak_memory: Cell::new(0),
+            startup_memory: crate::info::used_memory(),
             memory_guard: Default::default(),
             cluster: None,
         }

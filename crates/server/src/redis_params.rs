@@ -69,7 +69,6 @@ pub const PARAMETERS: &[(&str, &str)] = &[
     ("ignore-warnings", ""),
     ("io-threads-do-reads", "no"),
     ("jemalloc-bg-thread", "yes"),
-    ("latency-monitor-threshold", "0"),
     ("latency-tracking", "yes"),
     ("latency-tracking-info-percentiles", "50 99 99.9"),
     ("lazyfree-lazy-eviction", "no"),

@@ -734,10 +734,22 @@ impl Session {
             let top = parent.unwrap_or(spec);
             crate::monitor::feed(&self.server, &self.info, self.db, top, spec, args);
         }
-        let (threshold, max_len) = {
+        let (threshold, max_len, latency_ms) = {
             let c = self.server.config.borrow();
-            (c.slowlog_log_slower_than, c.slowlog_max_len)
+            (
+                c.slowlog_log_slower_than,
+                c.slowlog_max_len,
+                c.latency_monitor_threshold,
+            )
         };
+        if latency_ms > 0 && micros / 1000 >= latency_ms {
+            let fast = spec.is_some_and(|(s, p)| p.unwrap_or(s).flags.contains(Flags::FAST));
+            self.server.latency.borrow_mut().add(
+                crate::latency::event_of(fast),
+                micros / 1000,
+                (crate::local_store::unix_ms() / 1000) as i64,
+            );
+        }
         if threshold >= 0 && micros >= threshold as u64 {
             self.server.slowlog.borrow_mut().record(
                 max_len,
