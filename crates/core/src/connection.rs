@@ -60,6 +60,7 @@ pub enum SessionCmd {
     Slowlog(SlowlogCmd),
     Latency(LatencyCmd),
     Memory(MemoryCmd),
+    Acl(AclCmd),
     Pubsub(PubsubCmd),
 }
 
@@ -140,6 +141,24 @@ pub enum MemoryCmd {
     Doctor,
     MallocStats,
     Purge,
+}
+
+/// ACL subcommands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AclCmd {
+    Cat,
+    Deluser,
+    Dryrun,
+    Genpass,
+    Getuser,
+    List,
+    Load,
+    Log,
+    Save,
+    Setuser,
+    Users,
+    Whoami,
+    Help,
 }
 
 /// LATENCY subcommands.
@@ -259,6 +278,23 @@ const SLOWLOG_SUBS: &[CommandSpec] = &[
 ];
 
 #[rustfmt::skip]
+const ACL_SUBS: &[CommandSpec] = &[
+    sub("cat", -2, NOSCRIPT_STALE, &["slow"], SRV, "Lists the ACL categories, or the commands inside a category.", SessionCmd::Acl(AclCmd::Cat)),
+    sub("deluser", -3, ADMIN, &["admin", "slow", "dangerous"], SRV, "Deletes ACL users, and terminates their connections.", SessionCmd::Acl(AclCmd::Deluser)),
+    sub("dryrun", -4, ADMIN, &["admin", "slow", "dangerous"], SRV, "Simulates the execution of a command by a user, without executing the command.", SessionCmd::Acl(AclCmd::Dryrun)),
+    sub("genpass", -2, NOSCRIPT_STALE, &["slow"], SRV, "Generates a pseudorandom, secure password that can be used to identify ACL users.", SessionCmd::Acl(AclCmd::Genpass)),
+    sub("getuser", 3, ADMIN, &["admin", "slow", "dangerous"], SRV, "Lists the ACL rules of a user.", SessionCmd::Acl(AclCmd::Getuser)),
+    sub("list", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Dumps the effective rules in ACL file format.", SessionCmd::Acl(AclCmd::List)),
+    sub("load", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Reloads the rules from the configured ACL file.", SessionCmd::Acl(AclCmd::Load)),
+    sub("log", -2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Lists recent security events generated due to ACL rules.", SessionCmd::Acl(AclCmd::Log)),
+    sub("save", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Saves the effective ACL rules in the configured ACL file.", SessionCmd::Acl(AclCmd::Save)),
+    sub("setuser", -3, ADMIN, &["admin", "slow", "dangerous"], SRV, "Creates and modifies an ACL user and its rules.", SessionCmd::Acl(AclCmd::Setuser)),
+    sub("users", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Lists all ACL users.", SessionCmd::Acl(AclCmd::Users)),
+    sub("whoami", 2, NOSCRIPT_STALE, &["slow"], SRV, "Returns the authenticated username of the current connection.", SessionCmd::Acl(AclCmd::Whoami)),
+    sub("help", 2, FAST_STALE, &["slow"], SRV, "Returns helpful text about the different subcommands.", SessionCmd::Acl(AclCmd::Help)),
+];
+
+#[rustfmt::skip]
 const LATENCY_SUBS: &[CommandSpec] = &[
     sub("latest", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the latest latency samples for all events.", SessionCmd::Latency(LatencyCmd::Latest)),
     sub("history", 3, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns timestamp-latency samples for an event.", SessionCmd::Latency(LatencyCmd::History)),
@@ -314,6 +350,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("sunsubscribe", -1, SUBSCRIBE, (1, -1, 1), &["pubsub", "slow"], PUBSUB, "7.0.0", "Stops listening to messages posted to shard channels.", s(SessionCmd::Sunsubscribe)),
     cmd("spublish", 3, Flags::PUBSUB.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::MAY_REPLICATE), (1, 1, 1), &["pubsub", "fast"], PUBSUB, "7.0.0", "Post a message to a shard channel", s(SessionCmd::Spublish)),
     container("pubsub", -2, &["slow"], PUBSUB, "2.8.0", "A container for Pub/Sub commands.", PUBSUB_SUBS),
+    container("acl", -2, &["slow"], SRV, "6.0.0", "A container for Access List Control commands.", ACL_SUBS),
     container("latency", -2, &["slow"], SRV, "2.8.13", "A container for latency diagnostics commands.", LATENCY_SUBS),
     container("slowlog", -2, &["slow"], SRV, "2.4.0", "A container for slow log commands.", SLOWLOG_SUBS),
     cmd("time", 1, FAST_STALE, NONE, &["fast"], SRV, "2.6.0", "Returns the server time.", s(SessionCmd::Time)),

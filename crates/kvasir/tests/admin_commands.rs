@@ -477,3 +477,68 @@ fn memory_stats_doctor_malloc_stats_and_purge() {
         "ERR wrong number of arguments for 'memory|stats' command"
     );
 }
+
+#[test]
+fn acl_answers_for_the_default_user_as_redis_does() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let who: String = q(&mut c, &["ACL", "WHOAMI"]);
+    assert_eq!(who, "default");
+    let users: Vec<String> = q(&mut c, &["ACL", "USERS"]);
+    assert_eq!(users, vec!["default"]);
+    let list: Vec<String> = q(&mut c, &["ACL", "LIST"]);
+    assert_eq!(list, vec!["user default on nopass ~* &* +@all"]);
+    let user: Vec<redis::Value> = q(&mut c, &["ACL", "GETUSER", "default"]);
+    assert_eq!(user.len(), 12, "{user:?}");
+    let none: Option<Vec<String>> = q(&mut c, &["ACL", "GETUSER", "nosuch"]);
+    assert_eq!(none, None);
+    let cats: Vec<String> = q(&mut c, &["ACL", "CAT"]);
+    assert_eq!(cats.len(), 21);
+    assert!(cats.iter().any(|c| c == "scripting"));
+    let hll: Vec<String> = q(&mut c, &["ACL", "CAT", "hyperloglog"]);
+    let mut hll = hll;
+    hll.sort();
+    assert_eq!(hll, vec!["pfadd", "pfcount", "pfmerge"]);
+    let config: Vec<String> = q(&mut c, &["ACL", "CAT", "admin"]);
+    assert!(config.iter().any(|n| n == "config|set"), "{config:?}");
+    assert_eq!(
+        err(&mut c, &["ACL", "CAT", "nosuch"]),
+        "ERR Unknown category 'nosuch'"
+    );
+    let pass: String = q(&mut c, &["ACL", "GENPASS"]);
+    assert_eq!(pass.len(), 64);
+    assert!(pass.bytes().all(|b| b.is_ascii_hexdigit()));
+    let other: String = q(&mut c, &["ACL", "GENPASS"]);
+    assert_ne!(pass, other, "GENPASS is not random");
+    let short: String = q(&mut c, &["ACL", "GENPASS", "5"]);
+    assert_eq!(short.len(), 2);
+    let _: () = q(&mut c, &["ACL", "DRYRUN", "default", "SET", "k", "v"]);
+    assert_eq!(
+        err(&mut c, &["ACL", "DRYRUN", "default", "nosuchcmd"]),
+        "ERR Command 'nosuchcmd' not found"
+    );
+    assert_eq!(
+        err(&mut c, &["ACL", "DRYRUN", "nouser", "GET", "k"]),
+        "ERR User 'nouser' not found"
+    );
+    let log: Vec<String> = q(&mut c, &["ACL", "LOG"]);
+    assert!(log.is_empty());
+    assert_eq!(
+        err(&mut c, &["ACL", "DELUSER", "default"]),
+        "ERR The 'default' user cannot be removed"
+    );
+    let n: i64 = q(&mut c, &["ACL", "DELUSER", "nobody"]);
+    assert_eq!(n, 0);
+    assert!(err(&mut c, &["ACL", "LOAD"])
+        .starts_with("ERR This Redis instance is not configured to use an ACL file."));
+
+    // With requirepass, the default user's password is its SHA-256.
+    let _: () = q(&mut c, &["CONFIG", "SET", "requirepass", "secret"]);
+    let list: Vec<String> = q(&mut c, &["ACL", "LIST"]);
+    assert_eq!(
+        list,
+        vec![
+            "user default on #2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b ~* &* +@all"
+        ]
+    );
+}

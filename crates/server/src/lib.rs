@@ -19,6 +19,7 @@
 //!   which keys, and the invalidations the write hooks ([`events`]) send.
 //!
 //! - [`maxmemory`]: commands refused while used memory is over `maxmemory`.
+//! - [`acl`]: ACL for the one `default` user.
 //! - [`latency`]: the latency monitor (LATENCY).
 //! - [`memory_stats`]: MEMORY STATS, DOCTOR, MALLOC-STATS and PURGE.
 //! - [`client_pause`]: CLIENT PAUSE and UNPAUSE, which hold connections'
@@ -32,6 +33,7 @@
 //! thread's (`cluster::lanes`). I/O threads (`--threads N` > 1) only do
 //! the client sockets' system calls.
 
+pub mod acl;
 pub mod admin;
 pub mod blocking;
 pub mod client_conn;
