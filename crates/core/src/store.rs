@@ -135,6 +135,10 @@ pub struct Store<K: Keyspace = MemoryKeyspace> {
     /// does so that scripts see one order. A cell because read-only
     /// scripts reach the store shared; never replicated or imaged.
     pub(crate) script_call: std::cell::Cell<bool>,
+    /// Set while connections MONITOR this store (standalone): the commands
+    /// scripts run are recorded in `script_calls` as (db, argv).
+    pub monitored: std::cell::Cell<bool>,
+    pub script_calls: std::cell::RefCell<Vec<(usize, Vec<Bytes>)>>,
     /// Set by a standalone server around a client's command: a script
     /// that runs longer than this pauses (`busy-reply-threshold`), so the
     /// server can answer other clients `-BUSY` and take SCRIPT KILL, and
@@ -189,6 +193,8 @@ impl<K: Keyspace> Store<K> {
             notify: 0,
             events: Vec::new(),
             script_call: std::cell::Cell::new(false),
+            monitored: std::cell::Cell::new(false),
+            script_calls: Default::default(),
             script_pause_after: None,
             cache_hll_counts: false,
             hll_counted: Default::default(),

@@ -36,10 +36,11 @@ fn mask(line: &str) -> String {
     let Some((db, rest)) = rest.strip_prefix('[').and_then(|r| r.split_once(' ')) else {
         return line.to_string();
     };
-    let Some((_addr, args)) = rest.split_once("] ") else {
+    let Some((addr, args)) = rest.split_once("] ") else {
         return line.to_string();
     };
-    format!("+T [{db} C] {args}")
+    let client = if addr == "lua" { "lua" } else { "C" };
+    format!("+T [{db} {client}] {args}")
 }
 
 #[test]
@@ -58,7 +59,10 @@ fn monitor_shows_each_command_after_it_ran_as_redis_does() {
     let _: () = q(&mut c, &["SELECT", "0"]);
     // Admin commands are not shown.
     let _: Vec<String> = q(&mut c, &["CONFIG", "GET", "maxmemory"]);
-    let _: i64 = q(&mut c, &["EVAL", "return 1", "0"]);
+    let _: i64 = q(
+        &mut c,
+        &["EVAL", "return redis.call('INCR', KEYS[1])", "1", "x"],
+    );
     let _: Vec<i64> = redis::pipe()
         .atomic()
         .cmd("SET")
@@ -83,7 +87,8 @@ fn monitor_shows_each_command_after_it_ran_as_redis_does() {
             r#"+T [2 C] "SELECT" "2""#,
             r#"+T [2 C] "GET" "k""#,
             r#"+T [0 C] "SELECT" "0""#,
-            r#"+T [0 C] "EVAL" "return 1" "0""#,
+            r#"+T [0 C] "EVAL" "return redis.call('INCR', KEYS[1])" "1" "x""#,
+            r#"+T [0 lua] "INCR" "x""#,
             r#"+T [0 C] "MULTI""#,
             r#"+T [0 C] "SET" "a" "1""#,
             r#"+T [0 C] "INCR" "a""#,

@@ -51,6 +51,7 @@ pub fn start(s: &mut Session) -> Option<Reply> {
     }
     s.info.monitor.set(true);
     s.server.monitors.borrow_mut().list.push(s.info.clone());
+    set_monitored(&s.server);
     Some(Reply::ok())
 }
 
@@ -58,6 +59,21 @@ pub fn start(s: &mut Session) -> Option<Reply> {
 pub fn stop(s: &Session) {
     if s.info.monitor.replace(false) {
         s.server.monitors.borrow_mut().remove(s.info.id);
+        set_monitored(&s.server);
+    }
+}
+
+/// Tells the standalone store whether to record the commands scripts run
+/// (for the `[db lua]` lines). In cluster mode scripts run on the shards'
+/// threads at apply time, and their commands are not shown.
+fn set_monitored(server: &Server) {
+    if server.cluster.is_none() {
+        let on = !server.monitors.borrow().is_empty();
+        let shard = server.local_store.borrow();
+        shard.store().monitored.set(on);
+        if !on {
+            shard.store().script_calls.borrow_mut().clear();
+        }
     }
 }
 
@@ -90,10 +106,29 @@ pub fn feed(
     // Redis's EVAL family is flagged skip_monitor but feeds the monitors
     // itself, before its script runs.
     let script = matches!(top.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro");
-    if !script && (top.flags.intersects(hidden) || spec.flags.intersects(hidden)) {
-        return;
+    if script || !(top.flags.intersects(hidden) || spec.flags.intersects(hidden)) {
+        push(server, render(db, &info.addr.to_string(), top.name, args));
     }
-    let line = Reply::Simple(render(db, &info.addr.to_string(), top.name, args).into());
+    // Then what a script of this command ran, as Redis shows its Lua
+    // client's commands: `[db lua]`.
+    if server.cluster.is_none() {
+        let calls = std::mem::take(
+            &mut *server
+                .local_store
+                .borrow()
+                .store()
+                .script_calls
+                .borrow_mut(),
+        );
+        for (db, argv) in calls {
+            let name = String::from_utf8_lossy(&argv[0]).to_ascii_lowercase();
+            push(server, render(db, "lua", &name, &argv));
+        }
+    }
+}
+
+fn push(server: &Server, line: String) {
+    let line = Reply::Simple(line.into());
     for monitor in server.monitors.borrow().list.iter() {
         monitor.push(line.clone());
     }

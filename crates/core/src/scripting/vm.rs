@@ -1217,6 +1217,13 @@ impl<K: Keyspace> CallState<'_, K> {
         if let Handler::Session(cmd) = spec.handler {
             return self.session_command(cmd, &argv);
         }
+        let store = self.access.store();
+        if store.monitored.get() {
+            store
+                .script_calls
+                .borrow_mut()
+                .push((self.db, argv.clone()));
+        }
         let was_in_script = self.access.store().script_call.replace(true);
         let result = match (spec.handler, &mut self.access) {
             (Handler::Session(_), _) => Err(not_allowed()),
