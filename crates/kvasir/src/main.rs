@@ -8,7 +8,7 @@ mod commands_doc;
 mod demo;
 mod resp_client;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use kvasir_server::Config;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -144,7 +144,72 @@ struct ServerArgs {
 /// Valkey's IO_THREADS_MAX_NUM.
 const MAX_THREADS: usize = 128;
 
-fn load_config(args: &ServerArgs) -> Result<Config, String> {
+/// What `kvasir server` was given as redis-server takes it: a redis.conf
+/// path first, and `--name value ...` for every parameter that is not one
+/// of `kvasir server`'s own flags.
+#[derive(Default)]
+struct RedisStyleArgs {
+    file: Option<String>,
+    flags: Vec<String>,
+}
+
+/// Splits `kvasir server`'s arguments into the ones clap parses and the
+/// redis-server style ones; other subcommands' are left as they are.
+fn split_server_args(argv: Vec<String>) -> (Vec<String>, RedisStyleArgs) {
+    let mut style = RedisStyleArgs::default();
+    if argv.get(1).map(String::as_str) != Some("server") {
+        return (argv, style);
+    }
+    let command = Cli::command();
+    let known: std::collections::HashSet<String> = command
+        .find_subcommand("server")
+        .map(|s| {
+            s.get_arguments()
+                .filter_map(|a| a.get_long())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut kept = argv[..2].to_vec();
+    let mut rest = argv[2..].iter().peekable();
+    if let Some(first) = rest.peek() {
+        if !first.starts_with('-') {
+            style.file = Some((*first).clone());
+            rest.next();
+        }
+    }
+    let mut in_redis_flag = false;
+    while let Some(word) = rest.next() {
+        let Some(name) = word.strip_prefix("--") else {
+            if in_redis_flag {
+                style.flags.push(word.clone());
+            } else {
+                kept.push(word.clone());
+            }
+            continue;
+        };
+        let base = name.split('=').next().unwrap_or(name);
+        if name.is_empty() || base == "help" || base == "version" {
+            kept.push(word.clone());
+            in_redis_flag = false;
+        } else if known.contains(base) {
+            kept.push(word.clone());
+            in_redis_flag = false;
+            // Every `kvasir server` flag takes one value.
+            if !name.contains('=') {
+                if let Some(value) = rest.next() {
+                    kept.push(value.clone());
+                }
+            }
+        } else {
+            style.flags.push(word.clone());
+            in_redis_flag = true;
+        }
+    }
+    (kept, style)
+}
+
+fn load_config(args: &ServerArgs, redis_style: &RedisStyleArgs) -> Result<Config, String> {
     let mut config = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -154,6 +219,11 @@ fn load_config(args: &ServerArgs) -> Result<Config, String> {
         }
         None => Config::default(),
     };
+    // As redis-server: the file first, the command line over it.
+    if let Some(file) = &redis_style.file {
+        let directives = kvasir_server::redis_conf::read_file(file, 0)?;
+        kvasir_server::redis_conf::apply(&mut config, &directives)?;
+    }
     if let Some(v) = args.port {
         config.port = v;
     }
@@ -217,6 +287,8 @@ fn load_config(args: &ServerArgs) -> Result<Config, String> {
     if let Some(v) = args.snapshot_entries {
         config.snapshot_entries = v;
     }
+    let flags = kvasir_server::redis_conf::from_command_line(&redis_style.flags)?;
+    kvasir_server::redis_conf::apply(&mut config, &flags)?;
     check_cluster_flags(&config, args.cluster_port)?;
     if config.databases == 0 || config.databases > 1_000_000 {
         return Err("databases must be between 1 and 1000000".into());
@@ -294,8 +366,8 @@ fn init_logging(level: &str) {
         .init();
 }
 
-fn run_server(args: ServerArgs) -> ExitCode {
-    let config = match load_config(&args) {
+fn run_server(args: ServerArgs, redis_style: RedisStyleArgs) -> ExitCode {
+    let config = match load_config(&args, &redis_style) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("kvasir: {e}");
@@ -327,9 +399,10 @@ fn run_server(args: ServerArgs) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let (argv, redis_style) = split_server_args(std::env::args().collect());
+    let cli = Cli::parse_from(argv);
     match cli.command {
-        Command::Server(args) => run_server(args),
+        Command::Server(args) => run_server(args, redis_style),
         Command::Bench(args) => ExitCode::from(kvasir_bench::main(args) as u8),
         Command::Demo(args) => demo::run(args),
         Command::Cluster {

@@ -1051,3 +1051,76 @@ fn wait_without_replicas_like_redis() {
         }
     }
 }
+
+/// `kvasir server` takes redis-server's way of configuring: a redis.conf
+/// file first, then `--name value ...` for any parameter, the command line
+/// over the file; a bad line stops the start with redis-server's message.
+#[test]
+fn redis_conf_file_and_redis_server_flags_configure_the_server() {
+    let dir = std::env::temp_dir().join(format!("kvasir-conf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let conf = dir.join("redis.conf");
+    std::fs::write(
+        &conf,
+        "# as written for redis-server\nmaxmemory 2mb\nsave \"\"\nappendonly no\nhz 25\n\
+         enable-debug-command yes\nnotify-keyspace-events \"Ex\"\n",
+    )
+    .expect("write conf");
+    let server = Kvasir::start_with_file(
+        Some(&conf),
+        &[
+            "--hz",
+            "30",
+            "--save",
+            "900",
+            "1",
+            "--databases",
+            "4",
+            "--protected-mode",
+            "no",
+        ],
+    );
+    let mut c = server.conn();
+    let get = |c: &mut Connection, name: &str| -> String {
+        let v: Vec<String> = q(c, &["CONFIG", "GET", name]);
+        v.get(1).cloned().unwrap_or_default()
+    };
+    assert_eq!(get(&mut c, "maxmemory"), "2097152");
+    assert_eq!(get(&mut c, "hz"), "30", "the command line is over the file");
+    assert_eq!(get(&mut c, "databases"), "4");
+    assert_eq!(get(&mut c, "enable-debug-command"), "yes");
+    assert_eq!(get(&mut c, "protected-mode"), "no");
+    assert_eq!(get(&mut c, "notify-keyspace-events"), "xE");
+    let _: () = q(&mut c, &["SELECT", "3"]);
+    assert!(err(&mut c, &["SELECT", "4"]).contains("out of range"));
+
+    for (args, line) in [
+        (vec!["--no-such-thing", "1"], ">>> 'no-such-thing 1'"),
+        (vec!["--maxmemory", "lots"], ">>> 'maxmemory lots'"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvasir"))
+            .arg("server")
+            .args(["--port", "0"])
+            .args(&args)
+            .output()
+            .expect("run kvasir");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("*** FATAL CONFIG FILE ERROR"), "{stderr}");
+        assert!(stderr.contains(line), "{stderr}");
+    }
+    std::fs::write(&conf, "port 0\nbogus directive here\n").expect("write conf");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvasir"))
+        .arg("server")
+        .arg(&conf)
+        .output()
+        .expect("run kvasir");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("redis.conf:2"), "{stderr}");
+    assert!(
+        stderr.contains("Bad directive or wrong number of arguments"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,6 +1,8 @@
 //! Kvasir's network front for one node.
 //!
-//! - [`config`]: the server settings (flags, TOML file, CONFIG GET/SET).
+//! - [`config`]: the server settings (flags, TOML file, CONFIG GET/SET);
+//!   [`redis_conf`] reads redis.conf files and redis-server's `--name value`
+//!   flags.
 //! - [`listener`]: accepts connections, enforces `maxclients`, runs the
 //!   event loop, shuts down on signal or SHUTDOWN.
 //! - [`session`]: one per connection: reads and parses requests, keeps the
@@ -52,6 +54,7 @@ pub mod memory_stats;
 pub mod monitor;
 pub mod notify;
 pub mod pubsub;
+pub mod redis_conf;
 pub mod redis_params;
 pub mod router;
 pub mod session;

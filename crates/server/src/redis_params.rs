@@ -260,6 +260,23 @@ impl StoredParams {
     }
 }
 
+impl StoredParams {
+    /// Sets a parameter at start (a redis.conf line or a `--name value`
+    /// flag), where the immutable ones may be set too.
+    pub fn set_at_start(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let name = canonical(name);
+        let Some((key, default)) = PARAMETERS.iter().find(|(n, _)| *n == name) else {
+            return Err("Bad directive or wrong number of arguments".into());
+        };
+        check(default, value).map_err(|r| match r {
+            Refused::Invalid(why) => why,
+            Refused::Immutable => "can't set immutable config".into(),
+        })?;
+        self.0.insert(key, normalized(default, value));
+        Ok(())
+    }
+}
+
 fn is_bool(s: &str) -> bool {
     matches!(s, "yes" | "no")
 }

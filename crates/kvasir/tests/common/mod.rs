@@ -48,9 +48,16 @@ impl Kvasir {
     /// Starts `kvasir server --port 0` with extra flags; waits until it
     /// listens and returns its port.
     pub fn start(extra: &[&str]) -> Kvasir {
+        Kvasir::start_with_file(None, extra)
+    }
+
+    /// Like [`Kvasir::start`], with a redis.conf file given first, as
+    /// redis-server takes it.
+    pub fn start_with_file(conf: Option<&std::path::Path>, extra: &[&str]) -> Kvasir {
         let dir = temp_dir();
         let mut child = Command::new(env!("CARGO_BIN_EXE_kvasir"))
             .arg("server")
+            .args(conf)
             .args(["--port", "0", "--bind", "127.0.0.1", "--dir"])
             .arg(&dir)
             .args(threads_args(extra))

@@ -1,0 +1,302 @@
+//! redis-server's way of configuring a server at start: a redis.conf file
+//! (`name arg ...` lines, `#` comments, quoted arguments, `include`) and
+//! `--name arg ...` on the command line, applied in that order. Every
+//! parameter CONFIG SET knows is accepted, and also the ones only a start
+//! may set (port, bind, dir, databases, daemonize...). A bad line stops the
+//! start with redis-server's message.
+
+use crate::config::{Config, SetError};
+
+/// One directive and where it came from (for the error message).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Directive {
+    pub name: String,
+    pub args: Vec<String>,
+    /// `file:line` or `command line`.
+    pub origin: String,
+    /// The line as written.
+    pub text: String,
+}
+
+/// Splits one line as Redis's `sdssplitargs`: spaces separate, "double
+/// quotes" take \n \r \t \b \a \\ \" and \xHH escapes, 'single quotes' take
+/// \' only. None for an unbalanced quote.
+pub fn split_args(line: &str) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let mut chars = line.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        let Some(&first) = chars.peek() else {
+            return Some(out);
+        };
+        let mut arg = String::new();
+        match first {
+            '"' => {
+                chars.next();
+                loop {
+                    match chars.next()? {
+                        '"' => break,
+                        '\\' => match chars.next()? {
+                            'n' => arg.push('\n'),
+                            'r' => arg.push('\r'),
+                            't' => arg.push('\t'),
+                            'b' => arg.push('\u{8}'),
+                            'a' => arg.push('\u{7}'),
+                            'x' => {
+                                let hex: String = [chars.next()?, chars.next()?].iter().collect();
+                                arg.push(u8::from_str_radix(&hex, 16).ok()? as char);
+                            }
+                            other => arg.push(other),
+                        },
+                        c => arg.push(c),
+                    }
+                }
+                // A closing quote must be followed by a space or the end.
+                if chars.peek().is_some_and(|c| !c.is_whitespace()) {
+                    return None;
+                }
+            }
+            '\'' => {
+                chars.next();
+                loop {
+                    match chars.next()? {
+                        '\'' => break,
+                        '\\' if chars.peek() == Some(&'\'') => {
+                            chars.next();
+                            arg.push('\'');
+                        }
+                        c => arg.push(c),
+                    }
+                }
+                if chars.peek().is_some_and(|c| !c.is_whitespace()) {
+                    return None;
+                }
+            }
+            _ => {
+                while let Some(&c) = chars.peek() {
+                    if c.is_whitespace() {
+                        break;
+                    }
+                    arg.push(c);
+                    chars.next();
+                }
+            }
+        }
+        out.push(arg);
+    }
+}
+
+/// The directives of a redis.conf file, `include`d files expanded in place.
+pub fn read_file(path: &str, depth: usize) -> Result<Vec<Directive>, String> {
+    if depth > 16 {
+        return Err(format!("{path}: include nested too deeply"));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("Fatal error, can't open config file '{path}': {e}"))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let origin = format!("{path}:{}", i + 1);
+        let Some(mut args) = split_args(trimmed) else {
+            return Err(fatal(
+                &origin,
+                trimmed,
+                "Unbalanced quotes in configuration line",
+            ));
+        };
+        let name = args.remove(0).to_ascii_lowercase();
+        if name == "include" {
+            let [file] = args.as_slice() else {
+                return Err(fatal(
+                    &origin,
+                    trimmed,
+                    "Bad directive or wrong number of arguments",
+                ));
+            };
+            out.extend(read_file(file, depth + 1)?);
+            continue;
+        }
+        out.push(Directive {
+            name,
+            args,
+            origin,
+            text: trimmed.to_string(),
+        });
+    }
+    Ok(out)
+}
+
+/// `--name arg ...` pairs from the command line: every argument up to the
+/// next one starting with `--` belongs to the name before it.
+pub fn from_command_line(words: &[String]) -> Result<Vec<Directive>, String> {
+    let mut out: Vec<Directive> = Vec::new();
+    for w in words {
+        if let Some(name) = w.strip_prefix("--") {
+            out.push(Directive {
+                name: name.to_ascii_lowercase(),
+                args: Vec::new(),
+                origin: "command line".to_string(),
+                text: String::new(),
+            });
+        } else if let Some(d) = out.last_mut() {
+            d.args.push(w.clone());
+        } else {
+            return Err(format!("unexpected argument '{w}'"));
+        }
+    }
+    for d in &mut out {
+        d.text = std::iter::once(d.name.as_str())
+            .chain(d.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ");
+    }
+    Ok(out)
+}
+
+fn fatal(origin: &str, text: &str, why: &str) -> String {
+    format!(
+        "\n*** FATAL CONFIG FILE ERROR (Redis 7.0.15) ***\nReading the configuration file, at {origin}\n>>> '{text}'\n{why}"
+    )
+}
+
+/// Applies directives in order, as a start would: what CONFIG SET refuses
+/// as immutable is set here.
+pub fn apply(config: &mut Config, directives: &[Directive]) -> Result<(), String> {
+    for d in directives {
+        let value = d.args.join(" ");
+        let bad = |why: &str| fatal(&d.origin, &d.text, why);
+        let result = match d.name.as_str() {
+            "port" => value
+                .parse()
+                .map(|p| config.port = p)
+                .map_err(|_| bad("Invalid port")),
+            "bind" if !d.args.is_empty() => {
+                config.bind = value.clone();
+                Ok(())
+            }
+            "dir" if d.args.len() == 1 => {
+                config.dir = value.clone();
+                Ok(())
+            }
+            "databases" => match value.parse::<usize>() {
+                Ok(n) if n >= 1 => {
+                    config.databases = n;
+                    Ok(())
+                }
+                _ => Err(bad("Invalid number of databases")),
+            },
+            "io-threads" => match value.parse::<usize>() {
+                Ok(n) if n >= 1 => {
+                    config.threads = n;
+                    Ok(())
+                }
+                _ => Err(bad("Invalid number of io threads")),
+            },
+            // Kvasir runs in the foreground only.
+            "daemonize" if value.eq_ignore_ascii_case("yes") => Err(bad(
+                "daemonize yes is not supported: run Kvasir under a supervisor",
+            )),
+            _ if d.args.is_empty() => Err(bad("Bad directive or wrong number of arguments")),
+            name => match config.set(name, &value) {
+                Ok(()) => Ok(()),
+                Err(SetError::Immutable) => config
+                    .stored
+                    .set_at_start(name, &value)
+                    .map_err(|why| bad(&why)),
+                Err(SetError::Unknown) => Err(bad("Bad directive or wrong number of arguments")),
+                Err(SetError::Invalid(why)) => Err(bad(&why)),
+            },
+        };
+        result?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(w: &[&str]) -> Vec<String> {
+        w.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn arguments_split_as_sdssplitargs() {
+        assert_eq!(
+            split_args(r#"save "900 1" 'it''s' "a\tb\x41" plain"#),
+            None,
+            "a quote glued to the next one"
+        );
+        assert_eq!(
+            split_args(r#"save "900 1" 'it\'s' "a\tb\x41" plain"#),
+            Some(words(&["save", "900 1", "it's", "a\tbA", "plain"]))
+        );
+        assert_eq!(split_args(r#"requirepass "open"#), None);
+        assert_eq!(split_args("  "), Some(Vec::new()));
+        assert_eq!(split_args(r#"save """#), Some(words(&["save", ""])));
+    }
+
+    #[test]
+    fn command_line_pairs_take_every_value_up_to_the_next_name() {
+        let d = from_command_line(&words(&[
+            "--save",
+            "900",
+            "1",
+            "--appendonly",
+            "no",
+            "--maxmemory",
+            "10mb",
+        ]))
+        .expect("parsed");
+        let pairs: Vec<(String, Vec<String>)> = d.into_iter().map(|d| (d.name, d.args)).collect();
+        assert_eq!(
+            pairs,
+            vec![
+                ("save".into(), words(&["900", "1"])),
+                ("appendonly".into(), words(&["no"])),
+                ("maxmemory".into(), words(&["10mb"])),
+            ]
+        );
+        assert!(from_command_line(&words(&["value-first"])).is_err());
+    }
+
+    #[test]
+    fn directives_set_runtime_and_start_only_parameters() {
+        let mut c = Config::default();
+        let d = from_command_line(&words(&[
+            "--port",
+            "7777",
+            "--databases",
+            "4",
+            "--maxmemory",
+            "1mb",
+            "--save",
+            "",
+            "--enable-debug-command",
+            "yes",
+            "--hz",
+            "20",
+        ]))
+        .expect("parsed");
+        apply(&mut c, &d).expect("applied");
+        assert_eq!(
+            (c.port, c.databases, c.maxmemory, c.hz),
+            (7777, 4, 1 << 20, 20)
+        );
+        assert_eq!(c.stored.get("enable-debug-command"), Some("yes"));
+        let bad = from_command_line(&words(&["--no-such-thing", "1"])).expect("parsed");
+        let e = apply(&mut c, &bad).expect_err("refused");
+        assert!(
+            e.contains("Bad directive or wrong number of arguments"),
+            "{e}"
+        );
+        assert!(e.contains(">>> 'no-such-thing 1'"), "{e}");
+        let bad = from_command_line(&words(&["--maxmemory", "lots"])).expect("parsed");
+        assert!(apply(&mut c, &bad).is_err());
+    }
+}
