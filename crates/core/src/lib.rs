@@ -34,6 +34,7 @@ pub mod list;
 pub mod machine;
 pub mod notify;
 pub mod rdb;
+pub mod rdb_file;
 pub mod scripting;
 pub mod server;
 pub mod set;

@@ -654,11 +654,26 @@ fn intset(b: &[u8]) -> Res<(u8, Vec<i64>)> {
 /// and encoding, rebuilt under `limits`. The body must end with the value.
 pub fn decode_value<K: Keyspace>(body: &[u8], limits: &EncodingLimits) -> Res<Value<K>> {
     let mut r = Reader::new(body);
-    let value = match r.u8()? {
+    let t = r.u8()?;
+    let value = read_value(&mut r, t, limits)?;
+    if !r.is_empty() {
+        return Err(Bad);
+    }
+    Ok(value)
+}
+
+/// Reads a value of RDB type `t` (its type byte already read) from `r`,
+/// leaving `r` after it: how an RDB file's records are read.
+pub fn read_value<K: Keyspace>(
+    r: &mut Reader<'_>,
+    t: u8,
+    limits: &EncodingLimits,
+) -> Res<Value<K>> {
+    let r = &mut *r;
+    let value = match t {
         T_STRING => Value::from_bytes(&r.string()?),
         T_LIST | T_LIST_ZIPLIST | T_LIST_QUICKLIST | T_LIST_QUICKLIST_2 => {
-            let t = body[0];
-            Value::List(Box::new(decode_list(&mut r, t, limits)?))
+            Value::List(Box::new(decode_list(r, t, limits)?))
         }
         T_SET => {
             let n = r.count(1)?;
@@ -766,14 +781,11 @@ pub fn decode_value<K: Keyspace>(body: &[u8], limits: &EncodingLimits) -> Res<Va
             Value::ZSet(Box::new(z))
         }
         t @ (T_STREAM_LISTPACKS | T_STREAM_LISTPACKS_2) => {
-            let content = decode_stream(&mut r, t == T_STREAM_LISTPACKS_2)?;
+            let content = decode_stream(r, t == T_STREAM_LISTPACKS_2)?;
             Value::Stream(Box::new(K::Stream::from_content(&content).ok_or(Bad)?))
         }
         _ => return Err(Bad),
     };
-    if !r.is_empty() {
-        return Err(Bad);
-    }
     Ok(value)
 }
 

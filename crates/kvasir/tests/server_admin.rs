@@ -1124,3 +1124,139 @@ fn redis_conf_file_and_redis_server_flags_configure_the_server() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn start_in(dir: &std::path::Path, extra: &[&str]) -> Kvasir {
+    Kvasir::start_in(dir, extra)
+}
+
+fn info_field(c: &mut Connection, section: &str, name: &str) -> String {
+    let text: String = q(c, &["INFO", section]);
+    info_fields(&text).get(name).cloned().unwrap_or_default()
+}
+
+/// SAVE and BGSAVE write dump.rdb in `dir`; a server started there loads
+/// it (values, types, expiries, databases); SHUTDOWN SAVE saves on the way
+/// out; and a dump.rdb written by redis-server 7.0 loads too.
+#[test]
+fn save_bgsave_and_a_restart_from_dump_rdb() {
+    let dir = std::env::temp_dir().join(format!("kvasir-rdb-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let fill = |c: &mut Connection| {
+        let _: () = q(c, &["SET", "s", "hello"]);
+        let _: () = q(c, &["SET", "ttl", "v", "EX", "1000"]);
+        let _: i64 = q(c, &["RPUSH", "l", "a", "b", "c"]);
+        let _: i64 = q(c, &["SADD", "set", "x", "y", "7"]);
+        let _: i64 = q(c, &["ZADD", "z", "1.5", "m", "2", "n"]);
+        let _: i64 = q(c, &["HSET", "h", "f", "v"]);
+        let _: String = q(c, &["XADD", "x", "1-1", "f", "v"]);
+        let _: i64 = q(c, &["PFADD", "hll", "a", "b", "c"]);
+        let _: () = q(c, &["SELECT", "3"]);
+        let _: () = q(c, &["SET", "in3", "yes"]);
+        let _: () = q(c, &["SELECT", "0"]);
+    };
+    let check = |c: &mut Connection, who: &str| {
+        let n: i64 = q(c, &["DBSIZE"]);
+        assert_eq!(n, 8, "{who}");
+        let l: Vec<String> = q(c, &["LRANGE", "l", "0", "-1"]);
+        assert_eq!(l, vec!["a", "b", "c"], "{who}");
+        let z: Vec<String> = q(c, &["ZRANGE", "z", "0", "-1", "WITHSCORES"]);
+        assert_eq!(z, vec!["m", "1.5", "n", "2"], "{who}");
+        let ttl: i64 = q(c, &["TTL", "ttl"]);
+        assert!((990..=1000).contains(&ttl), "{who}: ttl {ttl}");
+        let hll: i64 = q(c, &["PFCOUNT", "hll"]);
+        assert_eq!(hll, 3, "{who}");
+        let _: () = q(c, &["SELECT", "3"]);
+        let v: String = q(c, &["GET", "in3"]);
+        assert_eq!(v, "yes", "{who}");
+        let _: () = q(c, &["SELECT", "0"]);
+    };
+    let rdb = dir.join("dump.rdb");
+    {
+        let server = start_in(&dir, &[]);
+        let mut c = server.conn();
+        fill(&mut c);
+        // Kvasir counts write commands (Redis counts changed elements).
+        assert_eq!(
+            info_field(&mut c, "persistence", "rdb_changes_since_last_save"),
+            "9"
+        );
+        let before: i64 = q(&mut c, &["LASTSAVE"]);
+        std::thread::sleep(Duration::from_millis(1100));
+        let _: () = q(&mut c, &["SAVE"]);
+        assert!(rdb.exists(), "SAVE wrote no dump.rdb");
+        assert!(std::fs::read(&rdb).expect("read").starts_with(b"REDIS0010"));
+        let after: i64 = q(&mut c, &["LASTSAVE"]);
+        assert!(after > before, "LASTSAVE {before} -> {after}");
+        assert_eq!(
+            info_field(&mut c, "persistence", "rdb_changes_since_last_save"),
+            "0"
+        );
+        std::fs::remove_file(&rdb).expect("rm");
+        let started: String = q(&mut c, &["BGSAVE"]);
+        assert_eq!(started, "Background saving started");
+        assert!(common::eventually(Duration::from_secs(10), || {
+            info_field(&mut c, "persistence", "rdb_bgsave_in_progress") == "0"
+        }));
+        assert!(rdb.exists(), "BGSAVE wrote no dump.rdb");
+        assert_eq!(
+            info_field(&mut c, "persistence", "rdb_last_bgsave_status"),
+            "ok"
+        );
+        assert!(err(&mut c, &["BGSAVE", "NOW"]).contains("syntax error"));
+    }
+    {
+        let server = start_in(&dir, &[]);
+        let mut c = server.conn();
+        check(&mut c, "restarted from BGSAVE's file");
+        // SHUTDOWN SAVE writes what changed since.
+        let _: () = q(&mut c, &["SET", "late", "write"]);
+        let _ = redis::cmd("SHUTDOWN").arg("SAVE").query::<()>(&mut c);
+        let mut server = server;
+        assert!(server.wait_exit(Duration::from_secs(10)).is_some());
+    }
+    {
+        let server = start_in(&dir, &[]);
+        let mut c = server.conn();
+        let late: String = q(&mut c, &["GET", "late"]);
+        assert_eq!(late, "write");
+    }
+
+    // A dump.rdb written by redis-server loads as well.
+    let redis_dir = dir.join("from-redis");
+    std::fs::create_dir_all(&redis_dir).expect("dir");
+    let mut saved = false;
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--dir"])
+            .arg(&redis_dir)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server on PATH (scripts/install-test-deps.sh)");
+        let _guard = common::ChildGuard(Some(child));
+        let url = format!("redis://127.0.0.1:{port}/");
+        let mut conn = None;
+        common::eventually(Duration::from_secs(5), || {
+            conn = redis::Client::open(url.as_str())
+                .and_then(|c| c.get_connection())
+                .ok();
+            conn.is_some()
+        });
+        let Some(mut r) = conn else { continue };
+        fill(&mut r);
+        let _: () = q(&mut r, &["SAVE"]);
+        saved = true;
+        break;
+    }
+    assert!(saved, "redis-server did not start");
+    let server = start_in(&redis_dir, &[]);
+    let mut c = server.conn();
+    check(&mut c, "loaded from redis-server's dump.rdb");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

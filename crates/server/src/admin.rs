@@ -50,7 +50,18 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
             Reply::Int(0),
             Reply::Array(Vec::new()),
         ])),
-        C::Lastsave => Ok(Reply::Int((s.server.started_unix_ms / 1000) as i64)),
+        C::Lastsave => Ok(Reply::Int(s.server.persistence.last_save.get() as i64)),
+        C::Save if cluster.is_some() => Err(CmdError::other(crate::persistence::CLUSTER_REFUSAL)),
+        C::Save => crate::persistence::save(&s.server)
+            .map(|()| Reply::ok())
+            .map_err(CmdError::other),
+        C::Bgsave if cluster.is_some() => Err(CmdError::other(crate::persistence::CLUSTER_REFUSAL)),
+        C::Bgsave => match args.get(1) {
+            Some(a) if !eq_ic(a, "schedule") => Err(CmdError::Syntax),
+            _ => crate::persistence::bgsave(&s.server)
+                .map(|()| Reply::simple("Background saving started"))
+                .map_err(CmdError::other),
+        },
         C::Shutdown => shutdown(s, &args[1..]),
         C::Wait => return wait(s, &args[1], &args[2]),
         C::Monitor => match crate::monitor::start(s) {
@@ -317,6 +328,19 @@ fn shutdown(s: &mut Session, rest: &[Bytes]) -> AdminResult {
         if !rest.iter().any(|a| eq_ic(a, "NOSAVE")) {
             return Err(CmdError::other(busy.busy_error()));
         }
+    }
+    // Standalone, as redis-server: NOSAVE never saves, SAVE always does,
+    // neither saves when `save` points are set. A failed save cancels.
+    if s.server.cluster.is_none() {
+        let nosave = rest.iter().any(|a| eq_ic(a, "NOSAVE"));
+        let save = rest.iter().any(|a| eq_ic(a, "SAVE"));
+        let wants_save = !nosave && (save || crate::persistence::has_save_points(&s.server));
+        if wants_save && crate::persistence::save(&s.server).is_err() {
+            return Err(CmdError::other(
+                "ERR Errors trying to SHUTDOWN. Check logs.",
+            ));
+        }
+        s.server.persistence.saved_for_exit.set(true);
     }
     // Like Redis, a successful SHUTDOWN closes the connection without a reply.
     s.server.request_shutdown();

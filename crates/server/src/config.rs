@@ -29,6 +29,9 @@ pub struct Config {
     /// Milliseconds from which a command is a latency-monitor sample (0:
     /// off).
     pub latency_monitor_threshold: u64,
+    /// Standalone snapshot points, `seconds changes ...` as redis.conf's
+    /// `save` (empty: none, the default).
+    pub save: String,
     pub timeout: u64,
     pub maxmemory: u64,
     pub maxmemory_policy: String,
@@ -97,6 +100,7 @@ impl Default for Config {
             slowlog_log_slower_than: 10000,
             slowlog_max_len: 128,
             latency_monitor_threshold: 0,
+            save: String::new(),
             timeout: 0,
             maxmemory: 0,
             maxmemory_policy: "noeviction".to_string(),
@@ -251,7 +255,7 @@ impl Config {
                 kvasir_core::notify::format_flags(self.notify_keyspace_events),
             ),
             ("appendonly", "no".to_string()),
-            ("save", String::new()),
+            ("save", self.save.clone()),
         ]
     }
 
@@ -321,7 +325,13 @@ impl Config {
                 self.notify_keyspace_events = kvasir_core::notify::parse_flags(value)
                     .ok_or_else(|| SetError::Invalid(kvasir_core::notify::INVALID.into()))?
             }
-            "appendonly" | "save" => {}
+            "appendonly" => {}
+            "save" => {
+                if save_points(value).is_none() {
+                    return Err(SetError::Invalid("Invalid save parameters".into()));
+                }
+                self.save = value.split_whitespace().collect::<Vec<_>>().join(" ");
+            }
             "port" | "bind" | "dir" | "io-threads" | "databases" => return Err(SetError::Immutable),
             other => {
                 use crate::redis_params::Refused;
@@ -335,6 +345,19 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// `save` points as (seconds, changes) pairs; None if malformed. An empty
+/// string (or `""`) is no points.
+pub fn save_points(text: &str) -> Option<Vec<(u64, u64)>> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    if !words.len().is_multiple_of(2) {
+        return None;
+    }
+    words
+        .chunks(2)
+        .map(|p| Some((p[0].parse().ok()?, p[1].parse().ok()?)))
+        .collect()
 }
 
 /// Parses a redis.conf memory value: a plain number of bytes or one with a

@@ -170,8 +170,11 @@ fn section(s: &Session, name: &str, out: &mut String) {
         "persistence" => {
             let _ = write!(
                 out,
-                "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n",
-                server.started_unix_ms / 1000,
+                "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n",
+                server.dirty.get(),
+                u8::from(server.persistence.bgsave_in_progress.get()),
+                server.persistence.last_save.get(),
+                if server.persistence.last_bgsave_ok.get() { "ok" } else { "err" },
             );
         }
         "stats" => {

@@ -20,6 +20,8 @@
 //! - [`tracking`]: client-side caching (CLIENT TRACKING): who may cache
 //!   which keys, and the invalidations the write hooks ([`events`]) send.
 //!
+//! - [`persistence`]: RDB snapshots of the standalone server (SAVE,
+//!   BGSAVE, `save` points, loading dump.rdb at start).
 //! - [`maxmemory`]: commands refused while used memory is over `maxmemory`.
 //! - [`acl`]: ACL for the one `default` user.
 //! - [`latency`]: the latency monitor (LATENCY).
@@ -53,6 +55,7 @@ pub mod maxmemory;
 pub mod memory_stats;
 pub mod monitor;
 pub mod notify;
+pub mod persistence;
 pub mod pubsub;
 pub mod redis_conf;
 pub mod redis_params;

@@ -127,6 +127,10 @@ pub struct Server {
     pub peak_memory: Cell<u64>,
     /// Allocated memory when the server started (MEMORY STATS).
     pub startup_memory: u64,
+    /// RDB snapshots (standalone).
+    pub persistence: crate::persistence::SaveState,
+    /// Writes since the last snapshot (standalone; `save` points).
+    pub dirty: Cell<u64>,
     /// Used memory for the `maxmemory` admission check.
     pub memory_guard: crate::maxmemory::MemoryGuard,
     /// Cluster mode: this node's Raft groups and the cluster map.
@@ -170,6 +174,8 @@ impl Server {
             port,
             peak_memory: Cell::new(0),
             startup_memory: crate::info::used_memory(),
+            persistence: crate::persistence::SaveState::new(crate::local_store::unix_ms() / 1000),
+            dirty: Cell::new(0),
             memory_guard: Default::default(),
             cluster: None,
         }
@@ -246,6 +252,9 @@ async fn serve(config: Config) -> std::io::Result<()> {
     server.cluster = cluster;
     server.watches = watches;
     server.blocking = blocking;
+    if server.cluster.is_none() {
+        crate::persistence::load_at_start(&server).map_err(std::io::Error::other)?;
+    }
     let server = Rc::new(server);
     *cell.borrow_mut() = Rc::downgrade(&server);
     info!(
@@ -290,6 +299,7 @@ async fn serve(config: Config) -> std::io::Result<()> {
             return Err(std::io::Error::other(format!("{f}; exiting")));
         }
     }
+    crate::persistence::save_on_signal(&server).map_err(std::io::Error::other)?;
     info!("Kvasir is now ready to exit, bye bye...");
     Ok(())
 }
@@ -352,6 +362,7 @@ async fn sample_rates(server: Rc<Server>) {
 async fn clients_cron(server: Rc<Server>) {
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
+        crate::persistence::save_points_cron(&server);
         let timeout = server.config.borrow().timeout;
         if timeout == 0 {
             continue;

@@ -730,6 +730,11 @@ impl Session {
                 count_call(&mut stats, spec, parent, micros, reply.is_error());
             }
         }
+        if let Some((spec, _)) = spec {
+            if spec.flags.contains(Flags::WRITE) && !reply.is_error() {
+                self.server.dirty.set(self.server.dirty.get() + 1);
+            }
+        }
         if let Some((spec, parent)) = spec {
             let top = parent.unwrap_or(spec);
             crate::monitor::feed(&self.server, &self.info, self.db, top, spec, args);

@@ -15,6 +15,9 @@ pub struct Kvasir {
     pub child: Child,
     pub port: u16,
     pub dir: PathBuf,
+    /// Whether `dir` is removed when the server is dropped (not when the
+    /// test gave the folder, to restart a server in it).
+    owns_dir: bool,
     /// Lines the server logged after start-up (collected in the background).
     pub log: mpsc::Receiver<String>,
 }
@@ -51,10 +54,23 @@ impl Kvasir {
         Kvasir::start_with_file(None, extra)
     }
 
+    /// Like [`Kvasir::start`] with `--dir dir`, a folder the test keeps.
+    pub fn start_in(dir: &std::path::Path, extra: &[&str]) -> Kvasir {
+        Kvasir::spawn(None, dir.to_path_buf(), false, extra)
+    }
+
     /// Like [`Kvasir::start`], with a redis.conf file given first, as
     /// redis-server takes it.
     pub fn start_with_file(conf: Option<&std::path::Path>, extra: &[&str]) -> Kvasir {
-        let dir = temp_dir();
+        Kvasir::spawn(conf, temp_dir(), true, extra)
+    }
+
+    fn spawn(
+        conf: Option<&std::path::Path>,
+        dir: PathBuf,
+        owns_dir: bool,
+        extra: &[&str],
+    ) -> Kvasir {
         let mut child = Command::new(env!("CARGO_BIN_EXE_kvasir"))
             .arg("server")
             .args(conf)
@@ -95,6 +111,7 @@ impl Kvasir {
             child,
             port,
             dir,
+            owns_dir,
             log: rx,
         }
     }
@@ -161,7 +178,9 @@ impl Drop for Kvasir {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if self.owns_dir {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 

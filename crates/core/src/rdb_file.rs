@@ -1,0 +1,248 @@
+//! Whole RDB files, as redis-server 7.0 writes them (version 10) and reads
+//! them (versions up to 11, Redis 7.2's): the header, auxiliary fields,
+//! one section per non-empty database (SELECTDB, RESIZEDB), each key with
+//! its expiry, then EOF and the CRC64 of everything before. Values use the
+//! encodings of DUMP/RESTORE ([`crate::rdb`]). This is how a standalone
+//! server snapshots (SAVE, BGSAVE, SHUTDOWN SAVE) and starts from a
+//! dump.rdb, its own or one redis-server wrote.
+
+use crate::keyspace::Keyspace;
+use crate::rdb::{self, Reader};
+use crate::store::Store;
+
+const MAGIC: &[u8] = b"REDIS";
+/// The newest RDB version read (Redis 7.2 writes 11).
+const MAX_READ_VERSION: u16 = 11;
+
+const OP_FUNCTION_PRE_GA: u8 = 246;
+const OP_FUNCTION2: u8 = 245;
+const OP_MODULE_AUX: u8 = 247;
+const OP_IDLE: u8 = 248;
+const OP_FREQ: u8 = 249;
+const OP_AUX: u8 = 250;
+const OP_RESIZEDB: u8 = 251;
+const OP_EXPIRETIME_MS: u8 = 252;
+const OP_EXPIRETIME: u8 = 253;
+const OP_SELECTDB: u8 = 254;
+const OP_EOF: u8 = 255;
+
+/// Writes `store` as an RDB file image. Keys already expired at `now_ms`
+/// are left out.
+pub fn write<K: Keyspace>(store: &Store<K>, now_ms: u64, used_memory: u64, out: &mut Vec<u8>) {
+    out.extend_from_slice(format!("REDIS{:04}", rdb::RDB_VERSION).as_bytes());
+    for (name, value) in [
+        ("redis-ver", "7.0.15".to_string()),
+        ("redis-bits", "64".to_string()),
+        ("ctime", (now_ms / 1000).to_string()),
+        ("used-mem", used_memory.to_string()),
+        ("aof-base", "0".to_string()),
+    ] {
+        out.push(OP_AUX);
+        rdb::put_string(out, name.as_bytes());
+        rdb::put_string(out, value.as_bytes());
+    }
+    let mut value = Vec::new();
+    for i in 0..store.databases() {
+        let db = store.db(i);
+        let live = db.iter().filter(|e| !e.is_expired(now_ms));
+        let (keys, expires) = live.fold((0u64, 0u64), |(k, x), e| {
+            (k + 1, x + u64::from(e.expire_at().is_some()))
+        });
+        if keys == 0 {
+            continue;
+        }
+        out.push(OP_SELECTDB);
+        rdb::put_len(out, i as u64);
+        out.push(OP_RESIZEDB);
+        rdb::put_len(out, keys);
+        rdb::put_len(out, expires);
+        for e in db.iter().filter(|e| !e.is_expired(now_ms)) {
+            if let Some(at) = e.expire_at() {
+                out.push(OP_EXPIRETIME_MS);
+                out.extend_from_slice(&at.to_le_bytes());
+            }
+            value.clear();
+            rdb::encode_value(e.value, &mut value);
+            // A record is the type byte, the key, then the value's body.
+            out.push(value[0]);
+            rdb::put_string(out, e.key);
+            out.extend_from_slice(&value[1..]);
+        }
+    }
+    out.push(OP_EOF);
+    let crc = rdb::crc64(0, out);
+    out.extend_from_slice(&crc.to_le_bytes());
+}
+
+/// What a load found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Loaded {
+    pub keys: u64,
+    /// Keys already expired, not loaded (as a Redis master does).
+    pub expired: u64,
+    /// Function libraries in the file, not loaded.
+    pub functions: u64,
+}
+
+/// Loads an RDB file image into `store` (which should be empty: keys in
+/// the file replace keys of the same name). An error names what is wrong;
+/// the store may then hold part of the file.
+pub fn read<K: Keyspace>(
+    bytes: &[u8],
+    store: &mut Store<K>,
+    now_ms: u64,
+) -> Result<Loaded, String> {
+    let bad = |what: &str| format!("Bad file format reading the RDB file: {what}");
+    if bytes.len() < 9 || &bytes[..5] != MAGIC {
+        return Err("Wrong signature trying to load DB from file".into());
+    }
+    let version: u16 = std::str::from_utf8(&bytes[5..9])
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| bad("version"))?;
+    if version == 0 || version > MAX_READ_VERSION {
+        return Err(format!("Can't handle RDB format version {version}"));
+    }
+    let mut body = &bytes[9..];
+    if version >= 5 {
+        // The checksum closes the file; zero means it was not computed.
+        let Some(split) = bytes.len().checked_sub(8).filter(|&s| s >= 9) else {
+            return Err(bad("no checksum"));
+        };
+        let mut stored = [0u8; 8];
+        stored.copy_from_slice(&bytes[split..]);
+        let stored = u64::from_le_bytes(stored);
+        if stored != 0 && rdb::crc64(0, &bytes[..split]) != stored {
+            return Err("Wrong RDB checksum. Aborting now.".into());
+        }
+        body = &bytes[9..split];
+    }
+    let mut r = Reader::new(body);
+    let mut loaded = Loaded::default();
+    let mut db = 0usize;
+    let mut expire_at: Option<u64> = None;
+    loop {
+        let op = r.u8().map_err(|_| bad("unexpected end"))?;
+        match op {
+            OP_EOF => break,
+            OP_AUX => {
+                r.string().map_err(|_| bad("aux field"))?;
+                r.string().map_err(|_| bad("aux field"))?;
+            }
+            OP_SELECTDB => {
+                let n = r.len().map_err(|_| bad("database number"))?;
+                if n >= store.databases() as u64 {
+                    return Err(format!(
+                        "FATAL: Data file was created with a Redis server configured to handle more than {} databases. Exiting",
+                        store.databases()
+                    ));
+                }
+                db = n as usize;
+            }
+            OP_RESIZEDB => {
+                r.len().map_err(|_| bad("resizedb"))?;
+                r.len().map_err(|_| bad("resizedb"))?;
+            }
+            OP_EXPIRETIME_MS => {
+                let b = r.take(8).map_err(|_| bad("expire"))?;
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                expire_at = Some(i64::from_le_bytes(a).max(0) as u64);
+            }
+            OP_EXPIRETIME => {
+                let b = r.take(4).map_err(|_| bad("expire"))?;
+                let mut a = [0u8; 4];
+                a.copy_from_slice(b);
+                expire_at = Some(i32::from_le_bytes(a).max(0) as u64 * 1000);
+            }
+            OP_IDLE => {
+                r.len().map_err(|_| bad("idle"))?;
+            }
+            OP_FREQ => {
+                r.u8().map_err(|_| bad("freq"))?;
+            }
+            OP_FUNCTION2 | OP_FUNCTION_PRE_GA => {
+                r.string().map_err(|_| bad("function library"))?;
+                loaded.functions += 1;
+            }
+            OP_MODULE_AUX => {
+                return Err("The RDB file holds module data; Kvasir has no modules".into())
+            }
+            t => {
+                let key = r.string().map_err(|_| bad("key"))?.into_owned();
+                let value = rdb::read_value::<K>(&mut r, t, &store.limits)
+                    .map_err(|_| bad(&format!("value of type {t}")))?;
+                match expire_at.take() {
+                    Some(at) if at <= now_ms => loaded.expired += 1,
+                    at => {
+                        store.db_mut(db).set(&key, value, at);
+                        loaded.keys += 1;
+                    }
+                }
+            }
+        }
+    }
+    if !r.is_empty() {
+        return Err(bad("data after EOF"));
+    }
+    Ok(loaded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::digest;
+
+    #[test]
+    fn a_written_file_loads_into_the_same_state() {
+        let mut st: Store = Store::new(4);
+        let ctx = crate::store::Ctx {
+            now_ms: 1_000,
+            seed: 1,
+        };
+        let run = |st: &mut Store, args: &[&str]| {
+            let args: Vec<bytes::Bytes> = args
+                .iter()
+                .map(|a| bytes::Bytes::copy_from_slice(a.as_bytes()))
+                .collect();
+            st.apply(0, &args, &ctx).expect("applied");
+        };
+        run(&mut st, &["SET", "s", "hello"]);
+        run(&mut st, &["SET", "n", "12345"]);
+        run(&mut st, &["RPUSH", "l", "a", "b", "c"]);
+        run(&mut st, &["SADD", "set", "x", "y", "7"]);
+        run(&mut st, &["ZADD", "z", "1.5", "m", "2", "n"]);
+        run(&mut st, &["HSET", "h", "f", "v", "g", "w"]);
+        run(&mut st, &["XADD", "x", "1-1", "f", "v"]);
+        run(&mut st, &["PEXPIRE", "s", "100000"]);
+        run(&mut st, &["SET", "gone", "x", "PX", "1"]);
+        let mut image = Vec::new();
+        write(&st, 5_000, 0, &mut image);
+        assert!(image.starts_with(b"REDIS0010"));
+        let mut back: Store = Store::new(4);
+        let loaded = read(&image, &mut back, 5_000).expect("loads");
+        assert_eq!(
+            loaded,
+            Loaded {
+                keys: 7,
+                expired: 0,
+                functions: 0
+            }
+        );
+        // The expired key was not written; everything else is the same.
+        run(&mut st, &["DEL", "gone"]);
+        assert_eq!(digest(&back), digest(&st));
+        assert_eq!(
+            back.db(0).get(b"s").and_then(|e| e.expire_at()),
+            Some(101_000)
+        );
+
+        // A flipped byte fails the checksum; a cut file fails too.
+        let mut broken = image.clone();
+        let at = broken.len() / 2;
+        broken[at] ^= 0x40;
+        assert!(read(&broken, &mut Store::new(4), 5_000).is_err());
+        assert!(read(&image[..image.len() - 12], &mut Store::new(4), 5_000).is_err());
+        assert!(read(b"NOTRDB0010", &mut Store::new(4), 5_000).is_err());
+    }
+}

@@ -1,0 +1,211 @@
+//! RDB snapshots of the standalone server, as redis-server keeps them: SAVE
+//! writes `dbfilename` (dump.rdb) in `dir` at once, BGSAVE takes the image
+//! on the data thread (a point in time, as Redis's fork does) and writes it
+//! on a blocking thread, SHUTDOWN SAVE saves before exiting, and a server
+//! starts from the file if there is one. Files go to a temporary name,
+//! fsync, then rename, so a crash leaves the old file or the new one.
+//!
+//! In cluster mode every write is in the Raft log and snapshots already:
+//! these commands answer an error there, and the file is not read.
+
+use crate::listener::Server;
+use std::cell::Cell;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use tracing::{info, warn};
+
+/// The state INFO persistence and LASTSAVE report.
+pub struct SaveState {
+    /// Unix seconds of the last successful save (the start until then).
+    pub last_save: Cell<u64>,
+    pub bgsave_in_progress: Cell<bool>,
+    pub last_bgsave_ok: Cell<bool>,
+    /// SHUTDOWN decided about saving already (signals did not).
+    pub saved_for_exit: Cell<bool>,
+}
+
+impl SaveState {
+    pub fn new(now_secs: u64) -> SaveState {
+        SaveState {
+            last_save: Cell::new(now_secs),
+            bgsave_in_progress: Cell::new(false),
+            last_bgsave_ok: Cell::new(true),
+            saved_for_exit: Cell::new(false),
+        }
+    }
+}
+
+pub const CLUSTER_REFUSAL: &str =
+    "ERR SAVE and BGSAVE are for a standalone server: in cluster mode every write is in the Raft log and its snapshots";
+
+/// The snapshot file: `dbfilename`, relative to `dir` (the working folder).
+fn rdb_path(server: &Server) -> PathBuf {
+    let config = server.config.borrow();
+    PathBuf::from(config.stored.get("dbfilename").unwrap_or("dump.rdb"))
+}
+
+/// The image of the standalone store now.
+fn image(server: &Server) -> Vec<u8> {
+    let now_ms = crate::local_store::unix_ms();
+    let mut out = Vec::new();
+    kvasir_core::rdb_file::write(
+        server.local_store.borrow().store(),
+        now_ms,
+        crate::info::used_memory(),
+        &mut out,
+    );
+    out
+}
+
+/// Writes `bytes` to `path` through a temporary file, fsynced, renamed.
+fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let temp = path.with_file_name(format!("temp-{}.rdb", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&temp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&temp, path)?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::File::open(dir)?.sync_all()?;
+        } else {
+            std::fs::File::open(".")?.sync_all()?;
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result
+}
+
+/// SAVE: the snapshot, written before the reply.
+pub fn save(server: &Server) -> Result<(), String> {
+    if server.persistence.bgsave_in_progress.get() {
+        return Err("ERR Background save already in progress".into());
+    }
+    let bytes = image(server);
+    let dirty = server.dirty.get();
+    let path = rdb_path(server);
+    match write_file(&path, &bytes) {
+        Ok(()) => {
+            server.dirty.set(server.dirty.get() - dirty);
+            server
+                .persistence
+                .last_save
+                .set(crate::local_store::unix_ms() / 1000);
+            info!("DB saved on disk");
+            Ok(())
+        }
+        Err(e) => {
+            warn!("Failed saving the DB: {e}");
+            Err("ERR".into())
+        }
+    }
+}
+
+/// BGSAVE: the image now, written on a blocking thread.
+pub fn bgsave(server: &std::rc::Rc<Server>) -> Result<(), String> {
+    let state = &server.persistence;
+    if state.bgsave_in_progress.get() {
+        return Err("ERR Background save already in progress".into());
+    }
+    let bytes = image(server);
+    let dirty = server.dirty.get();
+    let path = rdb_path(server);
+    state.bgsave_in_progress.set(true);
+    info!("Background saving started");
+    let server = server.clone();
+    tokio::task::spawn_local(async move {
+        let written = tokio::task::spawn_blocking(move || write_file(&path, &bytes)).await;
+        let state = &server.persistence;
+        state.bgsave_in_progress.set(false);
+        match written {
+            Ok(Ok(())) => {
+                server.dirty.set(server.dirty.get().saturating_sub(dirty));
+                state.last_save.set(crate::local_store::unix_ms() / 1000);
+                state.last_bgsave_ok.set(true);
+                info!("Background saving terminated with success");
+            }
+            Ok(Err(e)) => {
+                state.last_bgsave_ok.set(false);
+                warn!("Background saving error: {e}");
+            }
+            Err(e) => {
+                state.last_bgsave_ok.set(false);
+                warn!("Background saving error: {e}");
+            }
+        }
+    });
+    Ok(())
+}
+
+/// At start (standalone): loads the snapshot file if there is one. An
+/// unreadable file stops the start, as in Redis.
+pub fn load_at_start(server: &Server) -> Result<(), String> {
+    let path = rdb_path(server);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let started = std::time::Instant::now();
+    let now_ms = crate::local_store::unix_ms();
+    let loaded = server
+        .local_store
+        .borrow_mut()
+        .with_store(|store| kvasir_core::rdb_file::read(&bytes, store, now_ms))
+        .map_err(|e| format!("{} ({})", e, path.display()))?;
+    if loaded.functions > 0 {
+        warn!(
+            libraries = loaded.functions,
+            "the RDB file holds function libraries: they are not loaded"
+        );
+    }
+    info!(
+        keys = loaded.keys,
+        expired = loaded.expired,
+        "DB loaded from disk: {:.3} seconds",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Takes a BGSAVE when a `save` point is reached: at least `changes`
+/// writes and `seconds` since the last save.
+pub fn save_points_cron(server: &std::rc::Rc<Server>) {
+    if server.cluster.is_some() || server.persistence.bgsave_in_progress.get() {
+        return;
+    }
+    let dirty = server.dirty.get();
+    if dirty == 0 {
+        return;
+    }
+    let points = crate::config::save_points(&server.config.borrow().save).unwrap_or_default();
+    let since =
+        (crate::local_store::unix_ms() / 1000).saturating_sub(server.persistence.last_save.get());
+    if points
+        .iter()
+        .any(|&(secs, changes)| dirty >= changes && since >= secs)
+    {
+        info!("{dirty} changes in {since} seconds. Saving...");
+        let _ = bgsave(server);
+    }
+}
+
+/// Whether `save` points are configured.
+pub fn has_save_points(server: &Server) -> bool {
+    crate::config::save_points(&server.config.borrow().save).is_some_and(|p| !p.is_empty())
+}
+
+/// On SIGTERM or SIGINT (standalone): saves when `save` points are set, as
+/// redis-server does; an error if that failed.
+pub fn save_on_signal(server: &Server) -> Result<(), String> {
+    if server.cluster.is_some()
+        || server.persistence.saved_for_exit.get()
+        || !has_save_points(server)
+    {
+        return Ok(());
+    }
+    info!("Saving the final RDB snapshot before exiting.");
+    save(server).map_err(|_| "Error trying to save the DB before exiting".to_string())
+}
