@@ -1260,3 +1260,46 @@ fn save_bgsave_and_a_restart_from_dump_rdb() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `save` points: a BGSAVE runs once enough writes and seconds passed, and
+/// SIGTERM saves before the server exits.
+#[test]
+fn save_points_snapshot_in_the_background_and_on_sigterm() {
+    let dir = std::env::temp_dir().join(format!("kvasir-savepoints-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let rdb = dir.join("dump.rdb");
+    let mut server = Kvasir::start_in(&dir, &["--save", "1 2"]);
+    let mut c = server.conn();
+    let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "save"]);
+    assert_eq!(got, vec!["save", "1 2"]);
+    let _: () = q(&mut c, &["SET", "a", "1"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        !rdb.exists(),
+        "saved after one write of the two the point asks"
+    );
+    let _: () = q(&mut c, &["SET", "b", "2"]);
+    assert!(
+        common::eventually(Duration::from_secs(5), || rdb.exists()),
+        "no snapshot after the save point was reached"
+    );
+    let _: () = q(&mut c, &["SET", "c", "3"]);
+    // SIGTERM: saves, then exits.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(server.child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    assert!(server.wait_exit(Duration::from_secs(10)).is_some());
+    drop(server);
+    let server = Kvasir::start_in(&dir, &[]);
+    let mut c = server.conn();
+    let v: Option<String> = q(&mut c, &["GET", "c"]);
+    assert_eq!(
+        v.as_deref(),
+        Some("3"),
+        "the write before SIGTERM was not saved"
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
