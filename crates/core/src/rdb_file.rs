@@ -41,6 +41,11 @@ pub fn write<K: Keyspace>(store: &Store<K>, now_ms: u64, used_memory: u64, out: 
         rdb::put_string(out, name.as_bytes());
         rdb::put_string(out, value.as_bytes());
     }
+    // Function libraries come before the keys, as Redis 7 writes them.
+    for library in store.scripts.libraries.values() {
+        out.push(OP_FUNCTION2);
+        rdb::put_string(out, &library.code);
+    }
     let mut value = Vec::new();
     for i in 0..store.databases() {
         let db = store.db(i);
@@ -80,7 +85,7 @@ pub struct Loaded {
     pub keys: u64,
     /// Keys already expired, not loaded (as a Redis master does).
     pub expired: u64,
-    /// Function libraries in the file, not loaded.
+    /// Function libraries loaded (they replace the store's).
     pub functions: u64,
 }
 
@@ -121,6 +126,7 @@ pub fn read<K: Keyspace>(
     let mut loaded = Loaded::default();
     let mut db = 0usize;
     let mut expire_at: Option<u64> = None;
+    let mut libraries = Vec::new();
     loop {
         let op = r.u8().map_err(|_| bad("unexpected end"))?;
         match op {
@@ -162,8 +168,8 @@ pub fn read<K: Keyspace>(
                 r.u8().map_err(|_| bad("freq"))?;
             }
             OP_FUNCTION2 | OP_FUNCTION_PRE_GA => {
-                r.string().map_err(|_| bad("function library"))?;
-                loaded.functions += 1;
+                let code = r.string().map_err(|_| bad("function library"))?;
+                libraries.push(bytes::Bytes::from(code.into_owned()));
             }
             OP_MODULE_AUX => {
                 return Err("The RDB file holds module data; Kvasir has no modules".into())
@@ -184,6 +190,11 @@ pub fn read<K: Keyspace>(
     }
     if !r.is_empty() {
         return Err(bad("data after EOF"));
+    }
+    if !libraries.is_empty() {
+        loaded.functions = libraries.len() as u64;
+        crate::scripting::function::restore_libraries(store, libraries)
+            .map_err(|e| format!("Failed loading the RDB's function libraries: {e:?}"))?;
     }
     Ok(loaded)
 }
@@ -216,6 +227,14 @@ mod tests {
         run(&mut st, &["XADD", "x", "1-1", "f", "v"]);
         run(&mut st, &["PEXPIRE", "s", "100000"]);
         run(&mut st, &["SET", "gone", "x", "PX", "1"]);
+        run(
+            &mut st,
+            &[
+                "FUNCTION",
+                "LOAD",
+                "#!lua name=lib\nredis.register_function('f', function() return 1 end)",
+            ],
+        );
         let mut image = Vec::new();
         write(&st, 5_000, 0, &mut image);
         assert!(image.starts_with(b"REDIS0010"));
@@ -226,9 +245,10 @@ mod tests {
             Loaded {
                 keys: 7,
                 expired: 0,
-                functions: 0
+                functions: 1
             }
         );
+        assert!(back.scripts.libraries.contains_key("lib"));
         // The expired key was not written; everything else is the same.
         run(&mut st, &["DEL", "gone"]);
         assert_eq!(digest(&back), digest(&st));

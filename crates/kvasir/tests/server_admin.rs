@@ -1154,6 +1154,14 @@ fn save_bgsave_and_a_restart_from_dump_rdb() {
         let _: () = q(c, &["SELECT", "3"]);
         let _: () = q(c, &["SET", "in3", "yes"]);
         let _: () = q(c, &["SELECT", "0"]);
+        let _: String = q(
+            c,
+            &[
+                "FUNCTION",
+                "LOAD",
+                "#!lua name=lib\nredis.register_function('seven', function() return 7 end)",
+            ],
+        );
     };
     let check = |c: &mut Connection, who: &str| {
         let n: i64 = q(c, &["DBSIZE"]);
@@ -1166,6 +1174,8 @@ fn save_bgsave_and_a_restart_from_dump_rdb() {
         assert!((990..=1000).contains(&ttl), "{who}: ttl {ttl}");
         let hll: i64 = q(c, &["PFCOUNT", "hll"]);
         assert_eq!(hll, 3, "{who}");
+        let seven: i64 = q(c, &["FCALL", "seven", "0"]);
+        assert_eq!(seven, 7, "{who}: the function library");
         let _: () = q(c, &["SELECT", "3"]);
         let v: String = q(c, &["GET", "in3"]);
         assert_eq!(v, "yes", "{who}");

@@ -155,14 +155,9 @@ pub fn load_at_start(server: &Server) -> Result<(), String> {
         .borrow_mut()
         .with_store(|store| kvasir_core::rdb_file::read(&bytes, store, now_ms))
         .map_err(|e| format!("{} ({})", e, path.display()))?;
-    if loaded.functions > 0 {
-        warn!(
-            libraries = loaded.functions,
-            "the RDB file holds function libraries: they are not loaded"
-        );
-    }
     info!(
         keys = loaded.keys,
+        libraries = loaded.functions,
         expired = loaded.expired,
         "DB loaded from disk: {:.3} seconds",
         started.elapsed().as_secs_f64()
