@@ -547,3 +547,59 @@ fn acl_answers_for_the_default_user_as_redis_does() {
         ]
     );
 }
+
+#[test]
+fn debug_is_refused_by_default_and_serves_test_suites_when_enabled() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    assert!(err(&mut c, &["DEBUG", "SLEEP", "0"]).starts_with("ERR DEBUG command not allowed."));
+    drop(server);
+
+    let server = Kvasir::start(&["--enable-debug-command", "yes"]);
+    let mut c = server.conn();
+    let _: () = q(&mut c, &["SET", "k", "hello"]);
+    let _: i64 = q(&mut c, &["RPUSH", "l", "a", "b"]);
+    let obj: String = q(&mut c, &["DEBUG", "OBJECT", "k"]);
+    assert!(
+        obj.starts_with("Value at:") && obj.contains(" encoding:embstr serializedlength:6 "),
+        "{obj}"
+    );
+    let obj: String = q(&mut c, &["DEBUG", "OBJECT", "l"]);
+    assert!(
+        obj.contains(" encoding:quicklist serializedlength:16 "),
+        "{obj}"
+    );
+    assert_eq!(
+        err(&mut c, &["DEBUG", "OBJECT", "nokey"]),
+        "ERR no such key"
+    );
+    let before: String = q(&mut c, &["DEBUG", "DIGEST"]);
+    assert_eq!(before.len(), 40);
+    let values: Vec<String> = q(&mut c, &["DEBUG", "DIGEST-VALUE", "k", "nokey"]);
+    assert_eq!(values[1], "0".repeat(40));
+    assert_ne!(values[0], values[1]);
+    // RELOAD: saved, emptied, loaded back: the same contents.
+    let _: () = q(&mut c, &["DEBUG", "RELOAD"]);
+    let after: String = q(&mut c, &["DEBUG", "DIGEST"]);
+    assert_eq!(before, after);
+    let v: String = q(&mut c, &["GET", "k"]);
+    assert_eq!(v, "hello");
+    // With active expiry off an expired key stays stored (DBSIZE counts
+    // it) until it is touched or expiry is on again.
+    let _: () = q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    let _: () = q(&mut c, &["SET", "e", "v", "PX", "20"]);
+    std::thread::sleep(Duration::from_millis(400));
+    let n: i64 = q(&mut c, &["DBSIZE"]);
+    assert_eq!(n, 3, "the expiry cycle ran while off");
+    let _: () = q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
+    assert!(common::eventually(Duration::from_secs(5), || {
+        q::<i64>(&mut c, &["DBSIZE"]) == 2
+    }));
+    let t = Instant::now();
+    let _: () = q(&mut c, &["DEBUG", "SLEEP", "0.2"]);
+    assert!(t.elapsed() >= Duration::from_millis(190));
+    assert!(err(&mut c, &["DEBUG", "SEGFAULT"]).starts_with("ERR unknown subcommand"));
+    let _: () = q(&mut c, &["FLUSHALL"]);
+    let empty: String = q(&mut c, &["DEBUG", "DIGEST"]);
+    assert_eq!(empty, "0".repeat(40));
+}

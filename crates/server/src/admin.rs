@@ -103,6 +103,7 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
         C::Slowlog(sub) => slowlog(s, sub, args),
         C::Latency(sub) => Ok(latency(s, sub, args)),
         C::Acl(sub) => crate::acl::run(s, sub, args),
+        C::Debug => crate::debug::run(s, args),
         C::Memory(MemoryCmd::Stats) => Ok(crate::memory_stats::stats(&s.server)),
         C::Memory(MemoryCmd::Doctor) => Ok(text_reply(crate::memory_stats::doctor(&s.server))),
         C::Memory(MemoryCmd::MallocStats) => Ok(text_reply(crate::memory_stats::malloc_stats())),

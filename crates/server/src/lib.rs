@@ -24,6 +24,7 @@
 //!   BGSAVE, `save` points, loading dump.rdb at start).
 //! - [`maxmemory`]: commands refused while used memory is over `maxmemory`.
 //! - [`acl`]: ACL for the one `default` user.
+//! - [`debug`]: DEBUG, behind `enable-debug-command`.
 //! - [`latency`]: the latency monitor (LATENCY).
 //! - [`memory_stats`]: MEMORY STATS, DOCTOR, MALLOC-STATS and PURGE.
 //! - [`client_pause`]: CLIENT PAUSE and UNPAUSE, which hold connections'
@@ -45,6 +46,7 @@ pub mod client_pause;
 pub mod clients;
 pub mod cluster;
 pub mod config;
+pub mod debug;
 pub mod events;
 pub mod info;
 pub mod io_threads;

@@ -131,6 +131,8 @@ pub struct Server {
     pub persistence: crate::persistence::SaveState,
     /// Writes since the last snapshot (standalone; `save` points).
     pub dirty: Cell<u64>,
+    /// The active expiry cycle runs (DEBUG SET-ACTIVE-EXPIRE).
+    pub active_expire: Cell<bool>,
     /// Used memory for the `maxmemory` admission check.
     pub memory_guard: crate::maxmemory::MemoryGuard,
     /// Cluster mode: this node's Raft groups and the cluster map.
@@ -176,6 +178,7 @@ impl Server {
             startup_memory: crate::info::used_memory(),
             persistence: crate::persistence::SaveState::new(crate::local_store::unix_ms() / 1000),
             dirty: Cell::new(0),
+            active_expire: Cell::new(true),
             memory_guard: Default::default(),
             cluster: None,
         }

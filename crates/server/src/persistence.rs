@@ -142,12 +142,17 @@ pub fn bgsave(server: &std::rc::Rc<Server>) -> Result<(), String> {
 /// At start (standalone): loads the snapshot file if there is one. An
 /// unreadable file stops the start, as in Redis.
 pub fn load_at_start(server: &Server) -> Result<(), String> {
+    if !rdb_path(server).exists() {
+        return Ok(());
+    }
+    load_file(server)
+}
+
+/// Loads the snapshot file into the standalone store (DEBUG RELOAD, and
+/// the start).
+pub fn load_file(server: &Server) -> Result<(), String> {
     let path = rdb_path(server);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-    };
+    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let started = std::time::Instant::now();
     let now_ms = crate::local_store::unix_ms();
     let loaded = server

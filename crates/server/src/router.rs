@@ -187,6 +187,9 @@ pub async fn expire_loop(server: Rc<Server>) {
     loop {
         let hz = server.config.borrow().hz.max(1);
         tokio::time::sleep(Duration::from_millis(1000 / hz as u64)).await;
+        if !server.active_expire.get() {
+            continue;
+        }
         let now = crate::local_store::unix_ms();
         let shards = server.led_shards();
         let budget = (MAX_VISITS_PER_CYCLE / shards.len().max(1)).max(1_000);

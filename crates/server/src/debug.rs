@@ -1,0 +1,204 @@
+//! DEBUG, behind Redis 7.0's `enable-debug-command` (no by default; `yes`,
+//! or `local` for loopback connections, set at start): SLEEP, OBJECT,
+//! DIGEST, DIGEST-VALUE, RELOAD, SET-ACTIVE-EXPIRE, CHANGE-REPL-ID, LOG and
+//! HELP, as the test suites of Redis clients use them. The subcommands
+//! that crash or corrupt the server on purpose (SEGFAULT, PANIC, ASSERT,
+//! OOM...) are not built: no input may crash Kvasir. OBJECT, DIGEST-VALUE
+//! and RELOAD read the standalone store; in cluster mode they answer an
+//! error.
+
+use crate::session::Session;
+use bytes::Bytes;
+use kvasir_core::args::eq_ic;
+use kvasir_core::CmdError;
+use kvasir_resp::Reply;
+use std::time::Duration;
+
+const NOT_ALLOWED: &str = "ERR DEBUG command not allowed. If the enable-debug-command option is \
+     set to \"local\", you can run it from a local connection, otherwise you need to set this \
+     option in the configuration file, and then restart the server.";
+const STANDALONE_ONLY: &str =
+    "ERR this DEBUG subcommand reads the standalone store: not in cluster mode";
+
+/// Whether this connection may run DEBUG.
+fn allowed(s: &Session) -> bool {
+    let config = s.server.config.borrow();
+    match config.stored.get("enable-debug-command").unwrap_or("no") {
+        "yes" => true,
+        "local" => s.info.addr.ip().is_loopback(),
+        _ => false,
+    }
+}
+
+fn unknown(sub: &[u8]) -> CmdError {
+    CmdError::other(format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+        String::from_utf8_lossy(sub)
+    ))
+}
+
+fn hex40(v: u64) -> String {
+    if v == 0 {
+        "0".repeat(40)
+    } else {
+        format!("{v:040x}")
+    }
+}
+
+pub fn run(s: &mut Session, args: &[Bytes]) -> Result<Reply, CmdError> {
+    if !allowed(s) {
+        return Err(CmdError::other(NOT_ALLOWED));
+    }
+    let sub = &args[1];
+    let rest = &args[2..];
+    let standalone = s.server.cluster.is_none();
+    match () {
+        _ if eq_ic(sub, "help") => Ok(kvasir_core::table::help_reply(HELP)),
+        _ if eq_ic(sub, "sleep") && rest.len() == 1 => {
+            let secs: f64 = std::str::from_utf8(&rest[0])
+                .ok()
+                .and_then(|t| t.parse().ok())
+                .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+                .ok_or(CmdError::NotFloat)?;
+            // As in Redis, the whole server sleeps (the data thread).
+            std::thread::sleep(Duration::from_secs_f64(secs.min(3600.0)));
+            Ok(Reply::ok())
+        }
+        _ if eq_ic(sub, "set-active-expire") && rest.len() == 1 => {
+            let on = kvasir_core::args::parse_i64(&rest[0]).map_err(|_| CmdError::NotInteger)?;
+            s.server.active_expire.set(on != 0);
+            Ok(Reply::ok())
+        }
+        _ if eq_ic(sub, "change-repl-id") && rest.is_empty() => Ok(Reply::ok()),
+        _ if eq_ic(sub, "log") && rest.len() == 1 => {
+            tracing::warn!("DEBUG LOG: {}", String::from_utf8_lossy(&rest[0]));
+            Ok(Reply::ok())
+        }
+        _ if eq_ic(sub, "digest") && rest.is_empty() => {
+            if !standalone {
+                return Err(CmdError::other(STANDALONE_ONLY));
+            }
+            let shard = s.server.local_store.borrow();
+            let store = shard.store();
+            let empty = (0..store.databases()).all(|i| store.db(i).is_empty());
+            let digest = if empty {
+                0
+            } else {
+                kvasir_core::snapshot::digest(store)
+            };
+            Ok(Reply::Simple(hex40(digest).into()))
+        }
+        _ if eq_ic(sub, "digest-value") => {
+            if !standalone {
+                return Err(CmdError::other(STANDALONE_ONLY));
+            }
+            let now = crate::local_store::unix_ms();
+            let shard = s.server.local_store.borrow();
+            let store = shard.store();
+            Ok(Reply::Array(
+                rest.iter()
+                    .map(|key| {
+                        let d = kvasir_core::snapshot::watch_digest(store, s.db, key, now);
+                        Reply::Simple(hex40(d).into())
+                    })
+                    .collect(),
+            ))
+        }
+        _ if eq_ic(sub, "object") && rest.len() == 1 => {
+            if !standalone {
+                return Err(CmdError::other(STANDALONE_ONLY));
+            }
+            object(s, &rest[0])
+        }
+        _ if eq_ic(sub, "reload") => {
+            if !standalone {
+                return Err(CmdError::other(STANDALONE_ONLY));
+            }
+            reload(s, rest)
+        }
+        _ => Err(unknown(sub)),
+    }
+}
+
+/// DEBUG OBJECT key: Redis's line, with the encoding OBJECT ENCODING gives
+/// and the value's serialized (RDB) length.
+fn object(s: &Session, key: &[u8]) -> Result<Reply, CmdError> {
+    let now = crate::local_store::unix_ms();
+    let shard = s.server.local_store.borrow();
+    let store = shard.store();
+    let entry = store
+        .db(s.db)
+        .get(key)
+        .filter(|e| !e.is_expired(now))
+        .ok_or_else(|| CmdError::other("ERR no such key"))?;
+    let mut body = Vec::new();
+    kvasir_core::rdb::encode_value(entry.value, &mut body);
+    let lru = (now / 1000) & ((1 << 24) - 1);
+    Ok(Reply::Simple(
+        format!(
+            "Value at:{:p} refcount:1 encoding:{} serializedlength:{} lru:{lru} lru_seconds_idle:0",
+            entry.value,
+            kvasir_core::keys::encoding_name(entry.value),
+            body.len().saturating_sub(1),
+        )
+        .into(),
+    ))
+}
+
+/// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: saves dump.rdb (unless
+/// NOSAVE), empties the store (unless NOFLUSH) and loads the file back.
+fn reload(s: &Session, rest: &[Bytes]) -> Result<Reply, CmdError> {
+    let (mut save, mut flush) = (true, true);
+    for opt in rest {
+        if eq_ic(opt, "nosave") {
+            save = false;
+        } else if eq_ic(opt, "noflush") || eq_ic(opt, "merge") {
+            flush = false;
+        } else {
+            return Err(CmdError::other(
+                "ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.",
+            ));
+        }
+    }
+    if save {
+        crate::persistence::save(&s.server)
+            .map_err(|_| CmdError::other("ERR Error trying to save the DB"))?;
+    }
+    if flush {
+        s.server.local_store.borrow_mut().with_store(|store| {
+            for i in 0..store.databases() {
+                store.db_mut(i).clear();
+            }
+        });
+    }
+    crate::persistence::load_file(&s.server)
+        .map_err(|e| CmdError::other(format!("ERR Error trying to load the RDB dump: {e}")))?;
+    Ok(Reply::ok())
+}
+
+const HELP: &[&str] = &[
+    "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CHANGE-REPL-ID",
+    "    Accepted; Kvasir has no Redis replication id to change.",
+    "DIGEST",
+    "    Output a hex signature representing the current DB content.",
+    "DIGEST-VALUE <key> [<key> ...]",
+    "    Output a hex signature of the values of all the specified keys.",
+    "LOG <message>",
+    "    Write <message> to the server log.",
+    "OBJECT <key>",
+    "    Show low level info about the `key` and associated value.",
+    "RELOAD [option ...]",
+    "    Save the RDB on disk and reload it back to memory. Valid <option> values:",
+    "    * MERGE: Merge the content of the RDB file into the current dataset.",
+    "    * NOFLUSH: Do not empty the dataset before loading the RDB.",
+    "    * NOSAVE: the database will be loaded from an existing RDB file.",
+    "SET-ACTIVE-EXPIRE <0|1>",
+    "    Setting it to 0 disables expiring keys in background when they are not",
+    "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
+    "    default.",
+    "SLEEP <seconds>",
+    "    Stop the server for <seconds>. Decimals allowed.",
+    "HELP",
+    "    Prints this help.",
+];
