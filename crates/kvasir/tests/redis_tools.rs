@@ -529,3 +529,60 @@ fn redis_cli_pipe_mass_insertion() {
         out.stderr
     );
 }
+
+/// `redis-cli --rdb` backs up a standalone server through SYNC; the file is
+/// an RDB a new server starts from; `--functions-rdb` has the libraries.
+#[test]
+fn redis_cli_rdb_backs_up_a_standalone_server() {
+    let server = Kvasir::start(&[]);
+    let port = server.port;
+    for args in [
+        vec!["SET", "a", "1"],
+        vec!["RPUSH", "l", "x", "y"],
+        vec![
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=lib\nredis.register_function('one', function() return 1 end)",
+        ],
+    ] {
+        assert!(cli(port, &args).status.success());
+    }
+    let dir = std::env::temp_dir().join(format!("kvasir-cli-rdb-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let backup = dir.join("dump.rdb");
+    let out = cli(port, &["--rdb", backup.to_str().expect("utf8")]);
+    assert!(
+        out.status.success(),
+        "redis-cli --rdb failed: {}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("Transfer finished with success"),
+        "{}",
+        out.stderr
+    );
+    let functions = dir.join("functions.rdb");
+    let out = cli(port, &["--functions-rdb", functions.to_str().expect("utf8")]);
+    assert!(out.status.success());
+    // The server goes on serving after the transfer.
+    assert_eq!(cli(port, &["GET", "a"]).stdout, "1\n");
+    drop(server);
+
+    let restored = Kvasir::start_in(&dir, &[]);
+    assert_eq!(
+        cli(restored.port, &["LRANGE", "l", "0", "-1"]).stdout,
+        "x\ny\n"
+    );
+    assert_eq!(cli(restored.port, &["FCALL", "one", "0"]).stdout, "1\n");
+    drop(restored);
+    std::fs::rename(&functions, &backup).expect("rename");
+    let only_functions = Kvasir::start_in(&dir, &[]);
+    assert_eq!(cli(only_functions.port, &["DBSIZE"]).stdout, "0\n");
+    assert_eq!(
+        cli(only_functions.port, &["FCALL", "one", "0"]).stdout,
+        "1\n"
+    );
+    drop(only_functions);
+    let _ = std::fs::remove_dir_all(&dir);
+}

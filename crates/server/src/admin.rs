@@ -104,6 +104,19 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
         C::Latency(sub) => Ok(latency(s, sub, args)),
         C::Acl(sub) => crate::acl::run(s, sub, args),
         C::Debug => crate::debug::run(s, args),
+        C::Sync if cluster.is_some() => Err(CmdError::other(crate::persistence::CLUSTER_REFUSAL)),
+        C::Sync => {
+            let image = crate::persistence::sync_image(&s.server, s.rdb_functions_only);
+            s.close = true;
+            Ok(Reply::Bulk(Bytes::from(image)))
+        }
+        C::Replconf => {
+            // What redis-cli --rdb and --functions-rdb send before SYNC.
+            if args.len() >= 3 && eq_ic(&args[1], "rdb-filter-only") {
+                s.rdb_functions_only = eq_ic(&args[2], "functions");
+            }
+            Ok(Reply::ok())
+        }
         C::Memory(MemoryCmd::Stats) => Ok(crate::memory_stats::stats(&s.server)),
         C::Memory(MemoryCmd::Doctor) => Ok(text_reply(crate::memory_stats::doctor(&s.server))),
         C::Memory(MemoryCmd::MallocStats) => Ok(text_reply(crate::memory_stats::malloc_stats())),

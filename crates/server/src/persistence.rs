@@ -45,7 +45,7 @@ fn rdb_path(server: &Server) -> PathBuf {
 }
 
 /// The image of the standalone store now.
-fn image(server: &Server) -> Vec<u8> {
+pub fn image(server: &Server) -> Vec<u8> {
     let now_ms = crate::local_store::unix_ms();
     let mut out = Vec::new();
     kvasir_core::rdb_file::write(
@@ -208,4 +208,22 @@ pub fn save_on_signal(server: &Server) -> Result<(), String> {
     }
     info!("Saving the final RDB snapshot before exiting.");
     save(server).map_err(|_| "Error trying to save the DB before exiting".to_string())
+}
+
+/// SYNC, for `redis-cli --rdb`: the snapshot image as one bulk reply, and
+/// the connection closes after it (Kvasir has no replication stream to
+/// follow it; REPLCONF rdb-only, which redis-cli sends, asks the same).
+/// With REPLCONF rdb-filter-only functions (`redis-cli --functions-rdb`)
+/// only the function libraries are in it.
+pub fn sync_image(server: &Server, functions_only: bool) -> Vec<u8> {
+    if !functions_only {
+        return image(server);
+    }
+    let shard = server.local_store.borrow();
+    let mut only: kvasir_core::Store = kvasir_core::Store::new(1);
+    only.scripts
+        .set_libraries(shard.store().scripts.libraries.clone());
+    let mut out = Vec::new();
+    kvasir_core::rdb_file::write(&only, crate::local_store::unix_ms(), 0, &mut out);
+    out
 }

@@ -53,6 +53,9 @@ pub struct Session {
     push_rx: mpsc::Receiver<Reply>,
     /// Cluster mode: READONLY was sent (reads may be served by a replica).
     pub readonly: bool,
+    /// REPLCONF rdb-filter-only functions: SYNC sends only the function
+    /// libraries (`redis-cli --functions-rdb`).
+    pub rdb_functions_only: bool,
     /// Cluster mode: replies of this read batch in request order, some
     /// still waiting for Raft. Consecutive writes (or consecutive reads)
     /// are in flight together; anything else waits for them first.
@@ -190,6 +193,7 @@ pub async fn run<C: ClientConn>(server: Rc<Server>, mut conn: C, addr: SocketAdd
         shard_channels: BTreeSet::new(),
         push_rx,
         readonly: false,
+        rdb_functions_only: false,
         pending: std::collections::VecDeque::new(),
         pending_kind: None,
         reply_mode: ReplyMode::default(),
