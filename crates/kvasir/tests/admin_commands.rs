@@ -603,3 +603,19 @@ fn debug_is_refused_by_default_and_serves_test_suites_when_enabled() {
     let empty: String = q(&mut c, &["DEBUG", "DIGEST"]);
     assert_eq!(empty, "0".repeat(40));
 }
+
+#[test]
+fn lolwut_draws_and_names_the_version() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let art: String = q(&mut c, &["LOLWUT"]);
+    assert!(art.contains("Redis ver. 7.0.15"), "{art}");
+    let again: String = q(&mut c, &["LOLWUT"]);
+    assert_eq!(art, again);
+    let small: String = q(&mut c, &["LOLWUT", "VERSION", "5", "40", "4", "3"]);
+    assert!(small.lines().all(|l| l.len() <= 48), "{small}");
+    assert_eq!(
+        err(&mut c, &["LOLWUT", "VERSION", "x"]),
+        "ERR value is not an integer or out of range"
+    );
+}

@@ -563,7 +563,10 @@ fn redis_cli_rdb_backs_up_a_standalone_server() {
         out.stderr
     );
     let functions = dir.join("functions.rdb");
-    let out = cli(port, &["--functions-rdb", functions.to_str().expect("utf8")]);
+    let out = cli(
+        port,
+        &["--functions-rdb", functions.to_str().expect("utf8")],
+    );
     assert!(out.status.success());
     // The server goes on serving after the transfer.
     assert_eq!(cli(port, &["GET", "a"]).stdout, "1\n");

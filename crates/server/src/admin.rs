@@ -104,6 +104,9 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
         C::Latency(sub) => Ok(latency(s, sub, args)),
         C::Acl(sub) => crate::acl::run(s, sub, args),
         C::Debug => crate::debug::run(s, args),
+        C::Lolwut => {
+            crate::lolwut::render(&args[1..]).map(|t| Reply::Verbatim("txt", Bytes::from(t)))
+        }
         C::Sync if cluster.is_some() => Err(CmdError::other(crate::persistence::CLUSTER_REFUSAL)),
         C::Sync => {
             let image = crate::persistence::sync_image(&s.server, s.rdb_functions_only);

@@ -53,6 +53,7 @@ pub mod io_threads;
 pub mod latency;
 pub mod listener;
 pub mod local_store;
+pub mod lolwut;
 pub mod maxmemory;
 pub mod memory_stats;
 pub mod monitor;
