@@ -613,7 +613,13 @@ fn lolwut_draws_and_names_the_version() {
     let again: String = q(&mut c, &["LOLWUT"]);
     assert_eq!(art, again);
     let small: String = q(&mut c, &["LOLWUT", "VERSION", "5", "40", "4", "3"]);
-    assert!(small.lines().all(|l| l.len() <= 48), "{small}");
+    assert!(
+        small
+            .lines()
+            .filter(|l| !l.contains("ver."))
+            .all(|l| l.len() <= 48),
+        "{small}"
+    );
     assert_eq!(
         err(&mut c, &["LOLWUT", "VERSION", "x"]),
         "ERR value is not an integer or out of range"
