@@ -30,6 +30,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a Kvasir node.
+    #[command(
+        override_usage = "kvasir server [redis.conf] [OPTIONS] [--<redis parameter> <value>...]",
+        after_help = "As redis-server, it also takes a redis.conf file as its first argument \
+                      and any redis.conf parameter as --<name> <value>... (the command line \
+                      over the file), e.g. `kvasir server --save \"\" --maxmemory 1gb`."
+    )]
     Server(ServerArgs),
     /// Print the command table (as docs/commands.md with --markdown).
     Commands {
@@ -195,10 +201,16 @@ fn split_server_args(argv: Vec<String>) -> (Vec<String>, RedisStyleArgs) {
         } else if known.contains(base) {
             kept.push(word.clone());
             in_redis_flag = false;
-            // Every `kvasir server` flag takes one value.
+            // Every `kvasir server` flag takes one value; `--bind` takes
+            // redis-server's list of addresses as one.
             if !name.contains('=') {
                 if let Some(value) = rest.next() {
-                    kept.push(value.clone());
+                    let mut value = value.clone();
+                    while base == "bind" && rest.peek().is_some_and(|w| !w.starts_with("--")) {
+                        value.push(' ');
+                        value.push_str(rest.next().map_or("", String::as_str));
+                    }
+                    kept.push(value);
                 }
             }
         } else {
