@@ -116,6 +116,7 @@ pub enum ConfigCmd {
     Get,
     Set,
     Resetstat,
+    Rewrite,
     Help,
 }
 
@@ -261,6 +262,7 @@ const CLIENT_SUBS: &[CommandSpec] = &[
 const CONFIG_SUBS: &[CommandSpec] = &[
     sub("get", -3, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the effective values of configuration parameters.", SessionCmd::Config(ConfigCmd::Get)),
     sub("set", -4, ADMIN, &["admin", "slow", "dangerous"], SRV, "Sets configuration parameters in-flight.", SessionCmd::Config(ConfigCmd::Set)),
+    sub("rewrite", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Persists the effective configuration to file.", SessionCmd::Config(ConfigCmd::Rewrite)),
     sub("resetstat", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Resets the server's statistics.", SessionCmd::Config(ConfigCmd::Resetstat)),
     sub("help", 2, FAST_STALE, &["slow"], SRV, "Returns helpful text about the different subcommands.", SessionCmd::Config(ConfigCmd::Help)),
 ];

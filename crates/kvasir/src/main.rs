@@ -235,6 +235,10 @@ fn load_config(args: &ServerArgs, redis_style: &RedisStyleArgs) -> Result<Config
     if let Some(file) = &redis_style.file {
         let directives = kvasir_server::redis_conf::read_file(file, 0)?;
         kvasir_server::redis_conf::apply(&mut config, &directives)?;
+        // Absolute: the server moves into its data folder.
+        config.config_file = std::fs::canonicalize(file)
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned());
     }
     if let Some(v) = args.port {
         config.port = v;

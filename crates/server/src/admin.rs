@@ -738,6 +738,25 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
                 .with_store(|store| store.limits = limits);
             Ok(Reply::ok())
         }
+        ConfigCmd::Rewrite => {
+            let path = s.server.config.borrow().config_file.clone();
+            let Some(path) = path else {
+                return Err(CmdError::other(
+                    "ERR The server is running without a config file",
+                ));
+            };
+            let old = std::fs::read_to_string(&path).unwrap_or_default();
+            let text = crate::redis_conf::rewrite(&old, &s.server.config.borrow());
+            let temp = format!("{path}.rewrite-{}", std::process::id());
+            std::fs::write(&temp, text)
+                .and_then(|()| std::fs::rename(&temp, &path))
+                .map_err(|e| {
+                    let _ = std::fs::remove_file(&temp);
+                    tracing::warn!("CONFIG REWRITE failed: {e}");
+                    CmdError::other(format!("ERR Rewriting config file: {e}"))
+                })?;
+            Ok(Reply::ok())
+        }
         ConfigCmd::Resetstat => {
             let mut stats = s.server.stats.borrow_mut();
             *stats = Default::default();

@@ -32,6 +32,9 @@ pub struct Config {
     /// Standalone snapshot points, `seconds changes ...` as redis.conf's
     /// `save` (empty: none, the default).
     pub save: String,
+    /// The redis.conf the server started with (CONFIG REWRITE), absolute.
+    #[serde(skip)]
+    pub config_file: Option<String>,
     pub timeout: u64,
     pub maxmemory: u64,
     pub maxmemory_policy: String,
@@ -101,6 +104,7 @@ impl Default for Config {
             slowlog_max_len: 128,
             latency_monitor_threshold: 0,
             save: String::new(),
+            config_file: None,
             timeout: 0,
             maxmemory: 0,
             maxmemory_policy: "noeviction".to_string(),
