@@ -25,8 +25,11 @@ pub fn render(args: &[Bytes]) -> Result<String, CmdError> {
     let per_row = nums[1].clamp(1, 200) as usize;
     let rows = nums[2].clamp(1, 200) as usize;
     let cell = (cols / per_row).max(3);
+    // Squares are at most 8 lines tall: the canvas stays within about
+    // 1,600 x 1,000 characters whatever the arguments.
+    let box_h = (cell / 2).clamp(2, 8);
     let width = cell * per_row;
-    let height = rows * (cell / 2).max(2);
+    let height = rows * box_h;
     let mut grid = vec![vec![b' '; width]; height];
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut random = move || {
@@ -35,7 +38,6 @@ pub fn render(args: &[Bytes]) -> Result<String, CmdError> {
         seed ^= seed << 17;
         seed
     };
-    let box_h = (cell / 2).max(2);
     for r in 0..rows {
         for c in 0..per_row {
             // Disorder grows with the row, as in Nees' plot.
@@ -96,5 +98,13 @@ mod tests {
         .expect("drawn");
         assert!(small.lines().all(|l| l.len() <= 80));
         assert!(render(&[Bytes::from_static(b"VERSION"), Bytes::from_static(b"x")]).is_err());
+        // The largest arguments draw a bounded canvas.
+        let huge = render(&[
+            Bytes::from_static(b"1000"),
+            Bytes::from_static(b"1"),
+            Bytes::from_static(b"200"),
+        ])
+        .expect("drawn");
+        assert!(huge.len() < 2_000_000, "{} bytes", huge.len());
     }
 }

@@ -88,7 +88,7 @@ pub fn save(server: &Server) -> Result<(), String> {
     let path = rdb_path(server);
     match write_file(&path, &bytes) {
         Ok(()) => {
-            server.dirty.set(server.dirty.get() - dirty);
+            server.dirty.set(server.dirty.get().saturating_sub(dirty));
             server
                 .persistence
                 .last_save
