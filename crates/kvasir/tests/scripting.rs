@@ -120,6 +120,17 @@ const SCRIPTS: &[&[&str]] = &[
     &["EVAL", "redis.call('SET', KEYS[1], 3) return redis.call('GET', KEYS[1])", "1", "s2"],
     &["EVAL", "redis.call('SET', KEYS[1], -2.5e-7) return redis.call('GET', KEYS[1])", "1", "s2"],
     &["EVAL", "return redis.call('INCRBY', KEYS[1], 2^53)", "1", "s3"],
+    // The replies redis.call hands over without mlua (integer, nil, bulk,
+    // status) and those it leaves to the general conversion, through call
+    // and pcall, in RESP2 and RESP3.
+    &["EVAL", "local r = redis.call('SET', KEYS[1], ARGV[1]) return {r.ok, type(r), redis.call('GET', KEYS[1])}", "1", "s4", "a\0b"],
+    &["EVAL", "local r = redis.pcall('SET', KEYS[1], 'x') return r", "1", "s4"],
+    &["EVAL", "local r = redis.pcall('INCR', KEYS[1]) return {type(r), r.err}", "1", "s4"],
+    &["EVAL", "return {redis.call('GET', 'missing') == false, redis.call('EXISTS', KEYS[1])}", "1", "s4"],
+    &["EVAL", "redis.setresp(3) local r = redis.call('SET', KEYS[1], 'y') return {r.ok, redis.call('GET', 'missing') == nil, redis.call('GET', KEYS[1])}", "1", "s4"],
+    &["EVAL", "redis.setresp(3) return redis.pcall('LPUSH', KEYS[1], 'v')", "1", "s4"],
+    &["EVAL", "local ok, e = pcall(redis.call, 'GET', KEYS[1], 'extra') return {tostring(ok), e}", "1", "s4"],
+    &["EVAL", "return redis.call('MSET', 'a1', 'b1', 'a2', 'b2', 'a3', 'b3', 'a4', 'b4', 'a5', 'b5', 'a6', 'b6', 'a7', 'b7', 'a8', 'b8', 'a9', 'b9', 'a10', 'b10', 'a11', 'b11', 'a12', 'b12', 'a13', 'b13', 'a14', 'b14', 'a15', 'b15', 'a16', 'b16', 'a17', 'b17')", "0"],
     &["SCRIPT", "LOAD", "return 'loaded'"],
     &["EVALSHA", "b534286061d4b9e4026607613b95c06c06015ae8", "0"],
     &["EVALSHA", "B534286061D4B9E4026607613B95C06C06015AE8", "0"],

@@ -18,7 +18,9 @@ use bytes::Bytes;
 use kvasir_resp::encode::format_double;
 use kvasir_resp::Reply;
 use mlua::chunk::ChunkMode;
-use mlua::{ffi, BString, Either, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
+use mlua::{
+    ffi, BString, Either, Function, Lua, LuaOptions, MultiValue, RegistryKey, StdLib, Table, Value,
+};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -216,10 +218,11 @@ rawsetmeta(G, {
 /// one of the store it serves.
 pub struct ScriptVm<K: Keyspace> {
     lua: Lua,
-    /// Compiled EVAL bodies by SHA1.
-    compiled: super::ScriptMap<Function>,
+    /// Compiled EVAL bodies by SHA1, in the registry (a run pushes them
+    /// straight onto its coroutine).
+    compiled: super::ScriptMap<RegistryKey>,
     /// FCALL's functions, as loaded from the libraries of `generation`.
-    functions: super::ScriptMap<Function>,
+    functions: super::ScriptMap<RegistryKey>,
     generation: Option<u64>,
     rng: Arc<AtomicU64>,
     /// What the step hook counts and checks during a run.
@@ -236,8 +239,8 @@ pub struct ScriptVm<K: Keyspace> {
     current: Arc<AtomicPtr<()>>,
     /// The prelude's coroutine bodies of an EVAL script and of a
     /// function.
-    script_body: Function,
-    function_body: Function,
+    script_body: RegistryKey,
+    function_body: RegistryKey,
     /// The coroutine runs execute in: reused while runs end normally (a
     /// coroutine that raised an error is dead), made anew otherwise.
     run_thread: Option<mlua::Thread>,
@@ -357,24 +360,13 @@ impl<K: Keyspace> ScriptVm<K> {
         // (an mlua scope) costs allocations and garbage on every EVALSHA.
         // They reach the run through `current`.
         let current = Arc::new(AtomicPtr::new(std::ptr::null_mut()));
-        let (cur, rsp) = (current.clone(), resp.clone());
-        let call = counting_args(
-            &lua,
-            lua.create_function(move |lua, args: CallArgs| {
-                script_call::<K>(lua, &cur, &rsp, args, true)
-            })?,
-        )?;
-        let (cur, rsp) = (current.clone(), resp.clone());
-        let pcall = counting_args(
-            &lua,
-            lua.create_function(move |lua, args: CallArgs| {
-                script_call::<K>(lua, &cur, &rsp, args, false)
-            })?,
-        )?;
+        let call = call_function::<K>(&lua, &current, &resp, true)?;
+        let pcall = call_function::<K>(&lua, &current, &resp, false)?;
         redis.raw_set("call", &call)?;
         redis.raw_set("pcall", &pcall)?;
-        let script_body: Function = hidden.raw_get("script_body")?;
-        let function_body: Function = hidden.raw_get("function_body")?;
+        let script_body = lua.create_registry_value(hidden.raw_get::<Function>("script_body")?)?;
+        let function_body =
+            lua.create_registry_value(hidden.raw_get::<Function>("function_body")?)?;
         Ok(ScriptVm {
             lua,
             compiled: Default::default(),
@@ -397,18 +389,23 @@ impl<K: Keyspace> ScriptVm<K> {
 
     /// Compiles an EVAL body (or finds it compiled); the error is Redis's
     /// `Error compiling script` reply.
-    pub fn compile(&mut self, sha: &str, body: &[u8]) -> Result<Function, CmdError> {
+    /// Returns the function's registry reference.
+    pub fn compile(&mut self, sha: &str, body: &[u8]) -> Result<c_int, CmdError> {
         if let Some(f) = self.compiled.get(sha) {
-            return Ok(f.clone());
+            return Ok(f.id());
         }
-        let f = compile_chunk(&self.lua, &strip_shebang(body), SCRIPT_SOURCE).map_err(|e| {
+        let compile_error = |e: mlua::Error| {
             CmdError::other(format!(
                 "ERR Error compiling script (new function): {}",
                 lua_error_text(&e)
             ))
-        })?;
-        self.compiled.insert(sha.to_string(), f.clone());
-        Ok(f)
+        };
+        let f =
+            compile_chunk(&self.lua, &strip_shebang(body), SCRIPT_SOURCE).map_err(compile_error)?;
+        let key = self.lua.create_registry_value(f).map_err(compile_error)?;
+        let id = key.id();
+        self.compiled.insert(sha.to_string(), key);
+        Ok(id)
     }
 
     /// The coroutine the next run executes in.
@@ -438,8 +435,11 @@ impl<K: Keyspace> ScriptVm<K> {
             // Every stored library loaded once already, when FUNCTION LOAD
             // checked it.
             if let Ok(fs) = self.load_library(&lib.code) {
-                self.functions
-                    .extend(fs.into_iter().map(|(name, (f, _))| (name, f)));
+                for (name, (f, _)) in fs {
+                    if let Ok(key) = self.lua.create_registry_value(f) {
+                        self.functions.insert(name, key);
+                    }
+                }
             }
         }
         self.generation = Some(generation);
@@ -584,6 +584,8 @@ struct RunMeta {
 /// How one resume of a run's coroutine ended.
 enum Step {
     Returned(Value),
+    /// A value that is not a table, converted straight off the stack.
+    ReturnedScalar(Reply),
     Yielded,
     /// The error value and the script line it was raised at.
     Failed(Value, Option<i64>),
@@ -610,7 +612,7 @@ pub fn run<K: Keyspace>(
     };
     let (func, name, source) = match program {
         Program::Eval { sha, body } => match vm.compile(sha, body) {
-            Ok(f) => (f, sha, SCRIPT_SOURCE),
+            Ok(id) => (id, sha, SCRIPT_SOURCE),
             Err(e) => {
                 access.store().scripts.put_vm(vm);
                 return (RunOutcome::Done(e.to_reply()), false);
@@ -620,7 +622,7 @@ pub fn run<K: Keyspace>(
             let store = access.store();
             vm.sync_libraries(&store.scripts.libraries, store.scripts.generation);
             match vm.functions.get(name) {
-                Some(f) => (f.clone(), name, FUNCTION_SOURCE),
+                Some(f) => (f.id(), name, FUNCTION_SOURCE),
                 None => {
                     store.scripts.put_vm(vm);
                     return (
@@ -680,7 +682,7 @@ pub fn run<K: Keyspace>(
             start(
                 &vm,
                 thread,
-                &func,
+                func,
                 source == FUNCTION_SOURCE,
                 &run,
                 meta.mem_limit,
@@ -731,7 +733,7 @@ pub fn resume<K: Keyspace>(access: Access<'_, K>) -> Option<RunOutcome> {
         let _hook = HookGuard::set(&vm.hook);
         with_current_run(&vm.current, &state, || {
             let _ = vm.lua.set_memory_limit(meta.mem_limit);
-            let out = resume_thread(&vm.lua, thread, ());
+            let out = resume_thread(&vm.lua, thread, 0);
             let _ = vm.lua.set_memory_limit(0);
             out
         })
@@ -773,6 +775,10 @@ fn finish<K: Keyspace>(
             Some(text) => script_error(text, name, source, None),
             None => convert::lua_to_reply(&value, MAX_REPLY_DEPTH)
                 .unwrap_or_else(|| Reply::error("ERR reached lua stack limit")),
+        },
+        Ok(Step::ReturnedScalar(reply)) => match vm.hook.stopped() {
+            Some(text) => script_error(text, name, source, None),
+            None => reply,
         },
         Ok(Step::Failed(value, line)) => {
             vm.run_thread = None;
@@ -842,8 +848,9 @@ fn current_run<K: Keyspace, R>(
     Some(f(unsafe { &*ptr }))
 }
 
-/// `redis.call` (`raise`) or `redis.pcall`: runs one command of the
-/// current run and gives its reply to the script.
+/// `redis.call` (`raise`) or `redis.pcall` for the calls its fast path
+/// leaves (see [`call_function`]): runs one command of the current run
+/// and gives its reply to the script.
 fn script_call<K: Keyspace>(
     lua: &Lua,
     current: &AtomicPtr<()>,
@@ -851,10 +858,24 @@ fn script_call<K: Keyspace>(
     args: CallArgs,
     raise: bool,
 ) -> mlua::Result<Value> {
-    let reply = command_args(args).and_then(|argv| {
-        current_run::<K, _>(current, |state| state.borrow_mut().call(argv))
-            .unwrap_or_else(|| Err(not_allowed()))
-    });
+    let reply = command_args(args).and_then(|argv| run_call::<K>(current, argv));
+    deliver_call_reply(lua, resp, reply, raise)
+}
+
+/// Runs one command of the current run (an error outside a run).
+fn run_call<K: Keyspace>(current: &AtomicPtr<()>, argv: Vec<Bytes>) -> Result<Reply, CmdError> {
+    current_run::<K, _>(current, |state| state.borrow_mut().call(argv))
+        .unwrap_or_else(|| Err(not_allowed()))
+}
+
+/// A call's reply (or error) as the script sees it, under the run's
+/// memory limit.
+fn deliver_call_reply(
+    lua: &Lua,
+    resp: &AtomicU64,
+    reply: Result<Reply, CmdError>,
+    raise: bool,
+) -> mlua::Result<Value> {
     if matches!(reply, Ok(Reply::Int(_) | Reply::Nil)) {
         // No Lua allocation: nothing to protect.
         return convert_call_reply(lua, resp, reply, raise);
@@ -898,123 +919,170 @@ fn convert_call_reply(
 }
 
 /// Starts a run in its coroutine: the prelude's body with the script and
-/// the run's keys and arguments.
+/// the run's keys and arguments. `func` is the script's registry
+/// reference.
 fn start<K: Keyspace>(
     vm: &ScriptVm<K>,
     thread: *mut ffi::lua_State,
-    func: &Function,
+    func: c_int,
     is_function: bool,
     run: &Run<'_>,
     mem_limit: usize,
 ) -> mlua::Result<Step> {
     let lua = &vm.lua;
     let body = if is_function {
-        &vm.function_body
+        vm.function_body.id()
     } else {
-        &vm.script_body
+        vm.script_body.id()
     };
-    // The limit is set only once the keys and arguments are pushed: with
-    // a limit mlua protects each allocating call (see script_call).
-    let out = if run.keys.len() + run.argv.len() <= MAX_PUSHED_ARGS {
-        let mut args = Vec::with_capacity(run.keys.len() + run.argv.len());
-        for b in run.keys.iter().chain(run.argv) {
-            args.push(lua.create_string(b)?);
+    let pushed = run.keys.len() + run.argv.len();
+    // The values go straight onto the coroutine's stack, outside any
+    // protected call: with no memory limit set (it is set only once they
+    // are pushed) an allocation fails only when the process is out of
+    // memory, which aborts whatever runs.
+    // SAFETY: `thread` is the run coroutine of this interpreter, not
+    // running and with an empty stack (runs do not nest, and a finished
+    // run leaves nothing on it); lua_checkstack makes room for everything
+    // pushed below; `body` and `func` are live registry references of
+    // this interpreter (kept by `vm`).
+    unsafe {
+        let room = pushed.min(MAX_PUSHED_ARGS) as c_int + 4;
+        if ffi::lua_checkstack(thread, room) == 0 {
+            return Err(mlua::Error::MemoryError("not enough memory".into()));
         }
-        let _ = lua.set_memory_limit(mem_limit);
-        resume_thread(
-            lua,
-            thread,
-            (
-                body,
-                func,
-                run.keys.len(),
-                args.len(),
-                mlua::Variadic::from_iter(args),
-            ),
-        )
+        ffi::lua_rawgeti(thread, ffi::LUA_REGISTRYINDEX, body as _);
+        ffi::lua_rawgeti(thread, ffi::LUA_REGISTRYINDEX, func as _);
+    }
+    let nargs = if pushed <= MAX_PUSHED_ARGS {
+        // SAFETY: as above; the room was checked for `pushed` + 4 values.
+        unsafe {
+            ffi::lua_pushinteger(thread, run.keys.len() as ffi::lua_Integer);
+            ffi::lua_pushinteger(thread, pushed as ffi::lua_Integer);
+            for b in run.keys.iter().chain(run.argv) {
+                ffi::lua_pushlstring(thread, b.as_ptr().cast(), b.len());
+            }
+        }
+        pushed as c_int + 3
     } else {
-        let keys = bytes_table(lua, run.keys)?;
-        let argv = bytes_table(lua, run.argv)?;
-        let _ = lua.set_memory_limit(mem_limit);
-        resume_thread(lua, thread, (body, func, keys, argv))
+        let tables = bytes_table(lua, run.keys).and_then(|keys| {
+            let argv = bytes_table(lua, run.argv)?;
+            // SAFETY: `exec_raw` runs the closure protected with the two
+            // tables as its only stack values; lua_xmove moves them onto
+            // the coroutine, which has room for them (checked above).
+            unsafe { lua.exec_raw::<()>((keys, argv), |state| ffi::lua_xmove(state, thread, 2)) }
+        });
+        if let Err(e) = tables {
+            // SAFETY: the coroutine holds the two functions pushed above.
+            unsafe { ffi::lua_settop(thread, 0) };
+            return Err(e);
+        }
+        3
     };
+    let _ = lua.set_memory_limit(mem_limit);
+    let out = resume_thread(lua, thread, nargs);
     let _ = lua.set_memory_limit(0);
     out
 }
 
-/// Resumes the run coroutine `thread` with `args` (the body and its
-/// arguments to start it, nothing to go on after a pause).
-fn resume_thread(
-    lua: &Lua,
-    thread: *mut ffi::lua_State,
-    args: impl mlua::IntoLuaMulti,
-) -> mlua::Result<Step> {
-    // SAFETY: `exec_raw` runs the closure protected on the interpreter's
-    // state with `args` as its only stack values and at least 3 free
-    // slots; `thread` is a coroutine of the same interpreter, kept alive
-    // by the VM, and not running (runs do not nest). lua_xmove moves the
-    // arguments onto it (after growing its stack for them), lua_resume
-    // runs it until it returns, yields from the hook (no values) or
-    // fails (the error on top, its frames left in place, which
-    // `script_line` reads). Three values are left on the state's stack:
-    // the status, the first result or the error, and the line.
-    let (status, value, line): (c_int, Value, Option<i64>) = unsafe {
-        lua.exec_raw(args, |state| {
-            let nargs = ffi::lua_gettop(state);
-            if nargs > 0 {
-                if ffi::lua_checkstack(thread, nargs + 1) == 0 {
-                    ffi::lua_settop(state, 0);
-                    ffi::lua_pushinteger(state, ffi::LUA_ERRMEM as ffi::lua_Integer);
-                    ffi::lua_pushstring(state, c"not enough memory".as_ptr());
-                    ffi::lua_pushnil(state);
-                    return;
+/// Resumes the run coroutine `thread` with the `nargs` values on its stack
+/// (the body and its arguments to start it, nothing to go on after a
+/// pause).
+fn resume_thread(lua: &Lua, thread: *mut ffi::lua_State, nargs: c_int) -> mlua::Result<Step> {
+    // SAFETY: `thread` is a coroutine of this interpreter, kept alive by
+    // the VM and not running (runs do not nest). lua_resume runs it
+    // protected until it returns (its results left on its stack), yields
+    // from the hook or fails (the error on top, its frames left in place,
+    // which `script_line` reads).
+    let mut nresults: c_int = 0;
+    let status = unsafe { ffi::lua_resume(thread, std::ptr::null_mut(), nargs, &mut nresults) };
+    match status {
+        ffi::LUA_OK => {
+            // SAFETY: the coroutine finished with `nresults` values on its
+            // stack; the first is read in place (a string's bytes copied
+            // before the stack is cleared).
+            let scalar = unsafe {
+                if nresults == 0 {
+                    Some(Reply::Nil)
+                } else {
+                    let at = ffi::lua_gettop(thread) - nresults + 1;
+                    scalar_reply(thread, at)
                 }
-                ffi::lua_xmove(state, thread, nargs);
+            };
+            let step = match scalar {
+                Some(reply) => Step::ReturnedScalar(reply),
+                None => Step::Returned(take_value(lua, thread, nresults)?),
+            };
+            // SAFETY: clears the finished coroutine's results.
+            unsafe { ffi::lua_settop(thread, 0) };
+            Ok(step)
+        }
+        ffi::LUA_YIELD => {
+            // SAFETY: a suspended coroutine's frames are in place.
+            let line = unsafe { hook::script_line(thread, hook::SOURCES) };
+            Ok(if hook::take_pause() {
+                Step::Yielded
+            } else {
+                // The script's own yield outside a coroutine: Redis runs
+                // scripts inside a protected call, where Lua 5.1 refuses
+                // it with this error. The run coroutine stays suspended
+                // and is dropped.
+                Step::Failed(
+                    Value::String(
+                        lua.create_string("attempt to yield across metamethod/C-call boundary")?,
+                    ),
+                    line,
+                )
+            })
+        }
+        _ => {
+            // SAFETY: a failed coroutine keeps its frames and the error
+            // value on top.
+            let line = unsafe { hook::script_line(thread, hook::SOURCES) };
+            Ok(Step::Failed(take_value(lua, thread, 1)?, line))
+        }
+    }
+}
+
+/// The reply of the value at `at` on `state`'s stack if it is not a table
+/// (or anything else that needs mlua to read): Redis's conversion of a
+/// script's result.
+///
+/// # Safety
+/// `at` must be a valid index of `state`'s stack.
+unsafe fn scalar_reply(state: *mut ffi::lua_State, at: c_int) -> Option<Reply> {
+    unsafe {
+        Some(match ffi::lua_type(state, at) {
+            ffi::LUA_TNIL => Reply::Nil,
+            ffi::LUA_TBOOLEAN if ffi::lua_toboolean(state, at) != 0 => Reply::Int(1),
+            ffi::LUA_TBOOLEAN => Reply::Nil,
+            ffi::LUA_TNUMBER => Reply::Int(convert::number_to_int(ffi::lua_tonumber(state, at))),
+            ffi::LUA_TSTRING => {
+                let mut len = 0usize;
+                let ptr = ffi::lua_tolstring(state, at, &mut len);
+                Reply::Bulk(Bytes::copy_from_slice(std::slice::from_raw_parts(
+                    ptr.cast::<u8>(),
+                    len,
+                )))
             }
-            let mut nresults: c_int = 0;
-            let status = ffi::lua_resume(thread, state, (nargs - 1).max(0), &mut nresults);
-            ffi::lua_pushinteger(state, status as ffi::lua_Integer);
-            match status {
-                ffi::LUA_OK => {
-                    if nresults > 0 {
-                        ffi::lua_settop(thread, 1);
-                        ffi::lua_xmove(thread, state, 1);
-                    } else {
-                        ffi::lua_pushnil(state);
-                    }
-                    ffi::lua_settop(thread, 0);
-                    ffi::lua_pushnil(state);
-                }
-                ffi::LUA_YIELD => {
-                    ffi::lua_pushnil(state);
-                    match hook::script_line(thread, hook::SOURCES) {
-                        Some(l) => ffi::lua_pushinteger(state, l as ffi::lua_Integer),
-                        None => ffi::lua_pushnil(state),
-                    }
-                }
-                _ => {
-                    let line = hook::script_line(thread, hook::SOURCES);
-                    ffi::lua_xmove(thread, state, 1);
-                    match line {
-                        Some(l) => ffi::lua_pushinteger(state, l as ffi::lua_Integer),
-                        None => ffi::lua_pushnil(state),
-                    }
-                }
-            }
+            _ => return None,
         })
-    }?;
-    Ok(match status {
-        ffi::LUA_OK => Step::Returned(value),
-        ffi::LUA_YIELD if hook::take_pause() => Step::Yielded,
-        // The script's own yield outside a coroutine: Redis runs scripts
-        // inside a protected call, where Lua 5.1 refuses it with this
-        // error. The run coroutine stays suspended and is dropped.
-        ffi::LUA_YIELD => Step::Failed(
-            Value::String(lua.create_string("attempt to yield across metamethod/C-call boundary")?),
-            line,
-        ),
-        _ => Step::Failed(value, line),
-    })
+    }
+}
+
+/// The first of the `n` values on top of the coroutine `thread`'s stack as
+/// an mlua value (the rest are dropped).
+fn take_value(lua: &Lua, thread: *mut ffi::lua_State, n: c_int) -> mlua::Result<Value> {
+    // SAFETY: `exec_raw` runs the closure protected on the interpreter's
+    // state (with room for 3 values), the coroutine being of the same
+    // interpreter and not running; the first of its top `n` values is
+    // moved there, the one value returned.
+    unsafe {
+        lua.exec_raw((), |state| {
+            let top = ffi::lua_gettop(thread);
+            ffi::lua_settop(thread, top - n + 1);
+            ffi::lua_xmove(thread, state, 1);
+        })
+    }
 }
 
 /// The reply for an error a script raised and did not catch.
@@ -1138,44 +1206,200 @@ fn value_arg(v: Value) -> Result<Bytes, CmdError> {
     }
 }
 
-/// Wraps `inner` (taking [`CallArgs`]) in a C function that passes it the
-/// number of arguments first: mlua gives a callback's missing arguments as
-/// nil, but a nil argument is an error (Redis checks each of
-/// `lua_gettop` arguments). It is a C function, not a Lua one, so that a
-/// script's `return redis.call(...)` keeps the script's frame (and line
-/// for errors) on the stack: Lua 5.1 replaces the frame only in a tail
-/// call of a Lua function.
-fn counting_args(lua: &Lua, inner: Function) -> mlua::Result<Function> {
-    unsafe extern "C-unwind" fn count(state: *mut ffi::lua_State) -> c_int {
-        // SAFETY: Lua calls this as a C closure with one upvalue (set
-        // below) and at least LUA_MINSTACK free stack slots, of which two
-        // are used. An error raised by `inner` unwinds through this frame
-        // by longjmp, which is sound as it holds nothing to drop.
-        unsafe {
-            let n = ffi::lua_gettop(state);
-            // Number arguments become their %.17g text, as Redis 7.0
-            // formats them (mlua would coerce them with Lua's %.14g). A
-            // memory error raised by lua_pushlstring leaks `text` (a few
-            // bytes), which is all a longjmp over it can do.
-            for i in 1..=n {
-                if ffi::lua_type(state, i) == ffi::LUA_TNUMBER {
-                    let text = format_double(ffi::lua_tonumber(state, i));
-                    ffi::lua_pushlstring(state, text.as_ptr().cast(), text.len());
-                    ffi::lua_replace(state, i);
+/// What a `redis.call` or `redis.pcall` C function reaches through its
+/// light-userdata upvalue (kept alive by its `finish` upvalue, which owns
+/// a reference).
+struct CallPath {
+    current: Arc<AtomicPtr<()>>,
+    resp: Arc<AtomicU64>,
+    /// The outcome of the fast path's last call while it is handed to the
+    /// script: its bytes while they are pushed, or all of it for `finish`.
+    pending: RefCell<Option<Result<Reply, CmdError>>>,
+}
+
+// SAFETY: a `CallPath` is reached only from inside its interpreter (its
+// `redis.call` C function and the `finish` callback), and an interpreter
+// runs on one thread at a time: it is taken out of its `Scripts` for a run
+// (so `pending` is never borrowed from two threads); mlua requires the
+// callbacks of a `send` interpreter to be `Send`, hence the impl.
+unsafe impl Sync for CallPath {}
+
+/// How the fast path hands a call's outcome to the script.
+#[derive(Clone, Copy)]
+enum FastReply {
+    Number(i64),
+    False,
+    Nil,
+    /// `pending` holds a bulk string.
+    Bulk,
+    /// `pending` holds a status reply (an `{ok = ...}` table).
+    Status,
+    /// `pending` holds an outcome for `finish` (mlua) to convert.
+    Other,
+}
+
+/// Calls of up to this many arguments, all strings, take the fast path.
+const FAST_CALL_ARGS: c_int = 32;
+
+/// `redis.call` (`raise`) or `redis.pcall`: a C function whose fast path
+/// runs calls whose arguments are all strings and pushes the common
+/// replies (integer, nil, bulk string, status) itself, with no mlua
+/// callback; every other call goes through `script_call` as an mlua
+/// function (upvalue 1), and every other reply through `finish` (upvalue
+/// 2), so each error text and conversion has one implementation. It is a
+/// C function, not a Lua one, so that a script's `return redis.call(...)`
+/// keeps the script's frame (and line for errors) on the stack: Lua 5.1
+/// replaces the frame only in a tail call of a Lua function.
+fn call_function<K: Keyspace>(
+    lua: &Lua,
+    current: &Arc<AtomicPtr<()>>,
+    resp: &Arc<AtomicU64>,
+    raise: bool,
+) -> mlua::Result<Function> {
+    let path = Arc::new(CallPath {
+        current: current.clone(),
+        resp: resp.clone(),
+        pending: RefCell::new(None),
+    });
+    let (cur, rsp) = (current.clone(), resp.clone());
+    let general = lua.create_function(move |lua, args: CallArgs| {
+        script_call::<K>(lua, &cur, &rsp, args, raise)
+    })?;
+    let finish_path = path.clone();
+    let finish = lua.create_function(move |lua, ()| {
+        let reply = finish_path
+            .pending
+            .borrow_mut()
+            .take()
+            .unwrap_or_else(|| Err(not_allowed()));
+        deliver_call_reply(lua, &finish_path.resp, reply, raise)
+    })?;
+    let ptr = Arc::as_ptr(&path) as *mut std::ffi::c_void;
+    // SAFETY: `exec_raw` runs the closure protected, with `general` and
+    // `finish` pushed as its arguments; lua_pushcclosure pops them and the
+    // light userdata as the closure's three upvalues and pushes the
+    // closure, the one value returned. `ptr` stays valid while the
+    // closure lives: `finish`, its upvalue, holds a reference to `path`.
+    unsafe {
+        lua.exec_raw::<Function>((general, finish), |state| {
+            ffi::lua_pushlightuserdata(state, ptr);
+            ffi::lua_pushcclosure(state, redis_call::<K>, 3);
+        })
+    }
+}
+
+unsafe extern "C-unwind" fn redis_call<K: Keyspace>(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: Lua calls this as the C closure made by `call_function`,
+    // with its three upvalues and at least LUA_MINSTACK free stack slots,
+    // of which at most four are used. An error raised here (a memory
+    // error while pushing, or one `finish` or `general` raises) unwinds
+    // through this frame by longjmp, which is sound as it holds nothing
+    // to drop: the outcome being pushed stays in `pending` (cleared by the
+    // next call).
+    unsafe {
+        let n = ffi::lua_gettop(state);
+        if (1..=FAST_CALL_ARGS).contains(&n)
+            && (1..=n).all(|i| ffi::lua_type(state, i) == ffi::LUA_TSTRING)
+        {
+            let path = &*(ffi::lua_touserdata(state, ffi::lua_upvalueindex(3)) as *const CallPath);
+            match fast_call::<K>(state, n, path) {
+                FastReply::Number(i) => ffi::lua_pushnumber(state, i as ffi::lua_Number),
+                FastReply::False => ffi::lua_pushboolean(state, 0),
+                FastReply::Nil => ffi::lua_pushnil(state),
+                FastReply::Bulk => {
+                    let (ptr, len) = pending_text(path);
+                    ffi::lua_pushlstring(state, ptr, len);
+                    *path.pending.borrow_mut() = None;
+                }
+                FastReply::Status => {
+                    ffi::lua_createtable(state, 0, 1);
+                    ffi::lua_pushlstring(state, c"ok".as_ptr(), 2);
+                    let (ptr, len) = pending_text(path);
+                    ffi::lua_pushlstring(state, ptr, len);
+                    ffi::lua_rawset(state, -3);
+                    *path.pending.borrow_mut() = None;
+                }
+                FastReply::Other => {
+                    ffi::lua_pushvalue(state, ffi::lua_upvalueindex(2));
+                    ffi::lua_call(state, 0, 1);
                 }
             }
-            ffi::lua_pushvalue(state, ffi::lua_upvalueindex(1));
-            ffi::lua_insert(state, 1);
-            ffi::lua_pushinteger(state, n as ffi::lua_Integer);
-            ffi::lua_insert(state, 2);
-            ffi::lua_call(state, n + 1, ffi::LUA_MULTRET);
-            ffi::lua_gettop(state)
+            return 1;
         }
+        // Number arguments become their %.17g text, as Redis 7.0
+        // formats them (mlua would coerce them with Lua's %.14g). A
+        // memory error raised by lua_pushlstring leaks `text` (a few
+        // bytes), which is all a longjmp over it can do.
+        for i in 1..=n {
+            if ffi::lua_type(state, i) == ffi::LUA_TNUMBER {
+                let text = format_double(ffi::lua_tonumber(state, i));
+                ffi::lua_pushlstring(state, text.as_ptr().cast(), text.len());
+                ffi::lua_replace(state, i);
+            }
+        }
+        // mlua gives a callback's missing arguments as nil, but a nil
+        // argument is an error (Redis checks each of `lua_gettop`
+        // arguments): the count goes first.
+        ffi::lua_pushvalue(state, ffi::lua_upvalueindex(1));
+        ffi::lua_insert(state, 1);
+        ffi::lua_pushinteger(state, n as ffi::lua_Integer);
+        ffi::lua_insert(state, 2);
+        ffi::lua_call(state, n + 1, ffi::LUA_MULTRET);
+        ffi::lua_gettop(state)
     }
-    // SAFETY: `exec_raw` runs the closure protected, with `inner` pushed
-    // as its one argument; lua_pushcclosure pops it as the closure's
-    // upvalue and pushes the closure, the one value returned.
-    unsafe { lua.exec_raw::<Function>(&inner, |state| ffi::lua_pushcclosure(state, count, 1)) }
+}
+
+/// Runs the call whose `n` string arguments are on `state`'s stack and
+/// says how to hand over its outcome (left in `path.pending` unless it is
+/// a number or nil).
+///
+/// # Safety
+/// The stack's values 1..=n must be strings.
+unsafe fn fast_call<K: Keyspace>(
+    state: *mut ffi::lua_State,
+    n: c_int,
+    path: &CallPath,
+) -> FastReply {
+    let mut argv = Vec::with_capacity(n as usize);
+    for i in 1..=n {
+        let mut len = 0usize;
+        // SAFETY: a string's bytes, valid while it is on the stack.
+        let bytes = unsafe {
+            let ptr = ffi::lua_tolstring(state, i, &mut len);
+            std::slice::from_raw_parts(ptr.cast::<u8>(), len)
+        };
+        argv.push(Bytes::copy_from_slice(bytes));
+    }
+    let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_call::<K>(&path.current, argv)
+    }))
+    .unwrap_or_else(|_| Err(CmdError::other("ERR the command failed inside the server")));
+    let resp3 = path.resp.load(Ordering::Relaxed) == 3;
+    let how = match &reply {
+        Ok(Reply::Int(i)) => return FastReply::Number(*i),
+        Ok(Reply::Nil | Reply::NilArray) if resp3 => return FastReply::Nil,
+        Ok(Reply::Nil | Reply::NilArray) => return FastReply::False,
+        Ok(Reply::Bulk(_)) => FastReply::Bulk,
+        Ok(Reply::Simple(_)) => FastReply::Status,
+        _ => FastReply::Other,
+    };
+    *path.pending.borrow_mut() = Some(reply);
+    how
+}
+
+/// The bytes of the bulk or status reply in `path.pending`, read with no
+/// borrow guard alive (a longjmp may follow).
+///
+/// # Safety
+/// `pending` must hold a bulk or status reply and not be borrowed; the
+/// bytes live until `pending` changes.
+unsafe fn pending_text(path: &CallPath) -> (*const std::ffi::c_char, usize) {
+    // SAFETY: no borrow of `pending` is alive (see above).
+    match unsafe { &*path.pending.as_ptr() } {
+        Some(Ok(Reply::Bulk(b))) => (b.as_ptr().cast(), b.len()),
+        Some(Ok(Reply::Simple(s))) => (s.as_ptr().cast(), s.len()),
+        _ => (c"".as_ptr(), 0),
+    }
 }
 
 impl<K: Keyspace> CallState<'_, K> {
