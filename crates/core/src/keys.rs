@@ -8,7 +8,7 @@
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
-use crate::keyspace::{Collection, EntryRef, Keyspace, Value};
+use crate::keyspace::{AccessMode, Collection, EntryRef, Keyspace, Value};
 use crate::store::DbRef;
 use crate::store::{Ctx, Store};
 use crate::table::{cmd, container, help_reply, CommandSpec, Flags, Keyless};
@@ -36,7 +36,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("del", -2, W, ALL_KEYS, ACL_WS, G, "1.0.0", "Deletes one or more keys.", crate::write_handler!(del)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)),
     cmd("unlink", -2, WF, ALL_KEYS, ACL_WF, G, "4.0.0", "Asynchronously deletes one or more keys.", crate::write_handler!(del)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)),
     cmd("exists", -2, RF, ALL_KEYS, ACL_RF, G, "1.0.0", "Determines whether one or more keys exist.", crate::read_handler!(exists)),
-    cmd("touch", -2, RF, ALL_KEYS, ACL_RF, G, "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", crate::read_handler!(exists)),
+    cmd("touch", -2, RF, ALL_KEYS, ACL_RF, G, "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", crate::read_handler!(touch)),
     cmd("type", 2, RF, KEY, ACL_RF, G, "1.0.0", "Determines the type of value stored at a key.", crate::read_handler!(type_of)),
     cmd("rename", 3, W, TWO_KEYS, ACL_WS, G, "1.0.0", "Renames a key and overwrites the destination.", crate::write_handler!(rename)).events(crate::notify::Events::Custom(crate::notify::rename)),
     cmd("renamenx", 3, WF, TWO_KEYS, ACL_WF, G, "1.0.0", "Renames a key only when the target key name doesn't exist.", crate::write_handler!(renamenx)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::rename)),
@@ -86,9 +86,18 @@ fn del<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) 
     Ok(Reply::Int(n))
 }
 
-/// EXISTS and TOUCH: a key named twice counts twice, as in Redis. TOUCH
-/// has no access time to update (OBJECT IDLETIME is always 0).
+/// EXISTS: a key named twice counts twice, as in Redis; its access is
+/// not recorded.
 fn exists<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+    let n = args[1..]
+        .iter()
+        .filter(|k| store.peek(db, k, ctx.now_ms).is_some())
+        .count();
+    Ok(Reply::Int(n as i64))
+}
+
+/// TOUCH: EXISTS that records the access of each key.
+fn touch<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let n = args[1..]
         .iter()
         .filter(|k| store.live(db, k, ctx.now_ms).is_some())
@@ -98,7 +107,7 @@ fn exists<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -
 
 fn type_of<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let name = store
-        .live(db, &args[1], ctx.now_ms)
+        .peek(db, &args[1], ctx.now_ms)
         .map_or("none", |e| e.value.type_name());
     Ok(Reply::simple(name))
 }
@@ -416,7 +425,7 @@ fn ttl_reply<K: Keyspace>(
     ctx: &Ctx,
     form: TtlForm,
 ) -> CmdResult {
-    let Some(e) = store.live(db, key, ctx.now_ms) else {
+    let Some(e) = store.peek(db, key, ctx.now_ms) else {
         return Ok(Reply::Int(-2));
     };
     let Some(at) = e.expire_at() else {
@@ -681,16 +690,20 @@ fn object_encoding<K: Keyspace>(
     args: &[Bytes],
     ctx: &Ctx,
 ) -> CmdResult {
-    Ok(match store.live(db, &args[2], ctx.now_ms) {
+    Ok(match store.peek(db, &args[2], ctx.now_ms) {
         Some(e) => Reply::Bulk(Bytes::from_static(encoding_name(e.value).as_bytes())),
         None => Reply::Nil,
     })
 }
 
-/// Without an LFU maxmemory policy (the default, and the only one here)
-/// Redis refuses FREQ for existing keys.
+/// The decayed LFU counter; refused unless an LFU maxmemory policy is
+/// selected, as in Redis. Access stamps are node-local: a follower's may
+/// differ from its leader's.
 fn object_freq<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
-    match store.live(db, &args[2], ctx.now_ms) {
+    match store.peek(db, &args[2], ctx.now_ms) {
+        Some(e) if store.keyspace().access_mode() != AccessMode::Lru => {
+            Ok(Reply::Int(store.keyspace().access_frequency(&e) as i64))
+        }
         Some(_) => Err(CmdError::other(
             "ERR An LFU maxmemory policy is not selected, access frequency not tracked. \
              Please note that when switching between policies at runtime LRU and LFU data \
@@ -700,18 +713,25 @@ fn object_freq<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &C
     }
 }
 
-/// Access times are not tracked (they would differ between replicas), so
-/// every key reads as just touched.
+/// Seconds since the key's last access; refused under an LFU policy, as
+/// in Redis.
 fn object_idletime<K: Keyspace>(
     store: &Store<K>,
     db: usize,
     args: &[Bytes],
     ctx: &Ctx,
 ) -> CmdResult {
-    Ok(match store.live(db, &args[2], ctx.now_ms) {
-        Some(_) => Reply::Int(0),
-        None => Reply::Nil,
-    })
+    match store.peek(db, &args[2], ctx.now_ms) {
+        Some(e) if store.keyspace().access_mode() == AccessMode::Lru => {
+            Ok(Reply::Int(store.keyspace().idle_seconds(&e) as i64))
+        }
+        Some(_) => Err(CmdError::other(
+            "ERR An LFU maxmemory policy is selected, idle time not tracked. \
+             Please note that when switching between policies at runtime LRU and LFU data \
+             will take some time to adjust.",
+        )),
+        None => Ok(Reply::Nil),
+    }
 }
 
 fn object_refcount<K: Keyspace>(
@@ -721,7 +741,7 @@ fn object_refcount<K: Keyspace>(
     ctx: &Ctx,
 ) -> CmdResult {
     Ok(
-        match store.live(db, &args[2], ctx.now_ms).map(|e| e.value) {
+        match store.peek(db, &args[2], ctx.now_ms).map(|e| e.value) {
             Some(Value::Int(i)) if (0..SHARED_INTEGERS).contains(i) => Reply::Int(i32::MAX as i64),
             Some(_) => Reply::Int(1),
             None => Reply::Nil,
@@ -1299,8 +1319,56 @@ mod tests {
         assert_eq!(read(&st, &["OBJECT", "ENCODING", "r"]), Ok(bulk("raw")));
         assert_eq!(read(&st, &["OBJECT", "ENCODING", "old"]), Ok(Reply::Nil));
         assert_eq!(read(&st, &["OBJECT", "ENCODING", "no"]), Ok(Reply::Nil));
-        assert_eq!(read(&st, &["OBJECT", "IDLETIME", "e"]), int(0));
+        // Created 5 s ago, read (GET records the access) 2 s ago.
+        let mut st2 = Store::default();
+        st2.keyspace().set_access_clock(NOW - 5_000);
+        put(&mut st2, "a", "1", None);
+        put(&mut st2, "b", "1", None);
+        let ctx = |now_ms| Ctx { now_ms, seed: 0 };
+        assert!(st2.read(0, &args(&["GET", "a"]), &ctx(NOW - 2_000)).is_ok());
+        // OBJECT, TYPE, TTL and EXISTS do not count as accesses.
+        for c in [
+            &["TYPE", "b"][..],
+            &["TTL", "b"],
+            &["EXISTS", "b"],
+            &["OBJECT", "ENCODING", "b"],
+        ] {
+            assert!(st2.read(0, &args(c), &ctx(NOW - 1_000)).is_ok());
+        }
+        assert_eq!(
+            st2.read(0, &args(&["OBJECT", "IDLETIME", "a"]), &ctx(NOW)),
+            int(2)
+        );
+        assert_eq!(
+            st2.read(0, &args(&["OBJECT", "IDLETIME", "b"]), &ctx(NOW)),
+            int(5)
+        );
+        assert!(st2.read(0, &args(&["TOUCH", "b"]), &ctx(NOW)).is_ok());
+        assert_eq!(
+            st2.read(0, &args(&["OBJECT", "IDLETIME", "b"]), &ctx(NOW)),
+            int(0)
+        );
         assert_eq!(read(&st, &["OBJECT", "IDLETIME", "no"]), Ok(Reply::Nil));
+        // Under an LFU policy: FREQ answers (a new key starts at 5, and
+        // with a log factor of 0 every access counts), IDLETIME refuses.
+        st2.keyspace().set_access_mode(AccessMode::Lfu {
+            log_factor: 0,
+            decay_minutes: 0,
+        });
+        put(&mut st2, "c", "1", None);
+        assert_eq!(
+            st2.read(0, &args(&["OBJECT", "FREQ", "c"]), &ctx(NOW)),
+            int(5)
+        );
+        assert!(st2.read(0, &args(&["GET", "c"]), &ctx(NOW)).is_ok());
+        assert_eq!(
+            st2.read(0, &args(&["OBJECT", "FREQ", "c"]), &ctx(NOW)),
+            int(6)
+        );
+        assert!(
+            err(st2.read(0, &args(&["OBJECT", "IDLETIME", "c"]), &ctx(NOW)))
+                .starts_with("ERR An LFU maxmemory policy is selected, idle time not tracked.")
+        );
         assert_eq!(read(&st, &["OBJECT", "REFCOUNT", "i"]), int(2_147_483_647));
         assert_eq!(read(&st, &["OBJECT", "REFCOUNT", "big"]), int(1));
         assert_eq!(read(&st, &["OBJECT", "REFCOUNT", "e"]), int(1));

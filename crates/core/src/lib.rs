@@ -23,6 +23,7 @@ pub mod args;
 pub mod bitmap;
 pub mod connection;
 pub mod error;
+pub mod evict;
 pub mod expire;
 pub mod geo;
 pub mod glob;

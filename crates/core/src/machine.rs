@@ -27,6 +27,10 @@ pub enum ShardCmd {
     /// Deletions picked by the active expiry cycle: each key goes only if
     /// it is still expired at the entry's time.
     Expire { db: usize, keys: Vec<Bytes> },
+    /// Deletions picked by `maxmemory-policy` (on the node that orders the
+    /// shard's writes, from its access stamps): each key goes if it still
+    /// exists.
+    Evict { db: usize, keys: Vec<Bytes> },
     /// EXEC after WATCH: the block runs only if every watched key still has
     /// the digest the client saw when it watched it (checked when applied,
     /// identically on every replica); otherwise it answers a nil array.
@@ -58,6 +62,7 @@ pub fn execute<K: Keyspace>(
     args: &[Bytes],
     ctx: &Ctx,
 ) -> CmdResult {
+    store.keyspace().set_access_clock(ctx.now_ms);
     match spec.handler {
         Handler::Write(f) => crate::notify::write(store, spec, K::write_fn(&f), db, args, ctx),
         Handler::Read(f) => K::read_fn(&f)(store, db, args, ctx),
@@ -73,6 +78,7 @@ pub fn execute_read<K: Keyspace>(
     args: &[Bytes],
     ctx: &Ctx,
 ) -> CmdResult {
+    store.keyspace().set_access_clock(ctx.now_ms);
     match spec.handler {
         Handler::Read(f) => K::read_fn(&f)(store, db, args, ctx),
         _ => Err(crate::error::unknown_command(args)),
@@ -86,7 +92,7 @@ pub enum Written<'a> {
     /// A write command that succeeded: its keys (or, for FLUSHDB and the
     /// like, its databases) changed.
     Command(&'static CommandSpec, &'a [Bytes]),
-    /// Keys the expiry cycle removed.
+    /// Keys the expiry cycle or eviction removed.
     Expired(&'a [Bytes]),
     /// Keyspace events (`notify-keyspace-events`) the store produced, in
     /// order; heard only when the setting is not empty.
@@ -151,6 +157,13 @@ pub fn apply<K: Keyspace>(
             }
             Applied::Reply(Reply::ok())
         }
+        ShardCmd::Evict { db, keys } => {
+            if *db < store.databases() && store.apply_evicted(*db, keys) > 0 {
+                on_write(*db, Written::Expired(keys));
+                flush_events(store, *db, &mut on_write);
+            }
+            Applied::Reply(Reply::ok())
+        }
         ShardCmd::WatchedExec { db, cmds, watched } => {
             if *db >= store.databases() {
                 return Applied::Reply(CmdError::DbIndexOutOfRange.to_reply());
@@ -193,7 +206,9 @@ pub fn read<K: Keyspace>(store: &Store<K>, cmd: &ShardCmd, now_ms: u64) -> Reply
                 .and_then(|(spec, _)| execute_read(store, spec, *db, args, &ctx))
                 .unwrap_or_else(|e| e.to_reply())
         }
-        ShardCmd::Expire { .. } | ShardCmd::WatchedExec { .. } => Reply::error("ERR not a read"),
+        ShardCmd::Expire { .. } | ShardCmd::Evict { .. } | ShardCmd::WatchedExec { .. } => {
+            Reply::error("ERR not a read")
+        }
     }
 }
 
@@ -250,6 +265,7 @@ const TAG_EXPIRE: u8 = 2;
 pub const TAG_RESERVED_META: u8 = 3;
 const TAG_WATCHED_EXEC: u8 = 4;
 const TAG_WATCH_DIGESTS: u8 = 5;
+const TAG_EVICT: u8 = 6;
 
 /// Appends a length-prefixed byte string.
 pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
@@ -285,6 +301,11 @@ pub fn encode(cmd: &ShardCmd, out: &mut Vec<u8>) {
         }
         ShardCmd::Expire { db, keys } => {
             out.push(TAG_EXPIRE);
+            put_u32(out, *db);
+            put_keys(out, keys);
+        }
+        ShardCmd::Evict { db, keys } => {
+            out.push(TAG_EVICT);
             put_u32(out, *db);
             put_keys(out, keys);
         }
@@ -369,6 +390,13 @@ pub fn decode(b: &[u8]) -> Option<ShardCmd> {
         TAG_EXPIRE => {
             let db = r.u32()? as usize;
             ShardCmd::Expire {
+                db,
+                keys: r.keys()?,
+            }
+        }
+        TAG_EVICT => {
+            let db = r.u32()? as usize;
+            ShardCmd::Evict {
                 db,
                 keys: r.keys()?,
             }
@@ -582,6 +610,10 @@ mod tests {
             ShardCmd::Expire {
                 db: 0,
                 keys: args(&["a", "b"]),
+            },
+            ShardCmd::Evict {
+                db: 2,
+                keys: args(&["c"]),
             },
             ShardCmd::WatchedExec {
                 db: 3,

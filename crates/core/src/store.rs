@@ -42,6 +42,7 @@ impl Ctx {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Stats {
     pub expired_keys: u64,
+    pub evicted_keys: u64,
     pub keyspace_hits: Cell<u64>,
     pub keyspace_misses: Cell<u64>,
 }
@@ -256,6 +257,7 @@ impl<K: Keyspace> Store<K> {
     /// Runs a write command. `args[0]` is the command name.
     pub fn apply(&mut self, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
         let (spec, _) = resolve(args)?;
+        self.ks.set_access_clock(ctx.now_ms);
         match spec.handler {
             Handler::Write(f) => K::write_fn(&f)(self, db, args, ctx),
             Handler::Read(f) => K::read_fn(&f)(self, db, args, ctx),
@@ -266,15 +268,32 @@ impl<K: Keyspace> Store<K> {
     /// Runs a read-only command; never changes the store.
     pub fn read(&self, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
         let (spec, _) = resolve(args)?;
+        self.ks.set_access_clock(ctx.now_ms);
         match spec.handler {
             Handler::Read(f) => K::read_fn(&f)(self, db, args, ctx),
             _ => Err(crate::error::unknown_command(args)),
         }
     }
 
-    /// The live entry of `key` at `now_ms` (expired keys read as missing).
-    pub fn live(&self, db: usize, key: &[u8], now_ms: u64) -> Option<EntryRef<'_, K>> {
+    /// [`Store::live`] without recording an access (Redis's
+    /// LOOKUP_NOTOUCH: OBJECT, TYPE, TTL, EXISTS).
+    pub fn peek(&self, db: usize, key: &[u8], now_ms: u64) -> Option<EntryRef<'_, K>> {
         let found = self.ks.get(db, key).filter(|e| !e.is_expired(now_ms));
+        let counter = match found {
+            Some(_) => &self.stats.keyspace_hits,
+            None => &self.stats.keyspace_misses,
+        };
+        counter.set(counter.get() + 1);
+        found
+    }
+
+    /// The live entry of `key` at `now_ms` (expired keys read as missing);
+    /// its access is recorded.
+    pub fn live(&self, db: usize, key: &[u8], now_ms: u64) -> Option<EntryRef<'_, K>> {
+        let found = self
+            .ks
+            .get_touched(db, key, now_ms)
+            .filter(|e| !e.is_expired(now_ms));
         let counter = match found {
             Some(_) => &self.stats.keyspace_hits,
             None => &self.stats.keyspace_misses,
@@ -340,6 +359,21 @@ impl<K: Keyspace> Store<K> {
             }
         }
         self.stats.expired_keys += n as u64;
+        n
+    }
+
+    /// Applies the deletions `maxmemory-policy` chose (see
+    /// [`crate::evict`]): each key that still exists goes, with an
+    /// `evicted` event. Returns how many went.
+    pub fn apply_evicted(&mut self, db: usize, keys: &[Bytes]) -> usize {
+        let mut n = 0;
+        for k in keys {
+            if self.ks.remove(db, k).is_some() {
+                n += 1;
+                self.emit(crate::notify::EVICTED, "evicted", db, k);
+            }
+        }
+        self.stats.evicted_keys += n as u64;
         n
     }
 

@@ -1,17 +1,41 @@
 //! One logical database: a dense entry vector plus a hash index into it.
 
+use crate::access::AccessClock;
 use crate::value::CompactBytes;
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
-/// A key, its value and its absolute expiry time in Unix milliseconds
-/// (0 means the key does not expire).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A key, its value, its absolute expiry time in Unix milliseconds (0
+/// means the key does not expire) and when it was last used (see
+/// [`crate::access`]: node-local, so equality ignores it).
+#[derive(Debug)]
 pub struct Entry<V> {
     pub key: CompactBytes,
     pub value: V,
     expire_at: u64,
+    access: AtomicU32,
 }
+
+impl<V: Clone> Clone for Entry<V> {
+    fn clone(&self) -> Self {
+        Entry {
+            key: self.key.clone(),
+            value: self.value.clone(),
+            expire_at: self.expire_at,
+            access: AtomicU32::new(self.access()),
+        }
+    }
+}
+
+impl<V: PartialEq> PartialEq for Entry<V> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key && self.value == other.value && self.expire_at == other.expire_at
+    }
+}
+
+impl<V: Eq> Eq for Entry<V> {}
 
 /// What the database needs to know about a stored value: the heap bytes it
 /// owns beyond its inline size (MEMORY USAGE, INFO memory).
@@ -28,6 +52,16 @@ impl<V> Entry<V> {
     /// Whether the key is logically gone at `now_ms`.
     pub fn is_expired(&self, now_ms: u64) -> bool {
         self.expire_at != 0 && self.expire_at <= now_ms
+    }
+
+    /// The access stamp (LRU or LFU, see [`crate::access`]).
+    pub fn access(&self) -> u32 {
+        self.access.load(Ordering::Relaxed)
+    }
+
+    fn touch(&self, clock: &AccessClock) {
+        self.access
+            .store(clock.touched(self.access()), Ordering::Relaxed);
     }
 }
 
@@ -53,21 +87,33 @@ pub struct Db<V> {
     entries: Vec<Entry<V>>,
     index: HashTable<u32>,
     expires: usize,
+    /// Stamps accesses (shared by a keyspace's databases).
+    clock: Arc<AccessClock>,
 }
 
 impl<V> Default for Db<V> {
     fn default() -> Self {
-        Db {
-            entries: Vec::new(),
-            index: HashTable::new(),
-            expires: 0,
-        }
+        Db::with_clock(Arc::default())
     }
 }
 
 impl<V> Db<V> {
     pub fn new() -> Db<V> {
         Db::default()
+    }
+
+    /// An empty database whose accesses `clock` stamps.
+    pub fn with_clock(clock: Arc<AccessClock>) -> Db<V> {
+        Db {
+            entries: Vec::new(),
+            index: HashTable::new(),
+            expires: 0,
+            clock,
+        }
+    }
+
+    pub fn clock(&self) -> &AccessClock {
+        &self.clock
     }
 
     /// Makes room for `additional` more keys (bulk loads such as restoring
@@ -107,6 +153,16 @@ impl<V> Db<V> {
         self.find(key).map(|i| &self.entries[i])
     }
 
+    /// [`Db::get`] for a command's use of the key: a live entry's access
+    /// is stamped.
+    pub fn get_touched(&self, key: &[u8], now_ms: u64) -> Option<&Entry<V>> {
+        let e = &self.entries[self.find(key)?];
+        if !e.is_expired(now_ms) {
+            e.touch(&self.clock);
+        }
+        Some(e)
+    }
+
     /// Mutable access to a key's value (its expiry is changed only through
     /// [`Db::set_expire`], which keeps the expiry count right).
     pub fn get_value_mut(&mut self, key: &[u8]) -> Option<&mut V> {
@@ -135,10 +191,13 @@ impl<V> Db<V> {
         if let Some(i) = self.find(key) {
             let old_value = std::mem::replace(&mut self.entries[i].value, value);
             let old_expire = self.replace_expire(i, expire_at);
+            let old_access = self.entries[i].access();
+            self.entries[i].touch(&self.clock);
             return Some(Entry {
                 key: self.entries[i].key.clone(),
                 value: old_value,
                 expire_at: old_expire,
+                access: AtomicU32::new(old_access),
             });
         }
         let pos = self.push(key, value, expire_at);
@@ -156,6 +215,7 @@ impl<V> Db<V> {
             key: CompactBytes::from_slice(key),
             value,
             expire_at,
+            access: AtomicU32::new(self.clock.initial()),
         });
         if expire_at != 0 {
             self.expires += 1;
@@ -198,6 +258,7 @@ impl<V> Db<V> {
                 }
                 self.entries[i].value = value;
                 self.replace_expire(i, expire_at);
+                self.entries[i].touch(&self.clock);
             }
             hashbrown::hash_table::Entry::Vacant(v) => {
                 v.insert(self.entries.len() as u32);
@@ -214,7 +275,11 @@ impl<V> Db<V> {
         match self.find(key) {
             None => Ok(None),
             Some(i) if self.entries[i].is_expired(now_ms) => self.remove(key).map_or(Ok(None), Err),
-            Some(i) => Ok(Some(&mut self.entries[i].value)),
+            Some(i) => {
+                let e = &mut self.entries[i];
+                e.touch(&self.clock);
+                Ok(Some(&mut e.value))
+            }
         }
     }
 
@@ -239,7 +304,9 @@ impl<V> Db<V> {
             hashbrown::hash_table::Entry::Occupied(o) => {
                 let i = *o.get() as usize;
                 if !self.entries[i].is_expired(now_ms) {
-                    return (&mut self.entries[i].value, None);
+                    let e = &mut self.entries[i];
+                    e.touch(&self.clock);
+                    return (&mut e.value, None);
                 }
                 let expired = self.remove(key);
                 let pos = self.push(key, make(), 0);
@@ -469,8 +536,9 @@ mod tests {
 
     #[test]
     fn entry_is_small() {
+        // Key 24, value 32, expiry 8, access stamp 4 (+ padding).
         assert!(
-            std::mem::size_of::<Entry<[u64; 4]>>() <= 64,
+            std::mem::size_of::<Entry<[u64; 4]>>() <= 72,
             "{}",
             std::mem::size_of::<Entry<[u64; 4]>>()
         );

@@ -13,6 +13,7 @@
 //! This crate knows nothing about commands, expiry policy or replies: it
 //! stores entries and answers lookups.
 
+pub mod access;
 mod db;
 pub mod hash;
 pub mod list;
@@ -21,6 +22,7 @@ pub mod stream;
 pub mod value;
 pub mod zset;
 
+pub use access::{AccessClock, AccessMode};
 pub use db::{Db, Entry, HeapSize};
 pub use hash::Hash;
 pub use list::List;

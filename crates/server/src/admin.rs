@@ -13,6 +13,7 @@ use kvasir_core::connection::{
     ClientCmd, CommandCmd, ConfigCmd, LatencyCmd, MemoryCmd, SlowlogCmd,
 };
 use kvasir_core::glob;
+use kvasir_core::keyspace::Keyspace;
 use kvasir_core::table::{all_commands, help_reply as help, lookup, resolve};
 use kvasir_core::{CmdError, CommandSpec, SessionCmd};
 use kvasir_resp::{Protocol, Reply};
@@ -719,12 +720,23 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
                 ));
             }
             let notify = next.notify_keyspace_events;
+            let access_mode = crate::maxmemory::eviction_settings(&next).2;
             s.server.tracking.borrow_mut().max_keys = next.tracking_table_max_keys();
             *s.server.config.borrow_mut() = next;
-            s.server
-                .local_store
-                .borrow_mut()
-                .with_store(|store| store.notify = notify);
+            s.server.local_store.borrow_mut().with_store(|store| {
+                store.notify = notify;
+                store.keyspace().set_access_mode(access_mode);
+            });
+            for shard in s.server.led_shards() {
+                let server = s.server.clone();
+                tokio::task::spawn_local(async move {
+                    server
+                        .on_shard(shard, move |store| {
+                            store.keyspace().set_access_mode(access_mode)
+                        })
+                        .await;
+                });
+            }
             if let Some(node) = &s.server.cluster {
                 node.hooks
                     .notify

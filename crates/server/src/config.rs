@@ -301,9 +301,9 @@ impl Config {
             "latency-monitor-threshold" => self.latency_monitor_threshold = num(value)?,
             "timeout" => self.timeout = num(value)?,
             "maxmemory" => self.maxmemory = memory(value)?,
-            "maxmemory-policy" => match value {
-                "noeviction" => self.maxmemory_policy = value.to_string(),
-                _ => return Err(SetError::Invalid("only noeviction is supported".into())),
+            "maxmemory-policy" => match kvasir_core::evict::Policy::parse(value) {
+                Some(p) => self.maxmemory_policy = p.name().to_string(),
+                None => return Err(SetError::Invalid("argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction".into())),
             },
             "hash-max-listpack-entries" => self.hash_max_listpack_entries = num(value)?,
             "hash-max-listpack-value" => self.hash_max_listpack_value = memory(value)?,

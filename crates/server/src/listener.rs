@@ -145,9 +145,12 @@ impl Server {
         let mut local_store = LocalStore::new(databases);
         let limits = config.encoding_limits();
         let notify = config.notify_keyspace_events;
+        let access_mode = crate::maxmemory::eviction_settings(&config).2;
         local_store.with_store(|store| {
+            use kvasir_core::keyspace::Keyspace;
             store.limits = limits;
             store.notify = notify;
+            store.keyspace().set_access_mode(access_mode);
         });
         let clients = Rc::new(RefCell::new(Clients::default()));
         let tracking = Rc::new(RefCell::new(crate::tracking::Tracking::new(

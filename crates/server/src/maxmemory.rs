@@ -1,14 +1,29 @@
-//! `maxmemory` under the `noeviction` policy (the one Kvasir implements):
-//! while the allocator's used memory is above `maxmemory`, commands that
-//! may grow the dataset (DENYOOM in the command table) are refused with
-//! Redis's OOM error, so is queuing any command in MULTI (which aborts the
-//! transaction), and an EXEC whose queue holds a DENYOOM one is refused; reads, deletions and everything else go
-//! on. The decision is made when the node admits a command, never when an
+//! `maxmemory` and `maxmemory-policy`. While the allocator's used memory is
+//! above `maxmemory`:
+//! - under an evicting policy, keys are evicted before the next command
+//!   runs (Redis's `performEvictions`): `kvasir_core::evict` picks them from
+//!   the shards this node orders, and a `ShardCmd::Evict` deletes them, so
+//!   under Raft every replica removes the same keys;
+//! - under `noeviction`, or when nothing is left to evict, commands that
+//!   may grow the dataset (DENYOOM in the command table) are refused with
+//!   Redis's OOM error, so is queuing any command in MULTI (which aborts
+//!   the transaction), and an EXEC whose queue holds a DENYOOM one is
+//!   refused; reads, deletions and everything else go on.
+//!
+//! The decision is made when the node admits a command, never when an
 //! entry applies, so every replica still applies every entry alike.
 
+use crate::config::Config;
+use crate::router::LOCAL_SHARD;
+use bytes::Bytes;
+use kvasir_core::evict::{self, Policy};
+use kvasir_core::keyspace::AccessMode;
+use kvasir_core::machine::ShardCmd;
 use kvasir_core::table::Flags;
 use kvasir_core::CommandSpec;
 use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// Redis's reply to a command refused for memory.
@@ -18,19 +33,37 @@ pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 /// cost more to refresh than a command to run.
 const REFRESH: Duration = Duration::from_millis(1);
 
-/// The node's used memory as last read, for the admission check.
-#[derive(Default)]
+/// The node's used memory as last read, for the admission check, and the
+/// state of eviction.
 pub struct MemoryGuard {
     read_at: Cell<Option<Instant>>,
     used: Cell<u64>,
+    /// Random state for sampling keys.
+    rng: Cell<u64>,
+    /// A cluster eviction round is running (it awaits the shard threads).
+    evicting: Cell<bool>,
+    /// The last eviction round found nothing to evict.
+    futile: Cell<bool>,
+    /// Keys this node ordered evicted on its Raft groups.
+    pub cluster_evicted: Cell<u64>,
+}
+
+impl Default for MemoryGuard {
+    fn default() -> Self {
+        MemoryGuard {
+            read_at: Cell::new(None),
+            used: Cell::new(0),
+            rng: Cell::new(crate::local_store::unix_ms() ^ 0x6576_6963_7421),
+            evicting: Cell::new(false),
+            futile: Cell::new(false),
+            cluster_evicted: Cell::new(0),
+        }
+    }
 }
 
 impl MemoryGuard {
-    /// Whether used memory is above `maxmemory` (0: no limit).
-    pub fn over(&self, maxmemory: u64) -> bool {
-        if maxmemory == 0 {
-            return false;
-        }
+    /// Used memory, read again if the last reading is older than REFRESH.
+    fn used(&self) -> u64 {
         let now = Instant::now();
         if self
             .read_at
@@ -40,14 +73,65 @@ impl MemoryGuard {
             self.used.set(crate::info::used_memory());
             self.read_at.set(Some(now));
         }
-        self.used.get() > maxmemory
+        self.used.get()
+    }
+
+    /// Whether used memory is above `maxmemory` (0: no limit).
+    pub fn over(&self, maxmemory: u64) -> bool {
+        maxmemory != 0 && self.used() > maxmemory
+    }
+
+    /// Takes `bytes` off the reading until the next refresh: what an
+    /// eviction just freed (estimated), so the commands right after it do
+    /// not evict again for the same excess.
+    fn credit(&self, bytes: u64) {
+        self.used.set(self.used.get().saturating_sub(bytes));
+        self.read_at.set(Some(Instant::now()));
+    }
+
+    fn next_seed(&self) -> u64 {
+        let s = self.rng.get().wrapping_add(0x9E37_79B9_7F4A_7C15);
+        self.rng.set(s);
+        s
     }
 }
 
+/// The eviction settings of `config`: the policy, `maxmemory-samples` and
+/// how accesses are stamped (`lfu-log-factor`, `lfu-decay-time`).
+pub fn eviction_settings(config: &Config) -> (Policy, usize, AccessMode) {
+    let policy = Policy::parse(&config.maxmemory_policy).unwrap_or(Policy::NoEviction);
+    let number = |name: &str, default: u32| {
+        config
+            .stored
+            .get(name)
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(default)
+    };
+    let samples = number("maxmemory-samples", 5).clamp(1, 64) as usize;
+    let mode = policy.access_mode(number("lfu-log-factor", 10), number("lfu-decay-time", 1));
+    (policy, samples, mode)
+}
+
 impl crate::Server {
-    /// Whether `spec` must be refused now for lack of memory.
-    pub fn refuses_for_memory(&self, spec: &CommandSpec) -> bool {
-        spec.flags.contains(Flags::DENYOOM) && self.over_maxmemory()
+    /// Whether `spec` must be refused now for lack of memory; evicts first
+    /// when the policy allows (for every command, as Redis does).
+    pub fn refuses_for_memory(self: &Rc<Self>, spec: &CommandSpec) -> bool {
+        let maxmemory = self.config.borrow().maxmemory;
+        if !self.memory_guard.over(maxmemory) {
+            return false;
+        }
+        let (policy, samples, _) = eviction_settings(&self.config.borrow());
+        if policy.evicts() {
+            self.evict(policy, samples, maxmemory);
+            if !self.memory_guard.over(maxmemory) {
+                return false;
+            }
+            if self.cluster.is_some() && !self.memory_guard.futile.get() {
+                // The eviction ordered on the shards lands shortly.
+                return false;
+            }
+        }
+        spec.flags.contains(Flags::DENYOOM)
     }
 
     /// Whether used memory is above `maxmemory`: then Redis refuses to
@@ -55,4 +139,81 @@ impl crate::Server {
     pub fn over_maxmemory(&self) -> bool {
         self.memory_guard.over(self.config.borrow().maxmemory)
     }
+
+    /// Orders the eviction of enough keys to bring used memory down to
+    /// `maxmemory`: at once on the standalone store, by a task that asks
+    /// each led shard's thread in cluster mode.
+    fn evict(self: &Rc<Self>, policy: Policy, samples: usize, maxmemory: u64) {
+        let guard = &self.memory_guard;
+        let to_free = guard.used().saturating_sub(maxmemory) as usize;
+        if to_free == 0 {
+            return;
+        }
+        if self.cluster.is_some() {
+            if guard.evicting.replace(true) {
+                return;
+            }
+            let mut seed = guard.next_seed();
+            let shards = self.led_shards();
+            let share = to_free / shards.len().max(1) + 1;
+            let server = self.clone();
+            tokio::task::spawn_local(async move {
+                let mut freed = 0usize;
+                for shard in shards {
+                    seed = seed.wrapping_add(1);
+                    let picked = server
+                        .on_shard(shard, move |store| {
+                            let mut rng = seed;
+                            evict::select(store, policy, samples, share, &mut rng)
+                        })
+                        .await
+                        .unwrap_or_default();
+                    freed += picked.iter().map(|v| v.size).sum::<usize>();
+                    let n = picked.len() as u64;
+                    for (db, keys) in by_db(picked) {
+                        server.order(shard, ShardCmd::Evict { db, keys });
+                    }
+                    let g = &server.memory_guard;
+                    g.cluster_evicted.set(g.cluster_evicted.get() + n);
+                }
+                let g = &server.memory_guard;
+                g.credit(freed as u64);
+                g.futile.set(freed == 0);
+                g.evicting.set(false);
+            });
+            return;
+        }
+        if self.busy_script().is_some() {
+            return;
+        }
+        let mut rng = guard.next_seed();
+        let picked = evict::select(
+            self.local_store.borrow().store(),
+            policy,
+            samples,
+            to_free,
+            &mut rng,
+        );
+        let freed: usize = picked.iter().map(|v| v.size).sum();
+        guard.futile.set(picked.is_empty());
+        for (db, keys) in by_db(picked) {
+            self.order(LOCAL_SHARD, ShardCmd::Evict { db, keys });
+        }
+        guard.credit(freed as u64);
+    }
+
+    /// How shard stores stamp accesses under the current policy (the
+    /// expiry cycle hands it to every shard it visits, so shards created
+    /// later get it too).
+    pub fn access_mode(&self) -> AccessMode {
+        eviction_settings(&self.config.borrow()).2
+    }
+}
+
+fn by_db(victims: Vec<evict::Victim>) -> BTreeMap<usize, Vec<Bytes>> {
+    let mut out: BTreeMap<usize, Vec<Bytes>> = BTreeMap::new();
+    for v in victims {
+        out.entry(v.db).or_default().push(v.key);
+    }
+    out
 }

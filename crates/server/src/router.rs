@@ -193,10 +193,13 @@ pub async fn expire_loop(server: Rc<Server>) {
         let now = crate::local_store::unix_ms();
         let shards = server.led_shards();
         let budget = (MAX_VISITS_PER_CYCLE / shards.len().max(1)).max(1_000);
+        let mode = server.access_mode();
         for shard in shards {
             let mut expire = cursors.remove(&shard).unwrap_or_default();
             let picked = server
                 .on_shard(shard, move |store| {
+                    use kvasir_core::keyspace::Keyspace;
+                    store.keyspace().set_access_mode(mode);
                     let picked = expire.collect(store, now, budget);
                     (expire, picked)
                 })

@@ -12,7 +12,8 @@ use crate::table::{PerEngine, ReadFn, WriteFn};
 use kvasir_engine_memory::hash::HashLimits;
 use kvasir_engine_memory::set::SetLimits;
 use kvasir_engine_memory::zset::ZSetLimits;
-use kvasir_engine_memory::{Db, Entry, HeapSize};
+use kvasir_engine_memory::{AccessClock, AccessMode, Db, Entry, HeapSize};
+use std::sync::Arc;
 
 /// The memory engine's hash thresholds, taken from the store's.
 #[inline]
@@ -44,6 +45,8 @@ pub(crate) fn zset_limits(l: &EncodingLimits) -> ZSetLimits {
 
 pub struct MemoryKeyspace {
     dbs: Vec<Db<Value<MemoryKeyspace>>>,
+    /// Stamps the accesses of every database.
+    clock: Arc<AccessClock>,
 }
 
 impl HeapSize for Value<MemoryKeyspace> {
@@ -53,7 +56,7 @@ impl HeapSize for Value<MemoryKeyspace> {
 }
 
 fn entry_ref(e: &Entry<Value<MemoryKeyspace>>) -> EntryRef<'_, MemoryKeyspace> {
-    EntryRef::new(&e.key, &e.value, e.expire_at())
+    EntryRef::new(&e.key, &e.value, e.expire_at()).with_access(e.access())
 }
 
 fn owned(e: Entry<Value<MemoryKeyspace>>) -> OwnedEntry<MemoryKeyspace> {
@@ -69,8 +72,12 @@ impl Keyspace for MemoryKeyspace {
     type Stream = kvasir_engine_memory::Stream;
 
     fn with_databases(databases: usize) -> Self {
+        let clock = Arc::new(AccessClock::default());
         MemoryKeyspace {
-            dbs: (0..databases.max(1)).map(|_| Db::new()).collect(),
+            dbs: (0..databases.max(1))
+                .map(|_| Db::with_clock(clock.clone()))
+                .collect(),
+            clock,
         }
     }
 
@@ -82,6 +89,32 @@ impl Keyspace for MemoryKeyspace {
     #[inline]
     fn get(&self, db: usize, key: &[u8]) -> Option<EntryRef<'_, Self>> {
         self.dbs[db].get(key).map(entry_ref)
+    }
+
+    #[inline]
+    fn get_touched(&self, db: usize, key: &[u8], now_ms: u64) -> Option<EntryRef<'_, Self>> {
+        self.dbs[db].get_touched(key, now_ms).map(entry_ref)
+    }
+
+    #[inline]
+    fn set_access_clock(&self, now_ms: u64) {
+        self.clock.set_now(now_ms);
+    }
+
+    fn set_access_mode(&self, mode: AccessMode) {
+        self.clock.set_mode(mode);
+    }
+
+    fn access_mode(&self) -> AccessMode {
+        self.clock.mode()
+    }
+
+    fn idle_seconds(&self, e: &EntryRef<'_, Self>) -> u64 {
+        self.clock.idle_seconds(e.access())
+    }
+
+    fn access_frequency(&self, e: &EntryRef<'_, Self>) -> u8 {
+        self.clock.frequency(e.access())
     }
 
     #[inline]

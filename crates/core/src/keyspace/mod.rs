@@ -43,7 +43,7 @@ pub use set_ops::{SetMember, SetOps};
 pub use stream_ops::StreamOps;
 pub use zset_ops::ZSetOps;
 
-pub use kvasir_engine_memory::{canonical_i64, CompactBytes};
+pub use kvasir_engine_memory::{canonical_i64, AccessMode, CompactBytes};
 
 use std::fmt;
 
@@ -64,6 +64,27 @@ pub trait Keyspace: Sized + 'static {
 
     /// The entry of `key`, expired or not.
     fn get(&self, db: usize, key: &[u8]) -> Option<EntryRef<'_, Self>>;
+    /// [`Keyspace::get`] for a command's use of the key: a live entry's
+    /// access is recorded (LRU/LFU, see [`AccessMode`]).
+    fn get_touched(&self, db: usize, key: &[u8], now_ms: u64) -> Option<EntryRef<'_, Self>> {
+        let _ = now_ms;
+        self.get(db, key)
+    }
+    /// The time accesses are recorded at from now on (each command's).
+    fn set_access_clock(&self, _now_ms: u64) {}
+    /// How accesses are recorded: the maxmemory policy's choice.
+    fn set_access_mode(&self, _mode: AccessMode) {}
+    fn access_mode(&self) -> AccessMode {
+        AccessMode::Lru
+    }
+    /// Seconds since the last recorded access of an entry (LRU stamps).
+    fn idle_seconds(&self, _e: &EntryRef<'_, Self>) -> u64 {
+        0
+    }
+    /// The decayed access counter of an entry (LFU stamps).
+    fn access_frequency(&self, _e: &EntryRef<'_, Self>) -> u8 {
+        0
+    }
     /// The value of `key`, for a change in place. Its expiry changes only
     /// through [`Keyspace::set_expire`].
     fn get_value_mut(&mut self, db: usize, key: &[u8]) -> Option<&mut Value<Self>>;
@@ -274,6 +295,8 @@ pub struct EntryRef<'a, K: Keyspace = MemoryKeyspace> {
     pub key: &'a [u8],
     pub value: &'a Value<K>,
     expire_at: Option<u64>,
+    /// The engine's access stamp (node-local metadata).
+    access: u32,
 }
 
 impl<K: Keyspace> Clone for EntryRef<'_, K> {
@@ -290,7 +313,20 @@ impl<'a, K: Keyspace> EntryRef<'a, K> {
             key,
             value,
             expire_at,
+            access: 0,
         }
+    }
+
+    /// This entry with the engine's access stamp.
+    pub fn with_access(mut self, access: u32) -> Self {
+        self.access = access;
+        self
+    }
+
+    /// The engine's access stamp, for its `idle_seconds` and
+    /// `access_frequency`.
+    pub fn access(&self) -> u32 {
+        self.access
     }
 
     /// Absolute expiry in Unix ms, or None for a persistent key.
@@ -343,7 +379,8 @@ mod tests {
     #[test]
     fn value_and_entry_are_compact() {
         assert!(std::mem::size_of::<Value<MemoryKeyspace>>() <= 32);
+        // Key 24, value 32, expiry 8, access stamp 4 (+ padding).
         let entry = std::mem::size_of::<kvasir_engine_memory::Entry<Value<MemoryKeyspace>>>();
-        assert!(entry <= 64, "{entry}");
+        assert!(entry <= 72, "{entry}");
     }
 }

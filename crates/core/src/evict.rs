@@ -1,0 +1,310 @@
+//! `maxmemory-policy`: which keys go when used memory is above
+//! `maxmemory`. Redis's approximation: each pick samples
+//! `maxmemory-samples` keys of every database (of those with an expiry for
+//! the `volatile-*` policies) and takes the best by the policy: the longest
+//! idle (LRU), the least used (LFU), the nearest expiry (TTL) or the first
+//! drawn (random).
+//!
+//! Picking is a read of the shard's state and its node-local access stamps;
+//! the keys picked are then deleted by a `ShardCmd::Evict` entry, so under
+//! Raft the leader decides and every replica removes the same keys.
+
+use crate::keyspace::{AccessMode, Keyspace};
+use crate::store::Store;
+use bytes::Bytes;
+use std::collections::HashSet;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    NoEviction,
+    AllKeysLru,
+    AllKeysLfu,
+    AllKeysRandom,
+    VolatileLru,
+    VolatileLfu,
+    VolatileRandom,
+    VolatileTtl,
+}
+
+const NAMES: &[(&str, Policy)] = &[
+    ("noeviction", Policy::NoEviction),
+    ("allkeys-lru", Policy::AllKeysLru),
+    ("allkeys-lfu", Policy::AllKeysLfu),
+    ("allkeys-random", Policy::AllKeysRandom),
+    ("volatile-lru", Policy::VolatileLru),
+    ("volatile-lfu", Policy::VolatileLfu),
+    ("volatile-random", Policy::VolatileRandom),
+    ("volatile-ttl", Policy::VolatileTtl),
+];
+
+impl Policy {
+    /// The policy named `name` (case-insensitive, as CONFIG SET takes it).
+    pub fn parse(name: &str) -> Option<Policy> {
+        NAMES
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|&(_, p)| p)
+    }
+
+    pub fn name(self) -> &'static str {
+        NAMES
+            .iter()
+            .find(|&&(_, p)| p == self)
+            .map_or("noeviction", |&(n, _)| n)
+    }
+
+    pub fn evicts(self) -> bool {
+        self != Policy::NoEviction
+    }
+
+    pub fn is_lfu(self) -> bool {
+        matches!(self, Policy::AllKeysLfu | Policy::VolatileLfu)
+    }
+
+    fn volatile_only(self) -> bool {
+        matches!(
+            self,
+            Policy::VolatileLru
+                | Policy::VolatileLfu
+                | Policy::VolatileRandom
+                | Policy::VolatileTtl
+        )
+    }
+
+    /// How key accesses are stamped under this policy.
+    pub fn access_mode(self, log_factor: u32, decay_minutes: u32) -> AccessMode {
+        if self.is_lfu() {
+            AccessMode::Lfu {
+                log_factor,
+                decay_minutes,
+            }
+        } else {
+            AccessMode::Lru
+        }
+    }
+}
+
+/// A key chosen for eviction and the bytes its removal frees (estimated,
+/// as MEMORY USAGE).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Victim {
+    pub db: usize,
+    pub key: Bytes,
+    pub size: usize,
+}
+
+/// Picks in a row that draw only keys taken already before a selection
+/// ends short of its goal.
+const MAX_EMPTY_PICKS: usize = 16;
+
+/// Draws for one pick of keys with an expiry among all keys, before a
+/// database whose volatile keys are rare is walked instead.
+const VOLATILE_DRAWS_PER_SAMPLE: usize = 8;
+
+/// Picks keys to evict by `policy` until their estimated sizes add up to
+/// `to_free` bytes or nothing evictable is left (an empty result: the
+/// policy cannot free memory). `rng` is the caller's random state.
+pub fn select<K: Keyspace>(
+    store: &Store<K>,
+    policy: Policy,
+    samples: usize,
+    to_free: usize,
+    rng: &mut u64,
+) -> Vec<Victim> {
+    let mut picked: Vec<Victim> = Vec::new();
+    let mut taken: HashSet<(usize, Bytes)> = HashSet::new();
+    let mut freed = 0usize;
+    let mut misses = 0;
+    while freed < to_free && policy.evicts() {
+        let Some((db, key)) = pick_one(store, policy, samples.max(1), rng, &taken) else {
+            // Nothing evictable, or every key drawn was taken already:
+            // a few more draws, then the caller tries again later.
+            misses += 1;
+            if misses == MAX_EMPTY_PICKS || picked.is_empty() {
+                break;
+            }
+            continue;
+        };
+        let size = store.keyspace().entry_size(db, &key).max(1);
+        freed += size;
+        taken.insert((db, key.clone()));
+        picked.push(Victim { db, key, size });
+    }
+    picked
+}
+
+/// The best key of one sampling round, or None.
+fn pick_one<K: Keyspace>(
+    store: &Store<K>,
+    policy: Policy,
+    samples: usize,
+    rng: &mut u64,
+    taken: &HashSet<(usize, Bytes)>,
+) -> Option<(usize, Bytes)> {
+    let ks = store.keyspace();
+    let mut best: Option<(u64, usize, Bytes)> = None;
+    for db in 0..ks.databases() {
+        let len = ks.len(db);
+        if len == 0 || (policy.volatile_only() && ks.expires_count(db) == 0) {
+            continue;
+        }
+        let mut consider = |e: crate::keyspace::EntryRef<'_, K>| {
+            if taken.contains(&(db, Bytes::copy_from_slice(e.key))) {
+                return;
+            }
+            let score = match policy {
+                Policy::AllKeysLru | Policy::VolatileLru => ks.idle_seconds(&e),
+                Policy::AllKeysLfu | Policy::VolatileLfu => 255 - ks.access_frequency(&e) as u64,
+                Policy::VolatileTtl => u64::MAX - e.expire_at().unwrap_or(u64::MAX),
+                Policy::AllKeysRandom | Policy::VolatileRandom | Policy::NoEviction => 0,
+            };
+            if best.as_ref().is_none_or(|(s, _, _)| score > *s) {
+                best = Some((score, db, Bytes::copy_from_slice(e.key)));
+            }
+        };
+        if !policy.volatile_only() {
+            for _ in 0..samples {
+                if let Some(e) = ks.random_entry(db, next(rng)) {
+                    consider(e);
+                }
+            }
+            continue;
+        }
+        let mut found = 0;
+        for _ in 0..samples * VOLATILE_DRAWS_PER_SAMPLE {
+            if found == samples {
+                break;
+            }
+            if let Some(e) = ks.random_entry(db, next(rng)) {
+                if e.expire_at().is_some() {
+                    found += 1;
+                    consider(e);
+                }
+            }
+        }
+        if found == 0 {
+            // Few keys have an expiry: walk the database for some.
+            let mut cursor = 0;
+            let mut visited = 0;
+            while found < samples && visited < len {
+                let before = visited;
+                cursor = ks.scan(db, cursor, samples * 16, |e| {
+                    visited += 1;
+                    if found < samples && e.expire_at().is_some() {
+                        found += 1;
+                        consider(e);
+                    }
+                });
+                if cursor == 0 || visited == before {
+                    break;
+                }
+            }
+        }
+    }
+    best.map(|(_, db, key)| (db, key))
+}
+
+fn next(state: &mut u64) -> u64 {
+    // splitmix64: any seed, including 0, gives a full-period sequence.
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(store: &mut Store, key: &str, expire_at: Option<u64>) {
+        store.db_mut(0).set(
+            key.as_bytes(),
+            crate::keyspace::Value::from_bytes(b"v"),
+            expire_at,
+        );
+    }
+
+    #[test]
+    fn policies_parse_and_print_as_redis_names_them() {
+        for (name, p) in NAMES {
+            assert_eq!(Policy::parse(name), Some(*p));
+            assert_eq!(Policy::parse(&name.to_uppercase()), Some(*p));
+            assert_eq!(p.name(), *name);
+        }
+        assert_eq!(Policy::parse("lru"), None);
+    }
+
+    #[test]
+    fn lru_picks_the_key_idle_longest_and_lfu_the_least_used() {
+        let mut store = Store::default();
+        store.keyspace().set_access_clock(1_000);
+        for i in 0..5 {
+            put(&mut store, &format!("k{i}"), None);
+        }
+        // Everything but k3 is read 100 s later.
+        store.keyspace().set_access_clock(101_000);
+        for i in [0, 1, 2, 4] {
+            assert!(store.live(0, format!("k{i}").as_bytes(), 101_000).is_some());
+        }
+        let mut rng = 1;
+        // 5 keys, 64 samples: every key is seen.
+        let v = select(&store, Policy::AllKeysLru, 64, 1, &mut rng);
+        assert_eq!(v.len(), 1);
+        assert_eq!(&v[0].key[..], b"k3");
+
+        let mut store = Store::default();
+        store.keyspace().set_access_mode(AccessMode::Lfu {
+            log_factor: 0,
+            decay_minutes: 0,
+        });
+        for i in 0..5 {
+            put(&mut store, &format!("k{i}"), None);
+        }
+        for _ in 0..20 {
+            for i in [0, 1, 3, 4] {
+                assert!(store.live(0, format!("k{i}").as_bytes(), 0).is_some());
+            }
+        }
+        let v = select(&store, Policy::AllKeysLfu, 64, 1, &mut rng);
+        assert_eq!(&v[0].key[..], b"k2");
+    }
+
+    #[test]
+    fn volatile_policies_pick_only_keys_with_an_expiry() {
+        let mut store = Store::default();
+        for i in 0..2_000 {
+            put(&mut store, &format!("p{i}"), None);
+        }
+        put(&mut store, "soon", Some(5_000));
+        put(&mut store, "later", Some(9_000));
+        let mut rng = 7;
+        let v = select(&store, Policy::VolatileTtl, 5, 1, &mut rng);
+        assert_eq!(&v[0].key[..], b"soon");
+        let v = select(&store, Policy::VolatileRandom, 5, usize::MAX, &mut rng);
+        let mut keys: Vec<_> = v.iter().map(|v| v.key.clone()).collect();
+        keys.sort();
+        assert_eq!(keys, vec![Bytes::from("later"), Bytes::from("soon")]);
+        // With no key carrying an expiry nothing can be freed.
+        let mut store = Store::default();
+        put(&mut store, "p", None);
+        assert!(select(&store, Policy::VolatileLru, 5, 1, &mut rng).is_empty());
+        assert!(select(&store, Policy::NoEviction, 5, 1, &mut rng).is_empty());
+    }
+
+    #[test]
+    fn selection_stops_once_enough_is_freed_and_never_takes_a_key_twice() {
+        let mut store = Store::default();
+        for i in 0..50 {
+            put(&mut store, &format!("k{i}"), None);
+        }
+        let mut rng = 3;
+        let one = store.keyspace().entry_size(0, b"k0");
+        let v = select(&store, Policy::AllKeysRandom, 5, one * 10, &mut rng);
+        assert_eq!(v.len(), 10);
+        let all = select(&store, Policy::AllKeysRandom, 5, usize::MAX, &mut rng);
+        let distinct: HashSet<_> = all.iter().map(|v| v.key.clone()).collect();
+        assert_eq!(distinct.len(), all.len());
+        assert!(all.len() >= 40, "{}", all.len());
+    }
+}
