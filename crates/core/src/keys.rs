@@ -597,12 +597,12 @@ fn dump<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> 
 /// payload's version and checksum, then its contents. A TTL of 0 means
 /// no expiry; ABSTTL makes it a Unix time in ms; a time already past
 /// restores nothing (and REPLACE has still deleted the old key), as
-/// Redis does. IDLETIME and FREQ are validated, then ignored: access
-/// times and frequencies are not tracked (OBJECT IDLETIME is always 0).
+/// Redis does. IDLETIME sets the key's idle time under an LRU policy,
+/// FREQ its counter under an LFU one (node-local, as every access stamp).
 fn restore<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let key = &args[1];
     let (mut replace, mut absttl) = (false, false);
-    let (mut idle, mut freq) = (false, false);
+    let (mut idle, mut freq) = (None, None);
     let mut j = 4;
     while j < args.len() {
         let more = j + 1 < args.len();
@@ -611,19 +611,21 @@ fn restore<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &C
             replace = true;
         } else if eq_ic(a, "ABSTTL") {
             absttl = true;
-        } else if eq_ic(a, "IDLETIME") && more && !freq {
-            if parse_i64(&args[j + 1])? < 0 {
+        } else if eq_ic(a, "IDLETIME") && more && freq.is_none() {
+            let v = parse_i64(&args[j + 1])?;
+            if v < 0 {
                 return Err(CmdError::other("ERR Invalid IDLETIME value, must be >= 0"));
             }
-            idle = true;
+            idle = Some(v as u64);
             j += 1;
-        } else if eq_ic(a, "FREQ") && more && !idle {
-            if !(0..=255).contains(&parse_i64(&args[j + 1])?) {
+        } else if eq_ic(a, "FREQ") && more && idle.is_none() {
+            let v = parse_i64(&args[j + 1])?;
+            if !(0..=255).contains(&v) {
                 return Err(CmdError::other(
                     "ERR Invalid FREQ value, must be >= 0 and <= 255",
                 ));
             }
-            freq = true;
+            freq = Some(v as u8);
             j += 1;
         } else {
             return Err(CmdError::Syntax);
@@ -654,6 +656,7 @@ fn restore<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &C
     }
     let expire_at = (ttl != 0).then_some(at as u64);
     store.db_mut(db).set(key, value, expire_at);
+    store.keyspace().restore_access(db, key, idle, freq);
     Ok(Reply::ok())
 }
 

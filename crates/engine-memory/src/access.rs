@@ -31,6 +31,10 @@ pub enum AccessMode {
 #[derive(Debug)]
 pub struct AccessClock {
     now_ms: AtomicU64,
+    /// `now_ms` in Unix seconds and in minutes mod 2^16, kept beside it
+    /// so that a touch divides nothing.
+    seconds: AtomicU32,
+    minutes: AtomicU32,
     /// 0: LRU; 1: LFU.
     lfu: AtomicU8,
     log_factor: AtomicU32,
@@ -43,6 +47,8 @@ impl Default for AccessClock {
     fn default() -> Self {
         AccessClock {
             now_ms: AtomicU64::new(0),
+            seconds: AtomicU32::new(0),
+            minutes: AtomicU32::new(0),
             lfu: AtomicU8::new(0),
             log_factor: AtomicU32::new(10),
             decay_minutes: AtomicU32::new(1),
@@ -53,7 +59,14 @@ impl Default for AccessClock {
 
 impl AccessClock {
     pub fn set_now(&self, now_ms: u64) {
+        if self.now_ms.load(Ordering::Relaxed) == now_ms {
+            return;
+        }
         self.now_ms.store(now_ms, Ordering::Relaxed);
+        self.seconds
+            .store((now_ms / 1000) as u32, Ordering::Relaxed);
+        self.minutes
+            .store(((now_ms / 60_000) & 0xffff) as u32, Ordering::Relaxed);
     }
 
     pub fn now_ms(&self) -> u64 {
@@ -86,11 +99,11 @@ impl AccessClock {
     }
 
     fn seconds(&self) -> u32 {
-        (self.now_ms() / 1000) as u32
+        self.seconds.load(Ordering::Relaxed)
     }
 
     fn minutes(&self) -> u32 {
-        ((self.now_ms() / 60_000) & 0xffff) as u32
+        self.minutes.load(Ordering::Relaxed)
     }
 
     /// The stamp of a key created now.
@@ -102,7 +115,11 @@ impl AccessClock {
     }
 
     /// The stamp of a key with stamp `old` used now.
+    #[inline]
     pub fn touched(&self, old: u32) -> u32 {
+        if self.lfu.load(Ordering::Relaxed) == 0 {
+            return self.seconds();
+        }
         match self.mode() {
             AccessMode::Lru => self.seconds(),
             AccessMode::Lfu { log_factor, .. } => {
@@ -110,6 +127,18 @@ impl AccessClock {
                 (self.minutes() << 8) | counter as u32
             }
         }
+    }
+
+    /// The stamp of a key last used `idle` seconds ago (RESTORE IDLETIME):
+    /// LRU only, as Redis applies it.
+    pub fn idle_stamp(&self, idle: u64) -> u32 {
+        self.seconds()
+            .saturating_sub(idle.min(u32::MAX as u64) as u32)
+    }
+
+    /// The stamp of a key whose counter is `counter` now (RESTORE FREQ).
+    pub fn frequency_stamp(&self, counter: u8) -> u32 {
+        (self.minutes() << 8) | counter as u32
     }
 
     /// Seconds since the access recorded in an LRU stamp.

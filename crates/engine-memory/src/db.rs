@@ -59,9 +59,15 @@ impl<V> Entry<V> {
         self.access.load(Ordering::Relaxed)
     }
 
+    #[inline]
     fn touch(&self, clock: &AccessClock) {
-        self.access
-            .store(clock.touched(self.access()), Ordering::Relaxed);
+        let old = self.access();
+        let new = clock.touched(old);
+        // Most reads of a key within its second change nothing: no write
+        // to the entry's cache line then.
+        if new != old {
+            self.access.store(new, Ordering::Relaxed);
+        }
     }
 }
 
@@ -161,6 +167,13 @@ impl<V> Db<V> {
             e.touch(&self.clock);
         }
         Some(e)
+    }
+
+    /// Replaces the access stamp of `key` (RESTORE IDLETIME / FREQ).
+    pub fn set_access(&self, key: &[u8], stamp: u32) {
+        if let Some(i) = self.find(key) {
+            self.entries[i].access.store(stamp, Ordering::Relaxed);
+        }
     }
 
     /// Mutable access to a key's value (its expiry is changed only through
@@ -355,7 +368,25 @@ impl<V> Db<V> {
         if removed.expire_at != 0 {
             self.expires -= 1;
         }
+        self.shrink_if_sparse();
         Some(removed)
+    }
+
+    /// Gives memory back once three quarters of the entry vector are
+    /// unused (after mass deletion or eviction: a vector that only grows
+    /// would keep a database over `maxmemory` with half its keys gone), as
+    /// Redis resizes a dict that is under a tenth full. Positions do not
+    /// change, so iteration order stays a function of the operations.
+    fn shrink_if_sparse(&mut self) {
+        const MIN_CAPACITY: usize = 1024;
+        let len = self.entries.len();
+        if self.entries.capacity() > MIN_CAPACITY && len * 4 < self.entries.capacity() {
+            let target = (len * 2).max(MIN_CAPACITY);
+            self.entries.shrink_to(target);
+            let entries = &self.entries;
+            self.index
+                .shrink_to(target, |&i| hash_key(&entries[i as usize].key));
+        }
     }
 
     /// Removes every key.
@@ -532,6 +563,30 @@ mod tests {
         assert!(db.set_expire(b"a", Some(99)));
         assert_eq!(db.get(b"a").and_then(|e| e.expire_at()), Some(99));
         assert!(!db.set_expire(b"missing", Some(1)));
+    }
+
+    #[test]
+    fn a_database_emptied_by_removals_gives_its_memory_back() {
+        let mut db: Db<Value> = Db::new();
+        for i in 0..100_000 {
+            db.set(format!("k{i}").as_bytes(), Value::Int(i), None);
+        }
+        let full = db.entries.capacity();
+        for i in 0..99_000 {
+            assert!(db.remove(format!("k{i}").as_bytes()).is_some());
+        }
+        assert!(
+            db.entries.capacity() <= full / 8,
+            "{}",
+            db.entries.capacity()
+        );
+        for i in 99_000..100_000 {
+            assert_eq!(
+                db.get(format!("k{i}").as_bytes()).map(|e| &e.value),
+                Some(&Value::Int(i))
+            );
+        }
+        assert_eq!(keys(&db).len(), 1_000);
     }
 
     #[test]

@@ -109,6 +109,15 @@ impl Keyspace for MemoryKeyspace {
         self.clock.mode()
     }
 
+    fn restore_access(&self, db: usize, key: &[u8], idle: Option<u64>, freq: Option<u8>) {
+        let stamp = match (self.clock.mode(), idle, freq) {
+            (AccessMode::Lru, Some(idle), _) => self.clock.idle_stamp(idle),
+            (AccessMode::Lfu { .. }, _, Some(freq)) => self.clock.frequency_stamp(freq),
+            _ => return,
+        };
+        self.dbs[db].set_access(key, stamp);
+    }
+
     fn idle_seconds(&self, e: &EntryRef<'_, Self>) -> u64 {
         self.clock.idle_seconds(e.access())
     }

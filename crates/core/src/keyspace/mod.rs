@@ -77,6 +77,9 @@ pub trait Keyspace: Sized + 'static {
     fn access_mode(&self) -> AccessMode {
         AccessMode::Lru
     }
+    /// Sets the recorded access of `key` as RESTORE's IDLETIME (seconds,
+    /// under an LRU policy) or FREQ (under an LFU one) gives it.
+    fn restore_access(&self, _db: usize, _key: &[u8], _idle: Option<u64>, _freq: Option<u8>) {}
     /// Seconds since the last recorded access of an entry (LRU stamps).
     fn idle_seconds(&self, _e: &EntryRef<'_, Self>) -> u64 {
         0
