@@ -13,6 +13,15 @@ use crate::keyspace::{AccessMode, Keyspace};
 use crate::store::Store;
 use bytes::Bytes;
 use std::collections::HashSet;
+use std::hash::BuildHasher;
+
+/// Keys picked so far in one selection, by hash of database and key (a
+/// collision only makes a key look taken: another one is picked).
+type Taken = HashSet<u64, foldhash::fast::FixedState>;
+
+fn taken_hash(db: usize, key: &[u8]) -> u64 {
+    foldhash::fast::FixedState::with_seed(db as u64).hash_one(key)
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
@@ -93,6 +102,11 @@ pub struct Victim {
     pub size: usize,
 }
 
+/// Keys one selection picks at most: a limit lowered far below the data
+/// is reached over several commands (as Redis bounds each eviction run's
+/// time), and each pick checks the ones before it.
+pub const MAX_VICTIMS: usize = 512;
+
 /// Picks in a row that draw only keys taken already before a selection
 /// ends short of its goal.
 const MAX_EMPTY_PICKS: usize = 16;
@@ -102,8 +116,9 @@ const MAX_EMPTY_PICKS: usize = 16;
 const VOLATILE_DRAWS_PER_SAMPLE: usize = 8;
 
 /// Picks keys to evict by `policy` until their estimated sizes add up to
-/// `to_free` bytes or nothing evictable is left (an empty result: the
-/// policy cannot free memory). `rng` is the caller's random state.
+/// `to_free` bytes, [`MAX_VICTIMS`] keys, or nothing evictable is left
+/// (an empty result: the policy cannot free memory). `rng` is the
+/// caller's random state.
 pub fn select<K: Keyspace>(
     store: &Store<K>,
     policy: Policy,
@@ -112,10 +127,10 @@ pub fn select<K: Keyspace>(
     rng: &mut u64,
 ) -> Vec<Victim> {
     let mut picked: Vec<Victim> = Vec::new();
-    let mut taken: HashSet<(usize, Bytes)> = HashSet::new();
+    let mut taken = Taken::default();
     let mut freed = 0usize;
     let mut misses = 0;
-    while freed < to_free && policy.evicts() {
+    while freed < to_free && picked.len() < MAX_VICTIMS && policy.evicts() {
         let Some((db, key)) = pick_one(store, policy, samples.max(1), rng, &taken) else {
             // Nothing evictable, or every key drawn was taken already:
             // a few more draws, then the caller tries again later.
@@ -127,7 +142,7 @@ pub fn select<K: Keyspace>(
         };
         let size = store.keyspace().entry_size(db, &key).max(1);
         freed += size;
-        taken.insert((db, key.clone()));
+        taken.insert(taken_hash(db, &key));
         picked.push(Victim { db, key, size });
     }
     picked
@@ -139,7 +154,7 @@ fn pick_one<K: Keyspace>(
     policy: Policy,
     samples: usize,
     rng: &mut u64,
-    taken: &HashSet<(usize, Bytes)>,
+    taken: &Taken,
 ) -> Option<(usize, Bytes)> {
     let ks = store.keyspace();
     let mut best: Option<(u64, usize, Bytes)> = None;
@@ -149,7 +164,7 @@ fn pick_one<K: Keyspace>(
             continue;
         }
         let mut consider = |e: crate::keyspace::EntryRef<'_, K>| {
-            if taken.contains(&(db, Bytes::copy_from_slice(e.key))) {
+            if !taken.is_empty() && taken.contains(&taken_hash(db, e.key)) {
                 return;
             }
             let score = match policy {
@@ -303,6 +318,7 @@ mod tests {
         let v = select(&store, Policy::AllKeysRandom, 5, one * 10, &mut rng);
         assert_eq!(v.len(), 10);
         let all = select(&store, Policy::AllKeysRandom, 5, usize::MAX, &mut rng);
+        assert!(all.len() <= MAX_VICTIMS);
         let distinct: HashSet<_> = all.iter().map(|v| v.key.clone()).collect();
         assert_eq!(distinct.len(), all.len());
         assert!(all.len() >= 40, "{}", all.len());

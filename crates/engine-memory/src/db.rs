@@ -1,6 +1,7 @@
 //! One logical database: a dense entry vector plus a hash index into it.
 
 use crate::access::AccessClock;
+use crate::chunked::ChunkedVec;
 use crate::value::CompactBytes;
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
@@ -90,7 +91,7 @@ fn hash_key(key: &[u8]) -> u64 {
 
 /// One database (Redis has 16 of them, selected with SELECT).
 pub struct Db<V> {
-    entries: Vec<Entry<V>>,
+    entries: ChunkedVec<Entry<V>>,
     index: HashTable<u32>,
     expires: usize,
     /// Stamps accesses (shared by a keyspace's databases).
@@ -111,7 +112,7 @@ impl<V> Db<V> {
     /// An empty database whose accesses `clock` stamps.
     pub fn with_clock(clock: Arc<AccessClock>) -> Db<V> {
         Db {
-            entries: Vec::new(),
+            entries: ChunkedVec::default(),
             index: HashTable::new(),
             expires: 0,
             clock,
@@ -364,7 +365,7 @@ impl<V> Db<V> {
                 *slot = pos as u32;
             }
         }
-        let removed = self.entries.swap_remove(pos);
+        let removed = self.entries.swap_remove(pos)?;
         if removed.expire_at != 0 {
             self.expires -= 1;
         }
@@ -372,26 +373,23 @@ impl<V> Db<V> {
         Some(removed)
     }
 
-    /// Gives memory back once three quarters of the entry vector are
-    /// unused (after mass deletion or eviction: a vector that only grows
-    /// would keep a database over `maxmemory` with half its keys gone), as
-    /// Redis resizes a dict that is under a tenth full. Positions do not
-    /// change, so iteration order stays a function of the operations.
+    /// Gives the index's memory back once three quarters of it are unused
+    /// (after mass deletion or eviction), as Redis resizes a dict that is
+    /// under a tenth full; the entries give theirs back chunk by chunk.
     fn shrink_if_sparse(&mut self) {
         const MIN_CAPACITY: usize = 1024;
         let len = self.entries.len();
-        if self.entries.capacity() > MIN_CAPACITY && len * 4 < self.entries.capacity() {
-            let target = (len * 2).max(MIN_CAPACITY);
-            self.entries.shrink_to(target);
+        if self.index.capacity() > MIN_CAPACITY && len * 4 < self.index.capacity() {
             let entries = &self.entries;
-            self.index
-                .shrink_to(target, |&i| hash_key(&entries[i as usize].key));
+            self.index.shrink_to((len * 2).max(MIN_CAPACITY), |&i| {
+                hash_key(&entries[i as usize].key)
+            });
         }
     }
 
     /// Removes every key.
     pub fn clear(&mut self) {
-        self.entries = Vec::new();
+        self.entries = ChunkedVec::default();
         self.index = HashTable::new();
         self.expires = 0;
     }
@@ -571,14 +569,14 @@ mod tests {
         for i in 0..100_000 {
             db.set(format!("k{i}").as_bytes(), Value::Int(i), None);
         }
-        let full = db.entries.capacity();
+        let full = db.entries.capacity() + db.index.capacity();
         for i in 0..99_000 {
             assert!(db.remove(format!("k{i}").as_bytes()).is_some());
         }
         assert!(
-            db.entries.capacity() <= full / 8,
+            db.entries.capacity() + db.index.capacity() <= full / 8,
             "{}",
-            db.entries.capacity()
+            db.entries.capacity() + db.index.capacity()
         );
         for i in 99_000..100_000 {
             assert_eq!(

@@ -14,6 +14,7 @@
 //! stores entries and answers lookups.
 
 pub mod access;
+mod chunked;
 mod db;
 pub mod hash;
 pub mod list;

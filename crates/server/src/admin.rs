@@ -721,6 +721,7 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
             }
             let notify = next.notify_keyspace_events;
             let access_mode = crate::maxmemory::eviction_settings(&next).2;
+            s.server.memory_guard.forget_settings();
             s.server.tracking.borrow_mut().max_keys = next.tracking_table_max_keys();
             *s.server.config.borrow_mut() = next;
             s.server.local_store.borrow_mut().with_store(|store| {

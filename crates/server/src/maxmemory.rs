@@ -29,6 +29,9 @@ use std::time::{Duration, Instant};
 /// Redis's reply to a command refused for memory.
 pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 
+/// The least one eviction round frees.
+const MIN_EVICTION_BYTES: usize = 16 * 1024;
+
 /// How often the used-memory reading is refreshed: jemalloc's statistics
 /// cost more to refresh than a command to run.
 const REFRESH: Duration = Duration::from_millis(1);
@@ -46,6 +49,8 @@ pub struct MemoryGuard {
     futile: Cell<bool>,
     /// Keys this node ordered evicted on its Raft groups.
     pub cluster_evicted: Cell<u64>,
+    /// The policy and `maxmemory-samples`, parsed once per CONFIG SET.
+    settings: Cell<Option<(Policy, usize)>>,
 }
 
 impl Default for MemoryGuard {
@@ -57,6 +62,7 @@ impl Default for MemoryGuard {
             evicting: Cell::new(false),
             futile: Cell::new(false),
             cluster_evicted: Cell::new(0),
+            settings: Cell::new(None),
         }
     }
 }
@@ -87,6 +93,11 @@ impl MemoryGuard {
     fn credit(&self, bytes: u64) {
         self.used.set(self.used.get().saturating_sub(bytes));
         self.read_at.set(Some(Instant::now()));
+    }
+
+    /// Drops the parsed settings (after CONFIG SET).
+    pub fn forget_settings(&self) {
+        self.settings.set(None);
     }
 
     fn next_seed(&self) -> u64 {
@@ -120,14 +131,21 @@ impl crate::Server {
         if !self.memory_guard.over(maxmemory) {
             return false;
         }
-        let (policy, samples, _) = eviction_settings(&self.config.borrow());
+        let (policy, samples) = match self.memory_guard.settings.get() {
+            Some(s) => s,
+            None => {
+                let (policy, samples, _) = eviction_settings(&self.config.borrow());
+                self.memory_guard.settings.set(Some((policy, samples)));
+                (policy, samples)
+            }
+        };
         if policy.evicts() {
             self.evict(policy, samples, maxmemory);
-            if !self.memory_guard.over(maxmemory) {
-                return false;
-            }
-            if self.cluster.is_some() && !self.memory_guard.futile.get() {
-                // The eviction ordered on the shards lands shortly.
+            // As Redis's EVICT_RUNNING: a round that stopped at its bound
+            // (or, in cluster mode, is on its way through the log) admits
+            // the command; a policy that ran out of keys while memory is
+            // still over refuses it.
+            if !self.memory_guard.futile.get() || !self.memory_guard.over(maxmemory) {
                 return false;
             }
         }
@@ -145,10 +163,13 @@ impl crate::Server {
     /// each led shard's thread in cluster mode.
     fn evict(self: &Rc<Self>, policy: Policy, samples: usize, maxmemory: u64) {
         let guard = &self.memory_guard;
-        let to_free = guard.used().saturating_sub(maxmemory) as usize;
-        if to_free == 0 {
+        let over = guard.used().saturating_sub(maxmemory) as usize;
+        if over == 0 {
             return;
         }
+        // A little more than the excess, so that the next commands do
+        // not each run a round of their own for a few bytes.
+        let to_free = over.max(MIN_EVICTION_BYTES);
         if self.cluster.is_some() {
             if guard.evicting.replace(true) {
                 return;
@@ -195,7 +216,11 @@ impl crate::Server {
             &mut rng,
         );
         let freed: usize = picked.iter().map(|v| v.size).sum();
-        guard.futile.set(picked.is_empty());
+        // Redis's EVICT_FAIL: the policy ran out of keys before freeing
+        // what it had to (not merely a round's bound).
+        guard
+            .futile
+            .set(freed < to_free && picked.len() < evict::MAX_VICTIMS);
         for (db, keys) in by_db(picked) {
             self.order(LOCAL_SHARD, ShardCmd::Evict { db, keys });
         }
