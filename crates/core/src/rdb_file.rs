@@ -26,9 +26,25 @@ const OP_EXPIRETIME: u8 = 253;
 const OP_SELECTDB: u8 = 254;
 const OP_EOF: u8 = 255;
 
+/// Which access record each key gets in a file: Redis writes the idle
+/// time under an LRU maxmemory policy, the LFU counter under an LFU one,
+/// nothing otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessRecord {
+    None,
+    Idle,
+    Frequency,
+}
+
 /// Writes `store` as an RDB file image. Keys already expired at `now_ms`
 /// are left out.
-pub fn write<K: Keyspace>(store: &Store<K>, now_ms: u64, used_memory: u64, out: &mut Vec<u8>) {
+pub fn write<K: Keyspace>(
+    store: &Store<K>,
+    now_ms: u64,
+    used_memory: u64,
+    access: AccessRecord,
+    out: &mut Vec<u8>,
+) {
     out.extend_from_slice(format!("REDIS{:04}", rdb::RDB_VERSION).as_bytes());
     for (name, value) in [
         ("redis-ver", "7.0.15".to_string()),
@@ -65,6 +81,17 @@ pub fn write<K: Keyspace>(store: &Store<K>, now_ms: u64, used_memory: u64, out: 
             if let Some(at) = e.expire_at() {
                 out.push(OP_EXPIRETIME_MS);
                 out.extend_from_slice(&at.to_le_bytes());
+            }
+            match access {
+                AccessRecord::None => {}
+                AccessRecord::Idle => {
+                    out.push(OP_IDLE);
+                    rdb::put_len(out, store.keyspace().idle_seconds(&e));
+                }
+                AccessRecord::Frequency => {
+                    out.push(OP_FREQ);
+                    out.push(store.keyspace().access_frequency(&e));
+                }
             }
             value.clear();
             rdb::encode_value(e.value, &mut value);
@@ -124,8 +151,11 @@ pub fn read<K: Keyspace>(
     }
     let mut r = Reader::new(body);
     let mut loaded = Loaded::default();
+    // Loaded keys are stamped as used now, or as the file's records say.
+    store.keyspace().set_access_clock(now_ms);
     let mut db = 0usize;
     let mut expire_at: Option<u64> = None;
+    let (mut idle, mut freq): (Option<u64>, Option<u8>) = (None, None);
     let mut libraries = Vec::new();
     loop {
         let op = r.u8().map_err(|_| bad("unexpected end"))?;
@@ -162,10 +192,10 @@ pub fn read<K: Keyspace>(
                 expire_at = Some(i32::from_le_bytes(a).max(0) as u64 * 1000);
             }
             OP_IDLE => {
-                r.len().map_err(|_| bad("idle"))?;
+                idle = Some(r.len().map_err(|_| bad("idle"))?);
             }
             OP_FREQ => {
-                r.u8().map_err(|_| bad("freq"))?;
+                freq = Some(r.u8().map_err(|_| bad("freq"))?);
             }
             OP_FUNCTION2 | OP_FUNCTION_PRE_GA => {
                 let code = r.string().map_err(|_| bad("function library"))?;
@@ -178,10 +208,12 @@ pub fn read<K: Keyspace>(
                 let key = r.string().map_err(|_| bad("key"))?.into_owned();
                 let value = rdb::read_value::<K>(&mut r, t, &store.limits)
                     .map_err(|_| bad(&format!("value of type {t}")))?;
+                let (idle, freq) = (idle.take(), freq.take());
                 match expire_at.take() {
                     Some(at) if at <= now_ms => loaded.expired += 1,
                     at => {
                         store.db_mut(db).set(&key, value, at);
+                        store.keyspace().restore_access(db, &key, idle, freq);
                         loaded.keys += 1;
                     }
                 }
@@ -236,7 +268,7 @@ mod tests {
             ],
         );
         let mut image = Vec::new();
-        write(&st, 5_000, 0, &mut image);
+        write(&st, 5_000, 0, AccessRecord::None, &mut image);
         assert!(image.starts_with(b"REDIS0010"));
         let mut back: Store = Store::new(4);
         let loaded = read(&image, &mut back, 5_000).expect("loads");
@@ -264,5 +296,46 @@ mod tests {
         assert!(read(&broken, &mut Store::new(4), 5_000).is_err());
         assert!(read(&image[..image.len() - 12], &mut Store::new(4), 5_000).is_err());
         assert!(read(b"NOTRDB0010", &mut Store::new(4), 5_000).is_err());
+    }
+
+    /// Idle times (LRU) and counters (LFU) go through a file as Redis
+    /// writes and reads them.
+    #[test]
+    fn access_records_survive_a_file() {
+        use crate::keyspace::{AccessMode, Keyspace, Value};
+        let mut st: Store = Store::new(1);
+        st.keyspace().set_access_clock(100_000);
+        st.db_mut(0).set(b"old", Value::from_bytes(b"v"), None);
+        st.keyspace().set_access_clock(170_000);
+        st.db_mut(0).set(b"new", Value::from_bytes(b"v"), None);
+        let mut image = Vec::new();
+        write(&st, 170_000, 0, AccessRecord::Idle, &mut image);
+        let mut back: Store = Store::new(1);
+        read(&image, &mut back, 200_000).expect("loads");
+        let idle = |s: &Store, k: &[u8]| {
+            let e = s.db(0).get(k).expect("key");
+            s.keyspace().idle_seconds(&e)
+        };
+        // Idle 70 s and 0 s when written; the load happens 30 s later
+        // on the clock, but idle times are as the file says.
+        assert_eq!(idle(&back, b"old"), 70);
+        assert_eq!(idle(&back, b"new"), 0);
+
+        let lfu = AccessMode::Lfu {
+            log_factor: 0,
+            decay_minutes: 0,
+        };
+        st.keyspace().set_access_mode(lfu);
+        st.db_mut(0).set(b"counted", Value::from_bytes(b"v"), None);
+        for _ in 0..7 {
+            assert!(st.live(0, b"counted", 170_000).is_some());
+        }
+        let mut image = Vec::new();
+        write(&st, 170_000, 0, AccessRecord::Frequency, &mut image);
+        let mut back: Store = Store::new(1);
+        back.keyspace().set_access_mode(lfu);
+        read(&image, &mut back, 170_000).expect("loads");
+        let e = back.db(0).get(b"counted").expect("key");
+        assert_eq!(back.keyspace().access_frequency(&e), 12);
     }
 }

@@ -366,3 +366,83 @@ fn cluster_leaders_evict_through_the_log() {
             .expect("config set");
     }
 }
+
+/// redis-server in `dir` with `extra` flags (retried on a port taken
+/// meanwhile), and a connection to it.
+fn start_redis_in(
+    dir: &std::path::Path,
+    extra: &[&str],
+) -> (common::ChildGuard, redis::Connection) {
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--dir"])
+            .arg(dir)
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server on PATH (scripts/install-test-deps.sh)");
+        let guard = common::ChildGuard(Some(child));
+        let url = format!("redis://127.0.0.1:{port}/");
+        let mut conn = None;
+        common::eventually(Duration::from_secs(5), || {
+            conn = redis::Client::open(url.as_str())
+                .and_then(|c| c.get_connection())
+                .ok();
+            conn.is_some()
+        });
+        if let Some(c) = conn {
+            return (guard, c);
+        }
+    }
+    panic!("redis-server did not start");
+}
+
+/// Under an LRU policy dump.rdb carries each key's idle time, as Redis's
+/// files do: written by Kvasir and read by redis-server, and back.
+#[test]
+fn idle_times_travel_through_dump_rdb_both_ways() {
+    let dir = std::env::temp_dir().join(format!("kvasir-evict-rdb-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let lru = ["--maxmemory-policy", "allkeys-lru"];
+    let restore_idle = |c: &mut redis::Connection, key: &str, idle: &str| {
+        let _: () = q(c, &["SET", "src", "payload"]);
+        let dump: Vec<u8> = redis::cmd("DUMP").arg("src").query(c).expect("dump");
+        let _: () = redis::cmd("RESTORE")
+            .arg(key)
+            .arg(0)
+            .arg(&dump)
+            .arg("IDLETIME")
+            .arg(idle)
+            .query(c)
+            .expect("restore");
+        let _: () = q(c, &["DEL", "src"]);
+    };
+    let idle = |c: &mut redis::Connection, key: &str| -> i64 { q(c, &["OBJECT", "IDLETIME", key]) };
+    {
+        let kvasir = Kvasir::start_in(&dir, &lru);
+        let mut c = kvasir.conn();
+        restore_idle(&mut c, "from-kvasir", "1000");
+        let _: () = q(&mut c, &["SAVE"]);
+    }
+    {
+        let (_redis, mut r) = start_redis_in(&dir, &lru);
+        let got = idle(&mut r, "from-kvasir");
+        assert!((1000..=1003).contains(&got), "redis-server read {got}");
+        restore_idle(&mut r, "from-redis", "500");
+        let _: () = q(&mut r, &["SAVE"]);
+    }
+    let kvasir = Kvasir::start_in(&dir, &lru);
+    let mut c = kvasir.conn();
+    let got = idle(&mut c, "from-redis");
+    assert!((500..=503).contains(&got), "Kvasir read {got}");
+    let got = idle(&mut c, "from-kvasir");
+    assert!((1000..=1006).contains(&got), "Kvasir read {got}");
+    drop(kvasir);
+    let _ = std::fs::remove_dir_all(&dir);
+}

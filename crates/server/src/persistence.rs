@@ -48,10 +48,19 @@ fn rdb_path(server: &Server) -> PathBuf {
 pub fn image(server: &Server) -> Vec<u8> {
     let now_ms = crate::local_store::unix_ms();
     let mut out = Vec::new();
+    let (policy, _, _) = crate::maxmemory::eviction_settings(&server.config.borrow());
+    let access = match policy {
+        kvasir_core::evict::Policy::AllKeysLru | kvasir_core::evict::Policy::VolatileLru => {
+            kvasir_core::rdb_file::AccessRecord::Idle
+        }
+        p if p.is_lfu() => kvasir_core::rdb_file::AccessRecord::Frequency,
+        _ => kvasir_core::rdb_file::AccessRecord::None,
+    };
     kvasir_core::rdb_file::write(
         server.local_store.borrow().store(),
         now_ms,
         crate::info::used_memory(),
+        access,
         &mut out,
     );
     out
@@ -224,6 +233,12 @@ pub fn sync_image(server: &Server, functions_only: bool) -> Vec<u8> {
     only.scripts
         .set_libraries(shard.store().scripts.libraries.clone());
     let mut out = Vec::new();
-    kvasir_core::rdb_file::write(&only, crate::local_store::unix_ms(), 0, &mut out);
+    kvasir_core::rdb_file::write(
+        &only,
+        crate::local_store::unix_ms(),
+        0,
+        kvasir_core::rdb_file::AccessRecord::None,
+        &mut out,
+    );
     out
 }
