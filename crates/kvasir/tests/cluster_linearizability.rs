@@ -39,8 +39,20 @@ struct Stats {
 
 #[test]
 fn random_ops_with_leader_crashes_are_linearizable() {
+    random_ops_with_leader_crashes(&[]);
+}
+
+/// The same under `--read-mode lease` (reads served from the leader's
+/// state while its lease lasts, no quorum round): a crashed leader's lease
+/// must not outlive it.
+#[test]
+fn random_ops_with_leader_crashes_are_linearizable_with_lease_reads() {
+    random_ops_with_leader_crashes(&["--read-mode", "lease"]);
+}
+
+fn random_ops_with_leader_crashes(extra: &[&str]) {
     let t0 = Instant::now();
-    let mut c = Cluster::start(&[]);
+    let mut c = Cluster::start(extra);
     println!("cluster ready in {:?}", t0.elapsed());
 
     let history = History::new();
