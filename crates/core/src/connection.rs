@@ -59,6 +59,8 @@ pub enum SessionCmd {
     Sync,
     Replconf,
     Lolwut,
+    Replicaof,
+    Module(ModuleCmd),
     Cluster(ClusterCmd),
     Client(ClientCmd),
     Config(ConfigCmd),
@@ -165,6 +167,15 @@ pub enum AclCmd {
     Setuser,
     Users,
     Whoami,
+    Help,
+}
+
+/// MODULE subcommands (Kvasir loads no modules).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModuleCmd {
+    List,
+    Load,
+    Unload,
     Help,
 }
 
@@ -303,6 +314,15 @@ const ACL_SUBS: &[CommandSpec] = &[
 ];
 
 #[rustfmt::skip]
+const MODULE_SUBS: &[CommandSpec] = &[
+    sub("list", 2, Flags::ADMIN.union(Flags::NOSCRIPT), &["admin", "slow", "dangerous"], SRV, "Returns all loaded modules.", SessionCmd::Module(ModuleCmd::List)),
+    sub("load", -3, Flags::ADMIN.union(Flags::NOSCRIPT), &["admin", "slow", "dangerous"], SRV, "Loads a module.", SessionCmd::Module(ModuleCmd::Load)),
+    sub("loadex", -3, Flags::ADMIN.union(Flags::NOSCRIPT), &["admin", "slow", "dangerous"], SRV, "Loads a module using extended parameters.", SessionCmd::Module(ModuleCmd::Load)),
+    sub("unload", 3, Flags::ADMIN.union(Flags::NOSCRIPT), &["admin", "slow", "dangerous"], SRV, "Unloads a module.", SessionCmd::Module(ModuleCmd::Unload)),
+    sub("help", 2, Flags::LOADING.union(Flags::STALE), &["slow"], SRV, "Returns helpful text about the different subcommands.", SessionCmd::Module(ModuleCmd::Help)),
+];
+
+#[rustfmt::skip]
 const LATENCY_SUBS: &[CommandSpec] = &[
     sub("latest", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the latest latency samples for all events.", SessionCmd::Latency(LatencyCmd::Latest)),
     sub("history", 3, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns timestamp-latency samples for an event.", SessionCmd::Latency(LatencyCmd::History)),
@@ -360,6 +380,9 @@ pub const COMMANDS: &[CommandSpec] = &[
     container("pubsub", -2, &["slow"], PUBSUB, "2.8.0", "A container for Pub/Sub commands.", PUBSUB_SUBS),
     container("acl", -2, &["slow"], SRV, "6.0.0", "A container for Access List Control commands.", ACL_SUBS),
     container("latency", -2, &["slow"], SRV, "2.8.13", "A container for latency diagnostics commands.", LATENCY_SUBS),
+    container("module", -2, &["slow"], SRV, "4.0.0", "A container for module commands.", MODULE_SUBS),
+    cmd("replicaof", 3, ADMIN.union(Flags::NOSCRIPT).union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], SRV, "5.0.0", "Configures a server as replica of another, or promotes it to a master.", s(SessionCmd::Replicaof)),
+    cmd("slaveof", 3, ADMIN.union(Flags::NOSCRIPT).union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Sets a Redis server as a replica of another, or promotes it to being a master.", s(SessionCmd::Replicaof)),
     container("slowlog", -2, &["slow"], SRV, "2.4.0", "A container for slow log commands.", SLOWLOG_SUBS),
     cmd("time", 1, FAST_STALE, NONE, &["fast"], SRV, "2.6.0", "Returns the server time.", s(SessionCmd::Time)),
     cmd("lastsave", 1, FAST_STALE, NONE, &["admin", "fast", "dangerous"], SRV, "1.0.0", "Returns the Unix timestamp of the last successful save to disk.", s(SessionCmd::Lastsave)),

@@ -1543,7 +1543,7 @@ fn full_group_reply<S: StreamOps>(s: &S, name: &[u8], g: &S::Group, limit: Optio
         bulk_field("name", Reply::Bulk(Bytes::copy_from_slice(name))),
         bulk_field("last-delivered-id", id_reply(g.last_id())),
         bulk_field("entries-read", opt_int(g.entries_read())),
-        bulk_field("lag", opt_int(s.group_lag(g))),
+        bulk_field("lag", s.group_lag(g).map_or(Reply::Nil, Reply::Int)),
         bulk_field("pel-count", Reply::Int(g.pending_count() as i64)),
         bulk_field("pending", Reply::Array(pending)),
         bulk_field("consumers", Reply::Array(consumers)),
@@ -1584,7 +1584,7 @@ fn xinfo_groups<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &
                 bulk_field("pending", Reply::Int(g.pending_count() as i64)),
                 bulk_field("last-delivered-id", id_reply(g.last_id())),
                 bulk_field("entries-read", opt_int(g.entries_read())),
-                bulk_field("lag", opt_int(s.group_lag(g))),
+                bulk_field("lag", s.group_lag(g).map_or(Reply::Nil, Reply::Int)),
             ])
         })
         .collect();

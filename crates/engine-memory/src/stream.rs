@@ -655,16 +655,19 @@ impl Stream {
     }
 
     /// Redis's streamGetLag... as XINFO GROUPS reports it (None: nil).
-    pub fn group_lag(&self, g: &Group) -> Option<u64> {
+    /// Entries added that the group has not read; negative when the
+    /// group was told it read more than were added (XGROUP CREATE/SETID
+    /// ENTRIESREAD), as Redis 7.0 reports it.
+    pub fn group_lag(&self, g: &Group) -> Option<i64> {
         if self.entries_added == 0 {
             return Some(0);
         }
+        let lag = |read: u64| (self.entries_added as i64).wrapping_sub(read as i64);
         let valid = g.entries_read.is_some() && !self.range_has_tombstones(Some(g.last_id));
         if valid {
-            return g.entries_read.map(|r| self.entries_added.saturating_sub(r));
+            return g.entries_read.map(lag);
         }
-        self.estimate_entries_read(g.last_id)
-            .map(|r| self.entries_added.saturating_sub(r))
+        self.estimate_entries_read(g.last_id).map(lag)
     }
 }
 

@@ -625,3 +625,63 @@ fn lolwut_draws_and_names_the_version() {
         "ERR value is not an integer or out of range"
     );
 }
+
+/// What redis-py's own test suite asks of a server beyond the data
+/// commands: MODULE (no modules), REPLICAOF NO ONE, COMMAND LIST FILTERBY,
+/// COMMAND GETKEYS of a script naming no key, and a consumer group's lag
+/// after XGROUP CREATE ... ENTRIESREAD; the same replies as redis-server.
+#[test]
+fn module_replicaof_command_list_and_group_lag_answer_as_redis_does() {
+    let (_redis, redis_port) = common::redis_server::start_redis();
+    let server = Kvasir::start(&[]);
+    let session = |port: u16| {
+        let mut c = RawConn::to_port(port);
+        let mut out = Vec::new();
+        for args in [
+            &["MODULE", "LIST"][..],
+            &["MODULE", "LOAD", "/no/such/module.so"],
+            &["MODULE", "UNLOAD", "nosuch"],
+            &["MODULE"],
+            &["REPLICAOF", "NO", "ONE"],
+            &["SLAVEOF", "no", "one"],
+            &["REPLICAOF", "NO ONE"],
+            &["COMMAND", "LIST", "FILTERBY", "MODULE", "fakemod"],
+            &["COMMAND", "LIST", "FILTERBY", "PATTERN", "xa*"],
+            &["COMMAND", "LIST", "FILTERBY", "ACLCAT", "list"],
+            &["COMMAND", "LIST", "FILTERBY", "BOGUS", "x"],
+            &["COMMAND", "LIST", "x"],
+            &["COMMAND", "GETKEYS", "EVAL", "return 1", "0"],
+            &["COMMAND", "GETKEYS", "EVAL", "return 1", "1", "k"],
+            &["COMMAND", "GETKEYS", "XREAD", "COUNT", "1", "STREAMS"],
+            &["COMMAND", "GETKEYS", "PING", "x"],
+            &["DEL", "lagged"],
+            &["XADD", "lagged", "1-1", "f", "v"],
+            &["XGROUP", "CREATE", "lagged", "g", "0", "ENTRIESREAD", "7"],
+            &["XINFO", "GROUPS", "lagged"],
+            &["XGROUP", "SETID", "lagged", "g", "0", "ENTRIESREAD", "3"],
+            &["XINFO", "GROUPS", "lagged"],
+        ] {
+            out.push(c.cmd_str(args));
+        }
+        out
+    };
+    // COMMAND LIST's order is Redis's dict order: compared as sets.
+    let unordered = |reply: &str| {
+        let mut lines = reply.split("\r\n");
+        let head = lines.next().unwrap_or_default().to_string();
+        let rest: Vec<&str> = lines.filter(|l| !l.is_empty()).collect();
+        let mut items: Vec<String> = rest.chunks(2).map(|c| c.join("\r\n")).collect();
+        items.sort();
+        (head, items)
+    };
+    let ours = session(server.port);
+    let theirs = session(redis_port);
+    assert_eq!(ours.len(), theirs.len());
+    for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+        if (7..=9).contains(&i) {
+            assert_eq!(unordered(a), unordered(b), "reply {i}");
+        } else {
+            assert_eq!(a, b, "reply {i}");
+        }
+    }
+}

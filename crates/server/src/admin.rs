@@ -105,6 +105,8 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
         C::Latency(sub) => Ok(latency(s, sub, args)),
         C::Acl(sub) => crate::acl::run(s, sub, args),
         C::Debug => crate::debug::run(s, args),
+        C::Module(sub) => module(s, sub),
+        C::Replicaof => replicaof(s, args),
         C::Lolwut => {
             crate::lolwut::render(&args[1..]).map(|t| Reply::Verbatim("txt", Bytes::from(t)))
         }
@@ -815,18 +817,41 @@ fn command(sub: CommandCmd, args: &[Bytes]) -> AdminResult {
     match sub {
         CommandCmd::Count => Ok(Reply::Int(all_commands().len() as i64)),
         // Like Redis 7, the list names subcommands too (`config|get`).
-        CommandCmd::List => Ok(Reply::Array(
-            all_commands()
-                .iter()
-                .flat_map(|c| {
-                    std::iter::once(Reply::bulk_str(c.name)).chain(
-                        c.subcommands
-                            .iter()
-                            .map(|s| Reply::bulk_str(&s.full_name(Some(c)))),
-                    )
+        CommandCmd::List => {
+            let filter = match &args[2..] {
+                [] => None,
+                [by, kind, value] if eq_ic(by, "filterby") => Some((kind, value)),
+                _ => return Err(CmdError::Syntax),
+            };
+            let keep = |spec: &CommandSpec, name: &str| -> Result<bool, CmdError> {
+                Ok(match filter {
+                    None => true,
+                    // Kvasir has no modules.
+                    Some((kind, _)) if eq_ic(kind, "module") => false,
+                    Some((kind, cat)) if eq_ic(kind, "aclcat") => {
+                        let cat = String::from_utf8_lossy(cat).to_ascii_lowercase();
+                        spec.acl.iter().any(|c| *c == cat.trim_start_matches('@'))
+                    }
+                    Some((kind, pattern)) if eq_ic(kind, "pattern") => {
+                        glob::matches(pattern, name.as_bytes(), true)
+                    }
+                    Some(_) => return Err(CmdError::Syntax),
                 })
-                .collect(),
-        )),
+            };
+            let mut names = Vec::new();
+            for c in all_commands() {
+                if keep(c, c.name)? {
+                    names.push(Reply::bulk_str(c.name));
+                }
+                for sub in c.subcommands {
+                    let full = sub.full_name(Some(c));
+                    if keep(sub, &full)? {
+                        names.push(Reply::bulk_str(&full));
+                    }
+                }
+            }
+            Ok(Reply::Array(names))
+        }
         CommandCmd::Info => {
             if args.len() == 2 {
                 return Ok(command_all());
@@ -862,9 +887,19 @@ fn command(sub: CommandCmd, args: &[Bytes]) -> AdminResult {
                 }
                 Err(_) => return Err(CmdError::other("ERR Invalid command specified")),
             };
+            if spec.first_key == 0 && spec.key_finder.is_none() {
+                return Err(CmdError::other("ERR The command has no key arguments"));
+            }
             let keys = spec.keys_of(target);
             if keys.is_empty() {
-                return Err(CmdError::other("ERR The command has no key arguments"));
+                // Scripts and functions may name no key (Redis's
+                // NO_MANDATORY_KEYS); other commands must find one.
+                if spec.group == "scripting" {
+                    return Ok(Reply::Array(Vec::new()));
+                }
+                return Err(CmdError::other(
+                    "ERR Invalid arguments specified for command",
+                ));
             }
             Ok(Reply::Array(
                 keys.into_iter()
@@ -944,4 +979,60 @@ fn latency(s: &Session, sub: LatencyCmd, args: &[Bytes]) -> Reply {
         }
         LatencyCmd::Help => help(crate::latency::HELP),
     }
+}
+
+/// MODULE: Kvasir has no module system. LIST is empty; LOAD and UNLOAD
+/// answer as redis-server does with `enable-module-command no` (its
+/// default), or as if the module did not exist when it is `yes`.
+fn module(s: &mut Session, sub: kvasir_core::connection::ModuleCmd) -> AdminResult {
+    use kvasir_core::connection::ModuleCmd;
+    let enabled = s
+        .server
+        .config
+        .borrow()
+        .stored
+        .get("enable-module-command")
+        .is_some_and(|v| v != "no");
+    let refused = "ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
+    match sub {
+        ModuleCmd::List => Ok(Reply::Array(Vec::new())),
+        ModuleCmd::Load if !enabled => Err(CmdError::other(refused)),
+        ModuleCmd::Unload if !enabled => Err(CmdError::other(refused)),
+        ModuleCmd::Load => Err(CmdError::other(
+            "ERR Error loading the extension. Please check the server logs.",
+        )),
+        ModuleCmd::Unload => Err(CmdError::other(
+            "ERR Error unloading module: no such module with that name",
+        )),
+        ModuleCmd::Help => Ok(help(&[
+            "MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "LIST",
+            "    Return a list of loaded modules.",
+            "LOAD <path> [<arg> ...]",
+            "    Load a module library from <path>, passing to it any optional arguments.",
+            "LOADEX <path> [[CONFIG NAME VALUE] [CONFIG NAME VALUE]] [ARGS ...]",
+            "    Load a module library from <path>, while passing it module configurations and optional arguments.",
+            "UNLOAD <name>",
+            "    Unload a module.",
+            "HELP",
+            "    Print this help.",
+        ])),
+    }
+}
+
+/// REPLICAOF / SLAVEOF: NO ONE is what a master answers (OK, nothing to
+/// do). Following a Redis master is not something Kvasir does: its
+/// replicas are the Raft replicas of cluster mode.
+fn replicaof(s: &mut Session, args: &[Bytes]) -> AdminResult {
+    if eq_ic(&args[1], "no") && eq_ic(&args[2], "one") {
+        return Ok(Reply::ok());
+    }
+    if s.server.cluster.is_some() {
+        return Err(CmdError::other(
+            "ERR REPLICAOF not allowed in cluster mode.",
+        ));
+    }
+    Err(CmdError::other(
+        "ERR REPLICAOF of another server is not supported: Kvasir replicates through Raft (start the nodes in cluster mode with --replicas)",
+    ))
 }

@@ -100,7 +100,7 @@ pub trait StreamOps: Collection {
     /// counter of a group whose last delivered id is `id`, when knowable.
     fn estimate_entries_read(&self, id: StreamId) -> Option<u64>;
     /// The lag of `group` as XINFO reports it (None: nil), Redis's rules.
-    fn group_lag(&self, group: &Self::Group) -> Option<u64>;
+    fn group_lag(&self, group: &Self::Group) -> Option<i64>;
 
     /// The group `name`, to read.
     fn group(&self, name: &[u8]) -> Option<&Self::Group>;
@@ -297,7 +297,7 @@ impl StreamOps for kvasir_engine_memory::Stream {
     }
 
     #[inline]
-    fn group_lag(&self, group: &Group) -> Option<u64> {
+    fn group_lag(&self, group: &Group) -> Option<i64> {
         kvasir_engine_memory::Stream::group_lag(self, group)
     }
 
