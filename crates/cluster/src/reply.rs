@@ -291,24 +291,29 @@ pub fn cluster_myshardid(view: &View) -> Reply {
     Reply::bulk_str(&shard_name(view.map.cluster_id, view.myself))
 }
 
-/// `CLUSTER LINKS`: one outbound link per reachable peer, with Redis 7's
-/// fields (Kvasir keeps one bus connection per peer; buffer sizes and
-/// creation times are not tracked and read 0).
+/// `CLUSTER LINKS`: for each reachable peer its two bus connections, as
+/// Redis 7 lists them: the one this node dialled ("to") and the one the
+/// peer dialled ("from"). Buffer sizes and creation times are not tracked
+/// and read 0.
 pub fn cluster_links(view: &View) -> Reply {
+    let link = |direction: &str, name: &str, events: &str| {
+        Reply::Map(vec![
+            (Reply::bulk_str("direction"), Reply::bulk_str(direction)),
+            (Reply::bulk_str("node"), Reply::bulk_str(name)),
+            (Reply::bulk_str("create-time"), Reply::Int(0)),
+            (Reply::bulk_str("events"), Reply::bulk_str(events)),
+            (Reply::bulk_str("send-buffer-allocated"), Reply::Int(0)),
+            (Reply::bulk_str("send-buffer-used"), Reply::Int(0)),
+        ])
+    };
     let links = view
         .map
         .nodes
         .iter()
         .filter(|n| n.id != view.myself && (view.node_up)(n.id))
-        .map(|n| {
-            Reply::Map(vec![
-                (Reply::bulk_str("direction"), Reply::bulk_str("to")),
-                (Reply::bulk_str("node"), Reply::bulk_str(&view.name(n.id))),
-                (Reply::bulk_str("create-time"), Reply::Int(0)),
-                (Reply::bulk_str("events"), Reply::bulk_str("rw")),
-                (Reply::bulk_str("send-buffer-allocated"), Reply::Int(0)),
-                (Reply::bulk_str("send-buffer-used"), Reply::Int(0)),
-            ])
+        .flat_map(|n| {
+            let name = view.name(n.id);
+            [link("to", &name, "rw"), link("from", &name, "r")]
         })
         .collect();
     Reply::Array(links)
@@ -754,13 +759,16 @@ mod tests {
         assert!(shard_id.chars().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(shard_id, bulk(&cluster_myid(&view)));
         assert_ne!(shard_id, shard_name(5, 2));
-        // One link per reachable peer.
+        // Two links (to and from) per reachable peer.
         let links = cluster_links(&view);
-        assert_eq!(items(&links).len(), 1);
-        let Reply::Map(kv) = &items(&links)[0] else {
-            panic!("link is not a map")
-        };
-        assert_eq!(bulk(&kv[1].1), node_name(5, 2));
+        assert_eq!(items(&links).len(), 2);
+        for (link, direction) in items(&links).iter().zip(["to", "from"]) {
+            let Reply::Map(kv) = link else {
+                panic!("link is not a map")
+            };
+            assert_eq!(bulk(&kv[0].1), direction);
+            assert_eq!(bulk(&kv[1].1), node_name(5, 2));
+        }
         // No replicas of a known node; Redis's error for an unknown one.
         assert_eq!(
             cluster_replicas(&view, node_name(5, 2).as_bytes()),

@@ -305,12 +305,21 @@ fn keyless(
 }
 
 /// SCAN over the shards this node leads: the cursor's top 16 bits are the
-/// position in that list, the rest the shard's own cursor.
+/// position in that list, the rest the shard's own cursor. One call goes
+/// on to the next shards until it has COUNT keys (as one dict walk would
+/// in Redis), so a small keyspace comes back in one call.
 async fn scan(node: &ClusterNode, db: usize, led: &[u64], args: &[Bytes]) -> Reply {
     let cursor = match kvasir_core::args::parse_cursor(&args[1]) {
         Ok(c) => c,
         Err(e) => return e.to_reply(),
     };
+    let count = args
+        .windows(2)
+        .skip(2)
+        .find(|w| kvasir_core::args::eq_ic(&w[0], "count"))
+        .and_then(|w| std::str::from_utf8(&w[1]).ok()?.parse::<usize>().ok())
+        .unwrap_or(10)
+        .max(1);
     let mut pos = (cursor >> 48) as usize;
     let mut inner = cursor & ((1 << 48) - 1);
     let mut keys = Vec::new();
@@ -338,7 +347,7 @@ async fn scan(node: &ClusterNode, db: usize, led: &[u64], args: &[Bytes]) -> Rep
                 }
                 pos += 1;
                 inner = 0;
-                if !keys.is_empty() {
+                if keys.len() >= count {
                     break;
                 }
             }
