@@ -685,3 +685,28 @@ fn module_replicaof_command_list_and_group_lag_answer_as_redis_does() {
         }
     }
 }
+
+/// During CLIENT PAUSE nothing deletes keys on its own, as in Redis: an
+/// expired key reads as missing but stays counted until the pause ends,
+/// then the active expiry cycle removes it.
+#[test]
+fn client_pause_suspends_active_expiry() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let _: () = q(&mut c, &["SET", "short", "v", "PX", "200"]);
+    let _: () = q(&mut c, &["CLIENT", "PAUSE", "1500", "WRITE"]);
+    std::thread::sleep(Duration::from_millis(700));
+    let mut reader = server.conn();
+    let gone: Option<String> = q(&mut reader, &["GET", "short"]);
+    assert_eq!(gone, None, "an expired key reads as missing");
+    let size: i64 = q(&mut reader, &["DBSIZE"]);
+    assert_eq!(size, 1, "nothing was deleted during the pause");
+    std::thread::sleep(Duration::from_millis(1_000));
+    assert!(
+        common::eventually(Duration::from_secs(5), || {
+            let n: i64 = q(&mut reader, &["DBSIZE"]);
+            n == 0
+        }),
+        "the expiry cycle resumed after the pause"
+    );
+}

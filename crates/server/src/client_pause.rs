@@ -8,8 +8,9 @@
 //! to its end. Syntax and arity errors are answered at once. Monitoring
 //! connections (replicas in Redis's model) are never held.
 //!
-//! Keys are not expired actively nor deleted on access during a pause: not
-//! built; the pause holds clients only.
+//! As in Redis, nothing deletes keys on its own while a pause is in force:
+//! the active expiry cycle and eviction wait for its end (reads already
+//! treat an expired key as missing without deleting it).
 
 use crate::session::Session;
 use bytes::Bytes;
@@ -41,6 +42,11 @@ impl ClientPause {
             }
             None => None,
         }
+    }
+
+    /// Whether a pause holds clients now.
+    pub fn in_force(&self) -> bool {
+        self.current().is_some()
     }
 
     /// Whether any pause is set (one load on the request path).

@@ -131,6 +131,11 @@ impl crate::Server {
         if !self.memory_guard.over(maxmemory) {
             return false;
         }
+        if self.client_pause.in_force() {
+            // Redis evicts nothing during CLIENT PAUSE (no DEL reaches
+            // its replicas) and admits the command.
+            return false;
+        }
         let (policy, samples) = match self.memory_guard.settings.get() {
             Some(s) => s,
             None => {

@@ -187,7 +187,7 @@ pub async fn expire_loop(server: Rc<Server>) {
     loop {
         let hz = server.config.borrow().hz.max(1);
         tokio::time::sleep(Duration::from_millis(1000 / hz as u64)).await;
-        if !server.active_expire.get() {
+        if !server.active_expire.get() || server.client_pause.in_force() {
             continue;
         }
         let now = crate::local_store::unix_ms();
