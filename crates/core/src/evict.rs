@@ -115,6 +115,36 @@ const MAX_EMPTY_PICKS: usize = 16;
 /// database whose volatile keys are rare is walked instead.
 const VOLATILE_DRAWS_PER_SAMPLE: usize = 8;
 
+/// Candidates kept between picks, best last (Redis's eviction pool of 16):
+/// each pick samples a few keys and merges them in, so a key stays a
+/// candidate until a better one is seen, and picks over many calls approach
+/// a true LRU (LFU, TTL) order. Scores are those of the policy in `policy`.
+#[derive(Default)]
+pub struct Pool {
+    policy: Option<Policy>,
+    /// (score, database, key), ascending by score.
+    entries: Vec<(u64, usize, Bytes)>,
+}
+
+const POOL_SIZE: usize = 16;
+
+impl Pool {
+    fn offer(&mut self, score: u64, db: usize, key: &[u8]) {
+        if self.entries.len() == POOL_SIZE && self.entries[0].0 >= score {
+            return;
+        }
+        if self.entries.iter().any(|(_, d, k)| *d == db && k == key) {
+            return;
+        }
+        let at = self.entries.partition_point(|(s, _, _)| *s < score);
+        self.entries
+            .insert(at, (score, db, Bytes::copy_from_slice(key)));
+        if self.entries.len() > POOL_SIZE {
+            self.entries.remove(0);
+        }
+    }
+}
+
 /// Picks keys to evict by `policy` until their estimated sizes add up to
 /// `to_free` bytes, [`MAX_VICTIMS`] keys, or nothing evictable is left
 /// (an empty result: the policy cannot free memory). `rng` is the
@@ -130,8 +160,16 @@ pub fn select<K: Keyspace>(
     let mut taken = Taken::default();
     let mut freed = 0usize;
     let mut misses = 0;
+    let mut pool = store.evict_pool.borrow_mut();
+    if pool.policy != Some(policy) {
+        *pool = Pool {
+            policy: Some(policy),
+            entries: Vec::new(),
+        };
+    }
     while freed < to_free && picked.len() < MAX_VICTIMS && policy.evicts() {
-        let Some((db, key)) = pick_one(store, policy, samples.max(1), rng, &taken) else {
+        let Some((db, key)) = pick_one(store, policy, samples.max(1), rng, &taken, &mut pool)
+        else {
             // Nothing evictable, or every key drawn was taken already:
             // a few more draws, then the caller tries again later.
             misses += 1;
@@ -148,16 +186,20 @@ pub fn select<K: Keyspace>(
     picked
 }
 
-/// The best key of one sampling round, or None.
+/// One pick: a sampling round merged into the pool, then the best
+/// candidate that still exists and is not taken. A random policy takes
+/// the first key drawn.
 fn pick_one<K: Keyspace>(
     store: &Store<K>,
     policy: Policy,
     samples: usize,
     rng: &mut u64,
     taken: &Taken,
+    pool: &mut Pool,
 ) -> Option<(usize, Bytes)> {
     let ks = store.keyspace();
-    let mut best: Option<(u64, usize, Bytes)> = None;
+    let random = matches!(policy, Policy::AllKeysRandom | Policy::VolatileRandom);
+    let mut first: Option<(usize, Bytes)> = None;
     for db in 0..ks.databases() {
         let len = ks.len(db);
         if len == 0 || (policy.volatile_only() && ks.expires_count(db) == 0) {
@@ -167,15 +209,19 @@ fn pick_one<K: Keyspace>(
             if !taken.is_empty() && taken.contains(&taken_hash(db, e.key)) {
                 return;
             }
+            if random {
+                if first.is_none() {
+                    first = Some((db, Bytes::copy_from_slice(e.key)));
+                }
+                return;
+            }
             let score = match policy {
                 Policy::AllKeysLru | Policy::VolatileLru => ks.idle_seconds(&e),
                 Policy::AllKeysLfu | Policy::VolatileLfu => 255 - ks.access_frequency(&e) as u64,
                 Policy::VolatileTtl => u64::MAX - e.expire_at().unwrap_or(u64::MAX),
                 Policy::AllKeysRandom | Policy::VolatileRandom | Policy::NoEviction => 0,
             };
-            if best.as_ref().is_none_or(|(s, _, _)| score > *s) {
-                best = Some((score, db, Bytes::copy_from_slice(e.key)));
-            }
+            pool.offer(score, db, e.key);
         };
         if !policy.volatile_only() {
             for _ in 0..samples {
@@ -216,7 +262,23 @@ fn pick_one<K: Keyspace>(
             }
         }
     }
-    best.map(|(_, db, key)| (db, key))
+    if random {
+        return first;
+    }
+    // The best candidate still there (a key may have gone since it was
+    // offered, or be picked already in this selection).
+    while let Some((_, db, key)) = pool.entries.pop() {
+        if taken.contains(&taken_hash(db, &key)) {
+            continue;
+        }
+        let still = ks
+            .get(db, &key)
+            .is_some_and(|e| !policy.volatile_only() || e.expire_at().is_some());
+        if still {
+            return Some((db, key));
+        }
+    }
+    None
 }
 
 fn next(state: &mut u64) -> u64 {

@@ -146,6 +146,9 @@ pub struct Store<K: Keyspace = MemoryKeyspace> {
     /// is then resumed to its end ([`Store::resume_script`]). None (the
     /// default, and always under Raft): scripts run through.
     pub script_pause_after: Option<std::time::Duration>,
+    /// The best eviction candidates seen so far (see [`crate::evict`]):
+    /// node-local, like the access stamps it ranks.
+    pub evict_pool: std::cell::RefCell<crate::evict::Pool>,
     /// Set by a standalone server around a client's read: PFCOUNT then
     /// notes the cardinality it computed (`hll_counted`), which the server
     /// stores in the HLL's header right after, as Redis caches it. Never
@@ -197,6 +200,7 @@ impl<K: Keyspace> Store<K> {
             monitored: std::cell::Cell::new(false),
             script_calls: Default::default(),
             script_pause_after: None,
+            evict_pool: Default::default(),
             cache_hll_counts: false,
             hll_counted: Default::default(),
         }

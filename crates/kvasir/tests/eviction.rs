@@ -168,12 +168,14 @@ fn allkeys_lru_keeps_the_keys_in_use() {
     }
     let evicted = info_field(&mut conn, "stats", "evicted_keys");
     assert!(evicted >= 3_000, "evicted {evicted}");
-    // The policy samples 5 keys per eviction (maxmemory-samples) and keys
-    // used in the same second tie, so a few hot keys may go; a random pick
-    // would have taken about half of them.
+    // The policy samples 5 keys per pick (maxmemory-samples) into a pool
+    // of the 16 best candidates, as Redis, and keys used in the same second
+    // tie (the stamps count seconds, as Redis's LRU clock), so a few hot
+    // keys may go when a round finds no old key; a random pick would have
+    // taken about half of them.
     let hot = read_hot(&mut conn);
     assert!(
-        hot >= 450,
+        hot >= 470,
         "only {hot} of 500 hot keys survived {evicted} evictions"
     );
     let mut pipe = redis::pipe();
