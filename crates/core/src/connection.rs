@@ -4,6 +4,7 @@
 //! one command table.
 
 use crate::table::{cmd, container, CommandSpec, Flags, Handler};
+use bytes::Bytes;
 
 /// A session command's handler in the server crate; the server matches
 /// on every variant, so an entry without code does not compile.
@@ -60,6 +61,7 @@ pub enum SessionCmd {
     Replconf,
     Lolwut,
     Replicaof,
+    Migrate,
     Module(ModuleCmd),
     Cluster(ClusterCmd),
     Client(ClientCmd),
@@ -381,6 +383,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     container("acl", -2, &["slow"], SRV, "6.0.0", "A container for Access List Control commands.", ACL_SUBS),
     container("latency", -2, &["slow"], SRV, "2.8.13", "A container for latency diagnostics commands.", LATENCY_SUBS),
     container("module", -2, &["slow"], SRV, "4.0.0", "A container for module commands.", MODULE_SUBS),
+    CommandSpec { key_finder: Some(migrate_keys), ..cmd("migrate", -6, Flags::WRITE.union(Flags::MOVABLEKEYS), (3, 3, 1), &["keyspace", "write", "slow", "dangerous"], "generic", "2.6.0", "Atomically transfers a key from one Redis instance to another.", s(SessionCmd::Migrate)) },
     cmd("replicaof", 3, ADMIN.union(Flags::NOSCRIPT).union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], SRV, "5.0.0", "Configures a server as replica of another, or promotes it to a master.", s(SessionCmd::Replicaof)),
     cmd("slaveof", 3, ADMIN.union(Flags::NOSCRIPT).union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Sets a Redis server as a replica of another, or promotes it to being a master.", s(SessionCmd::Replicaof)),
     container("slowlog", -2, &["slow"], SRV, "2.4.0", "A container for slow log commands.", SLOWLOG_SUBS),
@@ -401,3 +404,29 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("wait", 3, Flags::NOSCRIPT, NONE, &["slow", "connection"], "generic", "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", s(SessionCmd::Wait)),
     cmd("shutdown", -1, ADMIN.union(Flags::NO_MULTI).union(Flags::ALLOW_BUSY), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server.", s(SessionCmd::Shutdown)),
 ];
+
+/// MIGRATE's keys: the key argument, or (when it is empty) those after the
+/// KEYS option; AUTH and AUTH2 take one and two arguments (Redis's
+/// migrateGetKeys).
+pub fn migrate_keys(args: &[Bytes]) -> Vec<usize> {
+    let mut i = 6;
+    while i < args.len() {
+        let a = &args[i];
+        if crate::args::eq_ic(a, "auth") {
+            i += 1;
+        } else if crate::args::eq_ic(a, "auth2") {
+            i += 2;
+        } else if crate::args::eq_ic(a, "keys") {
+            if args.get(3).is_some_and(|k| k.is_empty()) {
+                return (i + 1..args.len()).collect();
+            }
+            break;
+        }
+        i += 1;
+    }
+    if args.len() > 3 {
+        vec![3]
+    } else {
+        Vec::new()
+    }
+}

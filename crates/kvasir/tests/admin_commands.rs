@@ -710,3 +710,82 @@ fn client_pause_suspends_active_expiry() {
         "the expiry cycle resumed after the pause"
     );
 }
+
+/// MIGRATE from Kvasir and from redis-server to a redis-server target: the
+/// same replies (moved keys gone, COPY keeps them, REPLACE overwrites,
+/// BUSYKEY, NOKEY, KEYS, bad options, a refused connection), and the
+/// target holds the values with their time to live.
+#[test]
+fn migrate_moves_keys_to_another_server_as_redis_does() {
+    let (_target, target_port) = common::redis_server::start_redis();
+    let (_source, source_port) = common::redis_server::start_redis();
+    let server = Kvasir::start(&[]);
+    let refused_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+        .to_string();
+    let target = target_port.to_string();
+    let session = |port: u16| {
+        let mut t = RawConn::to_port(target_port);
+        let _ = t.cmd_str(&["FLUSHALL"]);
+        let mut c = RawConn::to_port(port);
+        let mut out = Vec::new();
+        for args in [
+            &["FLUSHALL"][..],
+            &["SET", "a", "1"],
+            &["RPUSH", "l", "x", "y"],
+            &["SET", "t", "v", "PX", "100000"],
+            &["MIGRATE", "127.0.0.1", &target, "a", "0", "1000"],
+            &["EXISTS", "a"],
+            &[
+                "MIGRATE",
+                "127.0.0.1",
+                &target,
+                "",
+                "0",
+                "1000",
+                "KEYS",
+                "l",
+                "t",
+                "nosuch",
+            ],
+            &["DBSIZE"],
+            &["SET", "a", "2"],
+            &["MIGRATE", "127.0.0.1", &target, "a", "0", "1000"],
+            &[
+                "MIGRATE",
+                "127.0.0.1",
+                &target,
+                "a",
+                "0",
+                "1000",
+                "COPY",
+                "REPLACE",
+            ],
+            &["GET", "a"],
+            &["MIGRATE", "127.0.0.1", &target, "nosuch", "0", "1000"],
+            &["MIGRATE", "127.0.0.1", &refused_port, "a", "0", "100"],
+            &[
+                "MIGRATE",
+                "127.0.0.1",
+                &target,
+                "a",
+                "0",
+                "1000",
+                "KEYS",
+                "b",
+            ],
+            &["MIGRATE", "127.0.0.1", &target, "a", "0", "1000", "BOGUS"],
+        ] {
+            out.push(c.cmd_str(args));
+        }
+        out.push(t.cmd_str(&["GET", "a"]));
+        out.push(t.cmd_str(&["LRANGE", "l", "0", "-1"]));
+        let ttl = t.cmd_str(&["PTTL", "t"]);
+        let ms: i64 = ttl.trim_start_matches(':').trim().parse().expect("pttl");
+        assert!((90_000..=100_000).contains(&ms), "{ttl}");
+        out
+    };
+    assert_eq!(session(server.port), session(source_port));
+}

@@ -107,6 +107,7 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
         C::Debug => crate::debug::run(s, args),
         C::Module(sub) => module(s, sub),
         C::Replicaof => replicaof(s, args),
+        C::Migrate => crate::migrate::run(s, args),
         C::Lolwut => {
             crate::lolwut::render(&args[1..]).map(|t| Reply::Verbatim("txt", Bytes::from(t)))
         }

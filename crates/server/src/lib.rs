@@ -56,6 +56,7 @@ pub mod local_store;
 pub mod lolwut;
 pub mod maxmemory;
 pub mod memory_stats;
+pub mod migrate;
 pub mod monitor;
 pub mod notify;
 pub mod persistence;

@@ -1,0 +1,185 @@
+//! MIGRATE host port key|"" destination-db timeout [COPY] [REPLACE]
+//! [AUTH password] [AUTH2 username password] [KEYS key ...], as Redis 7
+//! does it: the keys' DUMP payloads are sent to the target as RESTORE
+//! commands over one connection (the server waits for it, as Redis's data
+//! thread does, bounded by `timeout` ms), then deleted here unless COPY.
+//! Standalone only: in cluster mode Kvasir moves slots itself.
+
+use crate::session::Session;
+use bytes::Bytes;
+use kvasir_core::args::{eq_ic, parse_i64};
+use kvasir_core::table::resolve;
+use kvasir_core::CmdError;
+use kvasir_resp::Reply;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+struct Options {
+    copy: bool,
+    replace: bool,
+    auth: Option<Vec<Bytes>>,
+    keys: Vec<Bytes>,
+}
+
+fn options(args: &[Bytes]) -> Result<Options, CmdError> {
+    let mut o = Options {
+        copy: false,
+        replace: false,
+        auth: None,
+        keys: Vec::new(),
+    };
+    let mut i = 6;
+    let mut keys_at = None;
+    while i < args.len() {
+        let a = &args[i];
+        let more = args.len() - i - 1;
+        if eq_ic(a, "copy") {
+            o.copy = true;
+        } else if eq_ic(a, "replace") {
+            o.replace = true;
+        } else if eq_ic(a, "auth") && more >= 1 {
+            o.auth = Some(vec![args[i + 1].clone()]);
+            i += 1;
+        } else if eq_ic(a, "auth2") && more >= 2 {
+            o.auth = Some(vec![args[i + 1].clone(), args[i + 2].clone()]);
+            i += 2;
+        } else if eq_ic(a, "keys") {
+            if !args[3].is_empty() {
+                return Err(CmdError::other(
+                    "ERR When using MIGRATE KEYS option, the key argument must be set to the empty string",
+                ));
+            }
+            keys_at = Some(i + 1);
+            break;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    o.keys = match keys_at {
+        Some(at) => args[at..].to_vec(),
+        None => vec![args[3].clone()],
+    };
+    Ok(o)
+}
+
+fn resp(args: &[&[u8]], out: &mut Vec<u8>) {
+    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+pub fn run(s: &mut Session, args: &[Bytes]) -> Result<Reply, CmdError> {
+    if s.server.cluster.is_some() {
+        return Err(CmdError::other(
+            "ERR MIGRATE is not supported in cluster mode: Kvasir moves slots between its nodes itself",
+        ));
+    }
+    let o = options(args)?;
+    let db = parse_i64(&args[4])?;
+    let timeout = parse_i64(&args[5])?;
+    let timeout = Duration::from_millis(if timeout <= 0 { 1000 } else { timeout as u64 });
+    // The keys that exist, with their payloads and remaining times to live.
+    let now = crate::local_store::unix_ms();
+    let mut found: Vec<(Bytes, Vec<u8>, u64)> = Vec::new();
+    {
+        let local = s.server.local_store.borrow();
+        let store = local.store();
+        for key in &o.keys {
+            if let Some(e) = store.peek(s.db, key, now) {
+                let ttl = e.expire_at().map_or(0, |at| at.saturating_sub(now).max(1));
+                found.push((key.clone(), kvasir_core::rdb::dump(e.value), ttl));
+            }
+        }
+    }
+    if found.is_empty() {
+        return Ok(Reply::simple("NOKEY"));
+    }
+    let host = String::from_utf8_lossy(&args[1]).into_owned();
+    let port = parse_i64(&args[2])?;
+    let connect_error = || CmdError::other("IOERR error or timeout connecting to the client");
+    let addr = u16::try_from(port)
+        .ok()
+        .and_then(|p| (host.as_str(), p).to_socket_addrs().ok()?.next())
+        .ok_or_else(connect_error)?;
+    // A refused or timed-out connection reads as Redis reports it (its
+    // non-blocking connect fails on the first write).
+    let stream = TcpStream::connect_timeout(&addr, timeout)
+        .map_err(|_| CmdError::other("IOERR error or timeout writing to target instance"))?;
+    let _ = stream.set_read_timeout(Some(timeout));
+    let _ = stream.set_write_timeout(Some(timeout));
+    let _ = stream.set_nodelay(true);
+    let mut out = Vec::new();
+    let mut expected = 0;
+    if let Some(auth) = &o.auth {
+        let mut a: Vec<&[u8]> = vec![b"AUTH"];
+        a.extend(auth.iter().map(|b| &b[..]));
+        resp(&a, &mut out);
+        expected += 1;
+    }
+    resp(&[b"SELECT", db.to_string().as_bytes()], &mut out);
+    expected += 1;
+    for (key, payload, ttl) in &found {
+        let ttl = ttl.to_string();
+        let mut a: Vec<&[u8]> = vec![b"RESTORE", key, ttl.as_bytes(), payload];
+        if o.replace {
+            a.push(b"REPLACE");
+        }
+        resp(&a, &mut out);
+    }
+    let mut writer = &stream;
+    writer
+        .write_all(&out)
+        .map_err(|_| CmdError::other("IOERR error or timeout writing to target instance"))?;
+    let mut reader = BufReader::new(&stream);
+    let mut line = Vec::new();
+    let mut read_reply = |line: &mut Vec<u8>| -> Result<Option<String>, CmdError> {
+        line.clear();
+        match reader.read_until(b'\n', line) {
+            Ok(n) if n > 0 => {}
+            _ => {
+                return Err(CmdError::other(
+                    "IOERR error or timeout reading to target instance",
+                ))
+            }
+        }
+        let text = String::from_utf8_lossy(line).trim_end().to_string();
+        Ok(text.strip_prefix('-').map(str::to_string))
+    };
+    for _ in 0..expected {
+        if let Some(err) = read_reply(&mut line)? {
+            return Err(CmdError::other(format!(
+                "ERR Target instance replied with error: {err}"
+            )));
+        }
+    }
+    let mut moved = Vec::new();
+    let mut first_error = None;
+    for (key, _, _) in &found {
+        match read_reply(&mut line)? {
+            None => moved.push(key.clone()),
+            Some(err) => {
+                first_error.get_or_insert(err);
+            }
+        }
+    }
+    if !o.copy && !moved.is_empty() {
+        // Through the ordinary write path: watchers, tracking and `del`
+        // events hear of it as of a DEL.
+        let mut del = vec![Bytes::from_static(b"DEL")];
+        del.extend(moved);
+        if let Ok((spec, _)) = resolve(&del) {
+            let _ = crate::router::submit(s, spec, &del);
+        }
+    }
+    match first_error {
+        Some(err) => Err(CmdError::other(format!(
+            "ERR Target instance replied with error: {err}"
+        ))),
+        None => Ok(Reply::ok()),
+    }
+}
