@@ -358,6 +358,21 @@ fn active_expiry_removes_untouched_keys_on_every_replica() {
     let gone = cluster::wait_until(Duration::from_secs(10), || total(&c) == 0);
     assert!(gone, "keys left after expiry: {}", total(&c));
     c.wait_digests_equal(Duration::from_secs(10));
+    // INFO expired_keys counts them where they were led, as each Redis
+    // Cluster master counts its own.
+    let expired: i64 = (1..=NODES)
+        .map(|id| {
+            let info: String = c.query(id, &["INFO", "stats"]).unwrap_or_default();
+            info.lines()
+                .find_map(|l| l.strip_prefix("expired_keys:"))
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .unwrap_or(0)
+        })
+        .sum();
+    assert!(
+        expired >= 300,
+        "INFO expired_keys summed over nodes: {expired}"
+    );
 }
 
 /// Blocking pops in cluster mode go through the node's one waiter

@@ -180,6 +180,16 @@ fn section(s: &Session, name: &str, out: &mut String) {
         "stats" => {
             let stats = server.stats.borrow();
             let store_stats = server.local_store.borrow().store().stats.clone();
+            // In cluster mode, as a Redis Cluster master counts its own:
+            // the keys expired and evicted in the shards this node leads.
+            let (expired_keys, evicted_keys) = match &server.cluster {
+                Some(node) => node
+                    .led_shards()
+                    .into_iter()
+                    .filter_map(|shard| node.removal_counts(shard))
+                    .fold((0, 0), |(x, e), (dx, de)| (x + dx, e + de)),
+                None => (store_stats.expired_keys, store_stats.evicted_keys),
+            };
             let (ops, in_kbps, out_kbps) = stats.rates.rates();
             let tracked = server.tracking.borrow().totals();
             let _ = write!(
@@ -193,8 +203,8 @@ fn section(s: &Session, name: &str, out: &mut String) {
                 in_kbps,
                 out_kbps,
                 stats.rejected_connections,
-                store_stats.expired_keys,
-                store_stats.evicted_keys + server.memory_guard.cluster_evicted.get(),
+                expired_keys,
+                evicted_keys,
                 store_stats.keyspace_hits.get(),
                 store_stats.keyspace_misses.get(),
                 server.pubsub.borrow().channel_count(),

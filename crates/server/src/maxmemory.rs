@@ -47,8 +47,6 @@ pub struct MemoryGuard {
     evicting: Cell<bool>,
     /// The last eviction round found nothing to evict.
     futile: Cell<bool>,
-    /// Keys this node ordered evicted on its Raft groups.
-    pub cluster_evicted: Cell<u64>,
     /// The policy and `maxmemory-samples`, parsed once per CONFIG SET.
     settings: Cell<Option<(Policy, usize)>>,
 }
@@ -61,7 +59,6 @@ impl Default for MemoryGuard {
             rng: Cell::new(crate::local_store::unix_ms() ^ 0x6576_6963_7421),
             evicting: Cell::new(false),
             futile: Cell::new(false),
-            cluster_evicted: Cell::new(0),
             settings: Cell::new(None),
         }
     }
@@ -195,12 +192,9 @@ impl crate::Server {
                         .await
                         .unwrap_or_default();
                     freed += picked.iter().map(|v| v.size).sum::<usize>();
-                    let n = picked.len() as u64;
                     for (db, keys) in by_db(picked) {
                         server.order(shard, ShardCmd::Evict { db, keys });
                     }
-                    let g = &server.memory_guard;
-                    g.cluster_evicted.set(g.cluster_evicted.get() + n);
                 }
                 let g = &server.memory_guard;
                 g.credit(freed as u64);

@@ -628,6 +628,13 @@ impl ClusterNode {
         totals
     }
 
+    /// Keys expired and keys evicted by this node's replica of `shard`
+    /// since it was made here (its applies, as leader or follower).
+    pub fn removal_counts(&self, shard: u64) -> Option<(u64, u64)> {
+        let c = self.counts.get(&shard)?;
+        Some((c.expired.load(Relaxed), c.evicted.load(Relaxed)))
+    }
+
     /// Keys and keys with a TTL of this node's replica of `shard` after its
     /// last apply.
     pub fn key_counts(&self, shard: u64) -> Option<(usize, usize)> {

@@ -14,7 +14,7 @@ use kvasir_raft::{EntryCtx, StateMachine};
 use kvasir_resp::Reply;
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use tokio::sync::{mpsc, Notify};
 
@@ -198,12 +198,14 @@ impl HookSink {
     }
 }
 
-/// A shard's key counts in database 0 after its last apply, for INFO
-/// keyspace from any thread.
+/// A shard's key counts in database 0 and its expired and evicted keys
+/// after its last apply, for INFO from any thread.
 #[derive(Default, Debug)]
 pub struct ShardCounts {
     pub keys: AtomicUsize,
     pub expires: AtomicUsize,
+    pub expired: AtomicU64,
+    pub evicted: AtomicU64,
 }
 
 pub struct ShardSm {
@@ -267,6 +269,9 @@ impl ShardSm {
         let db = self.store.db(0);
         self.counts.keys.store(db.len(), Relaxed);
         self.counts.expires.store(db.expires_count(), Relaxed);
+        let stats = &self.store.stats;
+        self.counts.expired.store(stats.expired_keys, Relaxed);
+        self.counts.evicted.store(stats.evicted_keys, Relaxed);
     }
 
     fn apply(&mut self, cmd: &ShardCmd, ctx: &Ctx) -> Out {
