@@ -1,16 +1,17 @@
 //! `maxmemory-policy`: which keys go when used memory is above
 //! `maxmemory`. Redis's approximation: each pick samples
 //! `maxmemory-samples` keys of every database (of those with an expiry for
-//! the `volatile-*` policies) and takes the best by the policy: the longest
-//! idle (LRU), the least used (LFU), the nearest expiry (TTL) or the first
-//! drawn (random).
+//! the `volatile-*` policies) into a pool of the best candidates seen so
+//! far and takes the best by the policy: the longest idle (LRU), the least
+//! used (LFU), the nearest expiry (TTL); the random policies take the
+//! first key drawn.
 //!
 //! Picking is a read of the shard's state and its node-local access stamps;
 //! the keys picked are then deleted by a `ShardCmd::Evict` entry, so under
 //! Raft the leader decides and every replica removes the same keys.
 
 use crate::keyspace::{AccessMode, Keyspace};
-use crate::store::Store;
+use crate::store::{Ctx, Store};
 use bytes::Bytes;
 use std::collections::HashSet;
 use std::hash::BuildHasher;
@@ -147,15 +148,19 @@ impl Pool {
 
 /// Picks keys to evict by `policy` until their estimated sizes add up to
 /// `to_free` bytes, [`MAX_VICTIMS`] keys, or nothing evictable is left
-/// (an empty result: the policy cannot free memory). `rng` is the
-/// caller's random state.
+/// (an empty result: the policy cannot free memory). The keys are drawn
+/// from `seed`.
 pub fn select<K: Keyspace>(
     store: &Store<K>,
     policy: Policy,
     samples: usize,
     to_free: usize,
-    rng: &mut u64,
+    seed: u64,
 ) -> Vec<Victim> {
+    let mut draws = Draws {
+        ctx: Ctx { now_ms: 0, seed },
+        n: 0,
+    };
     let mut picked: Vec<Victim> = Vec::new();
     let mut taken = Taken::default();
     let mut freed = 0usize;
@@ -168,7 +173,8 @@ pub fn select<K: Keyspace>(
         };
     }
     while freed < to_free && picked.len() < MAX_VICTIMS && policy.evicts() {
-        let Some((db, key)) = pick_one(store, policy, samples.max(1), rng, &taken, &mut pool)
+        let Some((db, key)) =
+            pick_one(store, policy, samples.max(1), &mut draws, &taken, &mut pool)
         else {
             // Nothing evictable, or every key drawn was taken already:
             // a few more draws, then the caller tries again later.
@@ -193,7 +199,7 @@ fn pick_one<K: Keyspace>(
     store: &Store<K>,
     policy: Policy,
     samples: usize,
-    rng: &mut u64,
+    rng: &mut Draws,
     taken: &Taken,
     pool: &mut Pool,
 ) -> Option<(usize, Bytes)> {
@@ -225,7 +231,7 @@ fn pick_one<K: Keyspace>(
         };
         if !policy.volatile_only() {
             for _ in 0..samples {
-                if let Some(e) = ks.random_entry(db, next(rng)) {
+                if let Some(e) = ks.random_entry(db, rng.next()) {
                     consider(e);
                 }
             }
@@ -236,7 +242,7 @@ fn pick_one<K: Keyspace>(
             if found == samples {
                 break;
             }
-            if let Some(e) = ks.random_entry(db, next(rng)) {
+            if let Some(e) = ks.random_entry(db, rng.next()) {
                 if e.expire_at().is_some() {
                     found += 1;
                     consider(e);
@@ -281,13 +287,17 @@ fn pick_one<K: Keyspace>(
     None
 }
 
-fn next(state: &mut u64) -> u64 {
-    // splitmix64: any seed, including 0, gives a full-period sequence.
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+/// The random numbers of one selection: the `n`-th of its seed.
+struct Draws {
+    ctx: Ctx,
+    n: u64,
+}
+
+impl Draws {
+    fn next(&mut self) -> u64 {
+        self.n += 1;
+        self.ctx.random(self.n)
+    }
 }
 
 #[cfg(test)]
@@ -324,9 +334,9 @@ mod tests {
         for i in [0, 1, 2, 4] {
             assert!(store.live(0, format!("k{i}").as_bytes(), 101_000).is_some());
         }
-        let mut rng = 1;
+        let rng = 1;
         // 5 keys, 64 samples: every key is seen.
-        let v = select(&store, Policy::AllKeysLru, 64, 1, &mut rng);
+        let v = select(&store, Policy::AllKeysLru, 64, 1, rng);
         assert_eq!(v.len(), 1);
         assert_eq!(&v[0].key[..], b"k3");
 
@@ -343,7 +353,7 @@ mod tests {
                 assert!(store.live(0, format!("k{i}").as_bytes(), 0).is_some());
             }
         }
-        let v = select(&store, Policy::AllKeysLfu, 64, 1, &mut rng);
+        let v = select(&store, Policy::AllKeysLfu, 64, 1, rng);
         assert_eq!(&v[0].key[..], b"k2");
     }
 
@@ -355,18 +365,18 @@ mod tests {
         }
         put(&mut store, "soon", Some(5_000));
         put(&mut store, "later", Some(9_000));
-        let mut rng = 7;
-        let v = select(&store, Policy::VolatileTtl, 5, 1, &mut rng);
+        let rng = 7;
+        let v = select(&store, Policy::VolatileTtl, 5, 1, rng);
         assert_eq!(&v[0].key[..], b"soon");
-        let v = select(&store, Policy::VolatileRandom, 5, usize::MAX, &mut rng);
+        let v = select(&store, Policy::VolatileRandom, 5, usize::MAX, rng);
         let mut keys: Vec<_> = v.iter().map(|v| v.key.clone()).collect();
         keys.sort();
         assert_eq!(keys, vec![Bytes::from("later"), Bytes::from("soon")]);
         // With no key carrying an expiry nothing can be freed.
         let mut store = Store::default();
         put(&mut store, "p", None);
-        assert!(select(&store, Policy::VolatileLru, 5, 1, &mut rng).is_empty());
-        assert!(select(&store, Policy::NoEviction, 5, 1, &mut rng).is_empty());
+        assert!(select(&store, Policy::VolatileLru, 5, 1, rng).is_empty());
+        assert!(select(&store, Policy::NoEviction, 5, 1, rng).is_empty());
     }
 
     #[test]
@@ -375,11 +385,11 @@ mod tests {
         for i in 0..50 {
             put(&mut store, &format!("k{i}"), None);
         }
-        let mut rng = 3;
+        let rng = 3;
         let one = store.keyspace().entry_size(0, b"k0");
-        let v = select(&store, Policy::AllKeysRandom, 5, one * 10, &mut rng);
+        let v = select(&store, Policy::AllKeysRandom, 5, one * 10, rng);
         assert_eq!(v.len(), 10);
-        let all = select(&store, Policy::AllKeysRandom, 5, usize::MAX, &mut rng);
+        let all = select(&store, Policy::AllKeysRandom, 5, usize::MAX, rng);
         assert!(all.len() <= MAX_VICTIMS);
         let distinct: HashSet<_> = all.iter().map(|v| v.key.clone()).collect();
         assert_eq!(distinct.len(), all.len());

@@ -517,6 +517,12 @@ fn scan<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> 
 /// Redis's default SCAN COUNT.
 const SCAN_DEFAULT_COUNT: u64 = 10;
 
+/// SCAN's COUNT among its options (`args[2..]`), checked as SCAN checks
+/// them (cluster mode's SCAN over several shards reads it).
+pub fn scan_count(opts: &[Bytes]) -> Result<u64, CmdError> {
+    parse_scan_options(opts).map(|(_, count)| count)
+}
+
 fn parse_scan_options(opts: &[Bytes]) -> Result<(KeyFilter<'_>, u64), CmdError> {
     let mut filter = KeyFilter {
         pattern: None,

@@ -36,8 +36,11 @@ impl Flags {
     pub const NO_MULTI: Flags = Flags(1 << 14);
     pub const MOVABLEKEYS: Flags = Flags(1 << 15);
     pub const ALLOW_BUSY: Flags = Flags(1 << 16);
+    /// The key arguments may be none at all (scripts and functions):
+    /// COMMAND GETKEYS answers an empty list instead of an error.
+    pub const NO_MANDATORY_KEYS: Flags = Flags(1 << 17);
 
-    const NAMES: [(Flags, &'static str); 17] = [
+    const NAMES: [(Flags, &'static str); 18] = [
         (Flags::WRITE, "write"),
         (Flags::READONLY, "readonly"),
         (Flags::DENYOOM, "denyoom"),
@@ -53,6 +56,7 @@ impl Flags {
         (Flags::NO_AUTH, "no_auth"),
         (Flags::MAY_REPLICATE, "may_replicate"),
         (Flags::NO_MULTI, "no_multi"),
+        (Flags::NO_MANDATORY_KEYS, "no_mandatory_keys"),
         (Flags::MOVABLEKEYS, "movablekeys"),
         (Flags::ALLOW_BUSY, "allow_busy"),
     ];

@@ -69,10 +69,6 @@ impl AccessClock {
             .store(((now_ms / 60_000) & 0xffff) as u32, Ordering::Relaxed);
     }
 
-    pub fn now_ms(&self) -> u64 {
-        self.now_ms.load(Ordering::Relaxed)
-    }
-
     pub fn set_mode(&self, mode: AccessMode) {
         match mode {
             AccessMode::Lru => self.lfu.store(0, Ordering::Relaxed),
@@ -120,13 +116,9 @@ impl AccessClock {
         if self.lfu.load(Ordering::Relaxed) == 0 {
             return self.seconds();
         }
-        match self.mode() {
-            AccessMode::Lru => self.seconds(),
-            AccessMode::Lfu { log_factor, .. } => {
-                let counter = self.log_increment(self.frequency(old), log_factor);
-                (self.minutes() << 8) | counter as u32
-            }
-        }
+        let log_factor = self.log_factor.load(Ordering::Relaxed);
+        let counter = self.log_increment(self.frequency(old), log_factor);
+        (self.minutes() << 8) | counter as u32
     }
 
     /// The stamp of a key last used `idle` seconds ago (RESTORE IDLETIME):

@@ -119,10 +119,6 @@ impl<V> Db<V> {
         }
     }
 
-    pub fn clock(&self) -> &AccessClock {
-        &self.clock
-    }
-
     /// Makes room for `additional` more keys (bulk loads such as restoring
     /// a snapshot), so the entry vector and index grow once.
     pub fn reserve(&mut self, additional: usize) {

@@ -11,7 +11,7 @@ mod cluster;
 mod common;
 
 use cluster::{Cluster, NODES};
-use common::redis_server::start_redis;
+use common::redis_server::{start_redis, start_redis_in};
 use common::{q, Kvasir, RawConn};
 use std::time::Duration;
 
@@ -369,41 +369,6 @@ fn cluster_leaders_evict_through_the_log() {
     }
 }
 
-/// redis-server in `dir` with `extra` flags (retried on a port taken
-/// meanwhile), and a connection to it.
-fn start_redis_in(
-    dir: &std::path::Path,
-    extra: &[&str],
-) -> (common::ChildGuard, redis::Connection) {
-    for _ in 0..5 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let child = std::process::Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--dir"])
-            .arg(dir)
-            .args(extra)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server on PATH (scripts/install-test-deps.sh)");
-        let guard = common::ChildGuard(Some(child));
-        let url = format!("redis://127.0.0.1:{port}/");
-        let mut conn = None;
-        common::eventually(Duration::from_secs(5), || {
-            conn = redis::Client::open(url.as_str())
-                .and_then(|c| c.get_connection())
-                .ok();
-            conn.is_some()
-        });
-        if let Some(c) = conn {
-            return (guard, c);
-        }
-    }
-    panic!("redis-server did not start");
-}
-
 /// Under an LRU policy dump.rdb carries each key's idle time, as Redis's
 /// files do: written by Kvasir and read by redis-server, and back.
 #[test]
@@ -433,7 +398,10 @@ fn idle_times_travel_through_dump_rdb_both_ways() {
         let _: () = q(&mut c, &["SAVE"]);
     }
     {
-        let (_redis, mut r) = start_redis_in(&dir, &lru);
+        let (_redis, port) = start_redis_in(Some(&dir), &lru);
+        let mut r = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .and_then(|c| c.get_connection())
+            .expect("connect to redis-server");
         let got = idle(&mut r, "from-kvasir");
         assert!((1000..=1003).contains(&got), "redis-server read {got}");
         restore_idle(&mut r, "from-redis", "500");

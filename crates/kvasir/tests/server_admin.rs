@@ -1252,35 +1252,14 @@ fn save_bgsave_and_a_restart_from_dump_rdb() {
     // A dump.rdb written by redis-server loads as well.
     let redis_dir = dir.join("from-redis");
     std::fs::create_dir_all(&redis_dir).expect("dir");
-    let mut saved = false;
-    for _ in 0..5 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let child = std::process::Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--dir"])
-            .arg(&redis_dir)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server on PATH (scripts/install-test-deps.sh)");
-        let _guard = common::ChildGuard(Some(child));
-        let url = format!("redis://127.0.0.1:{port}/");
-        let mut conn = None;
-        common::eventually(Duration::from_secs(5), || {
-            conn = redis::Client::open(url.as_str())
-                .and_then(|c| c.get_connection())
-                .ok();
-            conn.is_some()
-        });
-        let Some(mut r) = conn else { continue };
+    {
+        let (_redis, port) = common::redis_server::start_redis_in(Some(&redis_dir), &[]);
+        let mut r = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .and_then(|c| c.get_connection())
+            .expect("connect to redis-server");
         fill(&mut r);
         let _: () = q(&mut r, &["SAVE"]);
-        saved = true;
-        break;
     }
-    assert!(saved, "redis-server did not start");
     let server = start_in(&redis_dir, &[]);
     let mut c = server.conn();
     check(&mut c, "loaded from redis-server's dump.rdb");

@@ -893,9 +893,12 @@ fn command(sub: CommandCmd, args: &[Bytes]) -> AdminResult {
             }
             let keys = spec.keys_of(target);
             if keys.is_empty() {
-                // Scripts and functions may name no key (Redis's
-                // NO_MANDATORY_KEYS); other commands must find one.
-                if spec.group == "scripting" {
+                // Scripts and functions may name no key; other commands
+                // must find one.
+                if spec
+                    .flags
+                    .contains(kvasir_core::table::Flags::NO_MANDATORY_KEYS)
+                {
                     return Ok(Reply::Array(Vec::new()));
                 }
                 return Err(CmdError::other(

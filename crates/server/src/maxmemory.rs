@@ -47,8 +47,9 @@ pub struct MemoryGuard {
     evicting: Cell<bool>,
     /// The last eviction round found nothing to evict.
     futile: Cell<bool>,
-    /// The policy and `maxmemory-samples`, parsed once per CONFIG SET.
-    settings: Cell<Option<(Policy, usize)>>,
+    /// [`eviction_settings`] of the configuration, parsed once per CONFIG
+    /// SET.
+    settings: Cell<Option<(Policy, usize, AccessMode)>>,
 }
 
 impl Default for MemoryGuard {
@@ -133,14 +134,7 @@ impl crate::Server {
             // its replicas) and admits the command.
             return false;
         }
-        let (policy, samples) = match self.memory_guard.settings.get() {
-            Some(s) => s,
-            None => {
-                let (policy, samples, _) = eviction_settings(&self.config.borrow());
-                self.memory_guard.settings.set(Some((policy, samples)));
-                (policy, samples)
-            }
-        };
+        let (policy, samples, _) = self.eviction();
         if policy.evicts() {
             self.evict(policy, samples, maxmemory);
             // As Redis's EVICT_RUNNING: a round that stopped at its bound
@@ -176,18 +170,16 @@ impl crate::Server {
             if guard.evicting.replace(true) {
                 return;
             }
-            let mut seed = guard.next_seed();
             let shards = self.led_shards();
             let share = to_free / shards.len().max(1) + 1;
             let server = self.clone();
             tokio::task::spawn_local(async move {
                 let mut freed = 0usize;
                 for shard in shards {
-                    seed = seed.wrapping_add(1);
+                    let seed = server.memory_guard.next_seed();
                     let picked = server
                         .on_shard(shard, move |store| {
-                            let mut rng = seed;
-                            evict::select(store, policy, samples, share, &mut rng)
+                            evict::select(store, policy, samples, share, seed)
                         })
                         .await
                         .unwrap_or_default();
@@ -206,31 +198,41 @@ impl crate::Server {
         if self.busy_script().is_some() {
             return;
         }
-        let mut rng = guard.next_seed();
         let picked = evict::select(
             self.local_store.borrow().store(),
             policy,
             samples,
             to_free,
-            &mut rng,
+            guard.next_seed(),
         );
         let freed: usize = picked.iter().map(|v| v.size).sum();
         // Redis's EVICT_FAIL: the policy ran out of keys before freeing
-        // what it had to (not merely a round's bound).
+        // the excess (not merely a round's bound).
         guard
             .futile
-            .set(freed < to_free && picked.len() < evict::MAX_VICTIMS);
+            .set(freed < over && picked.len() < evict::MAX_VICTIMS);
         for (db, keys) in by_db(picked) {
             self.order(LOCAL_SHARD, ShardCmd::Evict { db, keys });
         }
         guard.credit(freed as u64);
     }
 
+    /// The configuration's [`eviction_settings`], parsed once per CONFIG
+    /// SET.
+    fn eviction(&self) -> (Policy, usize, AccessMode) {
+        let guard = &self.memory_guard;
+        guard.settings.get().unwrap_or_else(|| {
+            let s = eviction_settings(&self.config.borrow());
+            guard.settings.set(Some(s));
+            s
+        })
+    }
+
     /// How shard stores stamp accesses under the current policy (the
     /// expiry cycle hands it to every shard it visits, so shards created
     /// later get it too).
     pub fn access_mode(&self) -> AccessMode {
-        eviction_settings(&self.config.borrow()).2
+        self.eviction().2
     }
 }
 

@@ -6,11 +6,11 @@
 //! Standalone only: in cluster mode Kvasir moves slots itself.
 
 use crate::session::Session;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use kvasir_core::args::{eq_ic, parse_i64};
 use kvasir_core::table::resolve;
 use kvasir_core::CmdError;
-use kvasir_resp::Reply;
+use kvasir_resp::{Protocol, Reply};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
@@ -64,13 +64,14 @@ fn options(args: &[Bytes]) -> Result<Options, CmdError> {
     Ok(o)
 }
 
-fn resp(args: &[&[u8]], out: &mut Vec<u8>) {
-    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
+/// A command as the target reads it: an array of bulk strings.
+fn resp(args: &[&[u8]], out: &mut BytesMut) {
+    let cmd = Reply::Array(
+        args.iter()
+            .map(|a| Reply::Bulk(Bytes::copy_from_slice(a)))
+            .collect(),
+    );
+    kvasir_resp::encode(&cmd, Protocol::Resp2, out);
 }
 
 pub fn run(s: &mut Session, args: &[Bytes]) -> Result<Reply, CmdError> {
@@ -113,7 +114,7 @@ pub fn run(s: &mut Session, args: &[Bytes]) -> Result<Reply, CmdError> {
     let _ = stream.set_read_timeout(Some(timeout));
     let _ = stream.set_write_timeout(Some(timeout));
     let _ = stream.set_nodelay(true);
-    let mut out = Vec::new();
+    let mut out = BytesMut::new();
     let mut expected = 0;
     if let Some(auth) = &o.auth {
         let mut a: Vec<&[u8]> = vec![b"AUTH"];

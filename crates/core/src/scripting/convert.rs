@@ -6,7 +6,8 @@
 //! return value becomes a reply rendered in the client's protocol.
 
 use kvasir_resp::Reply;
-use mlua::{Lua, Table, Value};
+use mlua::{ffi, Lua, Table, Value};
+use std::os::raw::c_int;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RespVersion {
@@ -137,6 +138,32 @@ pub fn number_to_int(n: f64) -> i64 {
         i64::MIN
     } else {
         n as i64
+    }
+}
+
+/// The reply of the value at `at` on `state`'s stack if it is not a table
+/// (or anything else that needs mlua to read): Redis's conversion of a
+/// script's result, by the same rules as [`lua_to_reply`]'s scalars.
+///
+/// # Safety
+/// `at` must be a valid index of `state`'s stack.
+pub(super) unsafe fn stack_scalar_to_reply(state: *mut ffi::lua_State, at: c_int) -> Option<Reply> {
+    unsafe {
+        Some(match ffi::lua_type(state, at) {
+            ffi::LUA_TNIL => Reply::Nil,
+            ffi::LUA_TBOOLEAN if ffi::lua_toboolean(state, at) != 0 => Reply::Int(1),
+            ffi::LUA_TBOOLEAN => Reply::Nil,
+            ffi::LUA_TNUMBER => Reply::Int(number_to_int(ffi::lua_tonumber(state, at))),
+            ffi::LUA_TSTRING => {
+                let mut len = 0usize;
+                let ptr = ffi::lua_tolstring(state, at, &mut len);
+                Reply::Bulk(bytes::Bytes::copy_from_slice(std::slice::from_raw_parts(
+                    ptr.cast::<u8>(),
+                    len,
+                )))
+            }
+            _ => return None,
+        })
     }
 }
 

@@ -250,6 +250,7 @@ pub(crate) const fn with_script_keys(spec: crate::table::CommandSpec) -> crate::
     crate::table::CommandSpec {
         key_finder: Some(crate::table::keys_after_numkeys::<2>),
         events: crate::notify::Events::None,
+        flags: spec.flags.union(crate::table::Flags::NO_MANDATORY_KEYS),
         ..spec
     }
 }

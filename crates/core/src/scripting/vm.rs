@@ -1005,7 +1005,7 @@ fn resume_thread(lua: &Lua, thread: *mut ffi::lua_State, nargs: c_int) -> mlua::
                     Some(Reply::Nil)
                 } else {
                     let at = ffi::lua_gettop(thread) - nresults + 1;
-                    scalar_reply(thread, at)
+                    convert::stack_scalar_to_reply(thread, at)
                 }
             };
             let step = match scalar {
@@ -1040,32 +1040,6 @@ fn resume_thread(lua: &Lua, thread: *mut ffi::lua_State, nargs: c_int) -> mlua::
             let line = unsafe { hook::script_line(thread, hook::SOURCES) };
             Ok(Step::Failed(take_value(lua, thread, 1)?, line))
         }
-    }
-}
-
-/// The reply of the value at `at` on `state`'s stack if it is not a table
-/// (or anything else that needs mlua to read): Redis's conversion of a
-/// script's result.
-///
-/// # Safety
-/// `at` must be a valid index of `state`'s stack.
-unsafe fn scalar_reply(state: *mut ffi::lua_State, at: c_int) -> Option<Reply> {
-    unsafe {
-        Some(match ffi::lua_type(state, at) {
-            ffi::LUA_TNIL => Reply::Nil,
-            ffi::LUA_TBOOLEAN if ffi::lua_toboolean(state, at) != 0 => Reply::Int(1),
-            ffi::LUA_TBOOLEAN => Reply::Nil,
-            ffi::LUA_TNUMBER => Reply::Int(convert::number_to_int(ffi::lua_tonumber(state, at))),
-            ffi::LUA_TSTRING => {
-                let mut len = 0usize;
-                let ptr = ffi::lua_tolstring(state, at, &mut len);
-                Reply::Bulk(Bytes::copy_from_slice(std::slice::from_raw_parts(
-                    ptr.cast::<u8>(),
-                    len,
-                )))
-            }
-            _ => return None,
-        })
     }
 }
 
@@ -1246,7 +1220,9 @@ const FAST_CALL_ARGS: c_int = 32;
 /// replies (integer, nil, bulk string, status) itself, with no mlua
 /// callback; every other call goes through `script_call` as an mlua
 /// function (upvalue 1), and every other reply through `finish` (upvalue
-/// 2), so each error text and conversion has one implementation. It is a
+/// 2), so error texts and the conversion of errors, tables and RESP3
+/// types have one implementation (the four scalar replies follow
+/// `convert::reply_to_lua`'s rules, tested side by side with Redis). It is a
 /// C function, not a Lua one, so that a script's `return redis.call(...)`
 /// keeps the script's frame (and line for errors) on the stack: Lua 5.1
 /// replaces the frame only in a tail call of a Lua function.
@@ -1261,9 +1237,9 @@ fn call_function<K: Keyspace>(
         resp: resp.clone(),
         pending: RefCell::new(None),
     });
-    let (cur, rsp) = (current.clone(), resp.clone());
+    let general_path = path.clone();
     let general = lua.create_function(move |lua, args: CallArgs| {
-        script_call::<K>(lua, &cur, &rsp, args, raise)
+        script_call::<K>(lua, &general_path.current, &general_path.resp, args, raise)
     })?;
     let finish_path = path.clone();
     let finish = lua.create_function(move |lua, ()| {

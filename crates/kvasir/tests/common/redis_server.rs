@@ -11,14 +11,26 @@ use std::time::{Duration, Instant};
 /// The port is free when picked but another test's server may take it
 /// first; then this redis-server exits and a new port is tried.
 pub fn start_redis() -> (ChildGuard, u16) {
+    start_redis_in(None, &[])
+}
+
+/// [`start_redis`] working in `dir` (where it loads and saves dump.rdb),
+/// with `extra` flags.
+pub fn start_redis_in(dir: Option<&std::path::Path>, extra: &[&str]) -> (ChildGuard, u16) {
     for _ in 0..5 {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
-        let child = Command::new("redis-server")
+        let mut command = Command::new("redis-server");
+        command
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
+            .args(extra);
+        if let Some(dir) = dir {
+            command.arg("--dir").arg(dir);
+        }
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -313,13 +313,10 @@ async fn scan(node: &ClusterNode, db: usize, led: &[u64], args: &[Bytes]) -> Rep
         Ok(c) => c,
         Err(e) => return e.to_reply(),
     };
-    let count = args
-        .windows(2)
-        .skip(2)
-        .find(|w| kvasir_core::args::eq_ic(&w[0], "count"))
-        .and_then(|w| std::str::from_utf8(&w[1]).ok()?.parse::<usize>().ok())
-        .unwrap_or(10)
-        .max(1);
+    let count = match kvasir_core::keys::scan_count(&args[2..]) {
+        Ok(c) => usize::try_from(c).unwrap_or(usize::MAX),
+        Err(e) => return e.to_reply(),
+    };
     let mut pos = (cursor >> 48) as usize;
     let mut inner = cursor & ((1 << 48) - 1);
     let mut keys = Vec::new();
