@@ -93,7 +93,7 @@ pub enum Written<'a> {
     /// like, its databases) changed.
     Command(&'static CommandSpec, &'a [Bytes]),
     /// Keys the expiry cycle or eviction removed.
-    Expired(&'a [Bytes]),
+    Removed(&'a [Bytes]),
     /// Keyspace events (`notify-keyspace-events`) the store produced, in
     /// order; heard only when the setting is not empty.
     Events(&'a [crate::notify::Event]),
@@ -152,14 +152,14 @@ pub fn apply<K: Keyspace>(
         ShardCmd::Commands { db, cmds, multi } => run(store, *db, cmds, *multi, ctx, &mut on_write),
         ShardCmd::Expire { db, keys } => {
             if *db < store.databases() && store.apply_expired(*db, keys, ctx) > 0 {
-                on_write(*db, Written::Expired(keys));
+                on_write(*db, Written::Removed(keys));
                 flush_events(store, *db, &mut on_write);
             }
             Applied::Reply(Reply::ok())
         }
         ShardCmd::Evict { db, keys } => {
             if *db < store.databases() && store.apply_evicted(*db, keys) > 0 {
-                on_write(*db, Written::Expired(keys));
+                on_write(*db, Written::Removed(keys));
                 flush_events(store, *db, &mut on_write);
             }
             Applied::Reply(Reply::ok())
@@ -544,7 +544,7 @@ mod tests {
         };
         apply(&mut st, &cmd, &ctx, |db, w| match w {
             Written::Command(spec, a) => written.push((db, spec.name, a.to_vec())),
-            Written::Expired(keys) => written.push((db, "expired", keys.to_vec())),
+            Written::Removed(keys) => written.push((db, "expired", keys.to_vec())),
             Written::Events(_) => {}
         });
         let names: Vec<_> = written.iter().map(|w| w.1).collect();
@@ -561,14 +561,14 @@ mod tests {
             seed: 1,
         };
         apply(&mut st, &expire(&["t"]), &late, |_, w| {
-            if let Written::Expired(k) = w {
+            if let Written::Removed(k) = w {
                 gone.extend_from_slice(k)
             }
         });
         assert_eq!(gone, args(&["t"]));
         gone.clear();
         apply(&mut st, &expire(&["x"]), &late, |_, w| {
-            if let Written::Expired(k) = w {
+            if let Written::Removed(k) = w {
                 gone.extend_from_slice(k)
             }
         });

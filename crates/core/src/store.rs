@@ -283,11 +283,7 @@ impl<K: Keyspace> Store<K> {
     /// LOOKUP_NOTOUCH: OBJECT, TYPE, TTL, EXISTS).
     pub fn peek(&self, db: usize, key: &[u8], now_ms: u64) -> Option<EntryRef<'_, K>> {
         let found = self.ks.get(db, key).filter(|e| !e.is_expired(now_ms));
-        let counter = match found {
-            Some(_) => &self.stats.keyspace_hits,
-            None => &self.stats.keyspace_misses,
-        };
-        counter.set(counter.get() + 1);
+        self.count_lookup(found.is_some());
         found
     }
 
@@ -298,12 +294,17 @@ impl<K: Keyspace> Store<K> {
             .ks
             .get_touched(db, key, now_ms)
             .filter(|e| !e.is_expired(now_ms));
-        let counter = match found {
-            Some(_) => &self.stats.keyspace_hits,
-            None => &self.stats.keyspace_misses,
+        self.count_lookup(found.is_some());
+        found
+    }
+
+    /// INFO's keyspace_hits or keyspace_misses, for one lookup.
+    fn count_lookup(&self, hit: bool) {
+        let counter = match hit {
+            true => &self.stats.keyspace_hits,
+            false => &self.stats.keyspace_misses,
         };
         counter.set(counter.get() + 1);
-        found
     }
 
     /// For writes: removes `key` if it has expired at `ctx.now_ms` (lazy

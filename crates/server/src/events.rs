@@ -34,7 +34,7 @@ pub fn touch_watchers(watches: &Watches, db: usize, written: Written) {
         Written::Command(spec, _) if spec.keyless == Keyless::FlushDb => watches.touch_db(Some(db)),
         Written::Command(spec, _) if spec.keyless == Keyless::FlushAll => watches.touch_db(None),
         Written::Command(spec, args) => watches.touch(db, &written_keys(spec, args)),
-        Written::Expired(keys) => watches.touch(db, keys),
+        Written::Removed(keys) => watches.touch(db, keys),
         Written::Events(_) => {}
     }
 }
@@ -58,7 +58,7 @@ pub fn invalidate_tracked(tracking: &crate::tracking::SharedTracking, written: W
         Written::Command(spec, args) => {
             crate::tracking::written(tracking, Changed::Keys(&written_keys(spec, args)))
         }
-        Written::Expired(keys) => crate::tracking::written(tracking, Changed::Keys(keys)),
+        Written::Removed(keys) => crate::tracking::written(tracking, Changed::Keys(keys)),
         Written::Events(_) => {}
     }
 }
@@ -112,7 +112,7 @@ pub fn after_write(server: &Server, db: usize, written: Written) {
     }
     let (spec, args) = match written {
         Written::Command(spec, args) => (spec, args),
-        Written::Expired(_) => return touch_watchers(&server.watches.borrow(), db, written),
+        Written::Removed(_) => return touch_watchers(&server.watches.borrow(), db, written),
         Written::Events(_) => return,
     };
     match spec.keyless {

@@ -163,7 +163,7 @@ impl Server {
             let mut local = self.local_store.borrow_mut();
             local.refresh_clock();
             local.apply(&cmd, |db, w| match w {
-                Written::Expired(keys) => expired.push((db, keys.to_vec())),
+                Written::Removed(keys) => expired.push((db, keys.to_vec())),
                 Written::Events(events) => {
                     let flags = self.config.borrow().notify_keyspace_events;
                     crate::notify::publish(&self.pubsub.borrow(), flags, events);
@@ -172,7 +172,7 @@ impl Server {
             });
         }
         for (db, keys) in expired {
-            crate::events::after_write(self, db, Written::Expired(&keys));
+            crate::events::after_write(self, db, Written::Removed(&keys));
         }
     }
 }

@@ -236,7 +236,7 @@ fn exec_local(s: &mut Session, queue: Vec<Queued>) -> Reply {
                 let flags = server.config.borrow().notify_keyspace_events;
                 crate::notify::publish(&server.pubsub.borrow(), flags, events);
             }
-            Written::Expired(_) => {}
+            Written::Removed(_) => {}
         });
     // Served after the store is released: serving runs commands on it.
     for (db, spec, args) in written {

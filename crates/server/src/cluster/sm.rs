@@ -154,7 +154,7 @@ pub struct LaneWrite {
 /// [`Written`] with its keys owned, to cross threads.
 pub enum OwnedWritten {
     Command(&'static kvasir_core::CommandSpec, Vec<Bytes>),
-    Expired(Vec<Bytes>),
+    Removed(Vec<Bytes>),
     Events(Vec<kvasir_core::notify::Event>),
 }
 
@@ -162,7 +162,7 @@ impl OwnedWritten {
     fn of(w: Written) -> OwnedWritten {
         match w {
             Written::Command(spec, args) => OwnedWritten::Command(spec, args.to_vec()),
-            Written::Expired(keys) => OwnedWritten::Expired(keys.to_vec()),
+            Written::Removed(keys) => OwnedWritten::Removed(keys.to_vec()),
             Written::Events(events) => OwnedWritten::Events(events.to_vec()),
         }
     }
@@ -170,7 +170,7 @@ impl OwnedWritten {
     pub fn as_written(&self) -> Written<'_> {
         match self {
             OwnedWritten::Command(spec, args) => Written::Command(spec, args),
-            OwnedWritten::Expired(keys) => Written::Expired(keys),
+            OwnedWritten::Removed(keys) => Written::Removed(keys),
             OwnedWritten::Events(events) => Written::Events(events),
         }
     }
