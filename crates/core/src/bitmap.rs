@@ -30,7 +30,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("bitfield", -2, W_OOM, ONE_KEY, ACL_W, G, "3.2.0", "Performs arbitrary bitfield integer operations on strings.", crate::write_handler!(bitfield)).events(crate::notify::Events::Custom(crate::notify::bitfield)),
     cmd("bitfield_ro", -2, RF, ONE_KEY, ACL_RF, G, "6.0.0", "Performs arbitrary read-only bitfield integer operations on strings.", crate::read_handler!(bitfield_ro)),
     // Destination and sources: every argument from index 2 is a key.
-    cmd("bitop", -4, W_OOM, (2, -1, 1), ACL_W, G, "2.6.0", "Performs bitwise operations on multiple strings, and stores the result.", crate::write_handler!(bitop)).events(crate::notify::Events::Dest("set")),
+    cmd("bitop", -4, W_OOM, (2, -1, 1), ACL_W, G, "2.6.0", "Performs bitwise operations on multiple strings, and stores the result.", crate::write_handler!(bitop)).events(crate::notify::Events::Dest("set")).keys_access(crate::table::KeyAccess::WriteThenRead),
     cmd("bitpos", -3, R, ONE_KEY, ACL_R, G, "2.8.7", "Finds the first set (1) or clear (0) bit in a string.", crate::read_handler!(bitpos)),
     cmd("getbit", 3, RF, ONE_KEY, ACL_RF, G, "2.2.0", "Returns a bit value by offset.", crate::read_handler!(getbit)),
     cmd("setbit", 4, W_OOM, ONE_KEY, ACL_W, G, "2.2.0", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.", crate::write_handler!(setbit)),

@@ -35,13 +35,13 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("geohash", -2, R, KEY, ACL_R, G, "3.2.0", "Returns members from a geospatial index as geohash strings.", crate::read_handler!(geohash)),
     cmd("geopos", -2, R, KEY, ACL_R, G, "3.2.0", "Returns the longitude and latitude of members from a geospatial index.", crate::read_handler!(geopos)),
     // The STORE/STOREDIST destination is a key too: movable keys.
-    CommandSpec { key_finder: Some(georadius_keys), ..cmd("georadius", -6, W_OOM_MOV, KEY, ACL_W, G, "3.2.0", "Queries a geospatial index for members within a distance from a coordinate, optionally stores the result.", crate::write_handler!(georadius)) }.events(crate::notify::Events::Custom(crate::notify::georadiusstore)),
-    CommandSpec { key_finder: Some(georadius_keys), ..cmd("georadiusbymember", -5, W_OOM_MOV, KEY, ACL_W, G, "3.2.0", "Queries a geospatial index for members within a distance from a member, optionally stores the result.", crate::write_handler!(georadiusbymember)) }.events(crate::notify::Events::Custom(crate::notify::georadiusstore)),
+    CommandSpec { key_finder: Some(georadius_keys), ..cmd("georadius", -6, W_OOM_MOV, KEY, ACL_W, G, "3.2.0", "Queries a geospatial index for members within a distance from a coordinate, optionally stores the result.", crate::write_handler!(georadius)) }.events(crate::notify::Events::Custom(crate::notify::georadiusstore)).keys_access(crate::table::KeyAccess::ReadThenWrite),
+    CommandSpec { key_finder: Some(georadius_keys), ..cmd("georadiusbymember", -5, W_OOM_MOV, KEY, ACL_W, G, "3.2.0", "Queries a geospatial index for members within a distance from a member, optionally stores the result.", crate::write_handler!(georadiusbymember)) }.events(crate::notify::Events::Custom(crate::notify::georadiusstore)).keys_access(crate::table::KeyAccess::ReadThenWrite),
     cmd("georadiusbymember_ro", -5, R, KEY, ACL_R, G, "3.2.10", "Returns members from a geospatial index that are within a distance from a member.", crate::read_handler!(georadiusbymember_ro)),
     cmd("georadius_ro", -6, R, KEY, ACL_R, G, "3.2.10", "Returns members from a geospatial index that are within a distance from a coordinate.", crate::read_handler!(georadius_ro)),
     cmd("geosearch", -7, R, KEY, ACL_R, G, "6.2.0", "Queries a geospatial index for members inside an area of a box or a circle.", crate::read_handler!(geosearch)),
     // Destination, then source.
-    cmd("geosearchstore", -8, W_OOM, (1, 2, 1), ACL_W, G, "6.2.0", "Queries a geospatial index for members inside an area of a box or a circle, optionally stores the result.", crate::write_handler!(geosearchstore)).events(crate::notify::Events::Dest("geosearchstore")),
+    cmd("geosearchstore", -8, W_OOM, (1, 2, 1), ACL_W, G, "6.2.0", "Queries a geospatial index for members inside an area of a box or a circle, optionally stores the result.", crate::write_handler!(geosearchstore)).events(crate::notify::Events::Dest("geosearchstore")).keys_access(crate::table::KeyAccess::WriteThenRead),
 ];
 
 /// Key finder for GEORADIUS and GEORADIUSBYMEMBER (Redis's

@@ -54,10 +54,10 @@ const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("xack", -4, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Marks a pending message as correctly processed, effectively removing it from the pending entries list of the consumer group.", crate::write_handler!(xack)).idle_on_empty().events(crate::notify::Events::None),
-    cmd("xadd", -5, WDF, ONE_KEY, ACL_WF, G, "5.0.0", "Appends a new entry to a stream", crate::write_handler!(xadd)).idle_on_empty().events(crate::notify::Events::None),
+    cmd("xadd", -5, WDF, ONE_KEY, ACL_WF, G, "5.0.0", "Appends a new entry to a stream", crate::write_handler!(xadd)).idle_on_empty().events(crate::notify::Events::None).keys_access(crate::table::KeyAccess::Write),
     cmd("xautoclaim", -6, WF, ONE_KEY, ACL_WF, G, "6.2.0", "Changes (or acquires) ownership of messages in a consumer group, as if the messages were delivered to the specified consumer.", crate::write_handler!(xautoclaim)).events(crate::notify::Events::None),
     cmd("xclaim", -6, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Changes (or acquires) ownership of a message in a consumer group, as if the message was delivered to the specified consumer.", crate::write_handler!(xclaim)).events(crate::notify::Events::None),
-    cmd("xdel", -3, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Removes the specified entries from the stream. Returns the number of items actually deleted, that may be different from the number of IDs passed in case certain IDs do not exist.", crate::write_handler!(xdel)).idle_on_empty(),
+    cmd("xdel", -3, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Removes the specified entries from the stream. Returns the number of items actually deleted, that may be different from the number of IDs passed in case certain IDs do not exist.", crate::write_handler!(xdel)).idle_on_empty().keys_access(crate::table::KeyAccess::Write),
     container("xgroup", -2, &["slow"], G, "5.0.0", "A container for consumer groups commands", XGROUP_SUBS),
     container("xinfo", -2, &["slow"], G, "5.0.0", "A container for stream introspection commands", XINFO_SUBS),
     cmd("xlen", 2, RF, ONE_KEY, ACL_RF, G, "5.0.0", "Return the number of entries in a stream", crate::read_handler!(xlen)),
@@ -67,7 +67,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec { key_finder: Some(keys_after_streams), ..cmd("xreadgroup", -7, W_BLOCK, NO_KEYS, ACL_WB, G, "5.0.0", "Return new entries from a stream using a consumer group, or access the history of the pending entries for a given consumer. Can block.", crate::write_handler!(xreadgroup)) }.events(crate::notify::Events::None),
     cmd("xrevrange", -4, R, ONE_KEY, ACL_R, G, "5.0.0", "Return a range of elements in a stream, with IDs matching the specified IDs interval, in reverse order (from greater to smaller IDs) compared to XRANGE", crate::read_handler!(xrevrange)),
     cmd("xsetid", -3, WDF, ONE_KEY, ACL_WF, G, "5.0.0", "An internal command for replicating stream values", crate::write_handler!(xsetid)),
-    cmd("xtrim", -4, W, ONE_KEY, ACL_W, G, "5.0.0", "Trims the stream to (approximately if '~' is passed) a certain size", crate::write_handler!(xtrim)).idle_on_empty(),
+    cmd("xtrim", -4, W, ONE_KEY, ACL_W, G, "5.0.0", "Trims the stream to (approximately if '~' is passed) a certain size", crate::write_handler!(xtrim)).idle_on_empty().keys_access(crate::table::KeyAccess::Write),
 ];
 
 #[rustfmt::skip]

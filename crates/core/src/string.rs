@@ -28,7 +28,7 @@ const ONE_KEY: (i32, i32, i32) = (1, 1, 1);
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("append", 3, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist.", crate::write_handler!(append)),
+    cmd("append", 3, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist.", crate::write_handler!(append)).keys_access(crate::table::KeyAccess::Write),
     cmd("decr", 2, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", crate::write_handler!(decr)).events(crate::notify::Events::Named("incrby")),
     cmd("decrby", 3, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.", crate::write_handler!(decrby)).events(crate::notify::Events::Named("incrby")),
     cmd("get", 2, RF, ONE_KEY, ACL_RF, G, "1.0.0", "Returns the string value of a key.", crate::read_handler!(get)),
@@ -41,16 +41,26 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("incrbyfloat", 3, WF_OOM, ONE_KEY, ACL_WF, G, "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.", crate::write_handler!(incrbyfloat)),
     cmd("lcs", -3, R, (1, 2, 1), ACL_R, G, "7.0.0", "Finds the longest common substring.", crate::read_handler!(lcs)),
     cmd("mget", -2, RF, (1, -1, 1), ACL_RF, G, "1.0.0", "Atomically returns the string values of one or more keys.", crate::read_handler!(mget)),
-    cmd("mset", -3, W_OOM, (1, -1, 2), ACL_W, G, "1.0.1", "Atomically creates or modifies the string values of one or more keys.", crate::write_handler!(mset)).events(crate::notify::Events::Named("set")),
-    cmd("msetnx", -3, W_OOM, (1, -1, 2), ACL_W, G, "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist.", crate::write_handler!(msetnx)).idle_on_empty().events(crate::notify::Events::Named("set")),
-    cmd("psetex", 4, W_OOM, ONE_KEY, ACL_W, G, "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", crate::write_handler!(psetex)).events(crate::notify::Events::Custom(crate::notify::setex)),
-    cmd("set", -3, W_OOM, ONE_KEY, ACL_W, G, "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", crate::write_handler!(set)).events(crate::notify::Events::Custom(crate::notify::set)),
-    cmd("setex", 4, W_OOM, ONE_KEY, ACL_W, G, "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", crate::write_handler!(setex)).events(crate::notify::Events::Custom(crate::notify::setex)),
-    cmd("setnx", 3, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Set the string value of a key only when the key doesn't exist.", crate::write_handler!(setnx)).idle_on_empty().events(crate::notify::Events::Named("set")),
-    cmd("setrange", 4, W_OOM, ONE_KEY, ACL_W, G, "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", crate::write_handler!(setrange)),
+    cmd("mset", -3, W_OOM, (1, -1, 2), ACL_W, G, "1.0.1", "Atomically creates or modifies the string values of one or more keys.", crate::write_handler!(mset)).events(crate::notify::Events::Named("set")).keys_access(crate::table::KeyAccess::Write),
+    cmd("msetnx", -3, W_OOM, (1, -1, 2), ACL_W, G, "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist.", crate::write_handler!(msetnx)).idle_on_empty().events(crate::notify::Events::Named("set")).keys_access(crate::table::KeyAccess::Write),
+    cmd("psetex", 4, W_OOM, ONE_KEY, ACL_W, G, "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", crate::write_handler!(psetex)).events(crate::notify::Events::Custom(crate::notify::setex)).keys_access(crate::table::KeyAccess::Write),
+    cmd("set", -3, W_OOM, ONE_KEY, ACL_W, G, "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", crate::write_handler!(set)).events(crate::notify::Events::Custom(crate::notify::set)).keys_access(crate::table::KeyAccess::ByArgs(crate::string::set_key_access)),
+    cmd("setex", 4, W_OOM, ONE_KEY, ACL_W, G, "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", crate::write_handler!(setex)).events(crate::notify::Events::Custom(crate::notify::setex)).keys_access(crate::table::KeyAccess::Write),
+    cmd("setnx", 3, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Set the string value of a key only when the key doesn't exist.", crate::write_handler!(setnx)).idle_on_empty().events(crate::notify::Events::Named("set")).keys_access(crate::table::KeyAccess::Write),
+    cmd("setrange", 4, W_OOM, ONE_KEY, ACL_W, G, "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", crate::write_handler!(setrange)).keys_access(crate::table::KeyAccess::Write),
     cmd("strlen", 2, RF, ONE_KEY, ACL_RF, G, "2.2.0", "Returns the length of a string value.", crate::read_handler!(strlen)),
     cmd("substr", 4, R, ONE_KEY, ACL_R, G, "1.0.0", "Returns a substring from a string value.", crate::read_handler!(getrange)),
 ];
+
+/// SET's key needs read permission only with GET, which returns the old
+/// value.
+pub fn set_key_access(args: &[Bytes]) -> crate::table::KeyAccess {
+    if args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get")) {
+        crate::table::KeyAccess::ReadWrite
+    } else {
+        crate::table::KeyAccess::Write
+    }
+}
 
 /// Redis's default proto-max-bulk-len: APPEND and SETRANGE refuse to grow a
 /// string beyond it (and LCS refuses a bigger scratch table).

@@ -164,6 +164,49 @@ pub struct CommandSpec {
     /// The keyspace events a successful run produces
     /// (`notify-keyspace-events`, [`crate::notify`]).
     pub events: crate::notify::Events,
+    /// Which ACL key permissions (`%R~`, `%W~`) its keys need.
+    pub key_access: KeyAccess,
+}
+
+/// What a command does to its keys, as far as ACL key permissions go: a
+/// key whose value the reply can reveal needs read permission, a key the
+/// command changes needs write permission (Redis's key-spec flags: ACCESS
+/// is read; INSERT, DELETE, UPDATE and OW are write).
+#[derive(Clone, Copy)]
+pub enum KeyAccess {
+    /// Every key is read only (GET, and every read-only command).
+    Read,
+    /// Every key is read and written (INCR, LPOP; the default of a write
+    /// command).
+    ReadWrite,
+    /// Every key is written without its value reaching the reply (SET,
+    /// DEL, LPUSH, EXPIRE).
+    Write,
+    /// The first key is written, the others read (SUNIONSTORE and the other
+    /// `*STORE` commands, BITOP).
+    WriteThenRead,
+    /// The first key is read, the others written (COPY, SORT ... STORE).
+    ReadThenWrite,
+    /// Decided by the arguments (SET ... GET reads the old value).
+    ByArgs(fn(&[Bytes]) -> KeyAccess),
+}
+
+impl KeyAccess {
+    /// (read, write) permission needed by the `nth` key (0-based) of an
+    /// invocation with arguments `args`.
+    pub fn of_key(self, args: &[Bytes], nth: usize) -> (bool, bool) {
+        match self {
+            KeyAccess::Read => (true, false),
+            KeyAccess::ReadWrite => (true, true),
+            KeyAccess::Write => (false, true),
+            KeyAccess::WriteThenRead => (nth > 0, nth == 0),
+            KeyAccess::ReadThenWrite => (nth == 0, nth > 0),
+            KeyAccess::ByArgs(decide) => match decide(args) {
+                KeyAccess::ByArgs(_) => (true, true),
+                decided => decided.of_key(args, nth),
+            },
+        }
+    }
 }
 
 /// The reach of a keyspace command that has no key arguments.
@@ -248,6 +291,11 @@ impl CommandSpec {
     /// This entry with other keyspace events than its name on its keys.
     pub const fn events(self, events: crate::notify::Events) -> CommandSpec {
         CommandSpec { events, ..self }
+    }
+
+    /// This entry with other ACL key permissions than its flags imply.
+    pub const fn keys_access(self, key_access: KeyAccess) -> CommandSpec {
+        CommandSpec { key_access, ..self }
     }
 
     /// This entry with a keyless reach (see [`Keyless`]).
@@ -433,6 +481,11 @@ pub const fn cmd(
         keyless: Keyless::No,
         idle_on_empty_reply: false,
         events: crate::notify::Events::Default,
+        key_access: if flags.contains(Flags::WRITE) {
+            KeyAccess::ReadWrite
+        } else {
+            KeyAccess::Read
+        },
     }
 }
 
@@ -464,6 +517,7 @@ pub const fn container(
         keyless: Keyless::No,
         idle_on_empty_reply: false,
         events: crate::notify::Events::Default,
+        key_access: KeyAccess::Read,
     }
 }
 

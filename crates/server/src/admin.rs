@@ -35,8 +35,8 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
         C::Ping => ping(args),
         C::Echo => Ok(Reply::Bulk(args[1].clone())),
         C::Select => select(s, &args[1]),
-        C::Auth => auth(s, &args[1..]),
-        C::Hello => hello(s, &args[1..]),
+        C::Auth => auth(s, &args[0], &args[1..]),
+        C::Hello => hello(s, &args[0], &args[1..]),
         C::Quit => {
             s.close = true;
             Ok(Reply::ok())
@@ -200,23 +200,26 @@ fn select(s: &mut Session, arg: &[u8]) -> AdminResult {
     Ok(Reply::ok())
 }
 
-/// Checks a username/password pair against the single `default` user.
-fn check_credentials(s: &Session, user: &[u8], pass: &[u8]) -> bool {
-    if user != b"default" {
-        return false;
-    }
-    match &s.server.config.borrow().requirepass {
-        None => true,
-        Some(p) => p.as_bytes() == pass,
-    }
-}
-
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
-fn auth(s: &mut Session, rest: &[Bytes]) -> AdminResult {
+/// Authenticates the connection as `user`, or logs the failure under the
+/// command's name as sent (`AUTH`, `hello`), as Redis does.
+fn log_in(s: &mut Session, command: &[u8], user: &[u8], pass: &[u8]) -> Result<(), CmdError> {
+    let found = s.server.acl.borrow().authenticate(user, pass);
+    let Some(found) = found else {
+        crate::acl::log_failed_auth(s, command, user);
+        return Err(CmdError::other(WRONGPASS));
+    };
+    *s.info.user.borrow_mut() = found.borrow().name.clone();
+    s.user = found;
+    s.authenticated = true;
+    Ok(())
+}
+
+fn auth(s: &mut Session, command: &[u8], rest: &[Bytes]) -> AdminResult {
     let (user, pass): (&[u8], &[u8]) = match rest {
         [pass] => {
-            if s.server.config.borrow().requirepass.is_none() {
+            if s.server.acl.borrow().default_user().borrow().nopass {
                 return Err(CmdError::other("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"));
             }
             (b"default", pass)
@@ -224,15 +227,11 @@ fn auth(s: &mut Session, rest: &[Bytes]) -> AdminResult {
         [user, pass] => (user, pass),
         _ => return Err(CmdError::Syntax),
     };
-    if check_credentials(s, user, pass) {
-        s.authenticated = true;
-        Ok(Reply::ok())
-    } else {
-        Err(CmdError::other(WRONGPASS))
-    }
+    log_in(s, command, user, pass)?;
+    Ok(Reply::ok())
 }
 
-fn hello(s: &mut Session, rest: &[Bytes]) -> AdminResult {
+fn hello(s: &mut Session, command: &[u8], rest: &[Bytes]) -> AdminResult {
     let mut proto = s.proto;
     let mut i = 0;
     if let Some(v) = rest.first() {
@@ -266,12 +265,9 @@ fn hello(s: &mut Session, rest: &[Bytes]) -> AdminResult {
         }
     }
     if let Some((user, pass)) = auth {
-        if !check_credentials(s, user, pass) {
-            return Err(CmdError::other(WRONGPASS));
-        }
-        s.authenticated = true;
+        log_in(s, command, user, pass)?;
     }
-    if !s.authenticated {
+    if s.auth_required() {
         return Err(CmdError::other("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"));
     }
     if let Some(n) = name {
@@ -316,7 +312,9 @@ fn reset(s: &mut Session) -> Reply {
     if s.info.tracking.borrow().on {
         s.server.tracking.borrow_mut().disable(&s.info);
     }
-    s.authenticated = s.server.config.borrow().requirepass.is_none();
+    s.user = s.server.acl.borrow().default_user();
+    *s.info.user.borrow_mut() = "default".to_string();
+    s.authenticated = !s.server.acl.borrow().auth_required();
     Reply::simple("RESET")
 }
 
@@ -621,6 +619,7 @@ fn client_kill(s: &mut Session, opts: &[Bytes]) -> AdminResult {
     let mut skipme = true;
     let mut normal_only = true;
     let mut maxage: Option<u64> = None;
+    let mut user: Option<String> = None;
     for pair in opts.chunks(2) {
         let (k, v) = (&pair[0], &pair[1]);
         let text = String::from_utf8_lossy(v).into_owned();
@@ -646,9 +645,10 @@ fn client_kill(s: &mut Session, opts: &[Bytes]) -> AdminResult {
                 _ => return Err(CmdError::other(format!("ERR Unknown client type '{text}'"))),
             }
         } else if eq_ic(k, "USER") {
-            if text != "default" {
+            if s.server.acl.borrow().user(&text).is_none() {
                 return Err(CmdError::other(format!("ERR No such user '{text}'")));
             }
+            user = Some(text);
         } else if eq_ic(k, "MAXAGE") {
             maxage = Some(parse_i64(v)?.max(0) as u64);
         } else {
@@ -665,6 +665,7 @@ fn client_kill(s: &mut Session, opts: &[Bytes]) -> AdminResult {
         .filter(|c| addr.as_ref().is_none_or(|a| c.addr.to_string() == *a))
         .filter(|c| laddr.as_ref().is_none_or(|a| c.laddr.to_string() == *a))
         .filter(|c| maxage.is_none_or(|m| c.created.elapsed().as_secs() >= m))
+        .filter(|c| user.as_ref().is_none_or(|u| *c.user.borrow() == *u))
         .filter(|c| !(skipme && c.id == s.info.id))
         .cloned()
         .collect();
@@ -726,6 +727,12 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
             let access_mode = crate::maxmemory::eviction_settings(&next).2;
             s.server.memory_guard.forget_settings();
             s.server.tracking.borrow_mut().max_keys = next.tracking_table_max_keys();
+            if next.requirepass != s.server.config.borrow().requirepass {
+                s.server
+                    .acl
+                    .borrow()
+                    .set_requirepass(next.requirepass.as_deref());
+            }
             *s.server.config.borrow_mut() = next;
             s.server.local_store.borrow_mut().with_store(|store| {
                 store.notify = notify;

@@ -19,6 +19,8 @@ pub struct ClientInfo {
     pub fd: i32,
     pub created: Instant,
     pub name: RefCell<String>,
+    /// The ACL user the connection is authenticated as.
+    pub user: RefCell<String>,
     pub db: Cell<usize>,
     pub resp: Cell<Protocol>,
     pub last_interaction: Cell<Instant>,
@@ -110,7 +112,7 @@ impl ClientInfo {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir={} resp={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir={} resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -126,6 +128,7 @@ impl ClientInfo {
             self.multi.get(),
             self.qbuf.get(),
             if cmd.is_empty() { "NULL" } else { &cmd },
+            self.user.borrow(),
             tracking.redirect_reply(),
             resp,
         )
@@ -155,6 +158,7 @@ impl Clients {
             fd,
             created: now,
             name: RefCell::new(String::new()),
+            user: RefCell::new("default".to_string()),
             db: Cell::new(0),
             resp: Cell::new(Protocol::Resp2),
             last_interaction: Cell::new(now),

@@ -35,6 +35,9 @@ pub struct Config {
     /// The redis.conf the server started with (CONFIG REWRITE), absolute.
     #[serde(skip)]
     pub config_file: Option<String>,
+    /// redis.conf's `user <name> <rule> ...` lines: ACL users made at start.
+    #[serde(skip)]
+    pub acl_users: Vec<Vec<String>>,
     pub timeout: u64,
     pub maxmemory: u64,
     pub maxmemory_policy: String,
@@ -105,6 +108,7 @@ impl Default for Config {
             latency_monitor_threshold: 0,
             save: String::new(),
             config_file: None,
+            acl_users: Vec::new(),
             timeout: 0,
             maxmemory: 0,
             maxmemory_policy: "noeviction".to_string(),

@@ -23,7 +23,7 @@
 //! - [`persistence`]: RDB snapshots of the standalone server (SAVE,
 //!   BGSAVE, `save` points, loading dump.rdb at start).
 //! - [`maxmemory`]: commands refused while used memory is over `maxmemory`.
-//! - [`acl`]: ACL for the one `default` user.
+//! - [`acl`]: ACL users, their permission checks and the ACL log.
 //! - [`debug`]: DEBUG, behind `enable-debug-command`.
 //! - [`latency`]: the latency monitor (LATENCY).
 //! - [`memory_stats`]: MEMORY STATS, DOCTOR, MALLOC-STATS and PURGE.

@@ -98,6 +98,8 @@ pub struct Stats {
 /// it, so interior mutability is plain `RefCell`.
 pub struct Server {
     pub config: RefCell<Config>,
+    /// ACL users and log.
+    pub acl: RefCell<crate::acl::Acl>,
     pub local_store: RefCell<LocalStore>,
     /// Shared with [`crate::tracking`], which looks up whom to invalidate.
     pub clients: Rc<RefCell<Clients>>,
@@ -157,7 +159,15 @@ impl Server {
             clients.clone(),
         )));
         tracking.borrow_mut().max_keys = config.tracking_table_max_keys();
+        let mut acl = crate::acl::Acl::default();
+        acl.set_requirepass(config.requirepass.as_deref());
+        let all_channels = config.stored.get("acl-pubsub-default") == Some("allchannels");
+        // redis_conf::apply refused bad declarations before the start.
+        if let Err(why) = acl.load_configured(&config.acl_users, all_channels) {
+            tracing::warn!("{why}");
+        }
         Server {
+            acl: RefCell::new(acl),
             config: RefCell::new(config),
             local_store: RefCell::new(local_store),
             clients,

@@ -179,6 +179,14 @@ pub fn apply(config: &mut Config, directives: &[Directive]) -> Result<(), String
                 config.bind = value.clone();
                 Ok(())
             }
+            "user" if !d.args.is_empty() => {
+                config.acl_users.push(d.args.clone());
+                // Checked now, so a bad rule stops the start with its reason.
+                let all_channels = config.stored.get("acl-pubsub-default") == Some("allchannels");
+                crate::acl::Acl::default()
+                    .load_configured(&config.acl_users, all_channels)
+                    .map_err(|why| bad(&why))
+            }
             "dir" if d.args.len() == 1 => {
                 config.dir = value.clone();
                 Ok(())

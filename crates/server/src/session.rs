@@ -37,6 +37,8 @@ pub struct Session {
     pub proto: Protocol,
     pub db: usize,
     pub authenticated: bool,
+    /// The ACL user the connection runs as (`default` until AUTH).
+    pub user: crate::acl::UserRef,
     /// Set by QUIT and protocol errors: close after flushing replies.
     pub close: bool,
     /// Set by SHUTDOWN: the connection closes without a reply.
@@ -178,8 +180,10 @@ pub async fn run<C: ClientConn>(server: Rc<Server>, mut conn: C, addr: SocketAdd
         .borrow_mut()
         .register(addr, laddr, conn.fd(), push_tx);
     server.stats.borrow_mut().total_connections_received += 1;
-    let authenticated = server.config.borrow().requirepass.is_none();
+    let user = server.acl.borrow().default_user();
+    let authenticated = !server.acl.borrow().auth_required();
     let mut session = Session {
+        user,
         server: server.clone(),
         info: info.clone(),
         proto: Protocol::Resp2,
@@ -205,11 +209,18 @@ pub async fn run<C: ClientConn>(server: Rc<Server>, mut conn: C, addr: SocketAdd
 }
 
 impl Session {
+    /// Commands other than AUTH, HELLO... are refused until the
+    /// connection authenticates, while the default user has a password or
+    /// is off.
+    pub fn auth_required(&self) -> bool {
+        !self.authenticated && self.server.acl.borrow().auth_required()
+    }
+
     fn limits(&self) -> (Limits, usize) {
         let c = self.server.config.borrow();
         let limits = Limits {
             max_bulk_len: c.proto_max_bulk_len,
-            unauthenticated: !self.authenticated,
+            unauthenticated: self.auth_required(),
             ..Limits::default()
         };
         (limits, c.client_query_buffer_limit)
@@ -311,7 +322,7 @@ impl Session {
                         }
                         // AUTH inside a pipeline lifts the limits for the
                         // requests after it.
-                        limits.unauthenticated = !self.authenticated;
+                        limits.unauthenticated = self.auth_required();
                         if self.close {
                             break;
                         }
@@ -692,13 +703,18 @@ impl Session {
         args: &[Bytes],
     ) -> Outcome {
         let top = parent.unwrap_or(spec);
-        if !self.authenticated && !top.flags.contains(Flags::NO_AUTH) {
+        if self.auth_required() && !top.flags.contains(Flags::NO_AUTH) {
             return Reply::error("NOAUTH Authentication required.").into();
         }
         self.info.last_cmd.set(top.name);
         self.info
             .last_sub
             .set(if parent.is_some() { spec.name } else { "" });
+        if let Some(refused) =
+            crate::acl::refuse(self, spec, parent, args, crate::acl::Context::Toplevel)
+        {
+            return refused.into();
+        }
         match spec.handler {
             Handler::Write(_) | Handler::Read(_) if self.server.refuses_for_memory(spec) => {
                 Reply::error(crate::maxmemory::OOM).into()

@@ -100,9 +100,13 @@ pub fn queue_if_in_multi(s: &mut Session, resolved: &Resolved, args: &[Bytes]) -
         }
     };
     let top = parent.unwrap_or(spec);
-    if !s.authenticated && !top.flags.contains(Flags::NO_AUTH) {
+    if s.auth_required() && !top.flags.contains(Flags::NO_AUTH) {
         s.txn.failed = true;
         return Some(Reply::error("NOAUTH Authentication required."));
+    }
+    if let Some(refused) = crate::acl::refuse(s, spec, parent, args, crate::acl::Context::Multi) {
+        s.txn.failed = true;
+        return Some(refused);
     }
     if s.server.over_maxmemory() {
         s.txn.failed = true;

@@ -251,6 +251,13 @@ pub(crate) const fn with_script_keys(spec: crate::table::CommandSpec) -> crate::
         key_finder: Some(crate::table::keys_after_numkeys::<2>),
         events: crate::notify::Events::None,
         flags: spec.flags.union(crate::table::Flags::NO_MANDATORY_KEYS),
+        // A script may read and write every key it is given (EVAL_RO
+        // only reads them).
+        key_access: if spec.flags.contains(crate::table::Flags::READONLY) {
+            crate::table::KeyAccess::Read
+        } else {
+            crate::table::KeyAccess::ReadWrite
+        },
         ..spec
     }
 }

@@ -22,7 +22,7 @@ pub struct Kvasir {
     pub log: mpsc::Receiver<String>,
 }
 
-fn temp_dir() -> PathBuf {
+pub fn temp_dir() -> PathBuf {
     let base = std::env::temp_dir();
     let unique = format!(
         "kvasir-test-{}-{}",

@@ -1,0 +1,396 @@
+//! ACL users end to end: ACL SETUSER rules and their errors, what a user
+//! may run (commands, subcommands, first arguments, keys read and written,
+//! channels, selectors), AUTH / HELLO AUTH, the ACL log, CLIENT KILL USER
+//! and ACL DELUSER closing connections, `requirepass` as the default
+//! user's password; replies checked side by side with redis-server 7.0
+//! where the two describe rules alike, and in cluster mode.
+
+#[path = "common/cluster.rs"]
+mod cluster;
+mod common;
+
+use common::{err, q, Kvasir, RawConn};
+use std::time::Duration;
+
+/// The rules every side-by-side run sets up.
+const USERS: &[&[&str]] = &[
+    &[
+        "ACL",
+        "SETUSER",
+        "app",
+        "on",
+        ">apppass",
+        "~app:*",
+        "&news.*",
+        "+@read",
+        "+@write",
+        "-flushdb",
+        "+publish",
+        "+subscribe",
+        "+psubscribe",
+        "+multi",
+        "+exec",
+        "+config|get",
+        "+select|0",
+        "+client",
+    ],
+    &[
+        "ACL", "SETUSER", "split", "on", "nopass", "%R~r:*", "%W~w:*", "~rw:*", "+@all",
+    ],
+    &[
+        "ACL",
+        "SETUSER",
+        "sel",
+        "on",
+        "nopass",
+        "+get",
+        "~a:*",
+        "(+set ~b:*)",
+    ],
+    &["ACL", "SETUSER", "off", "off", ">x", "+@all", "~*"],
+];
+
+/// Replies of one session: rules with errors, DRYRUN answers, commands
+/// run as the users, failed logins, the log (without ages and client
+/// lines, which differ by run).
+fn session(port: u16) -> Vec<String> {
+    let mut admin = RawConn::to_port(port);
+    let mut out = Vec::new();
+    for user in USERS {
+        out.push(admin.cmd_str(user));
+    }
+    for bad in [
+        &["ACL", "SETUSER", "bad", "foo"][..],
+        &["ACL", "SETUSER", "bad", "#abc"],
+        &["ACL", "SETUSER", "bad", "<nope"],
+        &["ACL", "SETUSER", "bad", "~*", "~x"],
+        &["ACL", "SETUSER", "bad", "&*", "&x"],
+        &["ACL", "SETUSER", "bad", "+nosuch"],
+        &["ACL", "SETUSER", "bad", "+@nosuch"],
+        &["ACL", "SETUSER", "bad", "+config|nosuch"],
+        &["ACL", "SETUSER", "bad", "-select|1"],
+        &["ACL", "SETUSER", "bad", "get"],
+        &["ACL", "SETUSER", "bad", "(+get"],
+        &["ACL", "SETUSER", "bad", "(+get", "~x"],
+        &["ACL", "SETUSER", "bad", "%X~a"],
+        &["ACL", "SETUSER", "b d"],
+        &["ACL", "USERS"],
+    ] {
+        out.push(admin.cmd_str(bad));
+    }
+    for dry in [
+        &["ACL", "DRYRUN", "app", "GET", "app:1"][..],
+        &["ACL", "DRYRUN", "app", "GET", "other"],
+        &["ACL", "DRYRUN", "app", "FLUSHDB"],
+        &["ACL", "DRYRUN", "app", "CONFIG", "GET", "x"],
+        &["ACL", "DRYRUN", "app", "CONFIG", "SET", "x", "y"],
+        &["ACL", "DRYRUN", "app", "SELECT", "0"],
+        &["ACL", "DRYRUN", "app", "SELECT", "1"],
+        &["ACL", "DRYRUN", "app", "PUBLISH", "news.a", "m"],
+        &["ACL", "DRYRUN", "app", "PUBLISH", "sport", "m"],
+        &["ACL", "DRYRUN", "app", "PSUBSCRIBE", "news.*"],
+        &["ACL", "DRYRUN", "app", "PSUBSCRIBE", "news.a*"],
+        &["ACL", "DRYRUN", "app", "MSET", "app:1", "v", "x", "v"],
+        &["ACL", "DRYRUN", "split", "GET", "r:1"],
+        &["ACL", "DRYRUN", "split", "GET", "w:1"],
+        &["ACL", "DRYRUN", "split", "SET", "w:1", "v"],
+        &["ACL", "DRYRUN", "split", "SET", "r:1", "v"],
+        &["ACL", "DRYRUN", "split", "SET", "w:1", "v", "GET"],
+        &["ACL", "DRYRUN", "split", "INCR", "w:1"],
+        &["ACL", "DRYRUN", "split", "INCR", "rw:1"],
+        &["ACL", "DRYRUN", "split", "LPUSH", "w:1", "a"],
+        &["ACL", "DRYRUN", "split", "LPOP", "w:1"],
+        &["ACL", "DRYRUN", "split", "DEL", "w:1", "rw:2"],
+        &[
+            "ACL",
+            "DRYRUN",
+            "split",
+            "SUNIONSTORE",
+            "w:1",
+            "r:1",
+            "rw:1",
+        ],
+        &["ACL", "DRYRUN", "split", "SUNIONSTORE", "r:1", "w:1"],
+        &["ACL", "DRYRUN", "split", "COPY", "r:1", "w:1"],
+        &["ACL", "DRYRUN", "split", "EXPIRE", "w:1", "10"],
+        &["ACL", "DRYRUN", "split", "ZADD", "w:1", "1", "m"],
+        &["ACL", "DRYRUN", "split", "HINCRBY", "w:1", "f", "1"],
+        &["ACL", "DRYRUN", "sel", "GET", "a:1"],
+        &["ACL", "DRYRUN", "sel", "GET", "b:1"],
+        &["ACL", "DRYRUN", "sel", "SET", "b:1", "v"],
+        &["ACL", "DRYRUN", "sel", "SET", "a:1", "v"],
+        &["ACL", "DRYRUN", "sel", "DEL", "a:1"],
+        &["ACL", "DRYRUN", "nouser", "GET", "x"],
+        &["ACL", "DRYRUN", "app", "nocmd"],
+        &["ACL", "DRYRUN", "app", "GET"],
+    ] {
+        out.push(admin.cmd_str(dry));
+    }
+    out.push(admin.cmd_str(&["ACL", "LOG", "RESET"]));
+
+    // Commands run as `app`: allowed, refused command, key, channel;
+    // inside MULTI a refusal aborts EXEC.
+    let mut app = RawConn::to_port(port);
+    for args in [
+        &["ACL", "WHOAMI"][..],
+        &["AUTH", "app", "wrong"],
+        &["AUTH", "app", "apppass"],
+        &["SET", "app:1", "v"],
+        &["GET", "app:1"],
+        &["GET", "other"],
+        &["HSET", "other", "f", "v"],
+        &["FLUSHDB"],
+        &["CONFIG", "SET", "maxmemory", "0"],
+        &["PUBLISH", "sport", "m"],
+        &["MULTI"],
+        &["SET", "app:2", "v"],
+        &["GET", "secret"],
+        &["EXEC"],
+        &["GET", "app:2"],
+    ] {
+        out.push(app.cmd_str(args));
+    }
+    let whoami = app.cmd_str(&["CLIENT", "LIST"]);
+    out.push(whoami.contains("user=app").to_string());
+    // An off user, an unknown user, HELLO AUTH.
+    let mut other = RawConn::to_port(port);
+    for args in [
+        &["AUTH", "off", "x"][..],
+        &["AUTH", "nobody", "x"],
+        &["HELLO", "2", "AUTH", "nobody", "x"],
+        &["AUTH", "only-a-password"],
+        &["HELLO", "2", "AUTH", "split", "anything"],
+        &["ACL", "WHOAMI"],
+    ] {
+        let reply = other.cmd_str(args);
+        // HELLO's map holds the connection id, which differs by server.
+        let masked = match reply.split_once("$2\r\nid\r\n") {
+            Some((head, tail)) => {
+                format!("{head}id <n>{}", &tail[tail.find("\r\n").unwrap_or(0)..])
+            }
+            None => reply,
+        };
+        out.push(masked);
+    }
+    // The log: reason, context, object, username and count of each entry.
+    let mut log = admin.conn_log();
+    out.append(&mut log);
+
+    // CLIENT KILL USER and ACL DELUSER close the user's connections.
+    out.push(admin.cmd_str(&["CLIENT", "KILL", "USER", "nosuch"]));
+    out.push(admin.cmd_str(&["CLIENT", "KILL", "USER", "split"]));
+    let (_, closed) = other.read_until_close(Duration::from_secs(5));
+    out.push(format!("split's connection closed: {closed}"));
+    out.push(admin.cmd_str(&["ACL", "DELUSER", "app", "sel", "nosuch"]));
+    let (_, closed) = app.read_until_close(Duration::from_secs(5));
+    out.push(format!("app's connection closed: {closed}"));
+    out.push(admin.cmd_str(&["ACL", "USERS"]));
+    out
+}
+
+trait LogLines {
+    fn conn_log(&mut self) -> Vec<String>;
+}
+
+impl LogLines for RawConn {
+    /// ACL LOG with each entry's changing fields (age, client line) left
+    /// out.
+    fn conn_log(&mut self) -> Vec<String> {
+        let reply = self.cmd_str(&["ACL", "LOG"]);
+        let lines: Vec<&str> = reply.split("\r\n").collect();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < lines.len() {
+            let line = lines[i];
+            if line == "age-seconds" || line == "client-info" {
+                i += 3;
+                continue;
+            }
+            out.push(line.to_string());
+            i += 1;
+        }
+        out
+    }
+}
+
+#[test]
+fn users_rules_and_refusals_answer_as_redis_does() {
+    let (_redis, redis_port) = common::redis_server::start_redis();
+    let server = Kvasir::start(&[]);
+    let theirs = session(redis_port);
+    let ours = session(server.port);
+    for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+        assert_eq!(a, b, "reply {i}: {:?}", &ours[i..]);
+    }
+    assert_eq!(ours.len(), theirs.len(), "{ours:?}\n{theirs:?}");
+}
+
+/// Command rules are described as given (Redis 7.2's form), keys and
+/// channels as Redis 7.0 and 7.2 both do.
+#[test]
+fn getuser_and_list_describe_the_rules() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let _: () = q(
+        &mut c,
+        &[
+            "ACL",
+            "SETUSER",
+            "u",
+            "reset",
+            "on",
+            ">p1",
+            "~a*",
+            "%R~r*",
+            "%W~w*",
+            "&ch*",
+            "+@hash",
+            "-hset",
+            "+get",
+            "+config|get",
+            "(+set %W~app*)",
+        ],
+    );
+    let list: Vec<String> = q(&mut c, &["ACL", "LIST"]);
+    assert_eq!(
+        list,
+        vec![
+            "user default on nopass ~* &* +@all".to_string(),
+            "user u on sanitize-payload #f64551fcd6f07823cb87971cfb91446425da18286b3ab1ef935e0cbd7a69f68a \
+             ~a* %R~r* %W~w* resetchannels &ch* -@all +@hash -hset +get +config|get \
+             (%W~app* resetchannels -@all +set)"
+                .to_string(),
+        ]
+    );
+    let user: Vec<redis::Value> = q(&mut c, &["ACL", "GETUSER", "u"]);
+    let text = format!("{user:?}");
+    for part in [
+        "\"on\"",
+        "\"sanitize-payload\"",
+        "\"-@all +@hash -hset +get +config|get\"",
+        "\"~a* %R~r* %W~w*\"",
+        "\"&ch*\"",
+        "\"-@all +set\"",
+        "\"%W~app*\"",
+    ] {
+        assert!(text.contains(part), "{part} missing from {text}");
+    }
+    // A later rule on the same command replaces the earlier one.
+    let _: () = q(&mut c, &["ACL", "SETUSER", "u", "-config", "+hset"]);
+    let user: Vec<redis::Value> = q(&mut c, &["ACL", "GETUSER", "u"]);
+    assert!(format!("{user:?}").contains("\"-@all +@hash +get -config +hset\""));
+    // A failing rule leaves the user as it was.
+    assert!(err(&mut c, &["ACL", "SETUSER", "u", "off", "+nosuch"]).contains("+nosuch"));
+    let list: Vec<String> = q(&mut c, &["ACL", "LIST"]);
+    assert!(list[1].starts_with("user u on "), "{list:?}");
+}
+
+/// `requirepass` is the default user's password: new connections must
+/// AUTH, and clearing it opens connections that never did, as in Redis.
+#[test]
+fn requirepass_is_the_default_users_password() {
+    let server = Kvasir::start(&["--requirepass", "s3cret"]);
+    let mut c = RawConn::to_port(server.port);
+    assert_eq!(
+        c.cmd_str(&["GET", "k"]),
+        "-NOAUTH Authentication required.\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["AUTH", "default", "nope"]),
+        "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+    );
+    let mut admin = RawConn::to_port(server.port);
+    assert_eq!(admin.cmd_str(&["AUTH", "s3cret"]), "+OK\r\n");
+    assert_eq!(
+        admin.cmd_str(&["CONFIG", "SET", "requirepass", ""]),
+        "+OK\r\n"
+    );
+    assert_eq!(c.cmd_str(&["GET", "k"]), "$-1\r\n");
+    // ACL SETUSER default can close the door again.
+    assert_eq!(
+        admin.cmd_str(&["ACL", "SETUSER", "default", "resetpass", ">two"]),
+        "+OK\r\n"
+    );
+    let mut fresh = RawConn::to_port(server.port);
+    assert_eq!(
+        fresh.cmd_str(&["PING"]),
+        "-NOAUTH Authentication required.\r\n"
+    );
+    assert_eq!(fresh.cmd_str(&["AUTH", "two"]), "+OK\r\n");
+    assert_eq!(fresh.cmd_str(&["PING"]), "+PONG\r\n");
+}
+
+/// In cluster mode each node checks its own users before routing, as
+/// Redis Cluster does (users are node-local).
+#[test]
+fn cluster_nodes_check_their_users_before_routing() {
+    let c = cluster::Cluster::start(&[]);
+    let port = c.port(1);
+    let mut admin = RawConn::to_port(port);
+    assert_eq!(
+        admin.cmd_str(&["ACL", "SETUSER", "reader", "on", ">pw", "~pub:*", "+get", "+cluster"]),
+        "+OK\r\n"
+    );
+    let mut r = RawConn::to_port(port);
+    assert_eq!(r.cmd_str(&["AUTH", "reader", "pw"]), "+OK\r\n");
+    assert_eq!(
+        r.cmd_str(&["SET", "pub:1", "v"]),
+        "-NOPERM this user has no permissions to run the 'set' command\r\n"
+    );
+    assert_eq!(
+        r.cmd_str(&["GET", "secret"]),
+        "-NOPERM this user has no permissions to access one of the keys used as arguments\r\n"
+    );
+    // Allowed: answered here or redirected to the slot's leader.
+    let reply = r.cmd_str(&["GET", "pub:1"]);
+    assert!(reply == "$-1\r\n" || reply.starts_with("-MOVED"), "{reply}");
+    // Another node does not know the user.
+    let mut elsewhere = RawConn::to_port(c.port(2));
+    assert_eq!(
+        elsewhere.cmd_str(&["AUTH", "reader", "pw"]),
+        "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+    );
+}
+
+/// redis.conf's `user` lines make users at start; a bad rule stops the
+/// start with the line and the reason.
+#[test]
+fn redis_conf_user_lines_make_users() {
+    let dir = common::temp_dir();
+    let conf = dir.join("redis.conf");
+    std::fs::write(
+        &conf,
+        "user alice on >pw ~a:* +get +set\nuser default on nopass ~* &* +@all\n",
+    )
+    .expect("write redis.conf");
+    let server = Kvasir::start_with_file(Some(&conf), &[]);
+    let mut c = RawConn::to_port(server.port);
+    let list = c.cmd_str(&["ACL", "LIST"]);
+    assert!(
+        list.contains("user alice on #30c952fab122c3f9759f02a6d95c3758b246b4fee239957b2d4fee46e26170c4 ~a:* resetchannels -@all +get +set"),
+        "{list}"
+    );
+    assert_eq!(c.cmd_str(&["AUTH", "alice", "pw"]), "+OK\r\n");
+    assert_eq!(c.cmd_str(&["SET", "a:1", "v"]), "+OK\r\n");
+    assert_eq!(
+        c.cmd_str(&["DEL", "a:1"]),
+        "-NOPERM this user has no permissions to run the 'del' command\r\n"
+    );
+    drop(server);
+
+    std::fs::write(&conf, "user bob on nopass +nosuch\n").expect("write redis.conf");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvasir"))
+        .arg("server")
+        .arg(&conf)
+        .args(["--port", "0", "--bind", "127.0.0.1", "--dir"])
+        .arg(&dir)
+        .output()
+        .expect("run kvasir");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Error in user declaration 'bob'") && stderr.contains("+nosuch"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,569 @@
+//! ACL, as Redis 7 has it: users with passwords and rules (`user.rs`),
+//! checked on every command (`check.rs`: commands, keys with read/write
+//! access, channels; selectors), refusals and failed AUTHs logged
+//! (`log.rs`), and the ACL command. Users are node-local, as in Redis
+//! Cluster, and kept in memory: `aclfile` is not read (ACL LOAD and SAVE
+//! refuse as Redis does without one). The `default` user's password is
+//! `requirepass` (CONFIG SET requirepass resets it).
+
+mod check;
+pub mod commands;
+mod log;
+pub mod user;
+
+pub use check::Denied;
+pub use log::Context;
+
+use crate::session::Session;
+use bytes::Bytes;
+use kvasir_core::args::parse_i64;
+use kvasir_core::connection::AclCmd;
+use kvasir_core::table::{all_commands, resolve, CommandSpec};
+use kvasir_core::CmdError;
+use kvasir_resp::Reply;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::rc::Rc;
+use user::User;
+
+/// Redis 7.0's ACL categories, in its order.
+pub const CATEGORIES: &[&str] = &[
+    "keyspace",
+    "read",
+    "write",
+    "set",
+    "sortedset",
+    "list",
+    "hash",
+    "string",
+    "bitmap",
+    "hyperloglog",
+    "geo",
+    "stream",
+    "pubsub",
+    "admin",
+    "fast",
+    "slow",
+    "blocking",
+    "dangerous",
+    "connection",
+    "transaction",
+    "scripting",
+];
+
+const NO_ACL_FILE: &str = "ERR This Redis instance is not configured to use an ACL file. You \
+     may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE \
+     (assuming you have a Redis configuration file set) in order to store users in the Redis \
+     configuration.";
+
+/// A user, shared by the registry and the connections authenticated as it:
+/// ACL SETUSER changes what its connections may do at once.
+pub type UserRef = Rc<RefCell<User>>;
+
+/// The node's users and ACL log.
+pub struct Acl {
+    users: BTreeMap<String, UserRef>,
+    default: UserRef,
+    log: log::AclLog,
+}
+
+impl Default for Acl {
+    fn default() -> Acl {
+        let default = Rc::new(RefCell::new(User::default_user()));
+        let mut users = BTreeMap::new();
+        users.insert("default".to_string(), default.clone());
+        Acl {
+            users,
+            default,
+            log: log::AclLog::default(),
+        }
+    }
+}
+
+impl Acl {
+    pub fn default_user(&self) -> UserRef {
+        self.default.clone()
+    }
+
+    /// Whether a connection that has not authenticated must: the default
+    /// user has a password or is off (Redis decides this per command, so
+    /// CONFIG SET requirepass "" opens waiting connections).
+    pub fn auth_required(&self) -> bool {
+        let d = self.default.borrow();
+        !(d.nopass && d.enabled)
+    }
+
+    /// The user `name` opens with `password`, if any.
+    pub fn authenticate(&self, name: &[u8], password: &[u8]) -> Option<UserRef> {
+        let user = self.users.get(std::str::from_utf8(name).ok()?)?;
+        user.borrow().accepts(password).then(|| user.clone())
+    }
+
+    pub fn user(&self, name: &str) -> Option<UserRef> {
+        self.users.get(name).cloned()
+    }
+
+    /// `requirepass`: the default user's only password, or nopass.
+    pub fn set_requirepass(&self, password: Option<&str>) {
+        let mut d = self.default.borrow_mut();
+        let rule = match password {
+            Some(p) => format!(">{p}"),
+            None => "nopass".to_string(),
+        };
+        // Neither rule can fail.
+        let _ = d.apply(b"resetpass", false);
+        let _ = d.apply(rule.as_bytes(), false);
+        d.refresh();
+    }
+}
+
+/// The ACL error a refused command gets (Redis 7.0's texts).
+pub fn refusal_error(denied: Denied, spec: &CommandSpec, parent: Option<&CommandSpec>) -> Reply {
+    let text = match denied {
+        Denied::Command => format!(
+            "NOPERM this user has no permissions to run the '{}' command",
+            spec.full_name(parent)
+        ),
+        Denied::Key(_) => {
+            "NOPERM this user has no permissions to access one of the keys used as arguments"
+                .to_string()
+        }
+        Denied::Channel(_) => {
+            "NOPERM this user has no permissions to access one of the channels used as arguments"
+                .to_string()
+        }
+    };
+    Reply::error(text)
+}
+
+/// Checks the session's user may run `args`; a refusal is logged and
+/// becomes the command's reply.
+pub fn refuse(
+    s: &Session,
+    spec: &'static CommandSpec,
+    parent: Option<&'static CommandSpec>,
+    args: &[Bytes],
+    context: Context,
+) -> Option<Reply> {
+    let user = s.user.borrow();
+    if user.unrestricted {
+        return None;
+    }
+    let denied = check::check(&user, spec, parent, args).err()?;
+    let object = match denied {
+        Denied::Command => spec.full_name(parent),
+        Denied::Key(i) | Denied::Channel(i) => String::from_utf8_lossy(&args[i]).into_owned(),
+    };
+    let refusal = log::Refusal {
+        reason: denied.reason(),
+        context,
+        object,
+        username: user.name.clone(),
+        client_info: s.info.line(),
+    };
+    drop(user);
+    log_refusal(s, refusal);
+    Some(refusal_error(denied, spec, parent))
+}
+
+/// Logs a failed AUTH (or HELLO AUTH, `command` as sent) for `username`.
+pub fn log_failed_auth(s: &Session, command: &[u8], username: &[u8]) {
+    let refusal = log::Refusal {
+        reason: "auth",
+        context: if s.txn.in_multi() {
+            Context::Multi
+        } else {
+            Context::Toplevel
+        },
+        object: String::from_utf8_lossy(command).into_owned(),
+        username: String::from_utf8_lossy(username).into_owned(),
+        client_info: s.info.line(),
+    };
+    log_refusal(s, refusal);
+}
+
+fn log_refusal(s: &Session, refusal: log::Refusal) {
+    let max_len = stored_param(s, "acllog-max-len")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(128);
+    s.server.acl.borrow_mut().log.add(refusal, max_len);
+}
+
+fn stored_param(s: &Session, name: &str) -> Option<String> {
+    s.server
+        .config
+        .borrow()
+        .stored
+        .get(name)
+        .map(str::to_string)
+}
+
+/// `acl-pubsub-default`: new users and selectors start with every channel.
+fn all_channels_by_default(s: &Session) -> bool {
+    stored_param(s, "acl-pubsub-default").as_deref() == Some("allchannels")
+}
+
+pub fn run(s: &mut Session, sub: AclCmd, args: &[Bytes]) -> Result<Reply, CmdError> {
+    match sub {
+        AclCmd::Whoami => Ok(Reply::bulk_str(&s.user.borrow().name)),
+        AclCmd::Users => Ok(Reply::Array(
+            s.server
+                .acl
+                .borrow()
+                .users
+                .keys()
+                .map(|n| Reply::bulk_str(n))
+                .collect(),
+        )),
+        AclCmd::List => Ok(Reply::Array(
+            s.server
+                .acl
+                .borrow()
+                .users
+                .values()
+                .map(|u| Reply::Bulk(Bytes::from(u.borrow().describe())))
+                .collect(),
+        )),
+        AclCmd::Getuser => Ok(getuser(s, &args[2])),
+        AclCmd::Setuser => setuser(s, &args[2], &args[3..]),
+        AclCmd::Deluser => deluser(s, &args[2..]),
+        AclCmd::Cat => cat(args.get(2)),
+        AclCmd::Genpass => genpass(args.get(2)),
+        AclCmd::Dryrun => dryrun(s, &args[2], &args[3..]),
+        AclCmd::Log => match args.get(2) {
+            Some(a) if a.eq_ignore_ascii_case(b"reset") => {
+                s.server.acl.borrow_mut().log.reset();
+                Ok(Reply::ok())
+            }
+            Some(a) => {
+                let count = parse_i64(a).map_err(|_| CmdError::NotInteger)?;
+                Ok(s.server.acl.borrow().log.reply(count.max(0) as usize))
+            }
+            None => Ok(s.server.acl.borrow().log.reply(10)),
+        },
+        AclCmd::Load | AclCmd::Save => Err(CmdError::other(NO_ACL_FILE)),
+        AclCmd::Help => Ok(kvasir_core::table::help_reply(HELP)),
+    }
+}
+
+/// ACL SETUSER name [rule ...].
+fn setuser(s: &mut Session, name: &[u8], rules: &[Bytes]) -> Result<Reply, CmdError> {
+    let all_channels = all_channels_by_default(s);
+    s.server
+        .acl
+        .borrow_mut()
+        .set_user(name, rules, all_channels, false)?;
+    Ok(Reply::ok())
+}
+
+impl Acl {
+    /// Applies `rules` to a copy of user `name` (a new user, or with
+    /// `fresh` any, starts off and allowed nothing), which replaces it only
+    /// when every rule was accepted; connections authenticated as it see
+    /// the change at once.
+    pub fn set_user(
+        &mut self,
+        name: &[u8],
+        rules: &[Bytes],
+        all_channels: bool,
+        fresh: bool,
+    ) -> Result<(), CmdError> {
+        if name.iter().any(|&b| b == b' ' || b == 0) {
+            return Err(CmdError::other(
+                "ERR Usernames can't contain spaces or null characters",
+            ));
+        }
+        let name = String::from_utf8_lossy(name).into_owned();
+        let rules = merge_selectors(rules)?;
+        let existing = self.user(&name);
+        let mut user = match &existing {
+            Some(u) if !fresh => u.borrow().clone(),
+            _ => User::new(&name, all_channels),
+        };
+        for rule in &rules {
+            if let Err(e) = user.apply(rule, all_channels) {
+                return Err(CmdError::other(format!(
+                    "ERR Error in ACL SETUSER modifier '{}': {}",
+                    String::from_utf8_lossy(rule),
+                    e.text()
+                )));
+            }
+        }
+        user.refresh();
+        match existing {
+            Some(u) => *u.borrow_mut() = user,
+            None => {
+                self.users.insert(name, Rc::new(RefCell::new(user)));
+            }
+        }
+        Ok(())
+    }
+
+    /// The users of redis.conf's `user <name> <rule> ...` lines, each
+    /// made new from its rules as Redis loads them.
+    pub fn load_configured(
+        &mut self,
+        declarations: &[Vec<String>],
+        all_channels: bool,
+    ) -> Result<(), String> {
+        for declaration in declarations {
+            let Some((name, rules)) = declaration.split_first() else {
+                continue;
+            };
+            let rules: Vec<Bytes> = rules.iter().map(|r| Bytes::from(r.clone())).collect();
+            self.set_user(name.as_bytes(), &rules, all_channels, true)
+                .map_err(|e| {
+                    let text = e.to_reply();
+                    let text = match &text {
+                        Reply::Error(t) => t.trim_start_matches("ERR ").to_string(),
+                        _ => String::new(),
+                    };
+                    format!("Error in user declaration '{name}': {text}")
+                })?;
+        }
+        Ok(())
+    }
+}
+
+/// Joins `(+get ~a*)` given over several arguments into one rule.
+fn merge_selectors(rules: &[Bytes]) -> Result<Vec<Vec<u8>>, CmdError> {
+    let mut merged = Vec::with_capacity(rules.len());
+    // The selector being joined, and the argument that opened it.
+    let mut open: Option<(Vec<u8>, &Bytes)> = None;
+    for rule in rules {
+        match open.as_mut() {
+            Some((selector, _)) => {
+                selector.push(b' ');
+                selector.extend_from_slice(rule);
+                if rule.ends_with(b")") {
+                    merged.extend(open.take().map(|(s, _)| s));
+                }
+            }
+            None if rule.starts_with(b"(") && !rule.ends_with(b")") => {
+                open = Some((rule.to_vec(), rule));
+            }
+            None => merged.push(rule.to_vec()),
+        }
+    }
+    if let Some((_, first)) = open {
+        return Err(CmdError::other(format!(
+            "ERR Unmatched parenthesis in acl selector starting at '{}'.",
+            String::from_utf8_lossy(first)
+        )));
+    }
+    Ok(merged)
+}
+
+/// ACL DELUSER name...: removes the users and closes their connections.
+fn deluser(s: &mut Session, names: &[Bytes]) -> Result<Reply, CmdError> {
+    if names.iter().any(|u| &u[..] == b"default") {
+        return Err(CmdError::other("ERR The 'default' user cannot be removed"));
+    }
+    let mut removed = Vec::new();
+    {
+        let mut acl = s.server.acl.borrow_mut();
+        for name in names {
+            let name = String::from_utf8_lossy(name).into_owned();
+            if acl.users.remove(&name).is_some() {
+                removed.push(name);
+            }
+        }
+    }
+    kill_clients_of(s, &removed);
+    Ok(Reply::Int(removed.len() as i64))
+}
+
+/// Closes every connection authenticated as one of `names`.
+pub fn kill_clients_of(s: &mut Session, names: &[String]) -> usize {
+    if names.is_empty() {
+        return 0;
+    }
+    let targets: Vec<_> = s
+        .server
+        .clients
+        .borrow()
+        .iter()
+        .filter(|c| names.contains(&c.user.borrow()))
+        .cloned()
+        .collect();
+    for c in &targets {
+        crate::clients::Clients::kill(c);
+        if c.id == s.info.id {
+            s.close = true;
+        }
+    }
+    targets.len()
+}
+
+fn getuser(s: &Session, name: &[u8]) -> Reply {
+    let Some(user) = s.server.acl.borrow().user(&String::from_utf8_lossy(name)) else {
+        return Reply::Nil;
+    };
+    let u = user.borrow();
+    let selector_fields = |sel: &user::Selector| {
+        vec![
+            (
+                Reply::bulk_str("commands"),
+                Reply::Bulk(Bytes::from(sel.describe_commands())),
+            ),
+            (
+                Reply::bulk_str("keys"),
+                Reply::Bulk(Bytes::from(sel.describe_keys())),
+            ),
+            (
+                Reply::bulk_str("channels"),
+                Reply::Bulk(Bytes::from(sel.describe_channels())),
+            ),
+        ]
+    };
+    let mut fields = vec![
+        (
+            Reply::bulk_str("flags"),
+            Reply::Array(u.flags().into_iter().map(Reply::bulk_str).collect()),
+        ),
+        (
+            Reply::bulk_str("passwords"),
+            Reply::Array(
+                u.passwords
+                    .iter()
+                    .map(|p| Reply::Bulk(Bytes::from(p.clone())))
+                    .collect(),
+            ),
+        ),
+    ];
+    fields.extend(selector_fields(&u.root));
+    fields.push((
+        Reply::bulk_str("selectors"),
+        Reply::Array(
+            u.selectors
+                .iter()
+                .map(|sel| Reply::Map(selector_fields(sel)))
+                .collect(),
+        ),
+    ));
+    Reply::Map(fields)
+}
+
+/// ACL CAT: the categories, or the commands (and `parent|sub`
+/// subcommands) of one.
+fn cat(category: Option<&Bytes>) -> Result<Reply, CmdError> {
+    let Some(category) = category else {
+        return Ok(Reply::Array(
+            CATEGORIES.iter().map(|c| Reply::bulk_str(c)).collect(),
+        ));
+    };
+    let lowered = String::from_utf8_lossy(category).to_ascii_lowercase();
+    let Some(&category) = CATEGORIES.iter().find(|c| **c == lowered) else {
+        return Err(CmdError::other(format!(
+            "ERR Unknown category '{}'",
+            String::from_utf8_lossy(category)
+        )));
+    };
+    let mut names = Vec::new();
+    for spec in all_commands() {
+        if spec.acl.contains(&category) {
+            names.push(Reply::bulk_str(spec.name));
+        }
+        for sub in spec.subcommands {
+            if sub.acl.contains(&category) {
+                names.push(Reply::Bulk(Bytes::from(format!(
+                    "{}|{}",
+                    spec.name, sub.name
+                ))));
+            }
+        }
+    }
+    Ok(Reply::Array(names))
+}
+
+/// ACL GENPASS [bits]: random hex, 256 bits unless told.
+fn genpass(bits: Option<&Bytes>) -> Result<Reply, CmdError> {
+    let bits = match bits {
+        None => 256,
+        Some(b) => match parse_i64(b) {
+            Ok(n) if (1..=4096).contains(&n) => n as usize,
+            _ => {
+                return Err(CmdError::other(
+                    "ERR ACL GENPASS argument must be the number of bits for the output \
+                     password, a positive number up to 4096",
+                ))
+            }
+        },
+    };
+    let chars = bits.div_ceil(4);
+    let mut random = vec![0u8; chars.div_ceil(2)];
+    getrandom::fill(&mut random).map_err(|e| CmdError::other(format!("ERR {e}")))?;
+    let mut hex = String::with_capacity(chars + 1);
+    for b in random {
+        let _ = write!(hex, "{b:02x}");
+    }
+    hex.truncate(chars);
+    Ok(Reply::Bulk(Bytes::from(hex)))
+}
+
+/// ACL DRYRUN user command [arg ...]: OK when the user may run it, or
+/// why not (a bulk reply, not an error, as Redis answers).
+fn dryrun(s: &Session, user: &[u8], command: &[Bytes]) -> Result<Reply, CmdError> {
+    let Some(user_ref) = s.server.acl.borrow().user(&String::from_utf8_lossy(user)) else {
+        return Err(CmdError::other(format!(
+            "ERR User '{}' not found",
+            String::from_utf8_lossy(user)
+        )));
+    };
+    if kvasir_core::table::lookup(&command[0]).is_none() {
+        return Err(CmdError::other(format!(
+            "ERR Command '{}' not found",
+            String::from_utf8_lossy(&command[0])
+        )));
+    }
+    let (spec, parent) = resolve(command)?;
+    let user = user_ref.borrow();
+    Ok(match check::check(&user, spec, parent, command) {
+        Ok(()) => Reply::ok(),
+        Err(Denied::Command) => Reply::Bulk(Bytes::from(format!(
+            "This user has no permissions to run the '{}' command",
+            spec.full_name(parent)
+        ))),
+        Err(Denied::Key(i)) => Reply::Bulk(Bytes::from(format!(
+            "This user has no permissions to access the '{}' key",
+            String::from_utf8_lossy(&command[i])
+        ))),
+        Err(Denied::Channel(i)) => Reply::Bulk(Bytes::from(format!(
+            "This user has no permissions to access the '{}' channel",
+            String::from_utf8_lossy(&command[i])
+        ))),
+    })
+}
+
+const HELP: &[&str] = &[
+    "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CAT [<category>]",
+    "    List all commands that belong to <category>, or all command categories",
+    "    when no category is specified.",
+    "DELUSER <username> [<username> ...]",
+    "    Delete a list of users.",
+    "DRYRUN <username> <command> [<arg> ...]",
+    "    Returns whether the user can execute the given command without executing the command.",
+    "GETUSER <username>",
+    "    Get the user's details.",
+    "GENPASS [<bits>]",
+    "    Generate a secure 256-bit user password. The optional `bits` argument can",
+    "    be used to specify a different size.",
+    "LIST",
+    "    Show users details in config file format.",
+    "LOAD",
+    "    Reload users from the ACL file.",
+    "LOG [<count> | RESET]",
+    "    Show the ACL log entries.",
+    "SAVE",
+    "    Save the current config to the ACL file.",
+    "SETUSER <username> <attribute> [<attribute> ...]",
+    "    Create or modify a user with the specified attributes.",
+    "USERS",
+    "    List all the registered usernames.",
+    "WHOAMI",
+    "    Return the current connection username.",
+    "HELP",
+    "    Prints this help.",
+];
