@@ -73,6 +73,10 @@ fn session(port: u16) -> Vec<String> {
         &["ACL", "SETUSER", "bad", "(+get"],
         &["ACL", "SETUSER", "bad", "(+get", "~x"],
         &["ACL", "SETUSER", "bad", "%X~a"],
+        &["ACL", "SETUSER", "bad", "+config|get|x"],
+        &["ACL", "SETUSER", "bad", "+get|a|b"],
+        &["ACL", "CAT", "a", "b"],
+        &["ACL", "HELP", "x"],
         &["ACL", "SETUSER", "b d"],
         &["ACL", "USERS"],
     ] {
@@ -393,4 +397,57 @@ fn redis_conf_user_lines_make_users() {
         "{stderr}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Subscribers lose their connection when their user may no longer use a
+/// channel or pattern they are subscribed to, and keep it while every
+/// subscription stays allowed.
+#[test]
+fn subscribers_are_closed_when_their_channels_are_revoked() {
+    let server = Kvasir::start(&[]);
+    let mut admin = RawConn::to_port(server.port);
+    assert_eq!(
+        admin.cmd_str(&[
+            "ACL",
+            "SETUSER",
+            "ps",
+            "on",
+            "nopass",
+            "+@all",
+            "resetchannels",
+            "&foo:1",
+            "&bar:*"
+        ]),
+        "+OK\r\n"
+    );
+    let mut sub = RawConn::to_port(server.port);
+    assert_eq!(sub.cmd_str(&["AUTH", "ps", "x"]), "+OK\r\n");
+    assert_eq!(sub.cmd_str(&["CLIENT", "SETNAME", "watched"]), "+OK\r\n");
+    assert!(sub.cmd_str(&["SUBSCRIBE", "foo:1"]).contains("subscribe"));
+    assert!(sub.cmd_str(&["PSUBSCRIBE", "bar:*"]).contains("psubscribe"));
+    assert!(sub
+        .cmd_str(&["PSUBSCRIBE", "bar:baz"])
+        .starts_with("-NOPERM this user has no permissions to access one of the channels"));
+    // Widening keeps it.
+    assert_eq!(
+        admin.cmd_str(&[
+            "ACL",
+            "SETUSER",
+            "ps",
+            "resetchannels",
+            "&foo:1",
+            "&bar:*",
+            "&more"
+        ]),
+        "+OK\r\n"
+    );
+    assert!(admin.cmd_str(&["CLIENT", "LIST"]).contains("name=watched"));
+    // Taking the pattern away closes it.
+    assert_eq!(
+        admin.cmd_str(&["ACL", "SETUSER", "ps", "resetchannels", "&foo:1"]),
+        "+OK\r\n"
+    );
+    let (_, closed) = sub.read_until_close(Duration::from_secs(5));
+    assert!(closed, "the subscriber was not closed");
+    assert!(!admin.cmd_str(&["CLIENT", "LIST"]).contains("name=watched"));
 }

@@ -55,6 +55,23 @@ impl PubSub {
         }
     }
 
+    /// Every subscription of one client.
+    pub fn subscriptions_of(&self, client: u64) -> Vec<(Kind, Bytes)> {
+        let mut out = Vec::new();
+        for (kind, map) in [
+            (Kind::Channel, &self.channels),
+            (Kind::Pattern, &self.patterns),
+            (Kind::Shard, &self.shard_channels),
+        ] {
+            for (channel, subscribers) in map {
+                if subscribers.contains_key(&client) {
+                    out.push((kind, channel.clone()));
+                }
+            }
+        }
+        out
+    }
+
     /// Adds a subscription; false if it already existed.
     pub fn subscribe(&mut self, channel: &Bytes, sub: &Subscriber, kind: Kind) -> bool {
         self.map_mut(kind)

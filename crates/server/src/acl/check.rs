@@ -101,17 +101,7 @@ fn check_selector(
             Channels::Patterns => (1..args.len(), false),
         };
         for index in range {
-            let channel = &args[index];
-            let matched = selector.channels.iter().any(|p| {
-                if literal {
-                    glob::matches(p, channel, false)
-                } else {
-                    // A pattern subscription is allowed only by the very
-                    // same pattern: a narrower grant must not widen.
-                    p[..] == channel[..]
-                }
-            });
-            if !matched {
+            if !selector.allows_channel(&args[index], !literal) {
                 return Err(Denied::Channel(index));
             }
         }

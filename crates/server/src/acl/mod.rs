@@ -228,6 +228,10 @@ pub fn run(s: &mut Session, sub: AclCmd, args: &[Bytes]) -> Result<Reply, CmdErr
         AclCmd::Getuser => Ok(getuser(s, &args[2])),
         AclCmd::Setuser => setuser(s, &args[2], &args[3..]),
         AclCmd::Deluser => deluser(s, &args[2..]),
+        AclCmd::Cat if args.len() > 3 => Err(CmdError::other(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try ACL HELP.",
+            String::from_utf8_lossy(&args[1])
+        ))),
         AclCmd::Cat => cat(args.get(2)),
         AclCmd::Genpass => genpass(args.get(2)),
         AclCmd::Dryrun => dryrun(s, &args[2], &args[3..]),
@@ -254,7 +258,42 @@ fn setuser(s: &mut Session, name: &[u8], rules: &[Bytes]) -> Result<Reply, CmdEr
         .acl
         .borrow_mut()
         .set_user(name, rules, all_channels, false)?;
+    kill_revoked_subscribers(s, &String::from_utf8_lossy(name));
     Ok(Reply::ok())
+}
+
+/// Closes the connections of `name` subscribed to a channel or pattern the
+/// user may no longer use, as Redis does when channel permissions shrink.
+fn kill_revoked_subscribers(s: &mut Session, name: &str) {
+    let Some(user) = s.server.acl.borrow().user(name) else {
+        return;
+    };
+    let user = user.borrow();
+    let targets: Vec<_> = s
+        .server
+        .clients
+        .borrow()
+        .iter()
+        .filter(|c| c.subscribed() && *c.user.borrow() == name)
+        .cloned()
+        .collect();
+    for c in targets {
+        let revoked =
+            s.server
+                .pubsub
+                .borrow()
+                .subscriptions_of(c.id)
+                .iter()
+                .any(|(kind, channel)| {
+                    !user.allows_channel(channel, *kind == crate::pubsub::Kind::Pattern)
+                });
+        if revoked {
+            crate::clients::Clients::kill(&c);
+            if c.id == s.info.id {
+                s.close = true;
+            }
+        }
+    }
 }
 
 impl Acl {

@@ -106,6 +106,20 @@ impl Selector {
         self.all_keys && self.all_channels && self.commands.is_all()
     }
 
+    /// Whether a channel (or, with `pattern`, a PSUBSCRIBE pattern, which
+    /// only the very same pattern allows: a narrower grant must not widen)
+    /// is allowed.
+    pub fn allows_channel(&self, channel: &[u8], pattern: bool) -> bool {
+        self.all_channels
+            || self.channels.iter().any(|p| {
+                if pattern {
+                    p[..] == channel[..]
+                } else {
+                    kvasir_core::glob::matches(p, channel, false)
+                }
+            })
+    }
+
     /// Applies one selector rule (commands, keys, channels).
     pub fn apply(&mut self, rule: &[u8]) -> Result<(), RuleError> {
         let lower = rule.to_ascii_lowercase();
@@ -212,18 +226,20 @@ impl Selector {
             }
         } else if let Some((command, sub)) = name.split_once('|') {
             let parent = commands::command(command).ok_or(RuleError::UnknownCommand)?;
-            if parent.has_subcommands {
-                let id = commands::subcommand(command, sub).ok_or(RuleError::UnknownCommand)?;
-                self.commands.set(id, allow);
-            } else if !allow {
+            match (parent.has_subcommands, sub.split_once('|')) {
+                (true, None) => {
+                    let id = commands::subcommand(command, sub).ok_or(RuleError::UnknownCommand)?;
+                    self.commands.set(id, allow);
+                }
+                (true, Some((sub, _))) => {
+                    commands::subcommand(command, sub).ok_or(RuleError::UnknownCommand)?;
+                    return Err(RuleError::FirstArgOfSubcommand);
+                }
                 // Redis cannot take one first argument away from a command.
-                return Err(RuleError::UnknownCommand);
-            } else if sub.contains('|') {
-                return Err(RuleError::FirstArgOfSubcommand);
-            } else if sub.is_empty() {
-                return Err(RuleError::Syntax);
-            } else {
-                self.commands.allow_first_arg(parent.id, sub.as_bytes());
+                (false, _) if !allow => return Err(RuleError::UnknownCommand),
+                (false, Some(_)) => return Err(RuleError::UnknownCommand),
+                (false, None) if sub.is_empty() => return Err(RuleError::Syntax),
+                (false, None) => self.commands.allow_first_arg(parent.id, sub.as_bytes()),
             }
         } else {
             let found = commands::command(name).ok_or(RuleError::UnknownCommand)?;
@@ -373,6 +389,14 @@ impl User {
         }
         let hash = password_hash(password);
         self.passwords.contains(&hash)
+    }
+
+    /// Whether any selector allows this channel (see
+    /// [`Selector::allows_channel`]).
+    pub fn allows_channel(&self, channel: &[u8], pattern: bool) -> bool {
+        std::iter::once(&self.root)
+            .chain(&self.selectors)
+            .any(|s| s.allows_channel(channel, pattern))
     }
 
     /// Recomputes what is cached from the rules; call after applying them.
@@ -572,9 +596,28 @@ mod tests {
 
     #[test]
     fn unknown_commands_and_categories_are_refused() {
-        for rule in ["+nosuch", "+@nosuch", "+config|nosuch", "-select|1", "get"] {
-            assert!(user(&[rule]).is_err(), "{rule}");
+        for rule in [
+            "+nosuch",
+            "+@nosuch",
+            "+config|nosuch",
+            "-select|1",
+            "get",
+            "+get|a|b",
+        ] {
+            assert_eq!(
+                user(&[rule]).unwrap_err(),
+                if rule == "get" {
+                    RuleError::Syntax
+                } else {
+                    RuleError::UnknownCommand
+                },
+                "{rule}"
+            );
         }
+        assert_eq!(
+            user(&["+config|get|x"]).unwrap_err(),
+            RuleError::FirstArgOfSubcommand
+        );
         assert!(user(&["+select|0"]).is_ok());
     }
 
