@@ -451,3 +451,57 @@ fn subscribers_are_closed_when_their_channels_are_revoked() {
     assert!(closed, "the subscriber was not closed");
     assert!(!admin.cmd_str(&["CLIENT", "LIST"]).contains("name=watched"));
 }
+
+/// `aclfile`: users read at start, ACL SAVE writes ACL LIST's lines, ACL
+/// LOAD replaces every user or, with any bad line, none (Redis's error
+/// text); side by side with redis-server.
+#[test]
+fn acl_file_load_and_save_answer_as_redis_does() {
+    let initial = "user alice on >pw ~a* +get\nuser default on nopass ~* &* +@all\n";
+    let session = |port: u16, dir: &std::path::Path| {
+        let file = dir.join("users.acl");
+        let mut c = RawConn::to_port(port);
+        let mut out = vec![c.cmd_str(&["ACL", "LIST"])];
+        out.push(c.cmd_str(&["ACL", "SETUSER", "bob", "on", "nopass", "+@all"]));
+        out.push(c.cmd_str(&["ACL", "SAVE"]));
+        out.push(std::fs::read_to_string(&file).unwrap_or_default());
+        let mut bad = initial.to_string();
+        bad.push_str("user carl on +nosuch\nuser \"x y\" on\nuser alice off\njunk\nuser\n");
+        std::fs::write(&file, bad).expect("write users.acl");
+        out.push(c.cmd_str(&["ACL", "LOAD"]));
+        out.push(c.cmd_str(&["ACL", "USERS"]));
+        let mut bob_conn = RawConn::to_port(port);
+        out.push(bob_conn.cmd_str(&["AUTH", "bob", "x"]));
+        std::fs::write(&file, initial).expect("write users.acl");
+        out.push(c.cmd_str(&["ACL", "LOAD"]));
+        out.push(c.cmd_str(&["ACL", "USERS"]));
+        let (_, closed) = bob_conn.read_until_close(Duration::from_secs(5));
+        out.push(format!("bob's connection closed: {closed}"));
+        out
+    };
+    let redis_dir = common::temp_dir();
+    std::fs::write(redis_dir.join("users.acl"), initial).expect("write users.acl");
+    let (_redis, redis_port) =
+        common::redis_server::start_redis_in(Some(&redis_dir), &["--aclfile", "users.acl"]);
+    let theirs = session(redis_port, &redis_dir);
+    let dir = common::temp_dir();
+    std::fs::write(dir.join("users.acl"), initial).expect("write users.acl");
+    let server = Kvasir::start_in(&dir, &["--aclfile", "users.acl"]);
+    let ours = session(server.port, &dir);
+    assert_eq!(ours, theirs);
+    drop(server);
+
+    // A missing file stops the start.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvasir"))
+        .args(["server", "--port", "0", "--bind", "127.0.0.1", "--dir"])
+        .arg(&dir)
+        .args(["--aclfile", "missing.acl"])
+        .output()
+        .expect("run kvasir");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("Error loading ACLs, opening file 'missing.acl'"));
+    for d in [redis_dir, dir] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}

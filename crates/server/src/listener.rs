@@ -159,13 +159,13 @@ impl Server {
             clients.clone(),
         )));
         tracking.borrow_mut().max_keys = config.tracking_table_max_keys();
-        let mut acl = crate::acl::Acl::default();
-        acl.set_requirepass(config.requirepass.as_deref());
-        let all_channels = config.stored.get("acl-pubsub-default") == Some("allchannels");
-        // redis_conf::apply refused bad declarations before the start.
-        if let Err(why) = acl.load_configured(&config.acl_users, all_channels) {
+        // `serve` refused a start with bad users before this.
+        let acl = crate::acl::Acl::at_start(&config).unwrap_or_else(|why| {
             tracing::warn!("{why}");
-        }
+            let acl = crate::acl::Acl::default();
+            acl.set_requirepass(config.requirepass.as_deref());
+            acl
+        });
         Server {
             acl: RefCell::new(acl),
             config: RefCell::new(config),
@@ -238,6 +238,7 @@ async fn serve(config: Config) -> std::io::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sigint = signal(SignalKind::interrupt())?;
+    crate::acl::Acl::at_start(&config).map_err(std::io::Error::other)?;
     let listeners = bind_all(&config).await?;
     let port = listeners[0].local_addr()?.port();
     let cell: crate::cluster::ServerCell = Rc::new(RefCell::new(std::rc::Weak::new()));

@@ -1,13 +1,13 @@
 //! ACL, as Redis 7 has it: users with passwords and rules (`user.rs`),
 //! checked on every command (`check.rs`: commands, keys with read/write
 //! access, channels; selectors), refusals and failed AUTHs logged
-//! (`log.rs`), and the ACL command. Users are node-local, as in Redis
-//! Cluster, and kept in memory: `aclfile` is not read (ACL LOAD and SAVE
-//! refuse as Redis does without one). The `default` user's password is
+//! (`log.rs`), the ACL file (`file.rs`), and the ACL command. Users are
+//! node-local, as in Redis Cluster. The `default` user's password is
 //! `requirepass` (CONFIG SET requirepass resets it).
 
 mod check;
 pub mod commands;
+mod file;
 mod log;
 pub mod user;
 
@@ -102,6 +102,60 @@ impl Acl {
 
     pub fn user(&self, name: &str) -> Option<UserRef> {
         self.users.get(name).cloned()
+    }
+
+    /// The users a node starts with: `default` with `requirepass` as its
+    /// password, then the ACL file's users (`aclfile`) or redis.conf's
+    /// `user` lines; either may be given, not both (as Redis refuses).
+    pub fn at_start(config: &crate::config::Config) -> Result<Acl, String> {
+        let mut acl = Acl::default();
+        acl.set_requirepass(config.requirepass.as_deref());
+        let all_channels = config.stored.get("acl-pubsub-default") == Some("allchannels");
+        match config.stored.get("aclfile").filter(|f| !f.is_empty()) {
+            Some(_) if !config.acl_users.is_empty() => Err(BOTH_USERS_AND_FILE.to_string()),
+            Some(path) => {
+                acl.load_file(path, all_channels)
+                    .map_err(|e| format!("Aborting Redis startup because of ACL errors: {e}"))?;
+                Ok(acl)
+            }
+            None => {
+                acl.load_configured(&config.acl_users, all_channels)?;
+                Ok(acl)
+            }
+        }
+    }
+
+    /// Replaces every user with the file's (a file without `default` gets
+    /// the default one, allowed everything); nothing changes if any line is
+    /// bad. Returns the names of the users that are gone.
+    pub fn load_file(&mut self, path: &str, all_channels: bool) -> Result<Vec<String>, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("Error loading ACLs, opening file '{path}': {e}"))?;
+        let mut users = file::parse(&text, path, all_channels)?;
+        if !users.iter().any(|u| u.name == "default") {
+            users.push(User::default_user());
+        }
+        let mut gone: Vec<String> = self.users.keys().cloned().collect();
+        for user in users {
+            gone.retain(|n| *n != user.name);
+            match self.users.get(&user.name) {
+                // Connections keep their user and see its new rules.
+                Some(existing) => *existing.borrow_mut() = user,
+                None => {
+                    self.users
+                        .insert(user.name.clone(), Rc::new(RefCell::new(user)));
+                }
+            }
+        }
+        for name in &gone {
+            self.users.remove(name);
+        }
+        Ok(gone)
+    }
+
+    /// ACL LIST's lines.
+    fn describe_all(&self) -> Vec<String> {
+        self.users.values().map(|u| u.borrow().describe()).collect()
     }
 
     /// `requirepass`: the default user's only password, or nopass.
@@ -199,6 +253,18 @@ fn stored_param(s: &Session, name: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// The configured `aclfile`, or Redis's refusal without one.
+fn acl_file(s: &Session) -> Result<String, CmdError> {
+    stored_param(s, "aclfile")
+        .filter(|f| !f.is_empty())
+        .ok_or_else(|| CmdError::other(NO_ACL_FILE))
+}
+
+const BOTH_USERS_AND_FILE: &str = "Configuring Redis with users defined in redis.conf and at \
+     the same setting an ACL file path is invalid. This setup is very likely to lead to \
+     configuration errors and security holes, please define either an ACL file or declare \
+     users directly in your redis.conf, but not both.";
+
 /// `acl-pubsub-default`: new users and selectors start with every channel.
 fn all_channels_by_default(s: &Session) -> bool {
     stored_param(s, "acl-pubsub-default").as_deref() == Some("allchannels")
@@ -220,9 +286,9 @@ pub fn run(s: &mut Session, sub: AclCmd, args: &[Bytes]) -> Result<Reply, CmdErr
             s.server
                 .acl
                 .borrow()
-                .users
-                .values()
-                .map(|u| Reply::Bulk(Bytes::from(u.borrow().describe())))
+                .describe_all()
+                .into_iter()
+                .map(|line| Reply::Bulk(Bytes::from(line)))
                 .collect(),
         )),
         AclCmd::Getuser => Ok(getuser(s, &args[2])),
@@ -246,7 +312,34 @@ pub fn run(s: &mut Session, sub: AclCmd, args: &[Bytes]) -> Result<Reply, CmdErr
             }
             None => Ok(s.server.acl.borrow().log.reply(10)),
         },
-        AclCmd::Load | AclCmd::Save => Err(CmdError::other(NO_ACL_FILE)),
+        AclCmd::Load => {
+            let path = acl_file(s)?;
+            let all_channels = all_channels_by_default(s);
+            let gone = s
+                .server
+                .acl
+                .borrow_mut()
+                .load_file(&path, all_channels)
+                .map_err(|e| CmdError::other(format!("ERR {e}")))?;
+            kill_clients_of(s, &gone);
+            let names: Vec<String> = s.server.acl.borrow().users.keys().cloned().collect();
+            for name in names {
+                kill_revoked_subscribers(s, &name);
+            }
+            Ok(Reply::ok())
+        }
+        AclCmd::Save => {
+            let path = acl_file(s)?;
+            let lines = s.server.acl.borrow().describe_all();
+            file::save(std::path::Path::new(&path), &lines).map_err(|e| {
+                tracing::warn!("Opening temp ACL file for ACL SAVE: {e}");
+                CmdError::other(
+                    "ERR There was an error trying to save the ACLs. Please check the server \
+                     logs for more information",
+                )
+            })?;
+            Ok(Reply::ok())
+        }
         AclCmd::Help => Ok(kvasir_core::table::help_reply(HELP)),
     }
 }
