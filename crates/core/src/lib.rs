@@ -10,6 +10,7 @@
 //!   Raft the leader), so replicas applying the same sequence end identical.
 //! - [`snapshot`]: the state-machine image for Raft snapshots (encode,
 //!   decode) and a content digest for comparing replicas.
+//! - [`acl`]: ACL users' rules and the permission check of one command.
 //! - [`error`]: typed command errors, rendered as Redis error text only at
 //!   the edge ([`CmdError::to_reply`]).
 //! - Families: [`string`], [`bitmap`], [`keys`], [`list`], [`hash`],
@@ -19,6 +20,7 @@
 //!
 //! Nothing here does I/O, reads the clock or draws random numbers.
 
+pub mod acl;
 pub mod args;
 pub mod bitmap;
 pub mod connection;

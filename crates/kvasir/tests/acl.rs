@@ -505,3 +505,40 @@ fn acl_file_load_and_save_answer_as_redis_does() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+/// A restricted user's scripts have every `redis.call` checked against
+/// the user's rules (standalone), with Redis's errors and `lua` log
+/// entries; side by side with redis-server.
+#[test]
+fn script_calls_are_checked_against_the_callers_user() {
+    let session = |port: u16| {
+        let mut admin = RawConn::to_port(port);
+        let mut out = vec![admin.cmd_str(&[
+            "ACL", "SETUSER", "sc", "on", "nopass", "~k*", "&c*", "+eval", "+evalsha", "+get",
+            "+multi", "+exec", "+publish",
+        ])];
+        out.push(admin.cmd_str(&["ACL", "LOG", "RESET"]));
+        let mut c = RawConn::to_port(port);
+        for args in [
+            &["AUTH", "sc", "x"][..],
+            &["EVAL", "return redis.call('set','k1','v')", "0"],
+            &["EVAL", "return redis.call('get','zz')", "0"],
+            &["EVAL", "return redis.pcall('set','k1','v')", "0"],
+            &["EVAL", "return redis.call('publish','zz','m')", "0"],
+            &["EVAL", "return redis.call('get','k1')", "0"],
+            &["EVAL", "return redis.call('get',KEYS[1])", "1", "zz"],
+            &["MULTI"],
+            &["EVAL", "return redis.call('set','k2','v')", "0"],
+            &["EXEC"],
+        ] {
+            out.push(c.cmd_str(args));
+        }
+        out.append(&mut admin.conn_log());
+        out
+    };
+    let (_redis, redis_port) = common::redis_server::start_redis();
+    let server = Kvasir::start(&[]);
+    let theirs = session(redis_port);
+    let ours = session(server.port);
+    assert_eq!(ours, theirs);
+}

@@ -724,3 +724,49 @@ fn a_script_inside_exec_runs_through() {
         .expect("eval");
     assert_eq!(alone, 2_000_000);
 }
+
+/// PUBLISH and SPUBLISH called by a script reach subscribers at once and
+/// count them, as in Redis (standalone); side by side with redis-server.
+#[test]
+fn scripts_publish_to_subscribers_as_redis_does() {
+    let session = |port: u16| {
+        let mut sub = common::RawConn::to_port(port);
+        let mut out = vec![
+            sub.cmd_str(&["SUBSCRIBE", "news"]),
+            sub.cmd_str(&["PSUBSCRIBE", "n*"]),
+            sub.cmd_str(&["SSUBSCRIBE", "orders"]),
+        ];
+        let mut c = common::RawConn::to_port(port);
+        for args in [
+            &["EVAL", "return redis.call('publish', 'news', 'hi')", "0"][..],
+            &["EVAL", "return redis.call('publish', 'nobody', 'x')", "0"],
+            &[
+                "EVAL",
+                "return redis.call('publish', 'elsewhere', 'x')",
+                "0",
+            ],
+            &[
+                "EVAL",
+                "return redis.call('spublish', KEYS[1], 'o1')",
+                "1",
+                "orders",
+            ],
+            &[
+                "EVAL",
+                "redis.call('set', 'k', 'v'); return redis.call('publish', 'news', 'after')",
+                "0",
+            ],
+        ] {
+            out.push(c.cmd_str(args));
+        }
+        while let Some(msg) = sub.read_reply_within(Duration::from_millis(500)) {
+            out.push(String::from_utf8_lossy(&msg).into_owned());
+        }
+        out
+    };
+    let (_redis, redis_port) = start_redis();
+    let server = Kvasir::start(&[]);
+    let theirs = session(redis_port);
+    let ours = session(server.port);
+    assert_eq!(ours, theirs);
+}

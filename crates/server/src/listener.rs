@@ -274,6 +274,9 @@ async fn serve(config: Config) -> std::io::Result<()> {
     }
     let server = Rc::new(server);
     *cell.borrow_mut() = Rc::downgrade(&server);
+    if server.cluster.is_none() {
+        crate::pubsub::deliver_script_publishes(&server);
+    }
     info!(
         "Kvasir {} running mode={}, port={}.",
         env!("CARGO_PKG_VERSION"),

@@ -445,6 +445,24 @@ pub fn spublish(s: &Session, args: &[Bytes]) -> Reply {
     Reply::Int(n as i64)
 }
 
+/// Standalone: PUBLISH and SPUBLISH called by scripts reach this server's
+/// subscribers at once, as the commands do (scripts run on this thread).
+pub fn deliver_script_publishes(server: &Rc<crate::listener::Server>) {
+    let server = Rc::downgrade(server);
+    kvasir_core::scripting::set_publish_hook(Some(Box::new(move |channel, message, shard| {
+        let Some(server) = server.upgrade() else {
+            return 0;
+        };
+        let pubsub = server.pubsub.borrow();
+        let receivers = if shard {
+            pubsub.spublish(channel, message)
+        } else {
+            pubsub.publish(channel, message)
+        };
+        receivers as i64
+    })));
+}
+
 /// PUBLISH channel message.
 pub fn publish(s: &Session, args: &[Bytes]) -> Reply {
     let n = s.server.pubsub.borrow().publish(&args[1], &args[2]);

@@ -35,11 +35,19 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
     // Inside EXEC a script runs through: the block is atomic.
     let pause_after = (!s.txn.executing)
         .then(|| Duration::from_millis(s.server.config.borrow().busy_reply_threshold));
-    let result = s
-        .server
-        .local_store
-        .borrow_mut()
-        .execute_pausable(spec, s.db, args, pause_after);
+    // A restricted user's scripts have each call checked against its rules.
+    let caller = {
+        let user = s.user.borrow();
+        (!user.unrestricted).then(|| user.clone())
+    };
+    let result = {
+        let mut local = s.server.local_store.borrow_mut();
+        local.with_store(|store| store.script_caller = caller);
+        let result = local.execute_pausable(spec, s.db, args, pause_after);
+        local.with_store(|store| store.script_caller = None);
+        result
+    };
+    crate::acl::log_script_refusals(&s.server, s.info.id);
     if matches!(result, Err(CmdError::ScriptPaused)) {
         return finish_paused_script(&s.server, spec, s.db, args, s.info.id);
     }
@@ -91,6 +99,7 @@ fn finish_paused_script(
                 None => break Reply::error("ERR the paused script was lost"),
             }
         };
+        crate::acl::log_script_refusals(&server, client);
         crate::notify::publish_local(&server);
         if matches!(spec.handler, Handler::Write(_)) && !spec.changed_nothing(&reply) {
             // The script's writes are its client's own (CLIENT TRACKING

@@ -262,6 +262,32 @@ pub(crate) const fn with_script_keys(spec: crate::table::CommandSpec) -> crate::
     }
 }
 
+/// Delivers a PUBLISH (`shard`: SPUBLISH) a script calls and returns the
+/// number of subscribers that received it.
+pub type PublishHook = Box<dyn Fn(&Bytes, &Bytes, bool) -> i64>;
+
+thread_local! {
+    /// Set by a standalone server on the thread that runs its scripts: the
+    /// subscribers live there. Unset (and PUBLISH refused in scripts)
+    /// under Raft, where every replica runs the script and a receiver
+    /// count that differs by node could make replicas diverge.
+    static PUBLISH_HOOK: RefCell<Option<PublishHook>> = const { RefCell::new(None) };
+}
+
+/// Installs (or, with None, removes) this thread's [`PublishHook`].
+pub fn set_publish_hook(hook: Option<PublishHook>) {
+    PUBLISH_HOOK.with(|h| *h.borrow_mut() = hook);
+}
+
+/// Publishes through this thread's hook; None when there is none.
+pub(crate) fn publish_from_script(channel: &Bytes, message: &Bytes, shard: bool) -> Option<i64> {
+    PUBLISH_HOOK.with(|h| {
+        h.borrow()
+            .as_ref()
+            .map(|hook| hook(channel, message, shard))
+    })
+}
+
 pub(crate) fn ro_write_flag_error() -> crate::CmdError {
     crate::CmdError::other("ERR Can not execute a script with write flag using *_ro command.")
 }

@@ -303,6 +303,9 @@ struct CallState<'s, K: Keyspace> {
     db: usize,
     ctx: Ctx,
     read_only: bool,
+    /// The ACL user every call is checked against (standalone, restricted
+    /// users; see `Store::script_caller`).
+    caller: Option<Arc<crate::acl::User>>,
     calls: u64,
     /// The slot every key must be in (cluster mode).
     slot: Option<u16>,
@@ -576,6 +579,7 @@ struct RunMeta {
     source: &'static str,
     ctx: Ctx,
     read_only: bool,
+    caller: Option<Arc<crate::acl::User>>,
     /// The interpreter's memory limit during the run.
     mem_limit: usize,
     started: Instant,
@@ -664,10 +668,12 @@ pub fn run<K: Keyspace>(
         source,
         ctx: run.ctx,
         read_only: run.read_only,
+        caller: access.store().script_caller.clone(),
         mem_limit: vm.lua.used_memory().saturating_add(SCRIPT_MEMORY_LIMIT),
         started,
     };
     let state = RefCell::new(CallState {
+        caller: meta.caller.clone(),
         access,
         db: run.db,
         ctx: run.ctx,
@@ -721,6 +727,7 @@ pub fn resume<K: Keyspace>(access: Access<'_, K>) -> Option<RunOutcome> {
     }
     vm.hook.pause_next_at(Instant::now() + PAUSED_SLICE);
     let state = RefCell::new(CallState {
+        caller: meta.caller.clone(),
         access,
         db,
         ctx: meta.ctx,
@@ -1381,8 +1388,8 @@ unsafe fn pending_text(path: &CallPath) -> (*const std::ffi::c_char, usize) {
 impl<K: Keyspace> CallState<'_, K> {
     /// One `redis.call`: the command's reply, or the error it raises.
     fn call(&mut self, argv: Vec<Bytes>) -> Result<Reply, CmdError> {
-        let spec = match resolve(&argv) {
-            Ok((spec, _)) => spec,
+        let (spec, parent) = match resolve(&argv) {
+            Ok(found) => found,
             Err(CmdError::UnknownCommand(_)) => {
                 return Err(CmdError::other(
                     "ERR Unknown Redis command called from script",
@@ -1399,6 +1406,22 @@ impl<K: Keyspace> CallState<'_, K> {
             || spec.flags.contains(crate::table::Flags::BLOCKING)
         {
             return Err(not_allowed());
+        }
+        if let Some(user) = &self.caller {
+            if let Err(denied) = crate::acl::check(user, spec, parent, &argv) {
+                let object = match denied {
+                    crate::acl::Denied::Command => spec.full_name(parent),
+                    crate::acl::Denied::Key(i) | crate::acl::Denied::Channel(i) => {
+                        String::from_utf8_lossy(&argv[i]).into_owned()
+                    }
+                };
+                self.access
+                    .store()
+                    .script_refusals
+                    .borrow_mut()
+                    .push((denied, object));
+                return Err(CmdError::other(denied.script_error()));
+            }
         }
         if spec.is_write() && self.read_only {
             return Err(CmdError::other(
@@ -1497,6 +1520,12 @@ impl<K: Keyspace> CallState<'_, K> {
                 let db = self.access.store().check_db_index(&argv[1])?;
                 self.db = db;
                 Ok(Reply::ok())
+            }
+            SessionCmd::Publish | SessionCmd::Spublish => {
+                let shard = cmd == SessionCmd::Spublish;
+                super::publish_from_script(&argv[1], &argv[2], shard)
+                    .map(Reply::Int)
+                    .ok_or_else(not_allowed)
             }
             _ => Err(not_allowed()),
         }

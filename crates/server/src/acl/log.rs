@@ -15,6 +15,8 @@ const GROUPING_WINDOW: Duration = Duration::from_secs(60);
 pub enum Context {
     Toplevel,
     Multi,
+    /// A script's `redis.call`.
+    Lua,
 }
 
 impl Context {
@@ -22,6 +24,7 @@ impl Context {
         match self {
             Context::Toplevel => "toplevel",
             Context::Multi => "multi",
+            Context::Lua => "lua",
         }
     }
 }

@@ -5,13 +5,10 @@
 //! node-local, as in Redis Cluster. The `default` user's password is
 //! `requirepass` (CONFIG SET requirepass resets it).
 
-mod check;
-pub mod commands;
 mod file;
 mod log;
-pub mod user;
 
-pub use check::Denied;
+pub use kvasir_core::acl::{check, user, Denied, CATEGORIES};
 pub use log::Context;
 
 use crate::session::Session;
@@ -25,32 +22,8 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::rc::Rc;
+use std::sync::Arc;
 use user::User;
-
-/// Redis 7.0's ACL categories, in its order.
-pub const CATEGORIES: &[&str] = &[
-    "keyspace",
-    "read",
-    "write",
-    "set",
-    "sortedset",
-    "list",
-    "hash",
-    "string",
-    "bitmap",
-    "hyperloglog",
-    "geo",
-    "stream",
-    "pubsub",
-    "admin",
-    "fast",
-    "slow",
-    "blocking",
-    "dangerous",
-    "connection",
-    "transaction",
-    "scripting",
-];
 
 const NO_ACL_FILE: &str = "ERR This Redis instance is not configured to use an ACL file. You \
      may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE \
@@ -58,8 +31,9 @@ const NO_ACL_FILE: &str = "ERR This Redis instance is not configured to use an A
      configuration.";
 
 /// A user, shared by the registry and the connections authenticated as it:
-/// ACL SETUSER changes what its connections may do at once.
-pub type UserRef = Rc<RefCell<User>>;
+/// ACL SETUSER swaps in the changed user, so its connections see the new
+/// rules at once; a script takes the current rules along (`Arc`).
+pub type UserRef = Rc<RefCell<Arc<User>>>;
 
 /// The node's users and ACL log.
 pub struct Acl {
@@ -70,7 +44,7 @@ pub struct Acl {
 
 impl Default for Acl {
     fn default() -> Acl {
-        let default = Rc::new(RefCell::new(User::default_user()));
+        let default = Rc::new(RefCell::new(Arc::new(User::default_user())));
         let mut users = BTreeMap::new();
         users.insert("default".to_string(), default.clone());
         Acl {
@@ -140,10 +114,10 @@ impl Acl {
             gone.retain(|n| *n != user.name);
             match self.users.get(&user.name) {
                 // Connections keep their user and see its new rules.
-                Some(existing) => *existing.borrow_mut() = user,
+                Some(existing) => *existing.borrow_mut() = Arc::new(user),
                 None => {
                     self.users
-                        .insert(user.name.clone(), Rc::new(RefCell::new(user)));
+                        .insert(user.name.clone(), Rc::new(RefCell::new(Arc::new(user))));
                 }
             }
         }
@@ -161,14 +135,16 @@ impl Acl {
     /// `requirepass`: the default user's only password, or nopass.
     pub fn set_requirepass(&self, password: Option<&str>) {
         let mut d = self.default.borrow_mut();
+        let mut user = User::clone(&d);
         let rule = match password {
             Some(p) => format!(">{p}"),
             None => "nopass".to_string(),
         };
         // Neither rule can fail.
-        let _ = d.apply(b"resetpass", false);
-        let _ = d.apply(rule.as_bytes(), false);
-        d.refresh();
+        let _ = user.apply(b"resetpass", false);
+        let _ = user.apply(rule.as_bytes(), false);
+        user.refresh();
+        *d = Arc::new(user);
     }
 }
 
@@ -238,10 +214,50 @@ pub fn log_failed_auth(s: &Session, command: &[u8], username: &[u8]) {
 }
 
 fn log_refusal(s: &Session, refusal: log::Refusal) {
-    let max_len = stored_param(s, "acllog-max-len")
+    add_to_log(&s.server, refusal);
+}
+
+fn add_to_log(server: &crate::listener::Server, refusal: log::Refusal) {
+    let max_len = server
+        .config
+        .borrow()
+        .stored
+        .get("acllog-max-len")
         .and_then(|v| v.parse().ok())
         .unwrap_or(128);
-    s.server.acl.borrow_mut().log.add(refusal, max_len);
+    server.acl.borrow_mut().log.add(refusal, max_len);
+}
+
+/// Logs the calls a script of client `client` had refused (context
+/// `lua`), under the client's user and CLIENT LIST line.
+pub fn log_script_refusals(server: &crate::listener::Server, client: u64) {
+    let refused = server
+        .local_store
+        .borrow_mut()
+        .with_store(|store| std::mem::take(&mut *store.script_refusals.borrow_mut()));
+    if refused.is_empty() {
+        return;
+    }
+    let info = server
+        .clients
+        .borrow()
+        .iter()
+        .find(|c| c.id == client)
+        .cloned();
+    let (username, client_info) = match &info {
+        Some(c) => (c.user.borrow().clone(), c.line()),
+        None => (String::new(), String::new()),
+    };
+    for (denied, object) in refused {
+        let refusal = log::Refusal {
+            reason: denied.reason(),
+            context: Context::Lua,
+            object,
+            username: username.clone(),
+            client_info: client_info.clone(),
+        };
+        add_to_log(server, refusal);
+    }
 }
 
 fn stored_param(s: &Session, name: &str) -> Option<String> {
@@ -410,7 +426,7 @@ impl Acl {
         let rules = merge_selectors(rules)?;
         let existing = self.user(&name);
         let mut user = match &existing {
-            Some(u) if !fresh => u.borrow().clone(),
+            Some(u) if !fresh => User::clone(&u.borrow()),
             _ => User::new(&name, all_channels),
         };
         for rule in &rules {
@@ -424,9 +440,10 @@ impl Acl {
         }
         user.refresh();
         match existing {
-            Some(u) => *u.borrow_mut() = user,
+            Some(u) => *u.borrow_mut() = Arc::new(user),
             None => {
-                self.users.insert(name, Rc::new(RefCell::new(user)));
+                self.users
+                    .insert(name, Rc::new(RefCell::new(Arc::new(user))));
             }
         }
         Ok(())

@@ -5,10 +5,10 @@
 
 use super::commands::id_of;
 use super::user::{Selector, User};
+use crate::connection::SessionCmd;
+use crate::glob;
+use crate::table::{CommandSpec, Flags, Handler};
 use bytes::Bytes;
-use kvasir_core::connection::SessionCmd;
-use kvasir_core::glob;
-use kvasir_core::table::{CommandSpec, Flags, Handler};
 
 /// What was refused, with the argument index of the key or channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +26,23 @@ impl Denied {
             Denied::Command => (1, 0),
             Denied::Key(i) => (2, i),
             Denied::Channel(i) => (4, i),
+        }
+    }
+
+    /// The error a script's `redis.call` gets (Redis 7.0's texts).
+    pub fn script_error(self) -> &'static str {
+        match self {
+            Denied::Command => {
+                "ERR The user executing the script can't run this command or subcommand"
+            }
+            Denied::Key(_) => {
+                "ERR The user executing the script can't access at least one of the keys \
+                 mentioned in the command arguments"
+            }
+            Denied::Channel(_) => {
+                "ERR The user executing the script can't publish to the channel mentioned in \
+                 the command"
+            }
         }
     }
 
@@ -139,7 +156,7 @@ fn channel_args(spec: &CommandSpec) -> Channels {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kvasir_core::table::resolve;
+    use crate::table::resolve;
 
     fn user(rules: &[&str]) -> User {
         let mut u = User::new("u", false);

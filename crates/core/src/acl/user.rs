@@ -115,7 +115,7 @@ impl Selector {
                 if pattern {
                     p[..] == channel[..]
                 } else {
-                    kvasir_core::glob::matches(p, channel, false)
+                    crate::glob::matches(p, channel, false)
                 }
             })
     }

@@ -3,7 +3,7 @@
 //! (Redis's allowed-commands bitmap), plus the first arguments allowed for
 //! a command it does not allow whole (`+select|0`).
 
-use kvasir_core::table::{all_commands, CommandSpec};
+use crate::table::{all_commands, CommandSpec};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
