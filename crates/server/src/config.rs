@@ -3,6 +3,11 @@
 
 use serde::Deserialize;
 
+/// Why `appendonly yes` is refused.
+const NO_AOF: &str = "Kvasir keeps no append-only file: a standalone server persists with RDB \
+     snapshots (save points, SAVE, BGSAVE); to have every write on disk before it is \
+     acknowledged, run a cluster with --wal fsync";
+
 /// Every setting of a node. Field names are the TOML keys (kebab-case, as
 /// in redis.conf); CONFIG GET uses the same names.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -333,7 +338,13 @@ impl Config {
                 self.notify_keyspace_events = kvasir_core::notify::parse_flags(value)
                     .ok_or_else(|| SetError::Invalid(kvasir_core::notify::INVALID.into()))?
             }
-            "appendonly" => {}
+            // Accepting `yes` and keeping nothing would lose the writes the
+            // user meant to keep: refused, with what to use instead.
+            "appendonly" => match value.to_ascii_lowercase().as_str() {
+                "no" => {}
+                "yes" => return Err(SetError::Invalid(NO_AOF.into())),
+                _ => return Err(SetError::Invalid("argument must be 'yes' or 'no'".into())),
+            },
             "save" => {
                 if save_points(value).is_none() {
                     return Err(SetError::Invalid("Invalid save parameters".into()));
