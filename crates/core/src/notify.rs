@@ -36,6 +36,14 @@ pub const NEW: u32 = 1 << 14; // n
 pub const ALL: u32 =
     GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
 
+/// Not a keyspace class: a PUBLISH a script called under Raft. It travels
+/// with the entry's events so that the node leading the shard publishes
+/// it cluster-wide once, after the entry applied (`key`: the channel,
+/// `message`: the message); no `notify-keyspace-events` setting filters it.
+pub const SCRIPT_PUBLISH: u32 = 1 << 30;
+/// The same for SPUBLISH.
+pub const SCRIPT_SPUBLISH: u32 = 1 << 31;
+
 /// Redis's error text for a character that names no class.
 pub const INVALID: &str = "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.";
 
@@ -107,6 +115,9 @@ pub struct Event {
     pub db: usize,
     pub name: &'static str,
     pub key: Bytes,
+    /// The message of a [`SCRIPT_PUBLISH`] / [`SCRIPT_SPUBLISH`] event;
+    /// empty for keyspace events.
+    pub message: Bytes,
 }
 
 /// The events of a write command that succeeded, declared in its table
@@ -163,6 +174,7 @@ pub(crate) fn push(
             db,
             name,
             key: Bytes::copy_from_slice(key),
+            message: Bytes::new(),
         });
     }
 }
@@ -267,6 +279,7 @@ impl Notes<'_> {
             db,
             name,
             key,
+            message: Bytes::new(),
         });
     }
 

@@ -770,3 +770,46 @@ fn scripts_publish_to_subscribers_as_redis_does() {
     let ours = session(server.port);
     assert_eq!(ours, theirs);
 }
+
+/// In cluster mode a script's PUBLISH reaches subscribers on every node
+/// exactly once (the shard's leader sends it after the entry applied) and
+/// the script sees 0 receivers, the same on every replica.
+#[test]
+fn cluster_scripts_publish_once_to_every_node() {
+    let mut cluster = Cluster::start(&[]);
+    let key = "{pub}k";
+    let leader = cluster.wait_leader_of_slot(key_slot(key.as_bytes()), Duration::from_secs(10));
+    let mut subscribers: Vec<common::RawConn> = (1..=3)
+        .map(|id| {
+            let mut c = common::RawConn::to_port(cluster.port(id));
+            assert!(c.cmd_str(&["SUBSCRIBE", "jobs"]).contains("subscribe"));
+            c
+        })
+        .collect();
+    let mut c = common::RawConn::to_port(cluster.port(leader));
+    let reply = c.cmd_str(&[
+        "EVAL",
+        "redis.call('set', KEYS[1], ARGV[1]); return redis.call('publish', 'jobs', ARGV[1])",
+        "1",
+        key,
+        "job-1",
+    ]);
+    assert_eq!(reply, ":0\r\n");
+    for (i, sub) in subscribers.iter_mut().enumerate() {
+        let msg = sub
+            .read_reply_within(Duration::from_secs(5))
+            .map(|m| String::from_utf8_lossy(&m).into_owned());
+        assert_eq!(
+            msg.as_deref(),
+            Some("*3\r\n$7\r\nmessage\r\n$4\r\njobs\r\n$5\r\njob-1\r\n"),
+            "node {}",
+            i + 1
+        );
+        assert_eq!(
+            sub.read_reply_within(Duration::from_millis(300)),
+            None,
+            "node {} got it twice",
+            i + 1
+        );
+    }
+}

@@ -1523,9 +1523,28 @@ impl<K: Keyspace> CallState<'_, K> {
             }
             SessionCmd::Publish | SessionCmd::Spublish => {
                 let shard = cmd == SessionCmd::Spublish;
-                super::publish_from_script(&argv[1], &argv[2], shard)
-                    .map(Reply::Int)
-                    .ok_or_else(not_allowed)
+                if let Some(receivers) = super::publish_from_script(&argv[1], &argv[2], shard) {
+                    return Ok(Reply::Int(receivers));
+                }
+                // Under Raft every replica runs the script: the message goes
+                // with the entry's events, for the shard's leader to publish
+                // once; the script sees 0 receivers, the same on every
+                // replica (a count that differed could make them diverge).
+                let Access::Write(store) = &mut self.access else {
+                    return Err(not_allowed());
+                };
+                store.events.push(crate::notify::Event {
+                    class: if shard {
+                        crate::notify::SCRIPT_SPUBLISH
+                    } else {
+                        crate::notify::SCRIPT_PUBLISH
+                    },
+                    db: self.db,
+                    name: "",
+                    key: argv[1].clone(),
+                    message: argv[2].clone(),
+                });
+                Ok(Reply::Int(0))
             }
             _ => Err(not_allowed()),
         }

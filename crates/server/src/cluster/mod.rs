@@ -949,7 +949,9 @@ async fn lane_writes_loop(node: Rc<ClusterNode>) {
 }
 
 /// Publishes the keyspace events applied on this node for the shards it
-/// leads when it publishes them; followers' events are dropped. Node-local
+/// leads when it publishes them, and the messages scripts published there
+/// (cluster-wide, once: only the leader sends them); followers' events are
+/// dropped. Node-local
 /// like Redis Cluster's: a subscriber hears the events of the keys whose
 /// shard this node leads, and when leadership moves the events move with it.
 async fn publish_loop(node: Rc<ClusterNode>, server: ServerCell) {
@@ -971,8 +973,20 @@ async fn publish_loop(node: Rc<ClusterNode>, server: ServerCell) {
                     l
                 }
             };
-            if leads {
-                crate::notify::publish(&pubsub, flags, std::slice::from_ref(&event));
+            if !leads {
+                continue;
+            }
+            match event.class {
+                // A script's PUBLISH: cluster-wide, as the command.
+                kvasir_core::notify::SCRIPT_PUBLISH => {
+                    pubsub.publish(&event.key, &event.message);
+                    node.publish(&event.key, &event.message);
+                }
+                kvasir_core::notify::SCRIPT_SPUBLISH => {
+                    pubsub.spublish(&event.key, &event.message);
+                    node.spublish(&event.key, &event.message);
+                }
+                _ => crate::notify::publish(&pubsub, flags, std::slice::from_ref(&event)),
             }
         }
     }
