@@ -42,6 +42,13 @@ pub enum ShardCmd {
     /// A read for WATCH: the digests of keys (see
     /// [`crate::snapshot::watch_digest`]), as an array of integers.
     WatchDigests { db: usize, keys: Vec<Bytes> },
+    /// A script command of a restricted ACL user: `cmd` runs with the
+    /// user's permissions (`rules`, [`crate::acl::User::permission_rules`])
+    /// checked on each `redis.call`, identically on every replica.
+    AsUser {
+        rules: Vec<Bytes>,
+        cmd: Box<ShardCmd>,
+    },
 }
 
 /// The result of applying a command.
@@ -178,6 +185,15 @@ pub fn apply<K: Keyspace>(
             }
         }
         ShardCmd::WatchDigests { .. } => Applied::Reply(read(store, cmd, ctx.now_ms)),
+        ShardCmd::AsUser { rules, cmd } => {
+            let caller = std::sync::Arc::new(crate::acl::User::from_permission_rules(rules));
+            store.script_caller.replace(Some(caller));
+            let applied = apply(store, cmd, ctx, on_write);
+            store.script_caller.replace(None);
+            // Users are node-local: refusals go to no log under Raft.
+            store.script_refusals.borrow_mut().clear();
+            applied
+        }
     }
 }
 
@@ -205,6 +221,14 @@ pub fn read<K: Keyspace>(store: &Store<K>, cmd: &ShardCmd, now_ms: u64) -> Reply
             resolve(args)
                 .and_then(|(spec, _)| execute_read(store, spec, *db, args, &ctx))
                 .unwrap_or_else(|e| e.to_reply())
+        }
+        ShardCmd::AsUser { rules, cmd } => {
+            let caller = std::sync::Arc::new(crate::acl::User::from_permission_rules(rules));
+            store.script_caller.replace(Some(caller));
+            let reply = read(store, cmd, now_ms);
+            store.script_caller.replace(None);
+            store.script_refusals.borrow_mut().clear();
+            reply
         }
         ShardCmd::Expire { .. } | ShardCmd::Evict { .. } | ShardCmd::WatchedExec { .. } => {
             Reply::error("ERR not a read")
@@ -266,6 +290,7 @@ pub const TAG_RESERVED_META: u8 = 3;
 const TAG_WATCHED_EXEC: u8 = 4;
 const TAG_WATCH_DIGESTS: u8 = 5;
 const TAG_EVICT: u8 = 6;
+const TAG_AS_USER: u8 = 7;
 
 /// Appends a length-prefixed byte string.
 pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
@@ -324,6 +349,11 @@ pub fn encode(cmd: &ShardCmd, out: &mut Vec<u8>) {
             put_u32(out, *db);
             put_keys(out, keys);
         }
+        ShardCmd::AsUser { rules, cmd } => {
+            out.push(TAG_AS_USER);
+            put_keys(out, rules);
+            encode(cmd, out);
+        }
     }
 }
 
@@ -380,6 +410,22 @@ impl<'a> Reader<'a> {
 /// Decodes a shard command; `None` for damaged bytes (never a panic).
 pub fn decode(b: &[u8]) -> Option<ShardCmd> {
     let mut r = Reader { b };
+    if r.b.first() == Some(&TAG_AS_USER) {
+        r.u8()?;
+        let rules = r.keys()?;
+        // One level only: the wrapped command is never itself wrapped.
+        let cmd = decode_plain(&mut r)?;
+        return r.b.is_empty().then(|| ShardCmd::AsUser {
+            rules,
+            cmd: Box::new(cmd),
+        });
+    }
+    let cmd = decode_plain(&mut r)?;
+    r.b.is_empty().then_some(cmd)
+}
+
+/// A shard command other than [`ShardCmd::AsUser`], from `r`.
+fn decode_plain(r: &mut Reader<'_>) -> Option<ShardCmd> {
     let cmd = match r.u8()? {
         TAG_COMMANDS => {
             let db = r.u32()? as usize;
@@ -421,7 +467,7 @@ pub fn decode(b: &[u8]) -> Option<ShardCmd> {
         }
         _ => return None,
     };
-    r.b.is_empty().then_some(cmd)
+    Some(cmd)
 }
 
 #[cfg(test)]
@@ -624,6 +670,14 @@ mod tests {
                 db: 1,
                 keys: vec![Bytes::from("k"), Bytes::new()],
             },
+            ShardCmd::AsUser {
+                rules: args(&["~a*", "-@all", "+get"]),
+                cmd: Box::new(ShardCmd::Commands {
+                    db: 0,
+                    cmds: vec![args(&["EVAL", "return 1", "0"])],
+                    multi: false,
+                }),
+            },
         ];
         for c in &cmds {
             let mut b = Vec::new();
@@ -637,5 +691,53 @@ mod tests {
             assert!(decode(&long).is_none());
         }
         assert!(decode(&[TAG_RESERVED_META]).is_none());
+        // A wrapped command is never itself wrapped.
+        let nested = ShardCmd::AsUser {
+            rules: Vec::new(),
+            cmd: Box::new(cmds[5].clone()),
+        };
+        let mut b = Vec::new();
+        encode(&nested, &mut b);
+        assert!(decode(&b).is_none());
+    }
+
+    #[test]
+    fn scripts_of_a_restricted_caller_are_checked_on_every_replica() {
+        let eval = |script: &str| ShardCmd::AsUser {
+            rules: args(&["~a*", "-@all", "+eval", "+get"]),
+            cmd: Box::new(ShardCmd::Commands {
+                db: 0,
+                cmds: vec![args(&["EVAL", script, "0"])],
+                multi: false,
+            }),
+        };
+        let mut st = Store::new(1);
+        let ctx = Ctx { now_ms: 1, seed: 1 };
+        let reply = |st: &mut Store, cmd: &ShardCmd| match apply(st, cmd, &ctx, |_, _| {}) {
+            Applied::Reply(r) => r,
+            Applied::Block(_) => Reply::Nil,
+        };
+        assert_eq!(
+            reply(&mut st, &eval("return redis.call('get', 'a1')")),
+            Reply::Nil
+        );
+        let refused = reply(&mut st, &eval("return redis.call('set', 'a1', 'v')"));
+        assert!(
+            matches!(&refused, Reply::Error(e) if e.contains("can't run this command")),
+            "{refused:?}"
+        );
+        let refused = reply(&mut st, &eval("return redis.call('get', 'b1')"));
+        assert!(
+            matches!(&refused, Reply::Error(e) if e.contains("can't access at least one of the keys")),
+            "{refused:?}"
+        );
+        assert!(st.script_caller.borrow().is_none());
+        // Without the wrapper the same script runs unchecked.
+        let plain = ShardCmd::Commands {
+            db: 0,
+            cmds: vec![args(&["EVAL", "return redis.call('set', 'a1', 'v')", "0"])],
+            multi: false,
+        };
+        assert_eq!(reply(&mut st, &plain), Reply::ok());
     }
 }

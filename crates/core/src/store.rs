@@ -146,11 +146,11 @@ pub struct Store<K: Keyspace = MemoryKeyspace> {
     /// is then resumed to its end ([`Store::resume_script`]). None (the
     /// default, and always under Raft): scripts run through.
     pub script_pause_after: Option<std::time::Duration>,
-    /// Set by a standalone server around a restricted user's command: each
-    /// `redis.call` of a script it runs is checked against this user's ACL
-    /// rules. None: an unrestricted user, or under Raft (users are
-    /// node-local, and a replica could not repeat the check).
-    pub script_caller: Option<std::sync::Arc<crate::acl::User>>,
+    /// Set around a restricted user's command (standalone: by the server;
+    /// under Raft: by the entry, [`crate::machine::ShardCmd::AsUser`], so
+    /// every replica checks the same rules): each `redis.call` of a script
+    /// it runs is checked against this user's ACL rules. None: unchecked.
+    pub script_caller: std::cell::RefCell<Option<std::sync::Arc<crate::acl::User>>>,
     /// Calls that check refused, as (why, the command's full name or the
     /// key or channel), for the server's ACL LOG.
     pub script_refusals: std::cell::RefCell<Vec<(crate::acl::Denied, String)>>,
@@ -208,7 +208,7 @@ impl<K: Keyspace> Store<K> {
             monitored: std::cell::Cell::new(false),
             script_calls: Default::default(),
             script_pause_after: None,
-            script_caller: None,
+            script_caller: Default::default(),
             script_refusals: Default::default(),
             evict_pool: Default::default(),
             cache_hll_counts: false,

@@ -542,3 +542,75 @@ fn script_calls_are_checked_against_the_callers_user() {
     let ours = session(server.port);
     assert_eq!(ours, theirs);
 }
+
+/// In cluster mode a restricted user's script carries the user's
+/// permissions in its log entry: each call is checked on every replica, a
+/// refused write writes nothing anywhere, and replicas stay identical.
+#[test]
+fn cluster_scripts_are_checked_against_the_callers_user() {
+    let mut c = cluster::Cluster::start(&[]);
+    let key = "{acl}a1";
+    let leader = c.wait_leader_of_slot(cluster::key_slot(key.as_bytes()), Duration::from_secs(10));
+    let mut admin = RawConn::to_port(c.port(leader));
+    assert_eq!(
+        admin.cmd_str(&[
+            "ACL", "SETUSER", "sc", "on", "nopass", "~{acl}a*", "+eval", "+get", "+multi", "+exec"
+        ]),
+        "+OK\r\n"
+    );
+    let mut u = RawConn::to_port(c.port(leader));
+    assert_eq!(u.cmd_str(&["AUTH", "sc", "x"]), "+OK\r\n");
+    let set = u.cmd_str(&["EVAL", "return redis.call('set', KEYS[1], 'v')", "1", key]);
+    assert!(
+        set.starts_with("-ERR The user executing the script can't run this command or subcommand"),
+        "{set}"
+    );
+    let other = u.cmd_str(&["EVAL", "return redis.call('get', KEYS[1])", "1", "{acl}b1"]);
+    assert!(
+        other.starts_with("-NOPERM this user has no permissions to access one of the keys"),
+        "{other}"
+    );
+    let inside = u.cmd_str(&["EVAL", "return redis.call('get', '{acl}b1')", "1", key]);
+    assert!(
+        inside.starts_with(
+            "-ERR The user executing the script can't access at least one of the keys"
+        ),
+        "{inside}"
+    );
+    assert_eq!(
+        u.cmd_str(&["EVAL", "return redis.call('get', KEYS[1])", "1", key]),
+        "$-1\r\n"
+    );
+    // A script without keys runs on a shard this node leads: checked too.
+    let keyless = u.cmd_str(&["EVAL", "return redis.call('set', '{acl}a2', 'v')", "0"]);
+    assert!(
+        keyless.starts_with("-ERR The user executing the script"),
+        "{keyless}"
+    );
+    // Inside MULTI.
+    assert_eq!(u.cmd_str(&["MULTI"]), "+OK\r\n");
+    assert_eq!(
+        u.cmd_str(&["EVAL", "return redis.call('set', KEYS[1], 'v')", "1", key]),
+        "+QUEUED\r\n"
+    );
+    let exec = u.cmd_str(&["EXEC"]);
+    assert!(
+        exec.starts_with("*1\r\n-ERR The user executing the script"),
+        "{exec}"
+    );
+    // The default user's script writes; nothing the refused ones tried is there.
+    assert_eq!(
+        admin.cmd_str(&["EVAL", "return redis.call('set', KEYS[1], 'ok')", "1", key]),
+        "+OK\r\n"
+    );
+    for id in 1..=3 {
+        let mut r = RawConn::to_port(c.port(id));
+        assert_eq!(r.cmd_str(&["READONLY"]), "+OK\r\n");
+        assert!(
+            cluster::wait_until(Duration::from_secs(5), || r.cmd_str(&["GET", key])
+                == "$2\r\nok\r\n"),
+            "node {id}"
+        );
+        assert_eq!(r.cmd_str(&["EXISTS", "{acl}a2"]), ":0\r\n", "node {id}");
+    }
+}

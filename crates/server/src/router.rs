@@ -42,9 +42,9 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
     };
     let result = {
         let mut local = s.server.local_store.borrow_mut();
-        local.with_store(|store| store.script_caller = caller);
+        local.with_store(|store| store.script_caller.replace(caller));
         let result = local.execute_pausable(spec, s.db, args, pause_after);
-        local.with_store(|store| store.script_caller = None);
+        local.with_store(|store| store.script_caller.replace(None));
         result
     };
     crate::acl::log_script_refusals(&s.server, s.info.id);

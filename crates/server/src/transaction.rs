@@ -237,7 +237,7 @@ fn exec_local(s: &mut Session, queue: Vec<Queued>) -> Reply {
     };
     let applied = {
         let mut local = s.server.local_store.borrow_mut();
-        local.with_store(|store| store.script_caller = caller);
+        local.with_store(|store| store.script_caller.replace(caller));
         let applied = local.apply(&cmd, |db, w| match w {
             Written::Command(spec, args) => written.push((db, spec, args.to_vec())),
             Written::Events(events) => {
@@ -246,7 +246,7 @@ fn exec_local(s: &mut Session, queue: Vec<Queued>) -> Reply {
             }
             Written::Removed(_) => {}
         });
-        local.with_store(|store| store.script_caller = None);
+        local.with_store(|store| store.script_caller.replace(None));
         applied
     };
     crate::acl::log_script_refusals(&s.server, s.info.id);

@@ -489,6 +489,36 @@ impl User {
         Ok(())
     }
 
+    /// What the user may do, as rules (no name, flags or passwords): the
+    /// root selector's keys, channels and commands, then each selector in
+    /// parentheses. [`User::from_permission_rules`] makes the same
+    /// permissions from them (a script's caller carried in a log entry).
+    pub fn permission_rules(&self) -> Vec<String> {
+        let mut rules: Vec<String> = self
+            .root
+            .describe()
+            .split(' ')
+            .filter(|r| !r.is_empty())
+            .map(str::to_string)
+            .collect();
+        rules.extend(self.selectors.iter().map(|s| format!("({})", s.describe())));
+        rules
+    }
+
+    /// A user with the permissions of [`User::permission_rules`]. Fails
+    /// closed: if any rule is refused, the user may run nothing.
+    pub fn from_permission_rules(rules: &[bytes::Bytes]) -> User {
+        let mut user = User::new("", false);
+        for rule in rules {
+            if user.apply(rule, false).is_err() {
+                user = User::new("", false);
+                break;
+            }
+        }
+        user.refresh();
+        user
+    }
+
     /// ACL GETUSER's flags.
     pub fn flags(&self) -> Vec<&'static str> {
         let mut flags = vec![if self.enabled { "on" } else { "off" }];
@@ -619,6 +649,43 @@ mod tests {
             RuleError::FirstArgOfSubcommand
         );
         assert!(user(&["+select|0"]).is_ok());
+    }
+
+    #[test]
+    fn permission_rules_make_the_same_permissions() {
+        let u = user(&[
+            "on",
+            ">pw",
+            "~a*",
+            "%R~r*",
+            "&ch",
+            "+@hash",
+            "-hset",
+            "(+set ~b*)",
+        ])
+        .unwrap();
+        let rules: Vec<bytes::Bytes> = u
+            .permission_rules()
+            .into_iter()
+            .map(bytes::Bytes::from)
+            .collect();
+        let copy = User::from_permission_rules(&rules);
+        assert_eq!(copy.root.describe(), u.root.describe());
+        assert_eq!(copy.selectors.len(), 1);
+        assert_eq!(copy.selectors[0].describe(), u.selectors[0].describe());
+        let everything = User::from_permission_rules(
+            &User::default_user()
+                .permission_rules()
+                .into_iter()
+                .map(bytes::Bytes::from)
+                .collect::<Vec<_>>(),
+        );
+        assert!(everything.unrestricted);
+        let refused = User::from_permission_rules(&[
+            bytes::Bytes::from("+get"),
+            bytes::Bytes::from("+nosuch"),
+        ]);
+        assert_eq!(refused.root.describe_commands(), "-@all");
     }
 
     #[test]

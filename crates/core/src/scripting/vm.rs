@@ -668,7 +668,7 @@ pub fn run<K: Keyspace>(
         source,
         ctx: run.ctx,
         read_only: run.read_only,
-        caller: access.store().script_caller.clone(),
+        caller: access.store().script_caller.borrow().clone(),
         mem_limit: vm.lua.used_memory().saturating_add(SCRIPT_MEMORY_LIMIT),
         started,
     };

@@ -17,7 +17,36 @@ use kvasir_core::{CommandSpec, Ctx};
 use kvasir_raft::RaftError;
 use kvasir_resp::Reply;
 use std::rc::Rc;
+use std::sync::Arc;
 use tokio::sync::oneshot;
+
+/// The caller of a script command when its ACL user is restricted: its
+/// permissions travel with the command, so every replica (or the replica
+/// that reads) checks each `redis.call` against the same rules.
+type Caller = Option<Arc<kvasir_core::acl::User>>;
+
+fn script_caller(s: &Session, spec: &CommandSpec) -> Caller {
+    if spec.group != "scripting" {
+        return None;
+    }
+    let user = s.user.borrow();
+    (!user.unrestricted).then(|| Arc::clone(&user))
+}
+
+/// `cmd`, run as `caller` when there is one.
+fn as_caller(caller: &Caller, cmd: ShardCmd) -> ShardCmd {
+    match caller {
+        Some(user) => ShardCmd::AsUser {
+            rules: user
+                .permission_rules()
+                .into_iter()
+                .map(Bytes::from)
+                .collect(),
+            cmd: Box::new(cmd),
+        },
+        None => cmd,
+    }
+}
 
 fn now_ctx() -> Ctx {
     let now = crate::local_store::unix_ms();
@@ -45,15 +74,19 @@ pub fn dispatch(
     let Some(slot) = slot else {
         return keyless(s, node, spec, args);
     };
-    let cmd = Cmd::Shard(ShardCmd::Commands {
-        db: s.db,
-        cmds: vec![args.to_vec()],
-        multi: false,
-    });
+    let caller = script_caller(s, spec);
+    let cmd = Cmd::Shard(as_caller(
+        &caller,
+        ShardCmd::Commands {
+            db: s.db,
+            cmds: vec![args.to_vec()],
+            multi: false,
+        },
+    ));
     let rx = match submit(node, slot, write, s.readonly, cmd) {
         Ok(rx) => rx,
         Err(Route::LocalReplica(shard)) => {
-            let read = local_read(node, shard, s.db, args.to_vec());
+            let read = local_read(node, shard, s.db, args.to_vec(), caller);
             return pending_read(async move { Finished::Reply(read.await) });
         }
         Err(route) => return not_submitted(route).into(),
@@ -120,11 +153,16 @@ fn local_read(
     shard: u64,
     db: usize,
     args: Vec<Bytes>,
+    caller: Caller,
 ) -> impl std::future::Future<Output = Reply> + 'static {
     let read = node.on_store(shard, move |store| {
-        store
+        store.script_caller.replace(caller);
+        let reply = store
             .read(db, &args, &now_ctx())
-            .unwrap_or_else(|e| e.to_reply())
+            .unwrap_or_else(|e| e.to_reply());
+        store.script_caller.replace(None);
+        store.script_refusals.borrow_mut().clear();
+        reply
     });
     // route() only picks a replica this node holds.
     async move { read.await.unwrap_or_else(kvasir_cluster::route::try_again) }
@@ -146,9 +184,14 @@ fn shard_read(
     shard: u64,
     db: usize,
     args: Vec<Bytes>,
+    caller: Caller,
 ) -> impl std::future::Future<Output = Option<Result<Reply, Reply>>> + 'static {
     node.on_store(shard, move |st| {
-        st.read(db, &args, &now_ctx()).map_err(|e| e.to_reply())
+        st.script_caller.replace(caller);
+        let reply = st.read(db, &args, &now_ctx()).map_err(|e| e.to_reply());
+        st.script_caller.replace(None);
+        st.script_refusals.borrow_mut().clear();
+        reply
     })
 }
 
@@ -172,11 +215,23 @@ fn held(node: &Rc<ClusterNode>, slot: u16, write: bool, readonly: bool, cmd: Cmd
                 rx.await.unwrap_or(Err(RaftError::Dropped))
             }
             Some(Route::LocalReplica(shard)) => {
-                let Cmd::Shard(ShardCmd::Commands { db, cmds, .. }) = &cmd else {
+                let (plain, caller) = match &cmd {
+                    Cmd::Shard(ShardCmd::AsUser { rules, cmd }) => (
+                        &**cmd,
+                        Some(Arc::new(kvasir_core::acl::User::from_permission_rules(
+                            rules,
+                        ))),
+                    ),
+                    Cmd::Shard(plain) => (plain, None),
+                    _ => return,
+                };
+                let ShardCmd::Commands { db, cmds, .. } = plain else {
                     return;
                 };
                 let args = cmds.first().cloned().unwrap_or_default();
-                Ok(Out::Reply(local_read(&node, shard, *db, args).await))
+                Ok(Out::Reply(
+                    local_read(&node, shard, *db, args, caller).await,
+                ))
             }
             Some(Route::Redirect(reply)) => Ok(Out::Reply(reply)),
             Some(Route::NoLeader(_)) | None => Ok(Out::Reply(ClusterNode::no_leader_reply())),
@@ -202,7 +257,7 @@ fn keyless(
             pending_read(async move {
                 let mut n = 0;
                 for sh in led {
-                    match shard_read(&node, sh, db, owned.clone()).await {
+                    match shard_read(&node, sh, db, owned.clone(), None).await {
                         Some(Ok(Reply::Int(count))) => n += count,
                         Some(Err(e)) => return Finished::Reply(e),
                         _ => {}
@@ -216,7 +271,7 @@ fn keyless(
             pending_read(async move {
                 let mut all = Vec::new();
                 for sh in led {
-                    match shard_read(&node, sh, db, owned.clone()).await {
+                    match shard_read(&node, sh, db, owned.clone(), None).await {
                         Some(Ok(Reply::Array(items))) => all.extend(items),
                         Some(Ok(Reply::BulkArray(buf, ends))) => {
                             let mut start = 0;
@@ -236,7 +291,7 @@ fn keyless(
             let node = node.clone();
             pending_read(async move {
                 for sh in led {
-                    if let Some(Ok(r)) = shard_read(&node, sh, db, owned.clone()).await {
+                    if let Some(Ok(r)) = shard_read(&node, sh, db, owned.clone(), None).await {
                         if !matches!(r, Reply::Nil) {
                             return Finished::Reply(r);
                         }
@@ -253,8 +308,9 @@ fn keyless(
             let Some(&sh) = led.first() else {
                 return kvasir_cluster::route::try_again().into();
             };
+            let caller = script_caller(s, spec);
             if !matches!(spec.handler, Handler::Write(_)) {
-                let read = shard_read(node, sh, db, owned);
+                let read = shard_read(node, sh, db, owned, caller);
                 return pending_read(async move {
                     Finished::Reply(match read.await {
                         Some(Ok(r) | Err(r)) => r,
@@ -264,11 +320,14 @@ fn keyless(
             }
             let rx = node.propose(
                 sh,
-                &Cmd::Shard(ShardCmd::Commands {
-                    db: s.db,
-                    cmds: vec![args.to_vec()],
-                    multi: false,
-                }),
+                &Cmd::Shard(as_caller(
+                    &caller,
+                    ShardCmd::Commands {
+                        db: s.db,
+                        cmds: vec![args.to_vec()],
+                        multi: false,
+                    },
+                )),
             );
             Outcome::Pending(Box::new(PendingOp {
                 reply: Box::pin(finish(node.clone(), vec![rx], None)),
@@ -323,7 +382,7 @@ async fn scan(node: &ClusterNode, db: usize, led: &[u64], args: &[Bytes]) -> Rep
     while pos < led.len() {
         let mut a = args.to_vec();
         a[1] = Bytes::from(inner.to_string());
-        match shard_read(node, led[pos], db, a).await {
+        match shard_read(node, led[pos], db, a, None).await {
             Some(Ok(Reply::Array(mut parts))) if parts.len() == 2 => {
                 let next = match &parts[0] {
                     Reply::Bulk(b) => std::str::from_utf8(b)
@@ -455,19 +514,24 @@ pub fn exec(
         }
         return Reply::error("ERR a transaction in cluster mode needs at least one key").into();
     };
+    // Scripts in the block have their calls checked as at top level.
+    let caller = queue.iter().find_map(|q| script_caller(s, q.spec));
     let cmds = queue.into_iter().map(|q| q.args).collect();
-    let cmd = match watch {
-        Some(w) => Cmd::Shard(ShardCmd::WatchedExec {
-            db: s.db,
-            cmds,
-            watched: w.keys,
-        }),
-        None => Cmd::Shard(ShardCmd::Commands {
-            db: s.db,
-            cmds,
-            multi: true,
-        }),
-    };
+    let cmd = Cmd::Shard(as_caller(
+        &caller,
+        match watch {
+            Some(w) => ShardCmd::WatchedExec {
+                db: s.db,
+                cmds,
+                watched: w.keys,
+            },
+            None => ShardCmd::Commands {
+                db: s.db,
+                cmds,
+                multi: true,
+            },
+        },
+    ));
     match submit(node, slot, true, false, cmd) {
         Ok(rx) => Outcome::Pending(Box::new(PendingOp {
             reply: Box::pin(finish(node.clone(), vec![rx], Some(slot))),
