@@ -367,6 +367,7 @@ impl<K: Keyspace> ScriptVm<K> {
         let pcall = call_function::<K>(&lua, &current, &resp, false)?;
         redis.raw_set("call", &call)?;
         redis.raw_set("pcall", &pcall)?;
+        redis.raw_set("acl_check_cmd", acl_check_function::<K>(&lua, &current)?)?;
         let script_body = lua.create_registry_value(hidden.raw_get::<Function>("script_body")?)?;
         let function_body =
             lua.create_registry_value(hidden.raw_get::<Function>("function_body")?)?;
@@ -828,6 +829,32 @@ fn with_current_run<K: Keyspace, R>(
     );
     let _clear = Clear(current);
     f()
+}
+
+/// `redis.acl_check_cmd(command, arg...)`: whether the run's caller may
+/// run the command (always, for an unrestricted caller); an error for a
+/// command that does not exist.
+fn acl_check_function<K: Keyspace>(
+    lua: &Lua,
+    current: &Arc<AtomicPtr<()>>,
+) -> mlua::Result<Function> {
+    let current = current.clone();
+    lua.create_function(move |_, args: MultiValue| {
+        let argv: Vec<Bytes> = args
+            .into_iter()
+            .filter_map(|v| match v {
+                Value::String(s) => Some(Bytes::copy_from_slice(&s.as_bytes())),
+                _ => None,
+            })
+            .collect();
+        let Ok((spec, parent)) = resolve(&argv) else {
+            return Err(mlua::Error::RuntimeError(
+                "Invalid command passed to redis.acl_check_cmd()".into(),
+            ));
+        };
+        let caller = current_run::<K, _>(&current, |state| state.borrow().caller.clone()).flatten();
+        Ok(caller.is_none_or(|user| crate::acl::check(&user, spec, parent, &argv).is_ok()))
+    })
 }
 
 /// Calls `f` with the run in progress, or returns `None` outside a run.
@@ -1792,24 +1819,6 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
     // nothing.
     redis.raw_set("set_repl", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
     redis.raw_set("replicate_commands", lua.create_function(|_, ()| Ok(true))?)?;
-    redis.raw_set(
-        "acl_check_cmd",
-        lua.create_function(|_, args: MultiValue| {
-            let argv: Vec<Bytes> = args
-                .into_iter()
-                .filter_map(|v| match v {
-                    Value::String(s) => Some(Bytes::copy_from_slice(&s.as_bytes())),
-                    _ => None,
-                })
-                .collect();
-            match resolve(&argv) {
-                Ok(_) => Ok(true),
-                Err(_) => Err(mlua::Error::RuntimeError(
-                    "Invalid command passed to redis.acl_check_cmd()".into(),
-                )),
-            }
-        })?,
-    )?;
     redis.raw_set("REDIS_VERSION", crate::server::REDIS_VERSION)?;
     redis.raw_set("REDIS_VERSION_NUM", redis_version_num())?;
     for (name, v) in [
