@@ -570,3 +570,40 @@ fn scan_on_each_node_covers_the_keys_it_leads() {
     want.sort();
     assert_eq!(all, want, "every key on exactly one node");
 }
+
+/// INFO keyspace_hits and keyspace_misses count the lookups of the shards
+/// a node leads, as each Redis Cluster master counts its own.
+#[test]
+fn info_counts_keyspace_hits_and_misses_of_led_shards() {
+    let mut c = Cluster::start(&[]);
+    c.wait_ready(Duration::from_secs(20));
+    let stat = |c: &Cluster, name: &str| -> i64 {
+        (1..=NODES)
+            .map(|id| {
+                let info: String = c.query(id, &["INFO", "stats"]).unwrap_or_default();
+                info.lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .and_then(|v| v.trim().parse::<i64>().ok())
+                    .unwrap_or(0)
+            })
+            .sum()
+    };
+    let (hits0, misses0) = (stat(&c, "keyspace_hits:"), stat(&c, "keyspace_misses:"));
+    for i in 0..20 {
+        let key = format!("hm:{i}");
+        let leader = c.wait_leader_of_slot(key_slot(key.as_bytes()), Duration::from_secs(20));
+        let _: () = c.query(leader, &["SET", &key, "v"]).expect("SET");
+        let found: Option<String> = c.query(leader, &["GET", &key]).expect("GET");
+        assert_eq!(found.as_deref(), Some("v"));
+        let missing: Option<String> = c
+            .query(leader, &["GET", &format!("{{{key}}}:none")])
+            .expect("GET");
+        assert_eq!(missing, None);
+    }
+    let (hits, misses) = (
+        stat(&c, "keyspace_hits:") - hits0,
+        stat(&c, "keyspace_misses:") - misses0,
+    );
+    assert!(hits >= 20, "hits {hits}");
+    assert!(misses >= 20, "misses {misses}");
+}

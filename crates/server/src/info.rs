@@ -190,6 +190,17 @@ fn section(s: &Session, name: &str, out: &mut String) {
                     .fold((0, 0), |(x, e), (dx, de)| (x + dx, e + de)),
                 None => (store_stats.expired_keys, store_stats.evicted_keys),
             };
+            let (hits, misses) = match &server.cluster {
+                Some(node) => node
+                    .led_shards()
+                    .into_iter()
+                    .filter_map(|shard| node.lookup_counts(shard))
+                    .fold((0, 0), |(h, m), (dh, dm)| (h + dh, m + dm)),
+                None => (
+                    store_stats.keyspace_hits.get(),
+                    store_stats.keyspace_misses.get(),
+                ),
+            };
             let (ops, in_kbps, out_kbps) = stats.rates.rates();
             let tracked = server.tracking.borrow().totals();
             let _ = write!(
@@ -205,8 +216,8 @@ fn section(s: &Session, name: &str, out: &mut String) {
                 stats.rejected_connections,
                 expired_keys,
                 evicted_keys,
-                store_stats.keyspace_hits.get(),
-                store_stats.keyspace_misses.get(),
+                hits,
+                misses,
                 server.pubsub.borrow().channel_count(),
                 server.pubsub.borrow().numpat(),
                 tracked.0,

@@ -635,6 +635,13 @@ impl ClusterNode {
         Some((c.expired.load(Relaxed), c.evicted.load(Relaxed)))
     }
 
+    /// Keyspace hits and misses of this node's replica of `shard` after its
+    /// last apply or read.
+    pub fn lookup_counts(&self, shard: u64) -> Option<(u64, u64)> {
+        let c = self.counts.get(&shard)?;
+        Some((c.hits.load(Relaxed), c.misses.load(Relaxed)))
+    }
+
     /// Keys and keys with a TTL of this node's replica of `shard` after its
     /// last apply.
     pub fn key_counts(&self, shard: u64) -> Option<(usize, usize)> {

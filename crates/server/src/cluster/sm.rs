@@ -198,14 +198,17 @@ impl HookSink {
     }
 }
 
-/// A shard's key counts in database 0 and its expired and evicted keys
-/// after its last apply, for INFO from any thread.
+/// A shard's key counts in database 0, its expired and evicted keys and its
+/// keyspace hits and misses after its last apply or read, for INFO from
+/// any thread.
 #[derive(Default, Debug)]
 pub struct ShardCounts {
     pub keys: AtomicUsize,
     pub expires: AtomicUsize,
     pub expired: AtomicU64,
     pub evicted: AtomicU64,
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
 }
 
 pub struct ShardSm {
@@ -272,6 +275,15 @@ impl ShardSm {
         let stats = &self.store.stats;
         self.counts.expired.store(stats.expired_keys, Relaxed);
         self.counts.evicted.store(stats.evicted_keys, Relaxed);
+        self.record_lookups();
+    }
+
+    fn record_lookups(&self) {
+        let stats = &self.store.stats;
+        self.counts.hits.store(stats.keyspace_hits.get(), Relaxed);
+        self.counts
+            .misses
+            .store(stats.keyspace_misses.get(), Relaxed);
     }
 
     fn apply(&mut self, cmd: &ShardCmd, ctx: &Ctx) -> Out {
@@ -344,7 +356,11 @@ impl StateMachine for NodeSm {
 
     fn read(&self, cmd: &Cmd, now_ms: u64) -> Out {
         match (self, cmd) {
-            (NodeSm::Shard(s), Cmd::Shard(c)) => Out::Reply(machine::read(&s.store, c, now_ms)),
+            (NodeSm::Shard(s), Cmd::Shard(c)) => {
+                let reply = machine::read(&s.store, c, now_ms);
+                s.record_lookups();
+                Out::Reply(reply)
+            }
             _ => Out::Reply(Reply::error("ERR not a shard")),
         }
     }
