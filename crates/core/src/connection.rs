@@ -188,6 +188,7 @@ pub enum LatencyCmd {
     History,
     Reset,
     Doctor,
+    Histogram,
     Help,
 }
 
@@ -330,6 +331,7 @@ const LATENCY_SUBS: &[CommandSpec] = &[
     sub("history", 3, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns timestamp-latency samples for an event.", SessionCmd::Latency(LatencyCmd::History)),
     sub("reset", -2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Resets the latency data for one or more events.", SessionCmd::Latency(LatencyCmd::Reset)),
     sub("doctor", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns a human-readable latency analysis report.", SessionCmd::Latency(LatencyCmd::Doctor)),
+    sub("histogram", -2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the cumulative distribution of latencies of a subset or all commands.", SessionCmd::Latency(LatencyCmd::Histogram)),
     sub("help", 2, FAST_STALE, &["slow"], SRV, "Returns helpful text about the different subcommands.", SessionCmd::Latency(LatencyCmd::Help)),
 ];
 

@@ -789,3 +789,108 @@ fn migrate_moves_keys_to_another_server_as_redis_does() {
     };
     assert_eq!(session(server.port), session(source_port));
 }
+
+/// LATENCY HISTOGRAM and INFO latencystats: per-command latency
+/// distributions as redis-server 7.0 reports them (the same commands,
+/// calls, buckets shape and percentile keys; the times themselves differ).
+#[test]
+fn latency_histograms_and_latencystats_answer_as_redis_does() {
+    use redis::Value;
+    fn shape(port: u16) -> Vec<String> {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .expect("client")
+            .get_connection()
+            .expect("connect");
+        let mut out = Vec::new();
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query(&mut c)
+            .expect("resetstat");
+        for i in 0..5 {
+            let _: () = redis::cmd("SET")
+                .arg(format!("k{i}"))
+                .arg("v")
+                .query(&mut c)
+                .expect("set");
+        }
+        for i in 0..3 {
+            let _: Option<String> = redis::cmd("GET")
+                .arg(format!("k{i}"))
+                .query(&mut c)
+                .expect("get");
+        }
+        let _: i64 = redis::cmd("CLIENT")
+            .arg("ID")
+            .query(&mut c)
+            .expect("client id");
+        let hist: Value = redis::cmd("LATENCY")
+            .arg("HISTOGRAM")
+            .arg("set")
+            .arg("get")
+            .arg("client")
+            .arg("nosuch")
+            .query(&mut c)
+            .expect("latency histogram");
+        let Value::Array(items) = hist else {
+            panic!("{hist:?}")
+        };
+        for pair in items.chunks(2) {
+            let name = match &pair[0] {
+                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                other => panic!("{other:?}"),
+            };
+            let Value::Array(fields) = &pair[1] else {
+                panic!("{pair:?}")
+            };
+            let calls = match &fields[1] {
+                Value::Int(n) => *n,
+                other => panic!("{other:?}"),
+            };
+            let Value::Array(buckets) = &fields[3] else {
+                panic!("{fields:?}")
+            };
+            let ints: Vec<i64> = buckets
+                .iter()
+                .map(|v| match v {
+                    Value::Int(n) => *n,
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            let bounds: Vec<i64> = ints.iter().step_by(2).copied().collect();
+            let counts: Vec<i64> = ints.iter().skip(1).step_by(2).copied().collect();
+            assert!(bounds.windows(2).all(|w| w[0] < w[1]), "{name}: {bounds:?}");
+            assert!(counts.windows(2).all(|w| w[0] < w[1]), "{name}: {counts:?}");
+            out.push(format!(
+                "{name} calls={calls} last={:?} fields={:?},{:?}",
+                counts.last(),
+                fields[0],
+                fields[2]
+            ));
+        }
+        let info: String = redis::cmd("INFO")
+            .arg("latencystats")
+            .query(&mut c)
+            .expect("info");
+        // Redis lists them in its dict's order: compared sorted.
+        let mut lines: Vec<&str> = info.lines().collect();
+        lines.sort();
+        for line in lines {
+            // latency_percentiles_usec_set:p50=...,p99=...,p99.9=...
+            let keys: Vec<&str> = line
+                .split([':', ','])
+                .map(|part| part.split('=').next().unwrap_or(""))
+                .collect();
+            if keys
+                .iter()
+                .any(|k| k.contains("|") && k.starts_with("latency_percentiles_usec_config"))
+            {
+                continue;
+            }
+            out.push(keys.join(" "));
+        }
+        out
+    }
+    let (_redis, redis_port) = common::redis_server::start_redis();
+    let server = Kvasir::start(&[]);
+    assert_eq!(shape(server.port), shape(redis_port));
+}

@@ -727,6 +727,7 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
             let access_mode = crate::maxmemory::eviction_settings(&next).2;
             s.server.memory_guard.forget_settings();
             s.server.tracking.borrow_mut().max_keys = next.tracking_table_max_keys();
+            s.server.stats.borrow_mut().latency_tracking = next.latency_tracking();
             if next.requirepass != s.server.config.borrow().requirepass {
                 s.server
                     .acl
@@ -782,7 +783,9 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
         }
         ConfigCmd::Resetstat => {
             let mut stats = s.server.stats.borrow_mut();
+            let tracking = stats.latency_tracking;
             *stats = Default::default();
+            stats.latency_tracking = tracking;
             s.server
                 .local_store
                 .borrow_mut()
@@ -988,8 +991,52 @@ fn latency(s: &Session, sub: LatencyCmd, args: &[Bytes]) -> Reply {
             let now = (crate::local_store::unix_ms() / 1000) as i64;
             text_reply(monitor.borrow().doctor(threshold, now))
         }
+        LatencyCmd::Histogram => latency_histogram(s, &args[2..]),
         LatencyCmd::Help => help(crate::latency::HELP),
     }
+}
+
+/// LATENCY HISTOGRAM [command ...]: every command with calls (by name), or
+/// the named ones in the order named (a container with its subcommands).
+fn latency_histogram(s: &Session, names: &[Bytes]) -> Reply {
+    let stats = s.server.stats.borrow();
+    let mut rows: Vec<_> = stats
+        .commands
+        .values()
+        .filter(|st| st.latency.is_some())
+        .collect();
+    rows.sort_by_key(|st| st.name);
+    let picked: Vec<_> = if names.is_empty() {
+        rows
+    } else {
+        let mut picked = Vec::new();
+        for n in names {
+            let n = String::from_utf8_lossy(n).to_ascii_lowercase();
+            for st in &rows {
+                let wanted = match n.split_once('|') {
+                    Some((cmd, sub)) => st.name == (cmd, sub),
+                    None => st.name.0 == n,
+                };
+                if wanted
+                    && !picked
+                        .iter()
+                        .any(|p: &&crate::listener::CmdStat| p.name == st.name)
+                {
+                    picked.push(*st);
+                }
+            }
+        }
+        picked
+    };
+    Reply::Map(
+        picked
+            .into_iter()
+            .filter_map(|st| {
+                let latency = st.latency.as_ref()?;
+                Some((Reply::bulk_str(&st.full_name()), latency.cdf_reply()))
+            })
+            .collect(),
+    )
 }
 
 /// MODULE: Kvasir has no module system. LIST is empty; LOAD and UNLOAD

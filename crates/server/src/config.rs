@@ -3,6 +3,21 @@
 
 use serde::Deserialize;
 
+impl Config {
+    /// `latency-tracking`: per-command latency histograms are kept.
+    pub fn latency_tracking(&self) -> bool {
+        self.stored.get("latency-tracking") != Some("no")
+    }
+
+    /// `latency-tracking-info-percentiles`: what INFO latencystats reports.
+    pub fn latency_percentiles(&self) -> String {
+        self.stored
+            .get("latency-tracking-info-percentiles")
+            .unwrap_or("50 99 99.9")
+            .to_string()
+    }
+}
+
 /// Why `appendonly yes` is refused.
 const NO_AOF: &str = "Kvasir keeps no append-only file: a standalone server persists with RDB \
      snapshots (save points, SAVE, BGSAVE); to have every write on disk before it is \

@@ -18,6 +18,7 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "stats",
     "replication",
     "cpu",
+    "modules",
     "errorstats",
     "cluster",
     "keyspace",
@@ -30,8 +31,10 @@ const ALL_SECTIONS: &[&str] = &[
     "stats",
     "replication",
     "cpu",
+    "modules",
     "commandstats",
     "errorstats",
+    "latencystats",
     "cluster",
     "raft",
     "keyspace",
@@ -260,6 +263,22 @@ fn section(s: &Session, name: &str, out: &mut String) {
                     "cmdstat_{name}:calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}\r\n",
                     st.calls, st.usec, st.rejected, st.failed,
                 );
+            }
+        }
+        // Kvasir loads no modules.
+        "modules" => out.push_str("# Modules\r\n"),
+        "latencystats" => {
+            out.push_str("# Latencystats\r\n");
+            let percentiles = server.config.borrow().latency_percentiles();
+            let stats = server.stats.borrow();
+            let mut rows: Vec<_> = stats.commands.values().collect();
+            rows.sort_by_key(|st| st.name);
+            for st in rows {
+                if let Some(latency) = &st.latency {
+                    let _ = write!(out, "latency_percentiles_usec_{}:", st.full_name());
+                    latency.percentiles_line(&percentiles, out);
+                    out.push_str("\r\n");
+                }
             }
         }
         "errorstats" => {

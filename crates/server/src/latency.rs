@@ -171,6 +171,9 @@ pub const HELP: &[&str] = &[
     "RESET [<event> ...]",
     "    Reset latency data of one or more <event> classes.",
     "    (default: reset all data for all event classes)",
+    "HISTOGRAM [COMMAND ...]",
+    "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+    "    If no commands are specified then all histograms are replied.",
     "HELP",
     "    Prints this help.",
 ];

@@ -45,6 +45,7 @@ pub mod client_conn;
 pub mod client_pause;
 pub mod clients;
 pub mod cluster;
+pub mod command_latency;
 pub mod config;
 pub mod debug;
 pub mod events;

@@ -22,8 +22,9 @@ use tracing::{info, warn};
 /// Keys of one database written while blocked-client serving was deferred.
 pub type ReadyKeys = (usize, Vec<bytes::Bytes>);
 
-/// Per-command counters for INFO commandstats.
-#[derive(Default, Clone, Copy)]
+/// Per-command counters for INFO commandstats, and the latency histogram
+/// of INFO latencystats and LATENCY HISTOGRAM.
+#[derive(Default, Clone)]
 pub struct CmdStat {
     /// Command and subcommand ("" for none), e.g. ("client", "list").
     pub name: (&'static str, &'static str),
@@ -31,6 +32,8 @@ pub struct CmdStat {
     pub usec: u64,
     pub rejected: u64,
     pub failed: u64,
+    /// With `latency-tracking yes`, from the first call.
+    pub latency: Option<crate::command_latency::CommandLatency>,
 }
 
 impl CmdStat {
@@ -38,6 +41,14 @@ impl CmdStat {
         CmdStat {
             name: (command, sub),
             ..CmdStat::default()
+        }
+    }
+
+    /// `client|list`, or the command's name.
+    pub fn full_name(&self) -> String {
+        match self.name {
+            (cmd, "") => cmd.to_string(),
+            (cmd, sub) => format!("{cmd}|{sub}"),
         }
     }
 }
@@ -92,6 +103,8 @@ pub struct Stats {
     pub commands: HashMap<usize, CmdStat, foldhash::fast::RandomState>,
     /// Keyed by the error code (`ERR`, `WRONGTYPE`).
     pub errors: HashMap<String, u64>,
+    /// `latency-tracking`: per-command latency histograms are kept.
+    pub latency_tracking: bool,
 }
 
 /// Everything the event loop shares between connections. One thread owns
@@ -160,6 +173,7 @@ impl Server {
         )));
         tracking.borrow_mut().max_keys = config.tracking_table_max_keys();
         // `serve` refused a start with bad users before this.
+        let latency_tracking = config.latency_tracking();
         let acl = crate::acl::Acl::at_start(&config).unwrap_or_else(|why| {
             tracing::warn!("{why}");
             let acl = crate::acl::Acl::default();
@@ -177,7 +191,10 @@ impl Server {
             monitors: RefCell::new(Default::default()),
             client_pause: Default::default(),
             paused_clients: Cell::new(0),
-            stats: RefCell::new(Stats::default()),
+            stats: RefCell::new(Stats {
+                latency_tracking,
+                ..Stats::default()
+            }),
             pubsub: RefCell::new(PubSub::default()),
             blocking: Rc::new(RefCell::new(Blocking::default())),
             watches: Rc::new(RefCell::new(Watches::default())),

@@ -797,6 +797,7 @@ fn count_call(
     micros: u64,
     failed: bool,
 ) {
+    let tracking = stats.latency_tracking;
     let entry = stats
         .commands
         .entry(spec as *const CommandSpec as usize)
@@ -806,6 +807,14 @@ fn count_call(
         });
     entry.calls += 1;
     entry.usec += micros;
+    if tracking {
+        if entry.latency.is_none() {
+            entry.latency = crate::command_latency::CommandLatency::new();
+        }
+        if let Some(latency) = entry.latency.as_mut() {
+            latency.record(micros);
+        }
+    }
     if failed {
         entry.failed += 1;
     }
