@@ -45,6 +45,16 @@ pub fn write<K: Keyspace>(
     access: AccessRecord,
     out: &mut Vec<u8>,
 ) {
+    write_header(now_ms, used_memory, out);
+    write_functions(store, out);
+    for i in 0..store.databases() {
+        write_db(store, i, i, now_ms, access, out);
+    }
+    write_footer(out);
+}
+
+/// The file's magic, version and AUX fields.
+pub fn write_header(now_ms: u64, used_memory: u64, out: &mut Vec<u8>) {
     out.extend_from_slice(format!("REDIS{:04}", rdb::RDB_VERSION).as_bytes());
     for (name, value) in [
         ("redis-ver", "7.0.15".to_string()),
@@ -57,50 +67,73 @@ pub fn write<K: Keyspace>(
         rdb::put_string(out, name.as_bytes());
         rdb::put_string(out, value.as_bytes());
     }
-    // Function libraries come before the keys, as Redis 7 writes them.
+}
+
+/// The store's function libraries (they come before the keys, as Redis 7
+/// writes them).
+pub fn write_functions<K: Keyspace>(store: &Store<K>, out: &mut Vec<u8>) {
     for library in store.scripts.libraries.values() {
         out.push(OP_FUNCTION2);
         rdb::put_string(out, &library.code);
     }
-    let mut value = Vec::new();
-    for i in 0..store.databases() {
-        let db = store.db(i);
-        let live = db.iter().filter(|e| !e.is_expired(now_ms));
-        let (keys, expires) = live.fold((0u64, 0u64), |(k, x), e| {
-            (k + 1, x + u64::from(e.expire_at().is_some()))
-        });
-        if keys == 0 {
-            continue;
-        }
-        out.push(OP_SELECTDB);
-        rdb::put_len(out, i as u64);
-        out.push(OP_RESIZEDB);
-        rdb::put_len(out, keys);
-        rdb::put_len(out, expires);
-        for e in db.iter().filter(|e| !e.is_expired(now_ms)) {
-            if let Some(at) = e.expire_at() {
-                out.push(OP_EXPIRETIME_MS);
-                out.extend_from_slice(&at.to_le_bytes());
-            }
-            match access {
-                AccessRecord::None => {}
-                AccessRecord::Idle => {
-                    out.push(OP_IDLE);
-                    rdb::put_len(out, store.keyspace().idle_seconds(&e));
-                }
-                AccessRecord::Frequency => {
-                    out.push(OP_FREQ);
-                    out.push(store.keyspace().access_frequency(&e));
-                }
-            }
-            value.clear();
-            rdb::encode_value(e.value, &mut value);
-            // A record is the type byte, the key, then the value's body.
-            out.push(value[0]);
-            rdb::put_string(out, e.key);
-            out.extend_from_slice(&value[1..]);
-        }
+}
+
+/// Database `db` of the store, written as database `as_db` (nothing if it
+/// holds no live key). Several stores' parts may follow one another under
+/// the same number (the shards a cluster node leads, in one file): a
+/// loader reads each part's RESIZEDB as a size hint only.
+pub fn write_db<K: Keyspace>(
+    store: &Store<K>,
+    db: usize,
+    as_db: usize,
+    now_ms: u64,
+    access: AccessRecord,
+    out: &mut Vec<u8>,
+) {
+    if db >= store.databases() {
+        return;
     }
+    let mut value = Vec::new();
+    let db_ref = store.db(db);
+    let live = db_ref.iter().filter(|e| !e.is_expired(now_ms));
+    let (keys, expires) = live.fold((0u64, 0u64), |(k, x), e| {
+        (k + 1, x + u64::from(e.expire_at().is_some()))
+    });
+    if keys == 0 {
+        return;
+    }
+    out.push(OP_SELECTDB);
+    rdb::put_len(out, as_db as u64);
+    out.push(OP_RESIZEDB);
+    rdb::put_len(out, keys);
+    rdb::put_len(out, expires);
+    for e in db_ref.iter().filter(|e| !e.is_expired(now_ms)) {
+        if let Some(at) = e.expire_at() {
+            out.push(OP_EXPIRETIME_MS);
+            out.extend_from_slice(&at.to_le_bytes());
+        }
+        match access {
+            AccessRecord::None => {}
+            AccessRecord::Idle => {
+                out.push(OP_IDLE);
+                rdb::put_len(out, store.keyspace().idle_seconds(&e));
+            }
+            AccessRecord::Frequency => {
+                out.push(OP_FREQ);
+                out.push(store.keyspace().access_frequency(&e));
+            }
+        }
+        value.clear();
+        rdb::encode_value(e.value, &mut value);
+        // A record is the type byte, the key, then the value's body.
+        out.push(value[0]);
+        rdb::put_string(out, e.key);
+        out.extend_from_slice(&value[1..]);
+    }
+}
+
+/// The end marker and the checksum of everything before it.
+pub fn write_footer(out: &mut Vec<u8>) {
     out.push(OP_EOF);
     let crc = rdb::crc64(0, out);
     out.extend_from_slice(&crc.to_le_bytes());

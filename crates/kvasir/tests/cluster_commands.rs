@@ -6,6 +6,7 @@
 
 #[path = "common/cluster.rs"]
 mod cluster;
+mod common;
 
 use cluster::{key_slot, Cluster, NODES};
 use std::io::{BufRead, BufReader, Write};
@@ -606,4 +607,60 @@ fn info_counts_keyspace_hits_and_misses_of_led_shards() {
     );
     assert!(hits >= 20, "hits {hits}");
     assert!(misses >= 20, "misses {misses}");
+}
+
+/// BGSAVE in cluster mode writes the shards each node leads to its
+/// dump.rdb, as a Redis Cluster master saves its slots: the three files,
+/// each loaded by redis-server, hold every key exactly once.
+#[test]
+fn bgsave_on_every_node_gives_the_whole_dataset_in_rdb_files() {
+    use common::redis_server;
+    let mut c = Cluster::start(&[]);
+    c.wait_ready(Duration::from_secs(20));
+    let mut expected = std::collections::BTreeSet::new();
+    for i in 0..200 {
+        let key = format!("bg:{i}");
+        let leader = c.wait_leader_of_slot(key_slot(key.as_bytes()), Duration::from_secs(20));
+        let _: () = c
+            .query(leader, &["SET", &key, &i.to_string()])
+            .expect("SET");
+        expected.insert(key);
+    }
+    let leader = c.wait_leader_of_slot(key_slot(b"bg:hash"), Duration::from_secs(20));
+    let _: i64 = c
+        .query(leader, &["HSET", "bg:hash", "f", "v"])
+        .expect("HSET");
+    expected.insert("bg:hash".to_string());
+    for id in 1..=NODES {
+        let reply: String = c.query(id, &["BGSAVE"]).expect("BGSAVE");
+        assert_eq!(reply, "Background saving started");
+    }
+    for id in 1..=NODES {
+        let done = cluster::wait_until(Duration::from_secs(10), || {
+            let info: String = c.query(id, &["INFO", "persistence"]).unwrap_or_default();
+            info.contains("rdb_bgsave_in_progress:0") && info.contains("rdb_last_bgsave_status:ok")
+        });
+        assert!(done, "node {id} did not finish its BGSAVE");
+    }
+    let mut seen = Vec::new();
+    for id in 1..=NODES {
+        let dir = std::env::temp_dir().join(format!("kvasir-bgsave-{}-{id}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::copy(c.node(id).dir.join("dump.rdb"), dir.join("dump.rdb"))
+            .expect("node's dump.rdb");
+        let (_redis, port) = redis_server::start_redis_in(Some(&dir), &[]);
+        let mut conn = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .and_then(|cl| cl.get_connection())
+            .expect("redis-server");
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).expect("KEYS");
+        seen.extend(keys);
+        drop(_redis);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    seen.sort();
+    let expected: Vec<String> = expected.into_iter().collect();
+    assert_eq!(
+        seen, expected,
+        "every key exactly once across the nodes' files"
+    );
 }

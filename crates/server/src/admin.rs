@@ -56,10 +56,12 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
         C::Save => crate::persistence::save(&s.server)
             .map(|()| Reply::ok())
             .map_err(CmdError::other),
-        C::Bgsave if cluster.is_some() => Err(CmdError::other(crate::persistence::CLUSTER_REFUSAL)),
-        C::Bgsave => match args.get(1) {
-            Some(a) if !eq_ic(a, "schedule") => Err(CmdError::Syntax),
-            _ => crate::persistence::bgsave(&s.server)
+        C::Bgsave => match (args.get(1), &cluster) {
+            (Some(a), _) if !eq_ic(a, "schedule") => Err(CmdError::Syntax),
+            (_, Some(node)) => crate::persistence::bgsave_cluster(&s.server, node)
+                .map(|()| Reply::simple("Background saving started"))
+                .map_err(CmdError::other),
+            (_, None) => crate::persistence::bgsave(&s.server)
                 .map(|()| Reply::simple("Background saving started"))
                 .map_err(CmdError::other),
         },

@@ -36,7 +36,7 @@ impl SaveState {
 }
 
 pub const CLUSTER_REFUSAL: &str =
-    "ERR SAVE and BGSAVE are for a standalone server: in cluster mode every write is in the Raft log and its snapshots";
+    "ERR SAVE and SYNC are for a standalone server: in cluster mode every write is in the Raft log and its snapshots (BGSAVE writes the shards this node leads to dump.rdb)";
 
 /// The snapshot file: `dbfilename`, relative to `dir` (the working folder).
 fn rdb_path(server: &Server) -> PathBuf {
@@ -44,18 +44,24 @@ fn rdb_path(server: &Server) -> PathBuf {
     PathBuf::from(config.stored.get("dbfilename").unwrap_or("dump.rdb"))
 }
 
-/// The image of the standalone store now.
-pub fn image(server: &Server) -> Vec<u8> {
-    let now_ms = crate::local_store::unix_ms();
-    let mut out = Vec::new();
+/// Which access stamps the file records: idle times under an LRU policy,
+/// frequencies under an LFU one.
+fn access_record(server: &Server) -> kvasir_core::rdb_file::AccessRecord {
     let (policy, _, _) = crate::maxmemory::eviction_settings(&server.config.borrow());
-    let access = match policy {
+    match policy {
         kvasir_core::evict::Policy::AllKeysLru | kvasir_core::evict::Policy::VolatileLru => {
             kvasir_core::rdb_file::AccessRecord::Idle
         }
         p if p.is_lfu() => kvasir_core::rdb_file::AccessRecord::Frequency,
         _ => kvasir_core::rdb_file::AccessRecord::None,
-    };
+    }
+}
+
+/// The image of the standalone store now.
+pub fn image(server: &Server) -> Vec<u8> {
+    let now_ms = crate::local_store::unix_ms();
+    let mut out = Vec::new();
+    let access = access_record(server);
     kvasir_core::rdb_file::write(
         server.local_store.borrow().store(),
         now_ms,
@@ -126,24 +132,75 @@ pub fn bgsave(server: &std::rc::Rc<Server>) -> Result<(), String> {
     let server = server.clone();
     tokio::task::spawn_local(async move {
         let written = tokio::task::spawn_blocking(move || write_file(&path, &bytes)).await;
-        let state = &server.persistence;
-        state.bgsave_in_progress.set(false);
-        match written {
-            Ok(Ok(())) => {
-                server.dirty.set(server.dirty.get().saturating_sub(dirty));
-                state.last_save.set(crate::local_store::unix_ms() / 1000);
-                state.last_bgsave_ok.set(true);
-                info!("Background saving terminated with success");
-            }
-            Ok(Err(e)) => {
-                state.last_bgsave_ok.set(false);
-                warn!("Background saving error: {e}");
-            }
-            Err(e) => {
-                state.last_bgsave_ok.set(false);
-                warn!("Background saving error: {e}");
-            }
+        bgsave_done(&server, dirty, written);
+    });
+    Ok(())
+}
+
+/// Records how a background save ended.
+fn bgsave_done(
+    server: &Server,
+    dirty: u64,
+    written: Result<std::io::Result<()>, tokio::task::JoinError>,
+) {
+    let state = &server.persistence;
+    state.bgsave_in_progress.set(false);
+    let error = match written {
+        Ok(Ok(())) => {
+            server.dirty.set(server.dirty.get().saturating_sub(dirty));
+            state.last_save.set(crate::local_store::unix_ms() / 1000);
+            state.last_bgsave_ok.set(true);
+            info!("Background saving terminated with success");
+            return;
         }
+        Ok(Err(e)) => e.to_string(),
+        Err(e) => e.to_string(),
+    };
+    state.last_bgsave_ok.set(false);
+    warn!("Background saving error: {error}");
+}
+
+/// BGSAVE in cluster mode: `dbfilename` holds the shards this node leads,
+/// as a Redis Cluster master saves its own slots, so BGSAVE on every node
+/// gives the whole dataset in files redis-server loads. Each shard's part
+/// is taken on its own thread at the moment it is asked for.
+pub fn bgsave_cluster(
+    server: &std::rc::Rc<Server>,
+    node: &std::rc::Rc<crate::cluster::ClusterNode>,
+) -> Result<(), String> {
+    let state = &server.persistence;
+    if state.bgsave_in_progress.get() {
+        return Err("ERR Background save already in progress".into());
+    }
+    state.bgsave_in_progress.set(true);
+    info!("Background saving started");
+    let now_ms = crate::local_store::unix_ms();
+    let access = access_record(server);
+    let path = rdb_path(server);
+    let dirty = server.dirty.get();
+    let led = node.led_shards();
+    let (server, node) = (server.clone(), node.clone());
+    tokio::task::spawn_local(async move {
+        use kvasir_core::rdb_file::{write_db, write_footer, write_functions, write_header};
+        let mut bytes = Vec::new();
+        write_header(now_ms, crate::info::used_memory(), &mut bytes);
+        for (i, shard) in led.into_iter().enumerate() {
+            let part = node
+                .on_store(shard, move |store| {
+                    let mut part = Vec::new();
+                    // Every shard keeps the libraries: written once.
+                    if i == 0 {
+                        write_functions(store, &mut part);
+                    }
+                    write_db(store, 0, 0, now_ms, access, &mut part);
+                    part
+                })
+                .await;
+            bytes.extend(part.unwrap_or_default());
+        }
+        write_footer(&mut bytes);
+        let written = tokio::task::spawn_blocking(move || write_file(&path, &bytes)).await;
+        bgsave_done(&server, dirty, written);
     });
     Ok(())
 }
