@@ -583,6 +583,22 @@ pub fn all_commands() -> &'static [&'static CommandSpec] {
     &table().all
 }
 
+/// The command `args` name (the subcommand's spec for a container),
+/// whatever the arity: whom a refusal is counted for in INFO commandstats.
+pub fn named_command(
+    args: &[Bytes],
+) -> Option<(&'static CommandSpec, Option<&'static CommandSpec>)> {
+    let spec = lookup(args.first()?)?;
+    let sub_name = match args.get(1) {
+        Some(sub) if !spec.subcommands.is_empty() => sub.to_ascii_lowercase(),
+        _ => return Some((spec, None)),
+    };
+    spec.subcommands
+        .iter()
+        .find(|s| s.name.as_bytes() == sub_name.as_slice())
+        .map(|sub| (sub, Some(spec)))
+}
+
 /// Resolves `args` to the spec that will run them (the subcommand's for a
 /// container) and checks arity, returning the spec and its parent.
 pub fn resolve(

@@ -894,3 +894,84 @@ fn latency_histograms_and_latencystats_answer_as_redis_does() {
     let server = Kvasir::start(&[]);
     assert_eq!(shape(server.port), shape(redis_port));
 }
+
+/// INFO commandstats tells calls that ran (and failed) from calls refused
+/// before they ran (arity, NOPERM, NOAUTH, unknown subcommand, queueing
+/// errors): rejected_calls, not calls, and not total_commands_processed,
+/// as redis-server 7.0 counts them (side by side).
+#[test]
+fn commandstats_count_rejected_calls_as_redis_does() {
+    fn counters(port: u16) -> Vec<String> {
+        let mut c = RawConn::to_port(port);
+        let mut u = RawConn::to_port(port);
+        for args in [
+            &["CONFIG", "RESETSTAT"][..],
+            &["SET", "a"],
+            &["GET", "a", "b"],
+            &["CONFIG", "GET"],
+            &["OBJECT", "nosub", "a"],
+            &["NOSUCHCMD"],
+            &["LPUSH", "l", "x"],
+            &["GET", "l"],
+            &[
+                "ACL", "SETUSER", "r", "on", "nopass", "+get", "+multi", "+exec", "~x",
+            ],
+        ] {
+            c.cmd_str(args);
+        }
+        for args in [
+            &["AUTH", "r", "x"][..],
+            &["SET", "x", "1"],
+            &["GET", "y"],
+            &["GET", "x"],
+            &["MULTI"],
+            &["GET", "x"],
+            &["SET", "x", "2"],
+            &["EXEC"],
+        ] {
+            u.cmd_str(args);
+        }
+        let mut out = Vec::new();
+        let info = c.cmd_str(&["INFO", "commandstats"]);
+        let mut lines: Vec<String> = info
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info"))
+            .map(|l| {
+                // Without the times.
+                let (name, fields) = l.split_once(':').unwrap_or((l, ""));
+                let kept: Vec<&str> = fields
+                    .split(',')
+                    .filter(|f| {
+                        f.starts_with("calls=")
+                            || f.starts_with("rejected")
+                            || f.starts_with("failed")
+                    })
+                    .collect();
+                format!("{name}:{}", kept.join(","))
+            })
+            .collect();
+        lines.sort();
+        out.extend(lines);
+        let stats = c.cmd_str(&["INFO", "stats"]);
+        out.extend(
+            stats
+                .lines()
+                .filter(|l| {
+                    l.starts_with("total_commands_processed")
+                        || l.starts_with("total_error_replies")
+                })
+                .map(str::to_string),
+        );
+        let errors = c.cmd_str(&["INFO", "errorstats"]);
+        out.extend(
+            errors
+                .lines()
+                .filter(|l| l.starts_with("errorstat_"))
+                .map(str::to_string),
+        );
+        out
+    }
+    let (_redis, redis_port) = common::redis_server::start_redis();
+    let server = Kvasir::start(&[]);
+    assert_eq!(counters(server.port), counters(redis_port));
+}

@@ -37,6 +37,10 @@ pub struct Session {
     pub proto: Protocol,
     pub db: usize,
     pub authenticated: bool,
+    /// The command being answered was refused before it ran (NOAUTH,
+    /// NOPERM, OOM, arity, a cluster redirect...): INFO commandstats counts
+    /// it as a rejected call, as Redis does, not as a call.
+    pub rejected: std::cell::Cell<bool>,
     /// The ACL user the connection runs as (`default` until AUTH).
     pub user: crate::acl::UserRef,
     /// Set by QUIT and protocol errors: close after flushing replies.
@@ -183,6 +187,7 @@ pub async fn run<C: ClientConn>(server: Rc<Server>, mut conn: C, addr: SocketAdd
     let user = server.acl.borrow().default_user();
     let authenticated = !server.acl.borrow().auth_required();
     let mut session = Session {
+        rejected: std::cell::Cell::new(false),
         user,
         server: server.clone(),
         info: info.clone(),
@@ -525,6 +530,16 @@ impl Session {
             .or_else(|| crate::transaction::queue_if_in_multi(self, &resolved, &args))
             .or_else(|| crate::pubsub::check_subscribed_mode(self, &resolved));
         if let Some(reply) = early {
+            // A refusal before the command ran (BUSY, a queueing error,
+            // subscribed mode) is a rejected call; +QUEUED is no call yet.
+            if reply.is_error() {
+                let named = match &resolved {
+                    Ok(found) => Some(*found),
+                    Err(_) => kvasir_core::table::named_command(&args),
+                };
+                self.rejected.set(true);
+                self.account(&args, named, &reply, Duration::ZERO);
+            }
             if !self.reply_mode.silenced() {
                 self.emit(reply, out);
             }
@@ -539,7 +554,18 @@ impl Session {
             self.server.tracking.borrow().current.set(self.info.id);
         }
         let (outcome, spec) = match resolved {
-            Err(e) => (Outcome::Reply(e.to_reply()), None),
+            // Counted for the command it names (Redis's rejected_calls).
+            Err(e @ kvasir_core::CmdError::WrongArity(_)) => {
+                self.rejected.set(true);
+                (
+                    Outcome::Reply(e.to_reply()),
+                    kvasir_core::table::named_command(&args),
+                )
+            }
+            Err(e) => {
+                self.rejected.set(true);
+                (Outcome::Reply(e.to_reply()), None)
+            }
             Ok((spec, parent)) => (self.dispatch(spec, parent, &args), Some((spec, parent))),
         };
         let end = Instant::now();
@@ -704,6 +730,7 @@ impl Session {
     ) -> Outcome {
         let top = parent.unwrap_or(spec);
         if self.auth_required() && !top.flags.contains(Flags::NO_AUTH) {
+            self.rejected.set(true);
             return Reply::error("NOAUTH Authentication required.").into();
         }
         self.info.last_cmd.set(top.name);
@@ -713,10 +740,12 @@ impl Session {
         if let Some(refused) =
             crate::acl::refuse(self, spec, parent, args, crate::acl::Context::Toplevel)
         {
+            self.rejected.set(true);
             return refused.into();
         }
         match spec.handler {
             Handler::Write(_) | Handler::Read(_) if self.server.refuses_for_memory(spec) => {
+                self.rejected.set(true);
                 Reply::error(crate::maxmemory::OOM).into()
             }
             Handler::Write(_) | Handler::Read(_) => {
@@ -738,14 +767,22 @@ impl Session {
         elapsed: Duration,
     ) {
         let micros = elapsed.as_micros() as u64;
+        let rejected = self.rejected.replace(false);
         {
             let mut stats = self.server.stats.borrow_mut();
-            stats.total_commands_processed += 1;
             if let Reply::Error(text) = reply {
                 stats.total_error_replies += 1;
                 let code = text.split(' ').next().unwrap_or("ERR").to_string();
                 *stats.errors.entry(code).or_insert(0) += 1;
             }
+            if rejected {
+                // Not run: no call, no latency, no MONITOR or slow log line.
+                if let Some((spec, parent)) = spec {
+                    count_rejected(&mut stats, spec, parent);
+                }
+                return;
+            }
+            stats.total_commands_processed += 1;
             if let Some((spec, parent)) = spec {
                 count_call(&mut stats, spec, parent, micros, reply.is_error());
             }
@@ -790,6 +827,22 @@ impl Session {
 
 /// One call of `spec` in INFO commandstats. Keyed by the spec's address:
 /// no string hashing per call.
+/// A command refused before it ran (Redis's rejected_calls).
+fn count_rejected(
+    stats: &mut crate::listener::Stats,
+    spec: &'static CommandSpec,
+    parent: Option<&'static CommandSpec>,
+) {
+    stats
+        .commands
+        .entry(spec as *const CommandSpec as usize)
+        .or_insert_with(|| match parent {
+            Some(p) => CmdStat::named(p.name, spec.name),
+            None => CmdStat::named(spec.name, ""),
+        })
+        .rejected += 1;
+}
+
 fn count_call(
     stats: &mut crate::listener::Stats,
     spec: &'static CommandSpec,

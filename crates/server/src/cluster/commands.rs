@@ -68,7 +68,10 @@ pub fn dispatch(
     let blocking = spec.flags.contains(kvasir_core::table::Flags::BLOCKING);
     let write = matches!(spec.handler, Handler::Write(_)) || blocking;
     let slot = match command_slot(spec, args) {
-        Err(e) => return e.reply().into(),
+        Err(e) => {
+            s.rejected.set(true);
+            return e.reply().into();
+        }
         Ok(slot) => slot,
     };
     let Some(slot) = slot else {
@@ -89,7 +92,11 @@ pub fn dispatch(
             let read = local_read(node, shard, s.db, args.to_vec(), caller);
             return pending_read(async move { Finished::Reply(read.await) });
         }
-        Err(route) => return not_submitted(route).into(),
+        Err(route) => {
+            // MOVED, ASK, TRYAGAIN: refused here, as Redis Cluster counts it.
+            s.rejected.set(true);
+            return not_submitted(route).into();
+        }
     };
     if blocking {
         return Outcome::Parked(super::blocked::park(s, node, slot, spec, args, rx));
