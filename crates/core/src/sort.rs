@@ -38,13 +38,36 @@ const ACL_R: &[&str] = &["read", "set", "sortedset", "list", "slow", "dangerous"
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
     // The STORE destination is a key too: movable keys.
-    CommandSpec { key_finder: Some(sort_keys), ..cmd("sort", -2, W_OOM_MOV, KEY, ACL_W, G, "1.0.0", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", crate::write_handler!(sort)) }.events(crate::notify::Events::Custom(crate::notify::sortstore)).keys_access(crate::table::KeyAccess::ReadThenWrite),
-    cmd("sort_ro", -2, Flags::READONLY, KEY, ACL_R, G, "7.0.0", "Returns the sorted elements of a list, a set, or a sorted set.", crate::read_handler!(sort_ro)),
+    CommandSpec { key_finder: Some(sort_keys), ..cmd("sort", -2, W_OOM_MOV, KEY, ACL_W, G, "1.0.0", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", crate::write_handler!(sort)) }.events(crate::notify::Events::Custom(crate::notify::sortstore)).keys_access(crate::table::KeyAccess::ReadThenWrite).reading_patterns(pattern_option),
+    cmd("sort_ro", -2, Flags::READONLY, KEY, ACL_R, G, "7.0.0", "Returns the sorted elements of a list, a set, or a sorted set.", crate::read_handler!(sort_ro)).reading_patterns(pattern_option),
 ];
 
 const BY_DENIED: &str = "ERR BY option of SORT denied in Cluster mode when keys formed by the pattern may be in different slots.";
 const GET_DENIED: &str = "ERR GET option of SORT denied in Cluster mode when keys formed by the pattern may be in different slots.";
 const NOT_DOUBLE: &str = "ERR One or more scores can't be converted into double";
+
+/// The first option of a SORT that reads keys named by a pattern: BY with
+/// a `*` in it (without one, BY only turns sorting off), or any GET.
+pub fn pattern_option(args: &[Bytes]) -> Option<&'static str> {
+    let mut i = 2;
+    while i < args.len() {
+        let a = &args[i];
+        if eq_ic(a, "limit") {
+            i += 2;
+        } else if eq_ic(a, "by") {
+            if args.get(i + 1).is_some_and(|p| p.contains(&b'*')) {
+                return Some("BY");
+            }
+            i += 1;
+        } else if eq_ic(a, "get") && i + 1 < args.len() {
+            return Some("GET");
+        } else if eq_ic(a, "store") {
+            i += 1;
+        }
+        i += 1;
+    }
+    None
+}
 
 /// Key finder for SORT (Redis's sortGetKeys): the sorted key, plus the key
 /// after the last STORE. LIMIT skips two arguments, GET and BY one.

@@ -166,6 +166,10 @@ pub struct CommandSpec {
     pub events: crate::notify::Events,
     /// Which ACL key permissions (`%R~`, `%W~`) its keys need.
     pub key_access: KeyAccess,
+    /// For a command that reads keys named by patterns in its arguments
+    /// (SORT ... BY/GET): the option of this invocation that does, which
+    /// only a user allowed every key may use.
+    pub pattern_reads: Option<fn(&[Bytes]) -> Option<&'static str>>,
 }
 
 /// What a command does to its keys, as far as ACL key permissions go: a
@@ -296,6 +300,15 @@ impl CommandSpec {
     /// This entry with other ACL key permissions than its flags imply.
     pub const fn keys_access(self, key_access: KeyAccess) -> CommandSpec {
         CommandSpec { key_access, ..self }
+    }
+
+    /// This entry reading keys through patterns (see
+    /// [`CommandSpec::pattern_reads`]).
+    pub const fn reading_patterns(self, f: fn(&[Bytes]) -> Option<&'static str>) -> CommandSpec {
+        CommandSpec {
+            pattern_reads: Some(f),
+            ..self
+        }
     }
 
     /// This entry with a keyless reach (see [`Keyless`]).
@@ -486,6 +499,7 @@ pub const fn cmd(
         } else {
             KeyAccess::Read
         },
+        pattern_reads: None,
     }
 }
 
@@ -518,6 +532,7 @@ pub const fn container(
         idle_on_empty_reply: false,
         events: crate::notify::Events::Default,
         key_access: KeyAccess::Read,
+        pattern_reads: None,
     }
 }
 

@@ -618,3 +618,40 @@ fn cluster_scripts_are_checked_against_the_callers_user() {
         assert_eq!(r.cmd_str(&["EXISTS", "{acl}a2"]), ":0\r\n", "node {id}");
     }
 }
+
+/// SORT's BY and GET patterns read keys the key patterns cannot see: only
+/// a user allowed every key may use them (side by side with redis-server;
+/// in MULTI Kvasir refuses them when queued, Redis inside EXEC's reply).
+#[test]
+fn sort_patterns_need_access_to_every_key() {
+    let session = |port: u16| {
+        let mut admin = RawConn::to_port(port);
+        let mut out = vec![
+            admin.cmd_str(&["ACL", "SETUSER", "srt", "on", "nopass", "~l*", "+@all"]),
+            admin.cmd_str(&["DEL", "l1"]),
+            admin.cmd_str(&["RPUSH", "l1", "b", "a"]),
+        ];
+        let mut u = RawConn::to_port(port);
+        for args in [
+            &["AUTH", "srt", "x"][..],
+            &["SORT", "l1", "ALPHA"],
+            &["SORT", "l1", "BY", "nosort"],
+            &["SORT", "l1", "BY", "w_*"],
+            &["SORT", "l1", "GET", "#"],
+            &["SORT", "l1", "LIMIT", "0", "1", "GET", "x"],
+            &["SORT_RO", "l1", "GET", "#"],
+            &[
+                "EVAL",
+                "return redis.pcall('sort', KEYS[1], 'GET', 'x_*')",
+                "1",
+                "l1",
+            ],
+        ] {
+            out.push(u.cmd_str(args));
+        }
+        out
+    };
+    let (_redis, redis_port) = common::redis_server::start_redis();
+    let server = Kvasir::start(&[]);
+    assert_eq!(session(server.port), session(redis_port));
+}

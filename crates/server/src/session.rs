@@ -743,6 +743,9 @@ impl Session {
             self.rejected.set(true);
             return refused.into();
         }
+        if let Some(refused) = crate::acl::refuse_patterns(self, spec, parent, args) {
+            return refused.into();
+        }
         match spec.handler {
             Handler::Write(_) | Handler::Read(_) if self.server.refuses_for_memory(spec) => {
                 self.rejected.set(true);

@@ -108,6 +108,12 @@ pub fn queue_if_in_multi(s: &mut Session, resolved: &Resolved, args: &[Bytes]) -
         s.txn.failed = true;
         return Some(refused);
     }
+    // Redis answers this inside EXEC's reply; the block runs as one entry
+    // here, so it is refused when queued.
+    if let Some(refused) = crate::acl::refuse_patterns(s, spec, parent, args) {
+        s.txn.failed = true;
+        return Some(refused);
+    }
     if s.server.over_maxmemory() {
         s.txn.failed = true;
         return Some(Reply::error(crate::maxmemory::OOM));

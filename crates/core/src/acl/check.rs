@@ -78,6 +78,27 @@ pub fn check(
     Err(relevant)
 }
 
+/// SORT's BY and GET patterns read keys the check above cannot see: as in
+/// Redis, only a user with a selector that allows the command on every key
+/// may use them. The error, if this invocation may not.
+pub fn pattern_refusal(
+    user: &User,
+    spec: &CommandSpec,
+    parent: Option<&CommandSpec>,
+    args: &[Bytes],
+) -> Option<String> {
+    if user.unrestricted {
+        return None;
+    }
+    let option = spec.pattern_reads.and_then(|find| find(args))?;
+    let id = id_of(spec, parent)?;
+    let full = std::iter::once(&user.root)
+        .chain(&user.selectors)
+        .any(|s| s.all_keys && s.commands.allows(id));
+    (!full)
+        .then(|| format!("ERR {option} option of SORT denied due to insufficient ACL permissions."))
+}
+
 fn check_selector(
     selector: &Selector,
     spec: &CommandSpec,

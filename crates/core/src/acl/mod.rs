@@ -9,7 +9,7 @@ pub mod check;
 pub mod commands;
 pub mod user;
 
-pub use check::{check, Denied};
+pub use check::{check, pattern_refusal, Denied};
 pub use user::User;
 
 /// Redis 7.0's ACL categories, in its order.

@@ -1449,6 +1449,9 @@ impl<K: Keyspace> CallState<'_, K> {
                     .push((denied, object));
                 return Err(CmdError::other(denied.script_error()));
             }
+            if let Some(refused) = crate::acl::pattern_refusal(user, spec, parent, &argv) {
+                return Err(CmdError::other(refused));
+            }
         }
         if spec.is_write() && self.read_only {
             return Err(CmdError::other(

@@ -197,6 +197,17 @@ pub fn refuse(
     Some(refusal_error(denied, spec, parent))
 }
 
+/// SORT ... BY/GET of a user who may not read every key: Redis's error
+/// (not an ACL refusal: not logged).
+pub fn refuse_patterns(
+    s: &Session,
+    spec: &'static CommandSpec,
+    parent: Option<&'static CommandSpec>,
+    args: &[Bytes],
+) -> Option<Reply> {
+    kvasir_core::acl::pattern_refusal(&s.user.borrow(), spec, parent, args).map(Reply::error)
+}
+
 /// Logs a failed AUTH (or HELLO AUTH, `command` as sent) for `username`.
 pub fn log_failed_auth(s: &Session, command: &[u8], username: &[u8]) {
     let refusal = log::Refusal {
