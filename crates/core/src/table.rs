@@ -169,7 +169,7 @@ pub struct CommandSpec {
     /// For a command that reads keys named by patterns in its arguments
     /// (SORT ... BY/GET): the option of this invocation that does, which
     /// only a user allowed every key may use.
-    pub pattern_reads: Option<fn(&[Bytes]) -> Option<&'static str>>,
+    pub pattern_reads: Option<PatternReads>,
 }
 
 /// What a command does to its keys, as far as ACL key permissions go: a
@@ -242,6 +242,10 @@ pub enum Keyless {
     AnyShard,
 }
 
+/// Which option of an invocation reads keys through patterns (see
+/// [`CommandSpec::pattern_reads`]).
+pub type PatternReads = fn(&[Bytes]) -> Option<&'static str>;
+
 /// Finds the key indexes of one invocation of a movable-keys command.
 pub type KeyFinder = fn(&[Bytes]) -> Vec<usize>;
 
@@ -304,7 +308,7 @@ impl CommandSpec {
 
     /// This entry reading keys through patterns (see
     /// [`CommandSpec::pattern_reads`]).
-    pub const fn reading_patterns(self, f: fn(&[Bytes]) -> Option<&'static str>) -> CommandSpec {
+    pub const fn reading_patterns(self, f: PatternReads) -> CommandSpec {
         CommandSpec {
             pattern_reads: Some(f),
             ..self
