@@ -607,6 +607,20 @@ fn cluster_scripts_are_checked_against_the_callers_user() {
         admin.cmd_str(&["EVAL", "return redis.call('set', KEYS[1], 'ok')", "1", key]),
         "+OK\r\n"
     );
+    // Rules changed between MULTI and EXEC: checked again at EXEC.
+    assert_eq!(u.cmd_str(&["MULTI"]), "+OK\r\n");
+    assert_eq!(u.cmd_str(&["GET", key]), "+QUEUED\r\n");
+    assert_eq!(u.cmd_str(&["GET", "{acl}a3"]), "+QUEUED\r\n");
+    assert_eq!(
+        admin.cmd_str(&["ACL", "SETUSER", "sc", "resetkeys", "~{acl}a3"]),
+        "+OK\r\n"
+    );
+    let exec = u.cmd_str(&["EXEC"]);
+    assert!(
+        exec.starts_with("*2\r\n-NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call.")
+            && exec.ends_with("$-1\r\n"),
+        "{exec}"
+    );
     for id in 1..=3 {
         let mut r = RawConn::to_port(c.port(id));
         assert_eq!(r.cmd_str(&["READONLY"]), "+OK\r\n");
@@ -649,6 +663,41 @@ fn sort_patterns_need_access_to_every_key() {
         ] {
             out.push(u.cmd_str(args));
         }
+        out
+    };
+    let (_redis, redis_port) = common::redis_server::start_redis();
+    let server = Kvasir::start(&[]);
+    assert_eq!(session(server.port), session(redis_port));
+}
+
+/// A queued command is checked again at EXEC: if the user's rules changed
+/// since, that command answers Redis's NOPERM inside EXEC's array and the
+/// others run (side by side with redis-server).
+#[test]
+fn exec_checks_queued_commands_again() {
+    let session = |port: u16| {
+        let mut admin = RawConn::to_port(port);
+        let mut out = vec![
+            admin.cmd_str(&[
+                "ACL", "SETUSER", "ex", "reset", "on", "nopass", "~k*", "+@all",
+            ]),
+            admin.cmd_str(&["ACL", "LOG", "RESET"]),
+        ];
+        let mut u = RawConn::to_port(port);
+        for args in [
+            &["AUTH", "ex", "x"][..],
+            &["MULTI"],
+            &["SET", "k1", "v"],
+            &["INCR", "k2"],
+            &["GET", "k3"],
+            &["GET", "k1"],
+        ] {
+            out.push(u.cmd_str(args));
+        }
+        out.push(admin.cmd_str(&["ACL", "SETUSER", "ex", "-incr", "resetkeys", "~k1"]));
+        out.push(u.cmd_str(&["EXEC"]));
+        out.push(admin.cmd_str(&["GET", "k1"]));
+        out.append(&mut admin.conn_log());
         out
     };
     let (_redis, redis_port) = common::redis_server::start_redis();

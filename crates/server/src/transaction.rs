@@ -7,7 +7,7 @@
 //! its expiry) makes EXEC answer a nil array.
 
 use crate::listener::Server;
-use crate::session::{Outcome, Session};
+use crate::session::{Finished, Outcome, Session};
 use bytes::Bytes;
 use kvasir_core::machine::{Applied, ShardCmd, Written};
 use kvasir_core::table::{Flags, Handler};
@@ -211,6 +211,8 @@ pub fn exec(s: &mut Session) -> Outcome {
     if dirty {
         return Reply::NilArray.into();
     }
+    // Checked again: the user's rules may have changed since queueing.
+    let (queue, refused) = recheck_acl(s, queue);
     s.account_queued(&queue);
     for q in &queue {
         // Queued reads bypass `Session::dispatch` on the one-entry path.
@@ -219,11 +221,53 @@ pub fn exec(s: &mut Session) -> Outcome {
     let keyspace_only = queue
         .iter()
         .all(|q| matches!(q.spec.handler, Handler::Write(_) | Handler::Read(_)));
-    match s.server.cluster.clone() {
+    let outcome = match s.server.cluster.clone() {
         Some(node) => crate::cluster::commands::exec(s, &node, queue, cluster_watch),
         None if keyspace_only => exec_local(s, queue).into(),
         None => exec_one_by_one(s, queue).into(),
+    };
+    if refused.is_empty() {
+        return outcome;
     }
+    match outcome {
+        Outcome::Reply(reply) => splice_refused(reply, refused).into(),
+        Outcome::Pending(mut op) => {
+            let reply = op.reply;
+            op.reply = Box::pin(async move {
+                match reply.await {
+                    Finished::Reply(r) => Finished::Reply(splice_refused(r, refused)),
+                    other => other,
+                }
+            });
+            Outcome::Pending(op)
+        }
+        other => other,
+    }
+}
+
+/// The queued commands the user may still run, and the refusals of the
+/// others by their place in the queue (Redis's check at EXEC).
+fn recheck_acl(s: &Session, queue: Vec<Queued>) -> (Vec<Queued>, Vec<(usize, Reply)>) {
+    let mut kept = Vec::with_capacity(queue.len());
+    let mut refused = Vec::new();
+    for (i, q) in queue.into_iter().enumerate() {
+        match crate::acl::recheck_at_exec(s, q.spec, q.parent, &q.args) {
+            Some(reply) => refused.push((i, reply)),
+            None => kept.push(q),
+        }
+    }
+    (kept, refused)
+}
+
+/// EXEC's array with each refusal put back in its command's place.
+fn splice_refused(reply: Reply, refused: Vec<(usize, Reply)>) -> Reply {
+    let Reply::Array(mut items) = reply else {
+        return reply;
+    };
+    for (i, refusal) in refused {
+        items.insert(i.min(items.len()), refusal);
+    }
+    Reply::Array(items)
 }
 
 /// The queue as one entry of the standalone store; clients blocked on the
