@@ -50,7 +50,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     // Every argument is a key (the union of all of them is counted).
     cmd("pfcount", -2, R.union(Flags::MAY_REPLICATE), (1, -1, 1), &["read", "hyperloglog", "slow"], G, "2.8.9", "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).", crate::read_handler!(pfcount)),
     // The destination (also merged as a source) and the sources.
-    cmd("pfmerge", -2, W_OOM, (1, -1, 1), &["write", "hyperloglog", "slow"], G, "2.8.9", "Merges one or more HyperLogLog values into a single key.", crate::write_handler!(pfmerge)).events(crate::notify::Events::Dest("pfadd")),
+    cmd("pfmerge", -2, W_OOM, (1, -1, 1), &["write", "hyperloglog", "slow"], G, "2.8.9", "Merges one or more HyperLogLog values into a single key.", crate::write_handler!(pfmerge)).events(crate::notify::Events::Dest("pfadd")).keys_access(crate::table::KeyAccess::ReadWriteThenRead),
 ];
 
 /// Redis's `hll-sparse-max-bytes` default: a sparse HLL (header included)

@@ -44,15 +44,15 @@ const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("blmove", 6, WD_BLOCK, TWO_KEYS, ACL_WB, G, "6.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available", crate::write_handler!(blmove)).events(crate::notify::Events::Custom(crate::notify::lmove)),
+    cmd("blmove", 6, WD_BLOCK, TWO_KEYS, ACL_WB, G, "6.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available", crate::write_handler!(blmove)).events(crate::notify::Events::Custom(crate::notify::lmove)).keys_access(crate::table::KeyAccess::ReadWriteThenWrite),
     CommandSpec { key_finder: Some(keys_after_numkeys::<2>), ..cmd("blmpop", -5, W_BLOCK_MOVABLE, NO_KEYS, ACL_WB, G, "7.0.0", "Pop elements from a list, or block until one is available", crate::write_handler!(blmpop)) }.events(crate::notify::Events::Custom(crate::notify::lmpop)),
     cmd("blpop", -3, W_BLOCK, (1, -2, 1), ACL_WB, G, "2.0.0", "Remove and get the first element in a list, or block until one is available", crate::write_handler!(blpop)).events(crate::notify::Events::Custom(crate::notify::blpop)),
     cmd("brpop", -3, W_BLOCK, (1, -2, 1), ACL_WB, G, "2.0.0", "Remove and get the last element in a list, or block until one is available", crate::write_handler!(brpop)).events(crate::notify::Events::Custom(crate::notify::brpop)),
-    cmd("brpoplpush", 4, WD_BLOCK, TWO_KEYS, ACL_WB, G, "2.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available", crate::write_handler!(brpoplpush)).events(crate::notify::Events::Custom(crate::notify::rpoplpush)),
+    cmd("brpoplpush", 4, WD_BLOCK, TWO_KEYS, ACL_WB, G, "2.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available", crate::write_handler!(brpoplpush)).events(crate::notify::Events::Custom(crate::notify::rpoplpush)).keys_access(crate::table::KeyAccess::ReadWriteThenWrite),
     cmd("lindex", 3, R, ONE_KEY, ACL_R, G, "1.0.0", "Get an element from a list by its index", crate::read_handler!(lindex)),
     cmd("linsert", 5, WD, ONE_KEY, ACL_W, G, "2.2.0", "Insert an element before or after another element in a list", crate::write_handler!(linsert)).idle_on_empty().keys_access(crate::table::KeyAccess::Write),
     cmd("llen", 2, RF, ONE_KEY, ACL_RF, G, "1.0.0", "Get the length of a list", crate::read_handler!(llen)),
-    cmd("lmove", 5, WD, TWO_KEYS, ACL_W, G, "6.2.0", "Pop an element from a list, push it to another list and return it", crate::write_handler!(lmove)).events(crate::notify::Events::Custom(crate::notify::lmove)),
+    cmd("lmove", 5, WD, TWO_KEYS, ACL_W, G, "6.2.0", "Pop an element from a list, push it to another list and return it", crate::write_handler!(lmove)).events(crate::notify::Events::Custom(crate::notify::lmove)).keys_access(crate::table::KeyAccess::ReadWriteThenWrite),
     CommandSpec { key_finder: Some(keys_after_numkeys::<1>), ..cmd("lmpop", -4, W_MOVABLE, NO_KEYS, ACL_W, G, "7.0.0", "Pop elements from a list", crate::write_handler!(lmpop)) }.events(crate::notify::Events::Custom(crate::notify::lmpop)),
     cmd("lpop", -2, WF, ONE_KEY, ACL_WF, G, "1.0.0", "Remove and get the first elements in a list", crate::write_handler!(lpop)).idle_on_empty(),
     cmd("lpos", -3, R, ONE_KEY, ACL_R, G, "6.0.6", "Return the index of matching elements on a list", crate::read_handler!(lpos)),
@@ -63,7 +63,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("lset", 4, WD, ONE_KEY, ACL_W, G, "1.0.0", "Set the value of an element in a list by its index", crate::write_handler!(lset)).keys_access(crate::table::KeyAccess::Write),
     cmd("ltrim", 4, W, ONE_KEY, ACL_W, G, "1.0.0", "Trim a list to the specified range", crate::write_handler!(ltrim)).keys_access(crate::table::KeyAccess::Write),
     cmd("rpop", -2, WF, ONE_KEY, ACL_WF, G, "1.0.0", "Remove and get the last elements in a list", crate::write_handler!(rpop)).idle_on_empty(),
-    cmd("rpoplpush", 3, WD, TWO_KEYS, ACL_W, G, "1.2.0", "Remove the last element in a list, prepend it to another list and return it", crate::write_handler!(rpoplpush)).events(crate::notify::Events::Custom(crate::notify::rpoplpush)),
+    cmd("rpoplpush", 3, WD, TWO_KEYS, ACL_W, G, "1.2.0", "Remove the last element in a list, prepend it to another list and return it", crate::write_handler!(rpoplpush)).events(crate::notify::Events::Custom(crate::notify::rpoplpush)).keys_access(crate::table::KeyAccess::ReadWriteThenWrite),
     cmd("rpush", -3, WDF, ONE_KEY, ACL_WF, G, "1.0.0", "Append one or multiple elements to a list", crate::write_handler!(rpush)).keys_access(crate::table::KeyAccess::Write),
     cmd("rpushx", -3, WDF, ONE_KEY, ACL_WF, G, "2.2.0", "Append an element to a list, only if the list exists", crate::write_handler!(rpushx)).idle_on_empty().events(crate::notify::Events::Named("rpush")).keys_access(crate::table::KeyAccess::Write),
 ];

@@ -191,6 +191,12 @@ pub enum KeyAccess {
     WriteThenRead,
     /// The first key is read, the others written (COPY, SORT ... STORE).
     ReadThenWrite,
+    /// The first key is read and written, the others written (SMOVE,
+    /// LMOVE, RENAME: the source's element or value moves, the destination
+    /// only receives).
+    ReadWriteThenWrite,
+    /// The first key is read and written, the others read (PFMERGE).
+    ReadWriteThenRead,
     /// Decided by the arguments (SET ... GET reads the old value).
     ByArgs(fn(&[Bytes]) -> KeyAccess),
 }
@@ -205,6 +211,8 @@ impl KeyAccess {
             KeyAccess::Write => (false, true),
             KeyAccess::WriteThenRead => (nth > 0, nth == 0),
             KeyAccess::ReadThenWrite => (nth == 0, nth > 0),
+            KeyAccess::ReadWriteThenWrite => (nth == 0, true),
+            KeyAccess::ReadWriteThenRead => (true, nth == 0),
             KeyAccess::ByArgs(decide) => match decide(args) {
                 KeyAccess::ByArgs(_) => (true, true),
                 decided => decided.of_key(args, nth),
