@@ -125,6 +125,19 @@ impl LocalStore {
 
     /// Runs `f` with exclusive access to the store (FLUSHALL-like admin
     /// work done by the server layer goes through here).
+    /// Runs `f` with `caller` as the ACL user scripts check their calls
+    /// against (`Store::script_caller`).
+    pub fn as_caller<R>(
+        &mut self,
+        caller: Option<std::sync::Arc<kvasir_core::acl::User>>,
+        f: impl FnOnce(&mut LocalStore) -> R,
+    ) -> R {
+        self.store.script_caller.replace(caller);
+        let result = f(self);
+        self.store.script_caller.replace(None);
+        result
+    }
+
     pub fn with_store<R>(&mut self, f: impl FnOnce(&mut Store) -> R) -> R {
         f(&mut self.store)
     }

@@ -36,17 +36,14 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
     let pause_after = (!s.txn.executing)
         .then(|| Duration::from_millis(s.server.config.borrow().busy_reply_threshold));
     // A restricted user's scripts have each call checked against its rules.
-    let caller = {
-        let user = s.user.borrow();
-        (!user.unrestricted).then(|| user.clone())
-    };
-    let result = {
-        let mut local = s.server.local_store.borrow_mut();
-        local.with_store(|store| store.script_caller.replace(caller));
-        let result = local.execute_pausable(spec, s.db, args, pause_after);
-        local.with_store(|store| store.script_caller.replace(None));
-        result
-    };
+    let caller = crate::acl::script_caller(s);
+    let result = s
+        .server
+        .local_store
+        .borrow_mut()
+        .as_caller(caller, |local| {
+            local.execute_pausable(spec, s.db, args, pause_after)
+        });
     crate::acl::log_script_refusals(&s.server, s.info.id);
     if matches!(result, Err(CmdError::ScriptPaused)) {
         return finish_paused_script(&s.server, spec, s.db, args, s.info.id);

@@ -281,24 +281,21 @@ fn exec_local(s: &mut Session, queue: Vec<Queued>) -> Reply {
     let mut written = Vec::new();
     let server = s.server.clone();
     // Scripts in the block have their calls checked as at top level.
-    let caller = {
-        let user = s.user.borrow();
-        (!user.unrestricted).then(|| user.clone())
-    };
-    let applied = {
-        let mut local = s.server.local_store.borrow_mut();
-        local.with_store(|store| store.script_caller.replace(caller));
-        let applied = local.apply(&cmd, |db, w| match w {
-            Written::Command(spec, args) => written.push((db, spec, args.to_vec())),
-            Written::Events(events) => {
-                let flags = server.config.borrow().notify_keyspace_events;
-                crate::notify::publish(&server.pubsub.borrow(), flags, events);
-            }
-            Written::Removed(_) => {}
+    let caller = crate::acl::script_caller(s);
+    let applied = s
+        .server
+        .local_store
+        .borrow_mut()
+        .as_caller(caller, |local| {
+            local.apply(&cmd, |db, w| match w {
+                Written::Command(spec, args) => written.push((db, spec, args.to_vec())),
+                Written::Events(events) => {
+                    let flags = server.config.borrow().notify_keyspace_events;
+                    crate::notify::publish(&server.pubsub.borrow(), flags, events);
+                }
+                Written::Removed(_) => {}
+            })
         });
-        local.with_store(|store| store.script_caller.replace(None));
-        applied
-    };
     crate::acl::log_script_refusals(&s.server, s.info.id);
     // Served after the store is released: serving runs commands on it.
     for (db, spec, args) in written {

@@ -176,6 +176,37 @@ pub fn refuse(
     args: &[Bytes],
     context: Context,
 ) -> Option<Reply> {
+    let denied = denial(s, spec, parent, args, context)?;
+    Some(refusal_error(denied, spec, parent))
+}
+
+/// A queued command checked again when EXEC runs it: Redis's error (and a
+/// `multi` log entry) if the user's rules no longer allow it.
+pub fn recheck_at_exec(
+    s: &Session,
+    spec: &'static CommandSpec,
+    parent: Option<&'static CommandSpec>,
+    args: &[Bytes],
+) -> Option<Reply> {
+    let why = match denial(s, spec, parent, args, Context::Multi)? {
+        Denied::Command => "no permission to execute the command or subcommand",
+        Denied::Key(_) => "no permission to touch the specified keys",
+        Denied::Channel(_) => "no permission to access one of the channels used as arguments",
+    };
+    Some(Reply::error(format!(
+        "NOPERM ACLs rules changed between the moment the transaction was accumulated and the \
+         EXEC call. This command is no longer allowed for the following reason: {why}"
+    )))
+}
+
+/// Why the session's user may not run `args`, logged; None if it may.
+fn denial(
+    s: &Session,
+    spec: &'static CommandSpec,
+    parent: Option<&'static CommandSpec>,
+    args: &[Bytes],
+    context: Context,
+) -> Option<Denied> {
     let user = s.user.borrow();
     if user.unrestricted {
         return None;
@@ -194,44 +225,14 @@ pub fn refuse(
     };
     drop(user);
     log_refusal(s, refusal);
-    Some(refusal_error(denied, spec, parent))
+    Some(denied)
 }
 
-/// A queued command checked again when EXEC runs it: Redis's error (and a
-/// `multi` log entry) if the user's rules no longer allow it.
-pub fn recheck_at_exec(
-    s: &Session,
-    spec: &'static CommandSpec,
-    parent: Option<&'static CommandSpec>,
-    args: &[Bytes],
-) -> Option<Reply> {
+/// The session's user when restricted: its scripts check each call
+/// against its rules.
+pub fn script_caller(s: &Session) -> Option<Arc<User>> {
     let user = s.user.borrow();
-    if user.unrestricted {
-        return None;
-    }
-    let denied = check::check(&user, spec, parent, args).err()?;
-    let object = match denied {
-        Denied::Command => spec.full_name(parent),
-        Denied::Key(i) | Denied::Channel(i) => String::from_utf8_lossy(&args[i]).into_owned(),
-    };
-    let refusal = log::Refusal {
-        reason: denied.reason(),
-        context: Context::Multi,
-        object,
-        username: user.name.clone(),
-        client_info: s.info.line(),
-    };
-    drop(user);
-    log_refusal(s, refusal);
-    let why = match denied {
-        Denied::Command => "no permission to execute the command or subcommand",
-        Denied::Key(_) => "no permission to touch the specified keys",
-        Denied::Channel(_) => "no permission to access one of the channels used as arguments",
-    };
-    Some(Reply::error(format!(
-        "NOPERM ACLs rules changed between the moment the transaction was accumulated and the \
-         EXEC call. This command is no longer allowed for the following reason: {why}"
-    )))
+    (!user.unrestricted).then(|| Arc::clone(&user))
 }
 
 /// SORT ... BY/GET of a user who may not read every key: Redis's error

@@ -29,8 +29,7 @@ fn script_caller(s: &Session, spec: &CommandSpec) -> Caller {
     if spec.group != "scripting" {
         return None;
     }
-    let user = s.user.borrow();
-    (!user.unrestricted).then(|| Arc::clone(&user))
+    crate::acl::script_caller(s)
 }
 
 /// `cmd`, run as `caller` when there is one.
