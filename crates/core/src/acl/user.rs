@@ -688,6 +688,76 @@ mod tests {
         assert_eq!(refused.root.describe_commands(), "-@all");
     }
 
+    /// Whatever rules made a user, the rules it describes (ACL LIST, the
+    /// caller carried in a log entry) make the same permissions.
+    #[test]
+    fn described_rules_make_the_same_user() {
+        let tokens = [
+            "on",
+            "off",
+            "nopass",
+            "reset",
+            "allkeys",
+            "resetkeys",
+            "allchannels",
+            "resetchannels",
+            "allcommands",
+            "nocommands",
+            "clearselectors",
+            "~*",
+            "~k*",
+            "%R~r*",
+            "%W~w*",
+            "&c*",
+            "&*",
+            "+@all",
+            "-@all",
+            "+@hash",
+            "-@string",
+            "+get",
+            "-set",
+            "+config|get",
+            "-config|set",
+            "+select|0",
+            "+client",
+            "-client|kill",
+            "(+get ~a*)",
+            "(~b* &d +@list -lpush)",
+            "+debug|object",
+            "-@dangerous",
+        ];
+        let mut seed: u64 = 7;
+        let mut next = |n: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % n
+        };
+        for _ in 0..2000 {
+            let mut u = User::new("u", false);
+            let count = next(7);
+            for _ in 0..count {
+                let _ = u.apply(tokens[next(tokens.len())].as_bytes(), false);
+            }
+            u.refresh();
+            let rules: Vec<bytes::Bytes> = u
+                .permission_rules()
+                .into_iter()
+                .map(bytes::Bytes::from)
+                .collect();
+            let copy = User::from_permission_rules(&rules);
+            assert_eq!(copy.root.describe(), u.root.describe(), "{rules:?}");
+            let described = |u: &User| {
+                u.selectors
+                    .iter()
+                    .map(Selector::describe)
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(described(&copy), described(&u), "{rules:?}");
+            assert_eq!(copy.unrestricted, u.unrestricted, "{rules:?}");
+        }
+    }
+
     #[test]
     fn describe_matches_acl_list() {
         let u = user(&["reset"]).unwrap();
