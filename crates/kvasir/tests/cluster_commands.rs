@@ -610,7 +610,8 @@ fn info_counts_keyspace_hits_and_misses_of_led_shards() {
 }
 
 /// BGSAVE in cluster mode writes the shards each node leads to its
-/// dump.rdb, as a Redis Cluster master saves its slots: the three files,
+/// dump.rdb, as a Redis Cluster master saves its slots, and SYNC
+/// (`redis-cli --rdb`) sends the same: the three files of either kind,
 /// each loaded by redis-server, hold every key exactly once.
 #[test]
 fn bgsave_on_every_node_gives_the_whole_dataset_in_rdb_files() {
@@ -642,25 +643,52 @@ fn bgsave_on_every_node_gives_the_whole_dataset_in_rdb_files() {
         });
         assert!(done, "node {id} did not finish its BGSAVE");
     }
-    let mut seen = Vec::new();
-    for id in 1..=NODES {
-        let dir = std::env::temp_dir().join(format!("kvasir-bgsave-{}-{id}", std::process::id()));
+    // The keys of an RDB file, as redis-server loads it.
+    let keys_in = |rdb: &std::path::Path, tag: &str| -> Vec<String> {
+        let dir = std::env::temp_dir().join(format!("kvasir-bgsave-{}-{tag}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
-        std::fs::copy(c.node(id).dir.join("dump.rdb"), dir.join("dump.rdb"))
-            .expect("node's dump.rdb");
-        let (_redis, port) = redis_server::start_redis_in(Some(&dir), &[]);
+        std::fs::copy(rdb, dir.join("dump.rdb")).expect("copy the file");
+        let (server, port) = redis_server::start_redis_in(Some(&dir), &[]);
         let mut conn = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
             .and_then(|cl| cl.get_connection())
             .expect("redis-server");
         let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).expect("KEYS");
-        seen.extend(keys);
-        drop(_redis);
+        drop(server);
         let _ = std::fs::remove_dir_all(&dir);
+        keys
+    };
+    let mut seen = Vec::new();
+    let mut synced = Vec::new();
+    for id in 1..=NODES {
+        seen.extend(keys_in(
+            &c.node(id).dir.join("dump.rdb"),
+            &format!("bg{id}"),
+        ));
+        // redis-cli --rdb takes the same over SYNC.
+        let backup =
+            std::env::temp_dir().join(format!("kvasir-sync-{}-{id}.rdb", std::process::id()));
+        let out = std::process::Command::new("redis-cli")
+            .args(["-p", &c.port(id).to_string(), "--rdb"])
+            .arg(&backup)
+            .output()
+            .expect("redis-cli --rdb");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        synced.extend(keys_in(&backup, &format!("sync{id}")));
+        let _ = std::fs::remove_file(&backup);
     }
     seen.sort();
+    synced.sort();
     let expected: Vec<String> = expected.into_iter().collect();
     assert_eq!(
         seen, expected,
         "every key exactly once across the nodes' files"
+    );
+    assert_eq!(
+        synced, expected,
+        "every key exactly once across the nodes' SYNC images"
     );
 }

@@ -113,8 +113,21 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
         C::Lolwut => {
             crate::lolwut::render(&args[1..]).map(|t| Reply::Verbatim("txt", Bytes::from(t)))
         }
-        C::Sync if cluster.is_some() => Err(CmdError::other(crate::persistence::CLUSTER_REFUSAL)),
         C::Sync => {
+            if let Some(node) = &cluster {
+                // The shards this node leads, as a Redis Cluster master
+                // sends its own slots (redis-cli --rdb on each node).
+                let image =
+                    crate::persistence::cluster_image(&s.server, node, s.rdb_functions_only);
+                s.close = true;
+                return Outcome::Pending(Box::new(crate::session::PendingOp {
+                    reply: Box::pin(async move {
+                        crate::session::Finished::Reply(Reply::Bulk(Bytes::from(image.await)))
+                    }),
+                    write: false,
+                    blocking: false,
+                }));
+            }
             let image = crate::persistence::sync_image(&s.server, s.rdb_functions_only);
             s.close = true;
             Ok(Reply::Bulk(Bytes::from(image)))

@@ -36,7 +36,7 @@ impl SaveState {
 }
 
 pub const CLUSTER_REFUSAL: &str =
-    "ERR SAVE and SYNC are for a standalone server: in cluster mode every write is in the Raft log and its snapshots (BGSAVE writes the shards this node leads to dump.rdb)";
+    "ERR SAVE is for a standalone server: in cluster mode every write is in the Raft log and its snapshots (BGSAVE writes the shards this node leads to dump.rdb)";
 
 /// The snapshot file: `dbfilename`, relative to `dir` (the working folder).
 fn rdb_path(server: &Server) -> PathBuf {
@@ -174,13 +174,31 @@ pub fn bgsave_cluster(
     }
     state.bgsave_in_progress.set(true);
     info!("Background saving started");
-    let now_ms = crate::local_store::unix_ms();
-    let access = access_record(server);
     let path = rdb_path(server);
     let dirty = server.dirty.get();
-    let led = node.led_shards();
-    let (server, node) = (server.clone(), node.clone());
+    let image = cluster_image(server, node, false);
+    let server = server.clone();
     tokio::task::spawn_local(async move {
+        let bytes = image.await;
+        let written = tokio::task::spawn_blocking(move || write_file(&path, &bytes)).await;
+        bgsave_done(&server, dirty, written);
+    });
+    Ok(())
+}
+
+/// The shards `node` leads as one RDB file (cluster BGSAVE, and SYNC for
+/// `redis-cli --rdb`; `functions_only` for `--functions-rdb`), each
+/// shard's part taken on its own thread when its turn comes.
+pub fn cluster_image(
+    server: &Server,
+    node: &std::rc::Rc<crate::cluster::ClusterNode>,
+    functions_only: bool,
+) -> impl std::future::Future<Output = Vec<u8>> + 'static {
+    let now_ms = crate::local_store::unix_ms();
+    let access = access_record(server);
+    let led = node.led_shards();
+    let node = node.clone();
+    async move {
         use kvasir_core::rdb_file::{write_db, write_footer, write_functions, write_header};
         let mut bytes = Vec::new();
         write_header(now_ms, crate::info::used_memory(), &mut bytes);
@@ -192,17 +210,17 @@ pub fn bgsave_cluster(
                     if i == 0 {
                         write_functions(store, &mut part);
                     }
-                    write_db(store, 0, 0, now_ms, access, &mut part);
+                    if !functions_only {
+                        write_db(store, 0, 0, now_ms, access, &mut part);
+                    }
                     part
                 })
                 .await;
             bytes.extend(part.unwrap_or_default());
         }
         write_footer(&mut bytes);
-        let written = tokio::task::spawn_blocking(move || write_file(&path, &bytes)).await;
-        bgsave_done(&server, dirty, written);
-    });
-    Ok(())
+        bytes
+    }
 }
 
 /// At start (standalone): loads the snapshot file if there is one. An
