@@ -632,6 +632,16 @@ fn bgsave_on_every_node_gives_the_whole_dataset_in_rdb_files() {
         .query(leader, &["HSET", "bg:hash", "f", "v"])
         .expect("HSET");
     expected.insert("bg:hash".to_string());
+    // SAVE writes before it answers.
+    let lastsave = |id: u64| -> i64 { c.query(id, &["LASTSAVE"]).expect("LASTSAVE") };
+    let before = lastsave(1);
+    let saved: String = c.query(1, &["SAVE"]).expect("SAVE");
+    assert_eq!(saved, "OK");
+    assert!(
+        c.node(1).dir.join("dump.rdb").exists(),
+        "SAVE wrote no dump.rdb"
+    );
+    assert!(lastsave(1) >= before);
     for id in 1..=NODES {
         let reply: String = c.query(id, &["BGSAVE"]).expect("BGSAVE");
         assert_eq!(reply, "Background saving started");

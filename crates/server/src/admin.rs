@@ -52,7 +52,22 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
             Reply::Array(Vec::new()),
         ])),
         C::Lastsave => Ok(Reply::Int(s.server.persistence.last_save.get() as i64)),
-        C::Save if cluster.is_some() => Err(CmdError::other(crate::persistence::CLUSTER_REFUSAL)),
+        C::Save if cluster.is_some() => {
+            let Some(node) = &cluster else {
+                return Reply::error("ERR not in cluster mode").into();
+            };
+            let saved = crate::persistence::save_cluster(&s.server, node);
+            return Outcome::Pending(Box::new(crate::session::PendingOp {
+                reply: Box::pin(async move {
+                    crate::session::Finished::Reply(match saved.await {
+                        Ok(()) => Reply::ok(),
+                        Err(e) => Reply::error(e),
+                    })
+                }),
+                write: false,
+                blocking: false,
+            }));
+        }
         C::Save => crate::persistence::save(&s.server)
             .map(|()| Reply::ok())
             .map_err(CmdError::other),

@@ -35,9 +35,6 @@ impl SaveState {
     }
 }
 
-pub const CLUSTER_REFUSAL: &str =
-    "ERR SAVE is for a standalone server: in cluster mode every write is in the Raft log and its snapshots (BGSAVE writes the shards this node leads to dump.rdb)";
-
 /// The snapshot file: `dbfilename`, relative to `dir` (the working folder).
 fn rdb_path(server: &Server) -> PathBuf {
     let config = server.config.borrow();
@@ -184,6 +181,43 @@ pub fn bgsave_cluster(
         bgsave_done(&server, dirty, written);
     });
     Ok(())
+}
+
+/// SAVE in cluster mode: BGSAVE's file, written before the reply.
+pub fn save_cluster(
+    server: &std::rc::Rc<Server>,
+    node: &std::rc::Rc<crate::cluster::ClusterNode>,
+) -> impl std::future::Future<Output = Result<(), String>> + 'static {
+    let busy = server.persistence.bgsave_in_progress.get();
+    let path = rdb_path(server);
+    let dirty = server.dirty.get();
+    let image = cluster_image(server, node, false);
+    let server = server.clone();
+    async move {
+        if busy {
+            return Err("ERR Background save already in progress".to_string());
+        }
+        let bytes = image.await;
+        match tokio::task::spawn_blocking(move || write_file(&path, &bytes)).await {
+            Ok(Ok(())) => {
+                server.dirty.set(server.dirty.get().saturating_sub(dirty));
+                server
+                    .persistence
+                    .last_save
+                    .set(crate::local_store::unix_ms() / 1000);
+                info!("DB saved on disk");
+                Ok(())
+            }
+            Ok(Err(e)) => {
+                warn!("Failed saving the DB: {e}");
+                Err("ERR".to_string())
+            }
+            Err(e) => {
+                warn!("Failed saving the DB: {e}");
+                Err("ERR".to_string())
+            }
+        }
+    }
 }
 
 /// The shards `node` leads as one RDB file (cluster BGSAVE, and SYNC for
