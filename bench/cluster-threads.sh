@@ -47,8 +47,13 @@ cpu_ticks() {
             # Fields after the command name (which may hold spaces).
             read -r -a f <<<"${stat##*) }"
             n=$((f[11] + f[12]))
+            # The main thread is the task whose id is the process's (its
+            # name is the binary's, which need not be "kvasir").
+            if [ "${t##*/}" = "${PID[$i]}" ]; then
+                main=$((main + n))
+                continue
+            fi
             case "$comm" in
-                kvasir) main=$((main + n)) ;;
                 kvasir-io-*) io=$((io + n)) ;;
                 kvasir-shard-*) shard=$((shard + n)) ;;
                 kvasir-bus) bus=$((bus + n)) ;;
