@@ -186,15 +186,17 @@ pub fn apply<K: Keyspace>(
         }
         ShardCmd::WatchDigests { .. } => Applied::Reply(read(store, cmd, ctx.now_ms)),
         ShardCmd::AsUser { rules, cmd } => {
-            let caller = std::sync::Arc::new(crate::acl::User::from_permission_rules(rules));
-            store.script_caller.replace(Some(caller));
+            store.begin_script_caller(Some(caller_of(rules)));
             let applied = apply(store, cmd, ctx, on_write);
-            store.script_caller.replace(None);
-            // Users are node-local: refusals go to no log under Raft.
-            store.script_refusals.borrow_mut().clear();
+            store.end_script_caller();
             applied
         }
     }
+}
+
+/// The user of a [`ShardCmd::AsUser`], from the rules it carries.
+pub fn caller_of(rules: &[Bytes]) -> std::sync::Arc<crate::acl::User> {
+    std::sync::Arc::new(crate::acl::User::from_permission_rules(rules))
 }
 
 /// Serves a read (a command with a `Read` handler, or WATCH digests) at
@@ -223,11 +225,9 @@ pub fn read<K: Keyspace>(store: &Store<K>, cmd: &ShardCmd, now_ms: u64) -> Reply
                 .unwrap_or_else(|e| e.to_reply())
         }
         ShardCmd::AsUser { rules, cmd } => {
-            let caller = std::sync::Arc::new(crate::acl::User::from_permission_rules(rules));
-            store.script_caller.replace(Some(caller));
+            store.begin_script_caller(Some(caller_of(rules)));
             let reply = read(store, cmd, now_ms);
-            store.script_caller.replace(None);
-            store.script_refusals.borrow_mut().clear();
+            store.end_script_caller();
             reply
         }
         ShardCmd::Expire { .. } | ShardCmd::Evict { .. } | ShardCmd::WatchedExec { .. } => {

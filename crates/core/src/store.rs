@@ -280,6 +280,33 @@ impl<K: Keyspace> Store<K> {
     }
 
     /// Runs a read-only command; never changes the store.
+    /// Sets the ACL user scripts check their calls against (see
+    /// `script_caller`) until [`Store::end_script_caller`].
+    pub fn begin_script_caller(&self, caller: Option<std::sync::Arc<crate::acl::User>>) {
+        self.script_caller.replace(caller);
+    }
+
+    /// Ends it, dropping the refusals nobody took: a replica's users are
+    /// node-local, so under Raft they go to no log.
+    pub fn end_script_caller(&self) {
+        self.script_caller.replace(None);
+        self.script_refusals.borrow_mut().clear();
+    }
+
+    /// [`Store::read`] with scripts checked against `caller`.
+    pub fn read_as(
+        &self,
+        caller: Option<std::sync::Arc<crate::acl::User>>,
+        db: usize,
+        args: &[Bytes],
+        ctx: &Ctx,
+    ) -> CmdResult {
+        self.begin_script_caller(caller);
+        let result = self.read(db, args, ctx);
+        self.end_script_caller();
+        result
+    }
+
     pub fn read(&self, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
         let (spec, _) = resolve(args)?;
         self.ks.set_access_clock(ctx.now_ms);

@@ -155,7 +155,9 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn new(config: Config, port: u16) -> Server {
+    /// The server state around `config`, with the users `acl` holds
+    /// ([`crate::acl::Acl::at_start`]).
+    pub fn new(config: Config, port: u16, acl: crate::acl::Acl) -> Server {
         let databases = config.databases;
         let mut local_store = LocalStore::new(databases);
         let limits = config.encoding_limits();
@@ -172,14 +174,7 @@ impl Server {
             clients.clone(),
         )));
         tracking.borrow_mut().max_keys = config.tracking_table_max_keys();
-        // `serve` refused a start with bad users before this.
         let latency_tracking = config.latency_tracking();
-        let acl = crate::acl::Acl::at_start(&config).unwrap_or_else(|why| {
-            tracing::warn!("{why}");
-            let acl = crate::acl::Acl::default();
-            acl.set_requirepass(config.requirepass.as_deref());
-            acl
-        });
         Server {
             acl: RefCell::new(acl),
             config: RefCell::new(config),
@@ -255,13 +250,13 @@ async fn serve(config: Config) -> std::io::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sigint = signal(SignalKind::interrupt())?;
-    crate::acl::Acl::at_start(&config).map_err(std::io::Error::other)?;
+    let acl = crate::acl::Acl::at_start(&config).map_err(std::io::Error::other)?;
     let listeners = bind_all(&config).await?;
     let port = listeners[0].local_addr()?.port();
     let cell: crate::cluster::ServerCell = Rc::new(RefCell::new(std::rc::Weak::new()));
     let watches = Rc::new(RefCell::new(Watches::default()));
     let blocking: crate::blocking::SharedBlocking = Rc::default();
-    let mut server = Server::new(config, port);
+    let mut server = Server::new(config, port, acl);
     let config = server.config.borrow().clone();
     let cluster = match config.initial_cluster {
         Some(_) => Some(

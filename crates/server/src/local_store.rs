@@ -132,7 +132,8 @@ impl LocalStore {
         caller: Option<std::sync::Arc<kvasir_core::acl::User>>,
         f: impl FnOnce(&mut LocalStore) -> R,
     ) -> R {
-        self.store.script_caller.replace(caller);
+        // Ended by hand: the refusals stay for the ACL log to take.
+        self.store.begin_script_caller(caller);
         let result = f(self);
         self.store.script_caller.replace(None);
         result

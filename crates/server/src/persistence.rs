@@ -98,13 +98,18 @@ pub fn save(server: &Server) -> Result<(), String> {
     let bytes = image(server);
     let dirty = server.dirty.get();
     let path = rdb_path(server);
-    match write_file(&path, &bytes) {
+    save_done(
+        server,
+        dirty,
+        write_file(&path, &bytes).map_err(|e| e.to_string()),
+    )
+}
+
+/// Records how a SAVE ended; its reply's error.
+fn save_done(server: &Server, dirty: u64, written: Result<(), String>) -> Result<(), String> {
+    match written {
         Ok(()) => {
-            server.dirty.set(server.dirty.get().saturating_sub(dirty));
-            server
-                .persistence
-                .last_save
-                .set(crate::local_store::unix_ms() / 1000);
+            mark_saved(server, dirty);
             info!("DB saved on disk");
             Ok(())
         }
@@ -112,6 +117,23 @@ pub fn save(server: &Server) -> Result<(), String> {
             warn!("Failed saving the DB: {e}");
             Err("ERR".into())
         }
+    }
+}
+
+/// A file written: the writes it holds are no longer unsaved.
+fn mark_saved(server: &Server, dirty: u64) {
+    server.dirty.set(server.dirty.get().saturating_sub(dirty));
+    server
+        .persistence
+        .last_save
+        .set(crate::local_store::unix_ms() / 1000);
+}
+
+/// A blocking thread's write, its failure (or the thread's) as text.
+async fn write_off_thread(path: PathBuf, bytes: Vec<u8>) -> Result<(), String> {
+    match tokio::task::spawn_blocking(move || write_file(&path, &bytes)).await {
+        Ok(written) => written.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -128,33 +150,24 @@ pub fn bgsave(server: &std::rc::Rc<Server>) -> Result<(), String> {
     info!("Background saving started");
     let server = server.clone();
     tokio::task::spawn_local(async move {
-        let written = tokio::task::spawn_blocking(move || write_file(&path, &bytes)).await;
+        let written = write_off_thread(path, bytes).await;
         bgsave_done(&server, dirty, written);
     });
     Ok(())
 }
 
 /// Records how a background save ended.
-fn bgsave_done(
-    server: &Server,
-    dirty: u64,
-    written: Result<std::io::Result<()>, tokio::task::JoinError>,
-) {
+fn bgsave_done(server: &Server, dirty: u64, written: Result<(), String>) {
     let state = &server.persistence;
     state.bgsave_in_progress.set(false);
-    let error = match written {
-        Ok(Ok(())) => {
-            server.dirty.set(server.dirty.get().saturating_sub(dirty));
-            state.last_save.set(crate::local_store::unix_ms() / 1000);
-            state.last_bgsave_ok.set(true);
+    state.last_bgsave_ok.set(written.is_ok());
+    match written {
+        Ok(()) => {
+            mark_saved(server, dirty);
             info!("Background saving terminated with success");
-            return;
         }
-        Ok(Err(e)) => e.to_string(),
-        Err(e) => e.to_string(),
-    };
-    state.last_bgsave_ok.set(false);
-    warn!("Background saving error: {error}");
+        Err(e) => warn!("Background saving error: {e}"),
+    }
 }
 
 /// BGSAVE in cluster mode: `dbfilename` holds the shards this node leads,
@@ -176,8 +189,7 @@ pub fn bgsave_cluster(
     let image = cluster_image(server, node, false);
     let server = server.clone();
     tokio::task::spawn_local(async move {
-        let bytes = image.await;
-        let written = tokio::task::spawn_blocking(move || write_file(&path, &bytes)).await;
+        let written = write_off_thread(path, image.await).await;
         bgsave_done(&server, dirty, written);
     });
     Ok(())
@@ -197,26 +209,8 @@ pub fn save_cluster(
         if busy {
             return Err("ERR Background save already in progress".to_string());
         }
-        let bytes = image.await;
-        match tokio::task::spawn_blocking(move || write_file(&path, &bytes)).await {
-            Ok(Ok(())) => {
-                server.dirty.set(server.dirty.get().saturating_sub(dirty));
-                server
-                    .persistence
-                    .last_save
-                    .set(crate::local_store::unix_ms() / 1000);
-                info!("DB saved on disk");
-                Ok(())
-            }
-            Ok(Err(e)) => {
-                warn!("Failed saving the DB: {e}");
-                Err("ERR".to_string())
-            }
-            Err(e) => {
-                warn!("Failed saving the DB: {e}");
-                Err("ERR".to_string())
-            }
-        }
+        let written = write_off_thread(path, image.await).await;
+        save_done(&server, dirty, written)
     }
 }
 

@@ -184,7 +184,7 @@ pub fn apply(config: &mut Config, directives: &[Directive]) -> Result<(), String
                 // Checked now, so a bad rule stops the start with its reason.
                 let all_channels = config.stored.get("acl-pubsub-default") == Some("allchannels");
                 crate::acl::Acl::default()
-                    .load_configured(&config.acl_users, all_channels)
+                    .load_configured(std::slice::from_ref(&d.args), all_channels)
                     .map_err(|why| bad(&why))
             }
             "dir" if d.args.len() == 1 => {

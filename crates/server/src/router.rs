@@ -36,7 +36,7 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
     let pause_after = (!s.txn.executing)
         .then(|| Duration::from_millis(s.server.config.borrow().busy_reply_threshold));
     // A restricted user's scripts have each call checked against its rules.
-    let caller = crate::acl::script_caller(s);
+    let caller = crate::acl::script_caller(s, spec);
     let result = s
         .server
         .local_store

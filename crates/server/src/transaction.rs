@@ -273,6 +273,10 @@ fn splice_refused(reply: Reply, refused: Vec<(usize, Reply)>) -> Reply {
 /// The queue as one entry of the standalone store; clients blocked on the
 /// written keys are served after the whole transaction, as in Redis.
 fn exec_local(s: &mut Session, queue: Vec<Queued>) -> Reply {
+    // Scripts in the block have their calls checked as at top level.
+    let caller = queue
+        .iter()
+        .find_map(|q| crate::acl::script_caller(s, q.spec));
     let cmd = ShardCmd::Commands {
         db: s.db,
         cmds: queue.into_iter().map(|q| q.args).collect(),
@@ -280,8 +284,6 @@ fn exec_local(s: &mut Session, queue: Vec<Queued>) -> Reply {
     };
     let mut written = Vec::new();
     let server = s.server.clone();
-    // Scripts in the block have their calls checked as at top level.
-    let caller = crate::acl::script_caller(s);
     let applied = s
         .server
         .local_store

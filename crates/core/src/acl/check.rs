@@ -46,6 +46,23 @@ impl Denied {
         }
     }
 
+    /// What was refused, as ACL LOG and ACL DRYRUN name it: the command's
+    /// full name, or the key or channel.
+    pub fn object(
+        self,
+        spec: &CommandSpec,
+        parent: Option<&CommandSpec>,
+        args: &[Bytes],
+    ) -> String {
+        match self {
+            Denied::Command => spec.full_name(parent),
+            Denied::Key(i) | Denied::Channel(i) => args
+                .get(i)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .unwrap_or_default(),
+        }
+    }
+
     /// ACL LOG's reason.
     pub fn reason(self) -> &'static str {
         match self {
@@ -122,7 +139,9 @@ fn check_selector(
     if !selector.all_keys && channels == Channels::Keys {
         for (nth, index) in spec.keys_of(args).into_iter().enumerate() {
             let (read, write) = spec.key_access.of_key(args, nth);
-            let key = &args[index];
+            let Some(key) = args.get(index) else {
+                continue;
+            };
             let matched = selector.keys.iter().any(|p| {
                 (p.read || !read) && (p.write || !write) && glob::matches(&p.pattern, key, false)
             });

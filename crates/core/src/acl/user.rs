@@ -493,15 +493,19 @@ impl User {
     /// root selector's keys, channels and commands, then each selector in
     /// parentheses. [`User::from_permission_rules`] makes the same
     /// permissions from them (a script's caller carried in a log entry).
-    pub fn permission_rules(&self) -> Vec<String> {
-        let mut rules: Vec<String> = self
+    pub fn permission_rules(&self) -> Vec<bytes::Bytes> {
+        let mut rules: Vec<bytes::Bytes> = self
             .root
             .describe()
             .split(' ')
             .filter(|r| !r.is_empty())
-            .map(str::to_string)
+            .map(|r| bytes::Bytes::copy_from_slice(r.as_bytes()))
             .collect();
-        rules.extend(self.selectors.iter().map(|s| format!("({})", s.describe())));
+        rules.extend(
+            self.selectors
+                .iter()
+                .map(|s| bytes::Bytes::from(format!("({})", s.describe()))),
+        );
         rules
     }
 
@@ -664,22 +668,12 @@ mod tests {
             "(+set ~b*)",
         ])
         .unwrap();
-        let rules: Vec<bytes::Bytes> = u
-            .permission_rules()
-            .into_iter()
-            .map(bytes::Bytes::from)
-            .collect();
+        let rules = u.permission_rules();
         let copy = User::from_permission_rules(&rules);
         assert_eq!(copy.root.describe(), u.root.describe());
         assert_eq!(copy.selectors.len(), 1);
         assert_eq!(copy.selectors[0].describe(), u.selectors[0].describe());
-        let everything = User::from_permission_rules(
-            &User::default_user()
-                .permission_rules()
-                .into_iter()
-                .map(bytes::Bytes::from)
-                .collect::<Vec<_>>(),
-        );
+        let everything = User::from_permission_rules(&User::default_user().permission_rules());
         assert!(everything.unrestricted);
         let refused = User::from_permission_rules(&[
             bytes::Bytes::from("+get"),
@@ -740,11 +734,7 @@ mod tests {
                 let _ = u.apply(tokens[next(tokens.len())].as_bytes(), false);
             }
             u.refresh();
-            let rules: Vec<bytes::Bytes> = u
-                .permission_rules()
-                .into_iter()
-                .map(bytes::Bytes::from)
-                .collect();
+            let rules = u.permission_rules();
             let copy = User::from_permission_rules(&rules);
             assert_eq!(copy.root.describe(), u.root.describe(), "{rules:?}");
             let described = |u: &User| {

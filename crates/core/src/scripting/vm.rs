@@ -1436,12 +1436,7 @@ impl<K: Keyspace> CallState<'_, K> {
         }
         if let Some(user) = &self.caller {
             if let Err(denied) = crate::acl::check(user, spec, parent, &argv) {
-                let object = match denied {
-                    crate::acl::Denied::Command => spec.full_name(parent),
-                    crate::acl::Denied::Key(i) | crate::acl::Denied::Channel(i) => {
-                        String::from_utf8_lossy(&argv[i]).into_owned()
-                    }
-                };
+                let object = denied.object(spec, parent, &argv);
                 self.access
                     .store()
                     .script_refusals

@@ -149,7 +149,7 @@ impl Acl {
 }
 
 /// The ACL error a refused command gets (Redis 7.0's texts).
-pub fn refusal_error(denied: Denied, spec: &CommandSpec, parent: Option<&CommandSpec>) -> Reply {
+fn refusal_error(denied: Denied, spec: &CommandSpec, parent: Option<&CommandSpec>) -> Reply {
     let text = match denied {
         Denied::Command => format!(
             "NOPERM this user has no permissions to run the '{}' command",
@@ -212,14 +212,10 @@ fn denial(
         return None;
     }
     let denied = check::check(&user, spec, parent, args).err()?;
-    let object = match denied {
-        Denied::Command => spec.full_name(parent),
-        Denied::Key(i) | Denied::Channel(i) => String::from_utf8_lossy(&args[i]).into_owned(),
-    };
     let refusal = log::Refusal {
         reason: denied.reason(),
         context,
-        object,
+        object: denied.object(spec, parent, args),
         username: user.name.clone(),
         client_info: s.info.line(),
     };
@@ -228,9 +224,12 @@ fn denial(
     Some(denied)
 }
 
-/// The session's user when restricted: its scripts check each call
-/// against its rules.
-pub fn script_caller(s: &Session) -> Option<Arc<User>> {
+/// For a script command (EVAL, FCALL...) of a restricted user: the user,
+/// whose rules each `redis.call` of the script is checked against.
+pub fn script_caller(s: &Session, spec: &CommandSpec) -> Option<Arc<User>> {
+    if spec.group != "scripting" {
+        return None;
+    }
     let user = s.user.borrow();
     (!user.unrestricted).then(|| Arc::clone(&user))
 }
@@ -243,6 +242,7 @@ pub fn refuse_patterns(
     parent: Option<&'static CommandSpec>,
     args: &[Bytes],
 ) -> Option<Reply> {
+    spec.pattern_reads?;
     kvasir_core::acl::pattern_refusal(&s.user.borrow(), spec, parent, args).map(Reply::error)
 }
 
@@ -717,21 +717,19 @@ fn dryrun(s: &Session, user: &[u8], command: &[Bytes]) -> Result<Reply, CmdError
     }
     let (spec, parent) = resolve(command)?;
     let user = user_ref.borrow();
-    Ok(match check::check(&user, spec, parent, command) {
-        Ok(()) => Reply::ok(),
-        Err(Denied::Command) => Reply::Bulk(Bytes::from(format!(
-            "This user has no permissions to run the '{}' command",
-            spec.full_name(parent)
-        ))),
-        Err(Denied::Key(i)) => Reply::Bulk(Bytes::from(format!(
-            "This user has no permissions to access the '{}' key",
-            String::from_utf8_lossy(&command[i])
-        ))),
-        Err(Denied::Channel(i)) => Reply::Bulk(Bytes::from(format!(
-            "This user has no permissions to access the '{}' channel",
-            String::from_utf8_lossy(&command[i])
-        ))),
-    })
+    let denied = match check::check(&user, spec, parent, command) {
+        Ok(()) => return Ok(Reply::ok()),
+        Err(denied) => denied,
+    };
+    let object = denied.object(spec, parent, command);
+    let text = match denied {
+        Denied::Command => format!("This user has no permissions to run the '{object}' command"),
+        Denied::Key(_) => format!("This user has no permissions to access the '{object}' key"),
+        Denied::Channel(_) => {
+            format!("This user has no permissions to access the '{object}' channel")
+        }
+    };
+    Ok(Reply::Bulk(Bytes::from(text)))
 }
 
 const HELP: &[&str] = &[

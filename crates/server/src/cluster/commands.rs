@@ -25,22 +25,11 @@ use tokio::sync::oneshot;
 /// that reads) checks each `redis.call` against the same rules.
 type Caller = Option<Arc<kvasir_core::acl::User>>;
 
-fn script_caller(s: &Session, spec: &CommandSpec) -> Caller {
-    if spec.group != "scripting" {
-        return None;
-    }
-    crate::acl::script_caller(s)
-}
-
 /// `cmd`, run as `caller` when there is one.
 fn as_caller(caller: &Caller, cmd: ShardCmd) -> ShardCmd {
     match caller {
         Some(user) => ShardCmd::AsUser {
-            rules: user
-                .permission_rules()
-                .into_iter()
-                .map(Bytes::from)
-                .collect(),
+            rules: user.permission_rules(),
             cmd: Box::new(cmd),
         },
         None => cmd,
@@ -76,7 +65,7 @@ pub fn dispatch(
     let Some(slot) = slot else {
         return keyless(s, node, spec, args);
     };
-    let caller = script_caller(s, spec);
+    let caller = crate::acl::script_caller(s, spec);
     let cmd = Cmd::Shard(as_caller(
         &caller,
         ShardCmd::Commands {
@@ -162,13 +151,9 @@ fn local_read(
     caller: Caller,
 ) -> impl std::future::Future<Output = Reply> + 'static {
     let read = node.on_store(shard, move |store| {
-        store.script_caller.replace(caller);
-        let reply = store
-            .read(db, &args, &now_ctx())
-            .unwrap_or_else(|e| e.to_reply());
-        store.script_caller.replace(None);
-        store.script_refusals.borrow_mut().clear();
-        reply
+        store
+            .read_as(caller, db, &args, &now_ctx())
+            .unwrap_or_else(|e| e.to_reply())
     });
     // route() only picks a replica this node holds.
     async move { read.await.unwrap_or_else(kvasir_cluster::route::try_again) }
@@ -193,11 +178,8 @@ fn shard_read(
     caller: Caller,
 ) -> impl std::future::Future<Output = Option<Result<Reply, Reply>>> + 'static {
     node.on_store(shard, move |st| {
-        st.script_caller.replace(caller);
-        let reply = st.read(db, &args, &now_ctx()).map_err(|e| e.to_reply());
-        st.script_caller.replace(None);
-        st.script_refusals.borrow_mut().clear();
-        reply
+        st.read_as(caller, db, &args, &now_ctx())
+            .map_err(|e| e.to_reply())
     })
 }
 
@@ -222,12 +204,9 @@ fn held(node: &Rc<ClusterNode>, slot: u16, write: bool, readonly: bool, cmd: Cmd
             }
             Some(Route::LocalReplica(shard)) => {
                 let (plain, caller) = match &cmd {
-                    Cmd::Shard(ShardCmd::AsUser { rules, cmd }) => (
-                        &**cmd,
-                        Some(Arc::new(kvasir_core::acl::User::from_permission_rules(
-                            rules,
-                        ))),
-                    ),
+                    Cmd::Shard(ShardCmd::AsUser { rules, cmd }) => {
+                        (&**cmd, Some(kvasir_core::machine::caller_of(rules)))
+                    }
                     Cmd::Shard(plain) => (plain, None),
                     _ => return,
                 };
@@ -314,7 +293,7 @@ fn keyless(
             let Some(&sh) = led.first() else {
                 return kvasir_cluster::route::try_again().into();
             };
-            let caller = script_caller(s, spec);
+            let caller = crate::acl::script_caller(s, spec);
             if !matches!(spec.handler, Handler::Write(_)) {
                 let read = shard_read(node, sh, db, owned, caller);
                 return pending_read(async move {
@@ -521,7 +500,9 @@ pub fn exec(
         return Reply::error("ERR a transaction in cluster mode needs at least one key").into();
     };
     // Scripts in the block have their calls checked as at top level.
-    let caller = queue.iter().find_map(|q| script_caller(s, q.spec));
+    let caller = queue
+        .iter()
+        .find_map(|q| crate::acl::script_caller(s, q.spec));
     let cmds = queue.into_iter().map(|q| q.args).collect();
     let cmd = Cmd::Shard(as_caller(
         &caller,
