@@ -27,7 +27,7 @@ const ONE_KEY: (i32, i32, i32) = (1, 1, 1);
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("bitcount", -2, R, ONE_KEY, ACL_R, G, "2.6.0", "Counts the number of set bits (population counting) in a string.", crate::read_handler!(bitcount)),
-    cmd("bitfield", -2, W_OOM, ONE_KEY, ACL_W, G, "3.2.0", "Performs arbitrary bitfield integer operations on strings.", crate::write_handler!(bitfield)).events(crate::notify::Events::Custom(crate::notify::bitfield)),
+    cmd("bitfield", -2, W_OOM, ONE_KEY, ACL_W, G, "3.2.0", "Performs arbitrary bitfield integer operations on strings.", crate::write_handler!(bitfield)).events(crate::notify::Events::Custom(crate::notify::bitfield)).keys_access(crate::table::KeyAccess::ByArgs(bitfield_key_access)),
     cmd("bitfield_ro", -2, RF, ONE_KEY, ACL_RF, G, "6.0.0", "Performs arbitrary read-only bitfield integer operations on strings.", crate::read_handler!(bitfield_ro)),
     // Destination and sources: every argument from index 2 is a key.
     cmd("bitop", -4, W_OOM, (2, -1, 1), ACL_W, G, "2.6.0", "Performs bitwise operations on multiple strings, and stores the result.", crate::write_handler!(bitop)).events(crate::notify::Events::Dest("set")).keys_access(crate::table::KeyAccess::WriteThenRead),
@@ -35,6 +35,25 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("getbit", 3, RF, ONE_KEY, ACL_RF, G, "2.2.0", "Returns a bit value by offset.", crate::read_handler!(getbit)),
     cmd("setbit", 4, W_OOM, ONE_KEY, ACL_W, G, "2.2.0", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.", crate::write_handler!(setbit)),
 ];
+
+/// BITFIELD only reads its key when every operation is a GET (Redis's
+/// bitfieldGetKeys: a user with read-only access may run such a call); a
+/// SET, an INCRBY or a malformed tail needs read and write.
+fn bitfield_key_access(args: &[Bytes]) -> crate::table::KeyAccess {
+    let mut i = 2;
+    while i < args.len() {
+        let more = args.len() - i - 1;
+        let op = &args[i];
+        if op.eq_ignore_ascii_case(b"get") && more >= 2 {
+            i += 3;
+        } else if op.eq_ignore_ascii_case(b"overflow") && more >= 1 {
+            i += 2;
+        } else {
+            return crate::table::KeyAccess::ReadWrite;
+        }
+    }
+    crate::table::KeyAccess::Read
+}
 
 /// Redis's default proto-max-bulk-len: bit offsets must address a byte
 /// below it, and no write may grow a string beyond it.

@@ -133,6 +133,10 @@ pub fn waits_on_other_type<K: Keyspace>(
     let wanted = match spec.group {
         "list" => "list",
         "sorted-set" => "zset",
+        // A blocked XREADGROUP is told when its stream is replaced by
+        // another type (Redis's unblockDeletedStreamReadgroupClients); a
+        // blocked XREAD keeps waiting.
+        "stream" if spec.is_write() => return false,
         "stream" => "stream",
         _ => return false,
     };

@@ -1100,20 +1100,42 @@ fn entry_digest_with<K: Keyspace, H: Hasher>(db: usize, e: EntryRef<'_, K>, new:
     let mut h = new();
     h.write_u64(db as u64);
     write_bytes(&mut h, e.key);
+    value_into(&mut h, e, new);
+    h.finish()
+}
+
+/// DEBUG DIGEST-VALUE: a digest of a key's value and expiry alone (not its
+/// name or database, so a COPY digests as its source), at `now_ms`; 0 for a
+/// missing or expired key.
+pub fn value_digest<K: Keyspace>(store: &Store<K>, db: usize, key: &[u8], now_ms: u64) -> u64 {
+    if db >= store.databases() {
+        return 0;
+    }
+    match store.db(db).get(key) {
+        Some(e) if !e.is_expired(now_ms) => {
+            let mut h = hasher();
+            value_into(&mut h, e, hasher);
+            h.finish() | 1
+        }
+        _ => 0,
+    }
+}
+
+fn value_into<K: Keyspace, H: Hasher>(h: &mut H, e: EntryRef<'_, K>, new: fn() -> H) {
     h.write_u64(e.expire_at().unwrap_or(0));
     match e.value {
         Value::Str(s) | Value::Raw(s) => {
             h.write_u8(b's');
-            write_bytes(&mut h, s);
+            write_bytes(h, s);
         }
         Value::Int(i) => {
             h.write_u8(b's');
-            write_bytes(&mut h, format_i64(*i, &mut [0; 20]));
+            write_bytes(h, format_i64(*i, &mut [0; 20]));
         }
         Value::List(l) => {
             h.write_u8(b'l');
             h.write_u64(l.len() as u64);
-            l.for_each_elem(|el| write_bytes(&mut h, el));
+            l.for_each_elem(|el| write_bytes(h, el));
         }
         Value::Hash(x) => {
             h.write_u8(b'h');
@@ -1146,7 +1168,7 @@ fn entry_digest_with<K: Keyspace, H: Hasher>(db: usize, e: EntryRef<'_, K>, new:
             h.write_u64(z.len() as u64);
             // Rank order is a function of the contents: hash in order.
             z.for_each_by_rank(|m, score| {
-                write_bytes(&mut h, m);
+                write_bytes(h, m);
                 h.write_u64(score.to_bits());
             });
         }
@@ -1156,10 +1178,9 @@ fn entry_digest_with<K: Keyspace, H: Hasher>(db: usize, e: EntryRef<'_, K>, new:
             h.write_u8(b'x');
             let mut blob = Vec::new();
             node_codec::put_canonical(&mut blob, &st.content());
-            write_bytes(&mut h, &blob);
+            write_bytes(h, &blob);
         }
     }
-    h.finish()
 }
 
 #[cfg(test)]

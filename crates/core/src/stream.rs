@@ -622,6 +622,21 @@ enum ReadFrom {
     New,
 }
 
+/// XREAD and XREADGROUP with BLOCK are refused inside scripts, as Redis
+/// refuses them (other blocking commands there answer at once).
+fn refuse_block_in_script<K: Keyspace>(
+    store: &Store<K>,
+    r: &ReadArgs<'_>,
+    name: &str,
+) -> Result<(), CmdError> {
+    if r.block_ms.is_some() && store.script_call.get() {
+        return Err(CmdError::other(format!(
+            "ERR {name} command is not allowed with BLOCK option from scripts"
+        )));
+    }
+    Ok(())
+}
+
 fn parse_read_args(args: &[Bytes], group_cmd: bool) -> Result<ReadArgs<'_>, CmdError> {
     let name = if group_cmd { "xreadgroup" } else { "xread" };
     let mut r = ReadArgs {
@@ -704,7 +719,12 @@ fn resolve_read_ids<K: Keyspace>(
     for k in 0..r.nstreams {
         let key = &args[r.streams_at + k];
         let arg = &args[r.streams_at + r.nstreams + k][..];
-        let s = read_stream(store, db, key, ctx)?;
+        let s = match read_stream(store, db, key, ctx) {
+            // A blocked XREADGROUP whose stream was replaced by another
+            // type (SET, or DEL then SADD in one EXEC) is told it is gone.
+            Err(CmdError::WrongType) if r.rerun => None,
+            other => other?,
+        };
         if let Some((group, _)) = r.group {
             if r.rerun {
                 went_away(s, group)?;
@@ -780,6 +800,7 @@ fn limit_of(count: usize) -> Option<usize> {
 
 fn xread<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let r = parse_read_args(args, false)?;
+    refuse_block_in_script(store, &r, "xread")?;
     let froms = resolve_read_ids(store, db, args, &r, ctx)?;
     let mut out = Vec::new();
     for (k, from) in froms.iter().enumerate() {
@@ -815,6 +836,7 @@ fn xreadgroup<K: Keyspace>(
     ctx: &Ctx,
 ) -> CmdResult {
     let r = parse_read_args(args, true)?;
+    refuse_block_in_script(store, &r, "xreadgroup")?;
     let froms = resolve_read_ids(store, db, args, &r, ctx)?;
     let Some((group, consumer)) = r.group else {
         return Err(CmdError::Syntax);

@@ -76,6 +76,30 @@ impl Reply {
     pub fn is_error(&self) -> bool {
         matches!(self, Reply::Error(_))
     }
+
+    /// About how many bytes this reply takes on the wire (within a few
+    /// bytes of a header per element): what a client's output buffer
+    /// holds while the reply waits for it.
+    pub fn approx_wire_len(&self) -> usize {
+        const HEADER: usize = 8;
+        match self {
+            Reply::Simple(s) | Reply::Error(s) => s.len() + 3,
+            Reply::Int(_) | Reply::Double(_) => 24,
+            Reply::Bulk(b) | Reply::DoubleText(b) | Reply::Verbatim(_, b) => b.len() + HEADER,
+            Reply::Nil | Reply::NilArray | Reply::Bool(_) => 5,
+            Reply::Array(items) | Reply::Set(items) | Reply::Push(items) => {
+                HEADER + items.iter().map(Reply::approx_wire_len).sum::<usize>()
+            }
+            Reply::BulkArray(data, ends) => HEADER + data.len() + HEADER * ends.len(),
+            Reply::Map(pairs) | Reply::Pairs(pairs) | Reply::KeyedArrays(pairs) => {
+                HEADER
+                    + pairs
+                        .iter()
+                        .map(|(k, v)| k.approx_wire_len() + v.approx_wire_len())
+                        .sum::<usize>()
+            }
+        }
+    }
 }
 
 impl From<i64> for Reply {

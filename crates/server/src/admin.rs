@@ -757,6 +757,11 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
             let access_mode = crate::maxmemory::eviction_settings(&next).2;
             s.server.memory_guard.forget_settings();
             s.server.tracking.borrow_mut().max_keys = next.tracking_table_max_keys();
+            s.server
+                .clients
+                .borrow()
+                .output_limits
+                .set(next.output_limits());
             s.server.stats.borrow_mut().latency_tracking = next.latency_tracking();
             if next.requirepass != s.server.config.borrow().requirepass {
                 s.server
@@ -790,6 +795,7 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
                 .local_store
                 .borrow_mut()
                 .with_store(|store| store.limits = limits);
+            s.server.evict_if_over();
             Ok(Reply::ok())
         }
         ConfigCmd::Rewrite => {

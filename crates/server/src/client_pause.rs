@@ -15,6 +15,7 @@
 use crate::session::Session;
 use bytes::Bytes;
 use kvasir_core::args::{eq_ic, parse_i64};
+use kvasir_core::scripting;
 use kvasir_core::table::{Flags, Handler};
 use kvasir_core::{CmdError, CommandSpec, SessionCmd};
 use kvasir_resp::Reply;
@@ -98,30 +99,48 @@ pub fn unpause(s: &Session) -> Reply {
 /// Whether `spec` is held by a pause of this kind: every command under
 /// ALL, under WRITE those that write or may replicate, or an EXEC of a
 /// transaction that holds one.
-fn holds(s: &Session, spec: &CommandSpec, all: bool) -> bool {
+fn holds(s: &Session, spec: &CommandSpec, args: &[Bytes], all: bool) -> bool {
     if all {
         return true;
     }
     let replicates = Flags::WRITE.union(Flags::MAY_REPLICATE);
-    if spec.flags.intersects(replicates) {
+    if spec.flags.intersects(replicates) && script_flags(s, spec, args).intersects(replicates) {
         return true;
     }
     matches!(spec.handler, Handler::Session(SessionCmd::Exec))
         && s.txn.queued_flags().intersects(replicates)
 }
 
-/// Whether a pause holds `spec` for this connection now.
-pub fn holds_now(s: &Session, spec: &CommandSpec) -> bool {
+/// The flags of this call of `spec`: a script's declared flags replace its
+/// command's (a `no-writes` script runs during CLIENT PAUSE WRITE, as in
+/// Redis). Standalone, bodies and functions are looked up in the store;
+/// in cluster mode they live on the shards, and only EVAL's own shebang is
+/// known here.
+fn script_flags(s: &Session, spec: &CommandSpec, args: &[Bytes]) -> Flags {
+    if spec.group != "scripting" {
+        return spec.flags;
+    }
+    let declared = if s.server.cluster.is_none() {
+        let local = s.server.local_store.borrow();
+        scripting::declared_flags(Some(&local.store().scripts), spec, args)
+    } else {
+        scripting::declared_flags::<kvasir_core::keyspace::MemoryKeyspace>(None, spec, args)
+    };
+    scripting::command_flags(spec, declared)
+}
+
+/// Whether a pause holds this call of `spec` for this connection now.
+pub fn holds_now(s: &Session, spec: &CommandSpec, args: &[Bytes]) -> bool {
     !s.info.monitor.get()
         && s.server
             .client_pause
             .current()
-            .is_some_and(|(_, all)| holds(s, spec, all))
+            .is_some_and(|(_, all)| holds(s, spec, args, all))
 }
 
 /// Waits while a pause holds `spec` for this connection. Returns false if
 /// the connection was killed meanwhile.
-pub async fn wait_while_held(s: &Session, spec: &CommandSpec) -> bool {
+pub async fn wait_while_held(s: &Session, spec: &CommandSpec, args: &[Bytes]) -> bool {
     let info = s.info.clone();
     let pause = &s.server.client_pause;
     let mut held = false;
@@ -129,7 +148,7 @@ pub async fn wait_while_held(s: &Session, spec: &CommandSpec) -> bool {
         let Some((end, all)) = pause.current() else {
             break true;
         };
-        if !holds(s, spec, all) {
+        if !holds(s, spec, args, all) {
             break true;
         }
         if !held {

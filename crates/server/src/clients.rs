@@ -2,6 +2,7 @@
 //! clients report. Single-threaded (the event loop owns it), so plain
 //! `Cell`/`RefCell` suffice.
 
+use crate::output_limits::{Class, OutputLimits};
 use crate::tracking::ClientTracking;
 use kvasir_resp::{Protocol, Reply};
 use std::cell::{Cell, RefCell};
@@ -49,21 +50,82 @@ pub struct ClientInfo {
     /// Where messages for this connection that are not replies (pub/sub,
     /// invalidations) are queued.
     pub push_tx: mpsc::Sender<Reply>,
+    /// Bytes and messages queued in `push_tx` that the session has not
+    /// taken yet (CLIENT LIST omem and oll).
+    pub queued_bytes: Cell<u64>,
+    pub queued_msgs: Cell<u64>,
+    /// Since when the queue has been over its class's soft limit.
+    pub over_soft_since: Cell<Option<Instant>>,
+    /// `client-output-buffer-limit`, shared by every connection.
+    pub output_limits: Rc<Cell<OutputLimits>>,
 }
 
 impl ClientInfo {
     /// Queues a push message; a connection whose queue is full is killed,
     /// as Redis drops a client over its output buffer limit.
     pub fn push(&self, msg: Reply) -> bool {
+        if self.killed.get() {
+            return false;
+        }
+        let size = msg.approx_wire_len() as u64;
+        if self.over_output_limit(self.queued_bytes.get() + size) {
+            return false;
+        }
         match self.push_tx.try_send(msg) {
-            Ok(()) => true,
+            Ok(()) => {
+                self.queued_bytes.set(self.queued_bytes.get() + size);
+                self.queued_msgs.set(self.queued_msgs.get() + 1);
+                true
+            }
             Err(mpsc::error::TrySendError::Full(_)) => {
-                tracing::warn!(client = self.id, "closing client over its output limit");
-                Clients::kill(self);
+                self.close_over_limit();
                 false
             }
             Err(mpsc::error::TrySendError::Closed(_)) => false,
         }
+    }
+
+    /// The session wrote `msgs` queued messages of `bytes` (their
+    /// [`Reply::approx_wire_len`]).
+    pub fn taken(&self, bytes: u64, msgs: u64) {
+        self.queued_bytes
+            .set(self.queued_bytes.get().saturating_sub(bytes));
+        self.queued_msgs
+            .set(self.queued_msgs.get().saturating_sub(msgs));
+    }
+
+    /// The class whose `client-output-buffer-limit` applies.
+    pub fn output_class(&self) -> Class {
+        if self.monitor.get() {
+            Class::Replica
+        } else if self.subscribed() {
+            Class::Pubsub
+        } else {
+            Class::Normal
+        }
+    }
+
+    /// Whether `queued` bytes waiting put this client over its class's
+    /// limits (the hard one, or the soft one for longer than allowed);
+    /// such a client is closed, as Redis closes it.
+    pub fn over_output_limit(&self, queued: u64) -> bool {
+        let limit = self.output_limits.get().of(self.output_class());
+        let mut since = self.over_soft_since.get();
+        let over = limit.exceeded(queued, &mut since, Instant::now());
+        self.over_soft_since.set(since);
+        if over {
+            self.close_over_limit();
+        }
+        over
+    }
+
+    fn close_over_limit(&self) {
+        tracing::warn!(
+            "Client id={} addr={} closed for overcoming of output buffer limits.",
+            self.id,
+            self.addr
+        );
+        Clients::kill(self);
     }
 
     /// Subscribed to any channel or pattern (Redis's CLIENT_PUBSUB).
@@ -112,7 +174,7 @@ impl ClientInfo {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir={} resp={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -127,6 +189,9 @@ impl ClientInfo {
             self.ssubscriptions.get(),
             self.multi.get(),
             self.qbuf.get(),
+            self.queued_msgs.get(),
+            self.queued_bytes.get(),
+            self.queued_bytes.get() + self.qbuf.get() as u64,
             if cmd.is_empty() { "NULL" } else { &cmd },
             self.user.borrow(),
             tracking.redirect_reply(),
@@ -139,6 +204,9 @@ impl ClientInfo {
 pub struct Clients {
     next_id: u64,
     open: BTreeMap<u64, Rc<ClientInfo>>,
+    /// `client-output-buffer-limit` (CONFIG SET changes it for every
+    /// connection at once).
+    pub output_limits: Rc<Cell<OutputLimits>>,
 }
 
 impl Clients {
@@ -178,6 +246,10 @@ impl Clients {
             multi: Cell::new(-1),
             tracking: RefCell::new(ClientTracking::default()),
             push_tx,
+            queued_bytes: Cell::new(0),
+            queued_msgs: Cell::new(0),
+            over_soft_since: Cell::new(None),
+            output_limits: self.output_limits.clone(),
         });
         self.open.insert(info.id, info.clone());
         info
@@ -206,6 +278,10 @@ impl Clients {
     /// Asks a connection to close; it finishes its current reply first.
     pub fn kill(info: &ClientInfo) {
         info.killed.set(true);
+        // Every wait of the session that watches for a kill (its read loop,
+        // a write to a client that does not read, a parked command, a
+        // CLIENT PAUSE) ends, and one that starts later finds the permit.
+        info.kill.notify_waiters();
         info.kill.notify_one();
     }
 }

@@ -9,6 +9,16 @@ impl Config {
         self.stored.get("latency-tracking") != Some("no")
     }
 
+    /// `client-output-buffer-limit`, parsed (it is stored in the form
+    /// CONFIG SET checked).
+    pub fn output_limits(&self) -> crate::output_limits::OutputLimits {
+        let base = crate::output_limits::OutputLimits::default();
+        self.stored
+            .get("client-output-buffer-limit")
+            .and_then(|v| base.with(v).ok())
+            .unwrap_or(base)
+    }
+
     /// `latency-tracking-info-percentiles`: what INFO latencystats reports.
     pub fn latency_percentiles(&self) -> String {
         self.stored
@@ -367,6 +377,21 @@ impl Config {
                 self.save = value.split_whitespace().collect::<Vec<_>>().join(" ");
             }
             "port" | "bind" | "dir" | "io-threads" | "databases" => return Err(SetError::Immutable),
+            "client-output-buffer-limit" => {
+                let limits = self
+                    .output_limits()
+                    .with(value)
+                    .map_err(|why| SetError::Invalid(why.into()))?;
+                self.stored.set(name, &limits.render());
+            }
+            "latency-tracking-info-percentiles" => {
+                let normalized = percentiles(value)?;
+                if let Some(Err(crate::redis_params::Refused::Invalid(why))) =
+                    self.stored.set(name, &normalized)
+                {
+                    return Err(SetError::Invalid(why));
+                }
+            }
             other => {
                 use crate::redis_params::Refused;
                 return match self.stored.set(other, value) {
@@ -379,6 +404,29 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// `latency-tracking-info-percentiles` as Redis keeps it: numbers from 0
+/// to 100, written back in their shortest form ("50.0" is "50").
+fn percentiles(value: &str) -> Result<String, SetError> {
+    let mut out = Vec::new();
+    for p in value.split_whitespace() {
+        let v: f64 = p
+            .parse()
+            .ok()
+            .filter(|v: &f64| v.is_finite())
+            .ok_or_else(|| {
+                SetError::Invalid("Invalid latency-tracking-info-percentiles parameters".into())
+            })?;
+        if !(0.0..=100.0).contains(&v) {
+            return Err(SetError::Invalid(
+                "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+                    .into(),
+            ));
+        }
+        out.push(format!("{v}"));
+    }
+    Ok(out.join(" "))
 }
 
 /// `save` points as (seconds, changes) pairs; None if malformed. An empty

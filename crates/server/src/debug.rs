@@ -98,7 +98,7 @@ pub fn run(s: &mut Session, args: &[Bytes]) -> Result<Reply, CmdError> {
             Ok(Reply::Array(
                 rest.iter()
                     .map(|key| {
-                        let d = kvasir_core::snapshot::watch_digest(store, s.db, key, now);
+                        let d = kvasir_core::snapshot::value_digest(store, s.db, key, now);
                         Reply::Simple(hex40(d).into())
                     })
                     .collect(),

@@ -127,20 +127,24 @@ fn section(s: &Session, name: &str, out: &mut String) {
                 .unwrap_or(0);
             let _ = write!(
                 out,
-                "# Server\r\nredis_version:{REDIS_VERSION}\r\nkvasir_version:{}\r\nredis_mode:{}\r\nos:{} {}\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nrun_id:{:040x}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nexecutable:{}\r\n",
+                "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:{}\r\nkvasir_version:{}\r\nredis_mode:{}\r\nos:{}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nio_threads_active:{}\r\n",
+                env!("CARGO_PKG_VERSION").replace('.', ""),
                 env!("CARGO_PKG_VERSION"),
                 if server.cluster.is_some() { "cluster" } else { "standalone" },
-                std::env::consts::OS,
-                std::env::consts::ARCH,
+                os_name(),
                 std::process::id(),
-                (server.started_unix_ms as u128 * 0x9E37_79B9) ^ std::process::id() as u128,
+                server.run_id,
                 server.port,
                 now_us,
                 uptime,
                 uptime / 86400,
                 config.hz,
                 config.hz,
+                // Redis's LRU clock: seconds, 24 bits.
+                (now_us / 1_000_000) & ((1 << 24) - 1),
                 std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+                config.config_file.as_deref().unwrap_or(""),
+                u8::from(config.threads > 1),
             );
         }
         "clients" => {
@@ -481,4 +485,36 @@ fn raft_section(s: &Session, out: &mut String) {
             g.reads_in_flight,
         );
     }
+}
+
+/// `uname -s -r -m`, as Redis's INFO `os` line gives it.
+fn os_name() -> String {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    let kernel = read("/proc/sys/kernel/ostype");
+    let kernel = if kernel.is_empty() {
+        "Linux".to_string()
+    } else {
+        kernel
+    };
+    format!(
+        "{kernel} {} {}",
+        read("/proc/sys/kernel/osrelease"),
+        std::env::consts::ARCH
+    )
+}
+
+/// A fresh run id: 40 random hex characters, as redis-server makes one at
+/// each start.
+pub fn new_run_id() -> String {
+    let mut bytes = [0u8; 20];
+    if getrandom::fill(&mut bytes).is_err() {
+        // No entropy source: the time and pid still tell runs apart.
+        let t = crate::local_store::unix_ms() as u128 * 1_000_003 + std::process::id() as u128;
+        bytes[..16].copy_from_slice(&t.to_le_bytes());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -138,6 +138,8 @@ pub struct Server {
     pub shutting_down: Cell<bool>,
     pub started: Instant,
     pub started_unix_ms: u64,
+    /// INFO's `run_id`: random, new at every start.
+    pub run_id: String,
     pub port: u16,
     pub peak_memory: Cell<u64>,
     /// Allocated memory when the server started (MEMORY STATS).
@@ -170,6 +172,7 @@ impl Server {
             store.keyspace().set_access_mode(access_mode);
         });
         let clients = Rc::new(RefCell::new(Clients::default()));
+        clients.borrow().output_limits.set(config.output_limits());
         let tracking = Rc::new(RefCell::new(crate::tracking::Tracking::new(
             clients.clone(),
         )));
@@ -198,6 +201,7 @@ impl Server {
             shutting_down: Cell::new(false),
             started: Instant::now(),
             started_unix_ms: crate::local_store::unix_ms(),
+            run_id: crate::info::new_run_id(),
             port,
             peak_memory: Cell::new(0),
             startup_memory: crate::info::used_memory(),
@@ -289,6 +293,13 @@ async fn serve(config: Config) -> std::io::Result<()> {
     if server.cluster.is_none() {
         crate::pubsub::deliver_script_publishes(&server);
     }
+    // "PID: n" as in redis-server's start banner, which tools (Redis's
+    // own test harness among them) wait for.
+    info!(
+        "Kvasir {} started, PID: {}",
+        env!("CARGO_PKG_VERSION"),
+        std::process::id()
+    );
     info!(
         "Kvasir {} running mode={}, port={}.",
         env!("CARGO_PKG_VERSION"),
@@ -395,6 +406,13 @@ async fn clients_cron(server: Rc<Server>) {
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
         crate::persistence::save_points_cron(&server);
+        // A client over its soft output limit is closed once its time is
+        // up even if nothing more is queued for it.
+        for c in server.clients.borrow().iter() {
+            if c.queued_bytes.get() > 0 {
+                c.over_output_limit(c.queued_bytes.get());
+            }
+        }
         let timeout = server.config.borrow().timeout;
         if timeout == 0 {
             continue;

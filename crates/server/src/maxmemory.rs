@@ -148,6 +148,19 @@ impl crate::Server {
         spec.flags.contains(Flags::DENYOOM)
     }
 
+    /// Evicts at once if used memory is above `maxmemory` (after CONFIG
+    /// SET lowers it: Redis evicts then, not at the next command).
+    pub fn evict_if_over(self: &Rc<Self>) {
+        let maxmemory = self.config.borrow().maxmemory;
+        if !self.memory_guard.over(maxmemory) || self.client_pause.in_force() {
+            return;
+        }
+        let (policy, samples, _) = self.eviction();
+        if policy.evicts() {
+            self.evict(policy, samples, maxmemory);
+        }
+    }
+
     /// Whether used memory is above `maxmemory`: then Redis refuses to
     /// queue any command in MULTI (the queue itself takes memory).
     pub fn over_maxmemory(&self) -> bool {

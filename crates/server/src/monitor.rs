@@ -2,8 +2,8 @@
 //! run, as redis-server writes them: `+<unix seconds>.<micros> [<db>
 //! <client addr>] "arg" "arg" ...`, after the command ran (Redis 7 feeds
 //! its monitors from `call()`), in the order the commands ran. Admin
-//! commands and those flagged `skip_monitor` are not shown, and AUTH's and
-//! HELLO's credentials are shown as `(redacted)`, as in Redis 7.
+//! commands and those flagged `skip_monitor` are not shown, and secrets
+//! (`crate::redact`) are shown as `(redacted)`, as in Redis 7.
 //!
 //! A monitoring connection is a replica in Redis's model: it may still run
 //! commands that do not touch the keyspace (PING, QUIT, RESET, which ends
@@ -103,9 +103,12 @@ pub fn feed(
         return;
     }
     let hidden = Flags::ADMIN.union(Flags::SKIP_MONITOR);
-    // Redis's EVAL family is flagged skip_monitor but feeds the monitors
-    // itself, before its script runs.
-    let script = matches!(top.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro");
+    // Redis's EVAL and FCALL families are flagged skip_monitor but feed
+    // the monitors themselves, before the script runs.
+    let script = matches!(
+        top.name,
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+    );
     if script || !(top.flags.intersects(hidden) || spec.flags.intersects(hidden)) {
         push(server, render(db, &info.addr.to_string(), top.name, args));
     }
@@ -140,37 +143,18 @@ fn render(db: usize, addr: &str, command: &str, args: &[Bytes]) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     let mut line = format!("{}.{:06} [{db} {addr}]", now.as_secs(), now.subsec_micros());
-    let redact_from = redacted_from(command, args);
+    let secret = crate::redact::secret_positions(command, args);
     for (i, arg) in args.iter().enumerate() {
         line.push(' ');
-        if redact_from.is_some_and(|from| i >= from && redacts(command, args, i)) {
-            line.push_str("\"(redacted)\"");
+        if secret.as_ref().is_some_and(|s| s[i]) {
+            line.push('"');
+            line.push_str(crate::redact::REDACTED);
+            line.push('"');
         } else {
             quote(arg, &mut line);
         }
     }
     line
-}
-
-/// The first argument position that may carry a credential.
-fn redacted_from(command: &str, args: &[Bytes]) -> Option<usize> {
-    match command {
-        "auth" => Some(1),
-        "hello" => args
-            .iter()
-            .position(|a| a.eq_ignore_ascii_case(b"auth"))
-            .map(|at| at + 1),
-        _ => None,
-    }
-}
-
-/// Whether argument `i` is a credential: every argument of AUTH, and the
-/// username and password after HELLO's AUTH.
-fn redacts(command: &str, args: &[Bytes], i: usize) -> bool {
-    match command {
-        "hello" => redacted_from(command, args).is_some_and(|from| i < from + 2),
-        _ => true,
-    }
 }
 
 /// Appends `arg` in double quotes as Redis's `sdscatrepr` writes it.

@@ -1,9 +1,10 @@
 //! Pub/Sub: channel and pattern subscriptions and message delivery.
 //!
 //! Each subscribed connection has a bounded queue of push messages; the
-//! session writes them out as they arrive. A subscriber that falls more than
-//! [`QUEUE_LIMIT`] messages behind is disconnected, as Redis does when a
-//! pub/sub client exceeds its output buffer limit.
+//! session writes them out as they arrive. A subscriber whose queue grows
+//! past its `client-output-buffer-limit` (`crate::output_limits`) is
+//! disconnected, as Redis does; [`QUEUE_LIMIT`] messages is a last bound
+//! for when those limits are disabled.
 
 use crate::clients::ClientInfo;
 use bytes::Bytes;
@@ -11,8 +12,9 @@ use kvasir_resp::Reply;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-/// Messages a subscriber may have waiting before it is disconnected.
-pub const QUEUE_LIMIT: usize = 65536;
+/// Messages a connection may have waiting before it is disconnected,
+/// whatever its output limits (0 disables them).
+pub const QUEUE_LIMIT: usize = 1 << 20;
 
 /// A subscriber's delivery handle: its connection's push queue.
 #[derive(Clone)]

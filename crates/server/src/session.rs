@@ -258,9 +258,14 @@ impl Session {
                 biased;
                 _ = &mut kill => return,
                 Some(msg) = self.push_rx.recv() => {
+                    // Counted as queued until written: a client that does
+                    // not read is over its output limit either way.
+                    let (mut bytes, mut msgs) = (msg.approx_wire_len() as u64, 1);
                     encode(&msg, self.proto, &mut out);
                     while let Ok(more) = self.push_rx.try_recv() {
                         encode(&more, self.proto, &mut out);
+                        bytes += more.approx_wire_len() as u64;
+                        msgs += 1;
                         if out.len() > READ_CHUNK * 4 {
                             break;
                         }
@@ -268,6 +273,7 @@ impl Session {
                     if !self.flush(conn, &mut out).await {
                         return;
                     }
+                    self.info.taken(bytes, msgs);
                     continue;
                 }
                 r = conn.read_buf(&mut inbuf) => match r {
@@ -295,13 +301,14 @@ impl Session {
                         }
                         if self.server.client_pause.is_set() {
                             if let Ok((spec, _)) = resolve(&args) {
-                                if crate::client_pause::holds_now(self, spec) {
+                                if crate::client_pause::holds_now(self, spec, &args) {
                                     // Earlier replies go out; this one waits.
                                     if !self.pending.is_empty() {
                                         self.drain_pending(&mut out).await;
                                     }
                                     if !self.flush(conn, &mut out).await
-                                        || !crate::client_pause::wait_while_held(self, spec).await
+                                        || !crate::client_pause::wait_while_held(self, spec, &args)
+                                            .await
                                     {
                                         return;
                                     }
@@ -459,8 +466,17 @@ impl Session {
             return true;
         }
         self.server.stats.borrow_mut().net_output_bytes += out.len() as u64;
-        if conn.write_out(out).await.is_err() {
-            return false;
+        // A client that does not read is still closed when killed (CLIENT
+        // KILL, its output limit).
+        let kill = self.info.kill.notified();
+        tokio::select! {
+            biased;
+            written = conn.write_out(out) => {
+                if written.is_err() {
+                    return false;
+                }
+            }
+            _ = kill => return false,
         }
         if out.capacity() > 4 * 1024 * 1024 {
             *out = BytesMut::with_capacity(READ_CHUNK);
@@ -698,6 +714,7 @@ impl Session {
     /// sends them after the command instead of in the next event-loop turn.
     fn emit_queued_pushes(&mut self, out: &mut BytesMut) {
         while let Ok(msg) = self.push_rx.try_recv() {
+            self.info.taken(msg.approx_wire_len() as u64, 1);
             self.emit(msg, out);
         }
     }
@@ -815,16 +832,43 @@ impl Session {
                 (crate::local_store::unix_ms() / 1000) as i64,
             );
         }
-        if threshold >= 0 && micros >= threshold as u64 {
+        // EXEC is not logged on a standalone server: its commands are,
+        // each on its own (`transaction.rs`), as Redis logs them.
+        let skip = spec.is_some_and(|(s, p)| {
+            p.unwrap_or(s).flags.contains(Flags::SKIP_SLOWLOG) && self.server.cluster.is_none()
+        });
+        if threshold >= 0 && micros >= threshold as u64 && !skip {
+            let command = spec.map_or("", |(s, p)| p.unwrap_or(s).name);
             self.server.slowlog.borrow_mut().record(
                 max_len,
                 micros,
+                command,
                 args,
                 self.info.addr.to_string(),
                 self.info.name.borrow().clone(),
                 (crate::local_store::unix_ms() / 1000) as i64,
             );
         }
+    }
+
+    /// Puts one command of an EXEC in the slow log if it took long enough.
+    pub fn slowlog_queued(&self, q: &crate::transaction::Queued, micros: u64) {
+        let (threshold, max_len) = {
+            let c = self.server.config.borrow();
+            (c.slowlog_log_slower_than, c.slowlog_max_len)
+        };
+        if threshold < 0 || micros < threshold as u64 {
+            return;
+        }
+        self.server.slowlog.borrow_mut().record(
+            max_len,
+            micros,
+            q.parent.unwrap_or(q.spec).name,
+            &q.args,
+            self.info.addr.to_string(),
+            self.info.name.borrow().clone(),
+            (crate::local_store::unix_ms() / 1000) as i64,
+        );
     }
 }
 

@@ -25,17 +25,29 @@ pub struct SlowLog {
 }
 
 impl SlowLog {
+    /// Records `args`, a call of the command named `command` (the
+    /// container's name for a subcommand: its secrets are redacted).
+    #[allow(clippy::too_many_arguments)]
     pub fn record(
         &mut self,
         max_len: usize,
         micros: u64,
+        command: &str,
         args: &[Bytes],
         addr: String,
         name: String,
         unix_secs: i64,
     ) {
+        let secret = crate::redact::secret_positions(command, args);
         let mut kept: Vec<Bytes> = Vec::with_capacity(args.len().min(MAX_ARGS));
         for (i, a) in args.iter().enumerate() {
+            let redacted;
+            let a = if secret.as_ref().is_some_and(|s| s[i]) {
+                redacted = Bytes::from_static(crate::redact::REDACTED.as_bytes());
+                &redacted
+            } else {
+                a
+            };
             if i == MAX_ARGS - 1 && args.len() > MAX_ARGS {
                 kept.push(Bytes::from(format!(
                     "... ({} more arguments)",

@@ -279,11 +279,13 @@ fn exec_local(s: &mut Session, queue: Vec<Queued>) -> Reply {
         .find_map(|q| crate::acl::script_caller(s, q.spec));
     let cmd = ShardCmd::Commands {
         db: s.db,
-        cmds: queue.into_iter().map(|q| q.args).collect(),
+        cmds: queue.iter().map(|q| q.args.clone()).collect(),
         multi: true,
     };
+    let queued = queue;
     let mut written = Vec::new();
     let server = s.server.clone();
+    let started = std::time::Instant::now();
     let applied = s
         .server
         .local_store
@@ -298,6 +300,12 @@ fn exec_local(s: &mut Session, queue: Vec<Queued>) -> Reply {
                 Written::Removed(_) => {}
             })
         });
+    // The commands ran as one atomic unit: each is logged with the
+    // unit's time.
+    let micros = started.elapsed().as_micros() as u64;
+    for q in &queued {
+        s.slowlog_queued(q, micros);
+    }
     crate::acl::log_script_refusals(&s.server, s.info.id);
     // Served after the store is released: serving runs commands on it.
     for (db, spec, args) in written {
@@ -314,7 +322,10 @@ fn exec_one_by_one(s: &mut Session, queue: Vec<Queued>) -> Reply {
     crate::events::begin_deferral(&s.server);
     let mut replies = Vec::with_capacity(queue.len());
     for q in &queue {
-        let reply = match s.dispatch(q.spec, q.parent, &q.args) {
+        let started = std::time::Instant::now();
+        let outcome = s.dispatch(q.spec, q.parent, &q.args);
+        s.slowlog_queued(q, started.elapsed().as_micros() as u64);
+        let reply = match outcome {
             Outcome::Reply(r) => r,
             Outcome::Replies(rs) => Reply::Array(rs),
             Outcome::Block(on) => on.on_timeout,

@@ -229,6 +229,11 @@ impl Selector {
             match (parent.has_subcommands, sub.split_once('|')) {
                 (true, None) => {
                     let id = commands::subcommand(command, sub).ok_or(RuleError::UnknownCommand)?;
+                    if self.commands.allows(id) == allow {
+                        // Already so (`+@all +client|id`): Redis keeps no
+                        // rule for it, and neither does the description.
+                        return Ok(());
+                    }
                     self.commands.set(id, allow);
                 }
                 (true, Some((sub, _))) => {

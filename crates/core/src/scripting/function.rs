@@ -275,7 +275,7 @@ fn add_library<K: Keyspace>(
     for fname in functions.keys() {
         if let Some(other) = libraries
             .values()
-            .find(|l| l.name != name && l.functions.contains_key(fname))
+            .find(|l| l.name != name && l.functions.keys().any(|k| k.eq_ignore_ascii_case(fname)))
         {
             let _ = other;
             return Err(CmdError::other(format!(

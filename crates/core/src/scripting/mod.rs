@@ -30,6 +30,7 @@ pub mod libs;
 pub mod vm;
 
 use crate::keyspace::{Keyspace, MemoryKeyspace};
+use crate::table::{CommandSpec, Flags};
 use bytes::Bytes;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -77,6 +78,57 @@ impl ScriptFlags {
             .map(|(_, n)| *n)
             .collect()
     }
+}
+
+/// The flags a script declares for this call of `spec` (EVAL's shebang,
+/// the shebang of the body EVALSHA names, or the flags FCALL's function
+/// registered), `scripts` being the shard's state if it is at hand;
+/// `None` for an old-style script, a script not known here, or another
+/// command.
+pub fn declared_flags<K: Keyspace>(
+    scripts: Option<&Scripts<K>>,
+    spec: &CommandSpec,
+    args: &[Bytes],
+) -> Option<ScriptFlags> {
+    let named = args.get(1)?;
+    match spec.name {
+        "eval" | "eval_ro" => eval::shebang_flags(named).ok().flatten(),
+        "evalsha" | "evalsha_ro" => {
+            let sha = std::str::from_utf8(named).ok()?.to_ascii_lowercase();
+            eval::shebang_flags(scripts?.bodies.get(&sha)?)
+                .ok()
+                .flatten()
+        }
+        "fcall" | "fcall_ro" => {
+            let name = std::str::from_utf8(named).ok()?;
+            scripts?.function(name).map(|(_, f)| f.flags)
+        }
+        _ => None,
+    }
+}
+
+/// The command flags of a call of `spec` whose script declared `declared`,
+/// as Redis's scriptFlagsToCmdFlags derives them: what the script
+/// declares replaces the command's WRITE, DENYOOM, STALE and
+/// MAY_REPLICATE (CLIENT PAUSE WRITE lets a `no-writes` script run).
+pub fn command_flags(spec: &CommandSpec, declared: Option<ScriptFlags>) -> Flags {
+    let Some(declared) = declared else {
+        return spec.flags;
+    };
+    let mut flags = Flags(
+        spec.flags.0
+            & !(Flags::STALE.0 | Flags::DENYOOM.0 | Flags::WRITE.0 | Flags::MAY_REPLICATE.0),
+    );
+    if !declared.contains(ScriptFlags::NO_WRITES) {
+        flags = flags.union(Flags::WRITE);
+        if !declared.contains(ScriptFlags::ALLOW_OOM) {
+            flags = flags.union(Flags::DENYOOM);
+        }
+    }
+    if declared.contains(ScriptFlags::ALLOW_STALE) {
+        flags = flags.union(Flags::STALE);
+    }
+    flags
 }
 
 /// One function of a library.
@@ -127,10 +179,19 @@ impl<K: Keyspace> Default for Scripts<K> {
 
 impl<K: Keyspace> Scripts<K> {
     /// The function `name` and the library that holds it.
+    /// Function names are case-insensitive, as in Redis.
     pub fn function(&self, name: &str) -> Option<(&Library, &FunctionInfo)> {
-        self.libraries
-            .values()
-            .find_map(|lib| lib.functions.get(name).map(|f| (lib, f)))
+        self.libraries.values().find_map(|lib| {
+            lib.functions
+                .get(name)
+                .or_else(|| {
+                    lib.functions
+                        .iter()
+                        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                        .map(|(_, f)| f)
+                })
+                .map(|f| (lib, f))
+        })
     }
 
     /// Forgets every cached EVAL body (SCRIPT FLUSH).

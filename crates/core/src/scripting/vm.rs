@@ -441,7 +441,7 @@ impl<K: Keyspace> ScriptVm<K> {
             if let Ok(fs) = self.load_library(&lib.code) {
                 for (name, (f, _)) in fs {
                     if let Ok(key) = self.lua.create_registry_value(f) {
-                        self.functions.insert(name, key);
+                        self.functions.insert(name.to_ascii_lowercase(), key);
                     }
                 }
             }
@@ -462,7 +462,8 @@ impl<K: Keyspace> ScriptVm<K> {
                 lua_error_text(&e)
             ))
         })?;
-        let registered = RefCell::new(BTreeMap::new());
+        let registered: RefCell<BTreeMap<String, (Function, FunctionInfo)>> =
+            RefCell::new(BTreeMap::new());
         let problem: RefCell<Option<String>> = RefCell::new(None);
         let redis = &self.redis;
         let result = self.lua.scope(|scope| {
@@ -470,6 +471,8 @@ impl<K: Keyspace> ScriptVm<K> {
                 match register_args(args) {
                     Ok((name, f, info)) => {
                         let mut reg = registered.borrow_mut();
+                        // Within one library names may differ by case
+                        // alone, as Redis 7.0 lets them ('a' and 'A').
                         match reg.entry(name) {
                             std::collections::btree_map::Entry::Occupied(e) => {
                                 *problem.borrow_mut() =
@@ -626,7 +629,12 @@ pub fn run<K: Keyspace>(
         Program::Function { name } => {
             let store = access.store();
             vm.sync_libraries(&store.scripts.libraries, store.scripts.generation);
-            match vm.functions.get(name) {
+            // Keys are lower case: FCALL's name is case-insensitive.
+            let found = match vm.functions.get(name) {
+                Some(f) => Some(f),
+                None => vm.functions.get(&name.to_ascii_lowercase()),
+            };
+            match found {
                 Some(f) => (f.id(), name, FUNCTION_SOURCE),
                 None => {
                     store.scripts.put_vm(vm);
@@ -1166,6 +1174,9 @@ fn bytes_table(lua: &Lua, items: &[Bytes]) -> mlua::Result<Table> {
 /// straight off the Lua stack; a `Value` holds an mlua reference, and
 /// reading a string's bytes through it clones that reference (an
 /// allocation and several atomic operations per argument).
+/// Calls with more arguments than this pass them in one table.
+const PACKED_ARGS: c_int = 64;
+
 type CallArgs = (
     i64,
     StackArg,
@@ -1185,6 +1196,15 @@ type StackArg = Option<Either<BString, Value>>;
 /// one that is not a string or a number.
 fn command_args(args: CallArgs) -> Result<Vec<Bytes>, CmdError> {
     let (n, a1, a2, a3, a4, a5, rest) = args;
+    if n < 0 {
+        // Packed by `redis_call`: the arguments are the table's 1..=-n.
+        let Some(Either::Right(Value::Table(packed))) = a1 else {
+            return Err(bad_argument());
+        };
+        return (1..=n.unsigned_abs())
+            .map(|i| value_arg(packed.raw_get(i).map_err(|_| bad_argument())?))
+            .collect();
+    }
     let n = usize::try_from(n).unwrap_or(0);
     if n == 0 {
         return Err(CmdError::other(
@@ -1347,6 +1367,25 @@ unsafe extern "C-unwind" fn redis_call<K: Keyspace>(state: *mut ffi::lua_State) 
                 ffi::lua_replace(state, i);
             }
         }
+        if n > PACKED_ARGS {
+            // Thousands of arguments (`unpack` of a big table, which Redis
+            // takes up to Lua's 8000-slot stack) would not fit the stack
+            // mlua needs to convert them: they travel in one table, the
+            // count negated to say so.
+            ffi::lua_createtable(state, n, 0);
+            for i in 1..=n {
+                ffi::lua_pushvalue(state, i);
+                ffi::lua_rawseti(state, -2, i as ffi::lua_Integer);
+            }
+            ffi::lua_replace(state, 1);
+            ffi::lua_settop(state, 1);
+            ffi::lua_pushvalue(state, ffi::lua_upvalueindex(1));
+            ffi::lua_insert(state, 1);
+            ffi::lua_pushinteger(state, -(n as ffi::lua_Integer));
+            ffi::lua_insert(state, 2);
+            ffi::lua_call(state, 2, ffi::LUA_MULTRET);
+            return ffi::lua_gettop(state);
+        }
         // mlua gives a callback's missing arguments as nil, but a nil
         // argument is an error (Redis checks each of `lua_gettop`
         // arguments): the count goes first.
@@ -1429,9 +1468,9 @@ impl<K: Keyspace> CallState<'_, K> {
             }
             Err(e) => return Err(e),
         };
-        if spec.flags.contains(crate::table::Flags::NOSCRIPT)
-            || spec.flags.contains(crate::table::Flags::BLOCKING)
-        {
+        // Blocking commands Redis allows in scripts (BLMPOP, BZMPOP, XREAD)
+        // answer at once, as at their timeout; the rest are NOSCRIPT.
+        if spec.flags.contains(crate::table::Flags::NOSCRIPT) {
             return Err(not_allowed());
         }
         if let Some(user) = &self.caller {
@@ -1806,7 +1845,24 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
     )?;
     redis.raw_set(
         "sha1hex",
-        lua.create_function(|_, s: mlua::LuaString| Ok(super::sha1_hex(&s.as_bytes())))?,
+        lua.create_function(|lua, args: MultiValue| {
+            if args.len() != 1 {
+                return Err(mlua::Error::RuntimeError(
+                    "wrong number of arguments".into(),
+                ));
+            }
+            // As Redis's lua_tolstring: numbers as Lua prints them, any
+            // other non-string as nothing.
+            let text = match &args[0] {
+                Value::String(s) => s.as_bytes().to_vec(),
+                v @ (Value::Integer(_) | Value::Number(_)) => lua
+                    .coerce_string(v.clone())?
+                    .map(|s| s.as_bytes().to_vec())
+                    .unwrap_or_default(),
+                _ => Vec::new(),
+            };
+            Ok(super::sha1_hex(&text))
+        })?,
     )?;
     // Logging goes nowhere: a replica's log is not the place for a
     // client's script output, and the state machine does no I/O.

@@ -1,0 +1,580 @@
+//! Behaviours that Redis 7.0's own test suite (`tests/unit` of the
+//! redis-server sources) checks and Kvasir once got wrong, each run side by
+//! side against redis-server 7.0 with the same commands and compared:
+//! secrets kept out of SLOWLOG, EXEC's commands logged instead of EXEC,
+//! blocking commands inside scripts, a blocked XREADGROUP whose stream is
+//! replaced, CLIENT PAUSE WRITE letting `no-writes` scripts run, CONFIG SET
+//! maxmemory evicting at once, `client-output-buffer-limit` closing a
+//! subscriber that does not read, function names ignoring case, DEBUG
+//! DIGEST-VALUE of a copy, BITFIELD GET under a read-only key pattern, a
+//! redundant ACL subcommand rule, and the latency percentiles setting.
+
+mod common;
+
+use common::redis_server::{run, start_redis_in, Outcome};
+use common::Kvasir;
+use redis::Value;
+use std::time::{Duration, Instant};
+
+/// Both servers, started with the same extra flags.
+struct Pair {
+    _kvasir: Kvasir,
+    kvasir_port: u16,
+    _redis: common::ChildGuard,
+    redis_port: u16,
+}
+
+impl Pair {
+    fn start(extra: &[&str]) -> Pair {
+        let kvasir = Kvasir::start(extra);
+        let kvasir_port = kvasir.port;
+        let (redis, redis_port) = start_redis_in(None, extra);
+        Pair {
+            _kvasir: kvasir,
+            kvasir_port,
+            _redis: redis,
+            redis_port,
+        }
+    }
+
+    fn ports(&self) -> [(&'static str, u16); 2] {
+        [("kvasir", self.kvasir_port), ("redis", self.redis_port)]
+    }
+}
+
+fn connect(port: u16) -> redis::Connection {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).expect("client");
+    let conn = client.get_connection().expect("connection");
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("read timeout");
+    conn
+}
+
+fn go(conn: &mut redis::Connection, args: &[&str]) -> Outcome {
+    run(conn, args)
+}
+
+/// Runs `script` on both servers and asserts they answered alike.
+fn same_on_both(pair: &Pair, script: impl Fn(u16) -> Vec<Outcome>) {
+    let kvasir = script(pair.kvasir_port);
+    let redis = script(pair.redis_port);
+    assert_eq!(
+        kvasir, redis,
+        "Kvasir (left) and redis-server (right) differ"
+    );
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    match v {
+        Value::Array(items) => items.iter().flat_map(strings).collect(),
+        Value::BulkString(b) => vec![String::from_utf8_lossy(b).into_owned()],
+        Value::SimpleString(s) => vec![s.clone()],
+        Value::Int(i) => vec![i.to_string()],
+        other => vec![format!("{other:?}")],
+    }
+}
+
+#[test]
+fn slowlog_hides_secrets_and_logs_the_commands_of_exec() {
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        go(&mut c, &["CONFIG", "SET", "slowlog-log-slower-than", "0"]).expect("config");
+        go(&mut c, &["SLOWLOG", "RESET"]).expect("reset");
+        go(&mut c, &["ACL", "SETUSER", "slow user", "+get"]).expect_err("bad name");
+        go(&mut c, &["ACL", "SETUSER", "slowuser", ">secret", "+get"]).expect("setuser");
+        go(&mut c, &["CONFIG", "SET", "requirepass", ""]).expect("requirepass");
+        // The key is missing: NOKEY, logged with its credentials redacted.
+        let _ = go(
+            &mut c,
+            &[
+                "MIGRATE",
+                "127.0.0.1",
+                "1",
+                "k",
+                "0",
+                "100",
+                "AUTH2",
+                "u",
+                "pw",
+            ],
+        );
+        go(&mut c, &["MULTI"]).expect("multi");
+        go(&mut c, &["SET", "a", "1"]).expect("queued");
+        go(&mut c, &["INCR", "a"]).expect("queued");
+        go(&mut c, &["EXEC"]).expect("exec");
+        go(&mut c, &["CONFIG", "SET", "slowlog-log-slower-than", "-1"]).expect("config");
+        let log = go(&mut c, &["SLOWLOG", "GET", "-1"]).expect("slowlog");
+        let Value::Array(entries) = log else {
+            panic!("slowlog: {log:?}")
+        };
+        // Each entry's arguments, oldest first.
+        entries
+            .iter()
+            .rev()
+            .map(|e| match e {
+                Value::Array(fields) => Ok(Value::Array(
+                    strings(&fields[3])
+                        .into_iter()
+                        .map(|s| Value::BulkString(s.into_bytes()))
+                        .collect(),
+                )),
+                other => panic!("entry {other:?}"),
+            })
+            .collect()
+    });
+}
+
+#[test]
+fn scripts_run_blocking_commands_without_blocking() {
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let eval = |c: &mut redis::Connection, body: &str| go(c, &["EVAL", body, "1", "s"]);
+        vec![
+            go(&mut c, &["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]),
+            eval(&mut c, "return redis.pcall('xread','STREAMS','s','$')"),
+            eval(
+                &mut c,
+                "return redis.pcall('xread','BLOCK',0,'STREAMS','s','$')",
+            ),
+            eval(
+                &mut c,
+                "return redis.pcall('xreadgroup','group','g','c','STREAMS','s','>')",
+            ),
+            eval(
+                &mut c,
+                "return redis.pcall('xreadgroup','group','g','c','BLOCK',0,'STREAMS','s','>')",
+            ),
+            go(
+                &mut c,
+                &["EVAL", "return redis.pcall('blmpop',0,1,'l','left')", "0"],
+            ),
+            go(
+                &mut c,
+                &["EVAL", "return redis.pcall('bzmpop',0,1,'z','min')", "0"],
+            ),
+            go(&mut c, &["EVAL", "return redis.pcall('blpop','l',0)", "0"]),
+            go(&mut c, &["RPUSH", "l", "a"]),
+            go(
+                &mut c,
+                &["EVAL", "return redis.pcall('blmpop',0,1,'l','left')", "0"],
+            ),
+        ]
+    });
+}
+
+#[test]
+fn a_blocked_xreadgroup_is_told_when_its_stream_is_replaced() {
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let mut out = vec![
+            go(&mut c, &["XADD", "s", "1-0", "f", "v"]),
+            go(&mut c, &["XGROUP", "CREATE", "s", "g", "$"]),
+        ];
+        let reader = std::thread::spawn(move || {
+            let mut r = connect(port);
+            go(
+                &mut r,
+                &[
+                    "XREADGROUP",
+                    "GROUP",
+                    "g",
+                    "alice",
+                    "BLOCK",
+                    "0",
+                    "STREAMS",
+                    "s",
+                    ">",
+                ],
+            )
+        });
+        let blocked = common::eventually(Duration::from_secs(5), || {
+            let info: String = redis::cmd("INFO")
+                .arg("clients")
+                .query(&mut c)
+                .unwrap_or_default();
+            info.contains("blocked_clients:1")
+        });
+        assert!(blocked, "the reader did not block on port {port}");
+        out.push(go(&mut c, &["SET", "s", "a string now"]));
+        out.push(reader.join().expect("reader"));
+        out
+    });
+}
+
+#[test]
+fn client_pause_write_lets_scripts_that_declare_no_writes_run() {
+    let pair = Pair::start(&[]);
+    for (name, port) in pair.ports() {
+        let mut c = connect(port);
+        go(
+            &mut c,
+            &[
+                "FUNCTION",
+                "LOAD",
+                "#!lua name=lib\nredis.register_function{function_name='ro', callback=function() return 'ro' end, flags={'no-writes'}}\nredis.register_function('rw', function() return 'rw' end)",
+            ],
+        )
+        .expect("function load");
+        let body = "#!lua flags=no-writes\nreturn 'declared'";
+        let sha = match go(&mut c, &["SCRIPT", "LOAD", body]) {
+            Ok(Value::BulkString(b)) => String::from_utf8_lossy(&b).into_owned(),
+            other => panic!("{name}: script load {other:?}"),
+        };
+        go(&mut c, &["CLIENT", "PAUSE", "100000", "WRITE"]).expect("pause");
+        let mut other = connect(port);
+        other
+            .set_read_timeout(Some(Duration::from_millis(400)))
+            .expect("timeout");
+        // Declared read-only: answered during the pause.
+        assert_eq!(
+            go(&mut other, &["EVAL", body, "0"]),
+            Ok(Value::BulkString(b"declared".to_vec())),
+            "{name}"
+        );
+        assert_eq!(
+            go(&mut other, &["EVALSHA", &sha, "0"]),
+            Ok(Value::BulkString(b"declared".to_vec())),
+            "{name}"
+        );
+        assert_eq!(
+            go(&mut other, &["FCALL", "ro", "0"]),
+            Ok(Value::BulkString(b"ro".to_vec())),
+            "{name}"
+        );
+        // An old-style script may write: held until the pause ends.
+        let started = Instant::now();
+        let held = go(&mut other, &["EVAL", "return 'old style'", "0"]);
+        assert!(
+            held.is_err(),
+            "{name}: an old-style script ran during the pause: {held:?}"
+        );
+        assert!(started.elapsed() >= Duration::from_millis(350), "{name}");
+        go(&mut c, &["CLIENT", "UNPAUSE"]).expect("unpause");
+        let mut after = connect(port);
+        assert_eq!(
+            go(&mut after, &["FCALL", "rw", "0"]),
+            Ok(Value::BulkString(b"rw".to_vec())),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn config_set_maxmemory_evicts_at_once() {
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let mut out = vec![
+            go(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Ee"]),
+            go(
+                &mut c,
+                &["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"],
+            ),
+            go(&mut c, &["SET", "foo", "bar"]),
+        ];
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).expect("client");
+        let mut sub_conn = client.get_connection().expect("subscriber");
+        sub_conn
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let mut sub = sub_conn.as_pubsub();
+        sub.psubscribe("*").expect("psubscribe");
+        out.push(go(&mut c, &["CONFIG", "SET", "maxmemory", "1"]));
+        // No command after it: the eviction is CONFIG SET's own.
+        let msg = sub.get_message().expect("the evicted event");
+        out.push(Ok(Value::BulkString(
+            format!(
+                "{} {}",
+                msg.get_channel_name(),
+                String::from_utf8_lossy(msg.get_payload_bytes())
+            )
+            .into_bytes(),
+        )));
+        drop(sub);
+        out.push(go(&mut c, &["CONFIG", "SET", "maxmemory", "0"]));
+        out.push(go(&mut c, &["DBSIZE"]));
+        out
+    });
+}
+
+#[test]
+fn output_buffer_limit_closes_a_subscriber_that_does_not_read() {
+    use std::io::Write;
+    let pair = Pair::start(&[]);
+    for (name, port) in pair.ports() {
+        let mut c = connect(port);
+        // Redis's error texts, and CONFIG GET's form after a partial set.
+        for bad in [
+            "wrong number",
+            "master 10mb 10mb 60",
+            "normal 10mbs 10mb 60",
+            "pubsub 10mb 10mb 60s",
+        ] {
+            let e = go(
+                &mut c,
+                &["CONFIG", "SET", "client-output-buffer-limit", bad],
+            );
+            assert!(e.is_err(), "{name}: {bad} accepted");
+        }
+        go(
+            &mut c,
+            &[
+                "CONFIG",
+                "SET",
+                "client-output-buffer-limit",
+                "pubsub 100000 0 0",
+            ],
+        )
+        .expect("set");
+        let got = go(&mut c, &["CONFIG", "GET", "client-output-buffer-limit"]).expect("get");
+        assert_eq!(
+            strings(&got),
+            [
+                "client-output-buffer-limit",
+                "normal 0 0 0 slave 268435456 67108864 60 pubsub 100000 0 0"
+            ],
+            "{name}"
+        );
+        // A subscriber that never reads.
+        let mut lazy = std::net::TcpStream::connect(("127.0.0.1", port)).expect("subscriber");
+        lazy.write_all(b"*2\r\n$9\r\nSUBSCRIBE\r\n$3\r\nfoo\r\n")
+            .expect("subscribe");
+        assert!(common::eventually(Duration::from_secs(5), || {
+            strings(&go(&mut c, &["PUBSUB", "NUMSUB", "foo"]).unwrap_or(Value::Nil)) == ["foo", "1"]
+        }));
+        let mut max_omem = 0u64;
+        let mut closed = false;
+        for _ in 0..200_000 {
+            go(&mut c, &["PUBLISH", "foo", "bar"]).expect("publish");
+            let list: String = redis::cmd("CLIENT")
+                .arg("LIST")
+                .query(&mut c)
+                .expect("client list");
+            let Some(line) = list.lines().find(|l| l.contains("cmd=subscribe")) else {
+                closed = true;
+                break;
+            };
+            let omem: u64 = line
+                .split(' ')
+                .find_map(|f| f.strip_prefix("omem="))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            max_omem = max_omem.max(omem);
+            assert!(
+                omem < 200_000,
+                "{name}: omem {omem} past the limit, still open"
+            );
+        }
+        assert!(closed, "{name}: the subscriber was never closed");
+        assert!(max_omem >= 70_000, "{name}: omem only reached {max_omem}");
+    }
+}
+
+#[test]
+fn function_names_ignore_case() {
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        vec![
+            go(
+                &mut c,
+                &["FUNCTION", "LOAD", "#!lua name=t\nredis.register_function('test', function() return 'hello' end)"],
+            ),
+            go(&mut c, &["FCALL", "TEST", "0"]),
+            go(&mut c, &["FCALL_RO", "Test", "0"]),
+            go(
+                &mut c,
+                &["FUNCTION", "LOAD", "#!lua name=t2\nredis.register_function('TEST', function() return 'again' end)"],
+            ),
+            go(
+                &mut c,
+                &["FUNCTION", "LOAD", "#!lua name=t3\nredis.register_function('a', function() end)\nredis.register_function('A', function() end)"],
+            ),
+        ]
+    });
+}
+
+#[test]
+fn digest_value_of_a_copy_equals_its_source() {
+    let pair = Pair::start(&["--enable-debug-command", "yes"]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let mut out = Vec::new();
+        for (key, fill) in [
+            ("l", vec!["RPUSH", "l", "a", "b", "c"]),
+            ("s", vec!["SADD", "s", "1", "2", "3"]),
+            ("h", vec!["HSET", "h", "f", "v", "g", "w"]),
+            ("z", vec!["ZADD", "z", "1", "a", "2", "b"]),
+            ("x", vec!["XADD", "x", "1-0", "f", "v"]),
+        ] {
+            go(&mut c, &fill).expect("fill");
+            go(&mut c, &["PEXPIRE", key, "100000000"]).expect("expire");
+            let copy = format!("{key}-copy");
+            go(&mut c, &["COPY", key, &copy]).expect("copy");
+            let digests =
+                go(&mut c, &["DEBUG", "DIGEST-VALUE", key, &copy, "missing"]).expect("digest");
+            let d = strings(&digests);
+            out.push(Ok(Value::Array(vec![
+                Value::Boolean(d[0] == d[1]),
+                Value::Boolean(d[2].bytes().all(|b| b == b'0')),
+            ])));
+        }
+        out
+    });
+}
+
+#[test]
+fn bitfield_get_needs_only_read_access() {
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        go(
+            &mut c,
+            &[
+                "ACL",
+                "SETUSER",
+                "reader",
+                "on",
+                "nopass",
+                "+@all",
+                "%R~read*",
+                "%W~write*",
+            ],
+        )
+        .expect("setuser");
+        go(&mut c, &["SET", "readstr", "x"]).expect("set");
+        go(&mut c, &["AUTH", "reader", "any"]).expect("auth");
+        vec![
+            go(&mut c, &["BITFIELD", "readstr", "GET", "u4", "0"]),
+            go(
+                &mut c,
+                &["BITFIELD", "readstr", "OVERFLOW", "SAT", "GET", "u4", "0"],
+            ),
+            go(&mut c, &["BITFIELD", "readstr", "SET", "u4", "0", "1"]),
+            go(&mut c, &["BITFIELD", "writestr", "GET", "u4", "0"]),
+            go(&mut c, &["BITFIELD", "writestr", "SET", "u4", "0", "1"]),
+        ]
+    });
+}
+
+#[test]
+fn a_subcommand_rule_already_allowed_is_not_described() {
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let commands = |c: &mut redis::Connection| -> Outcome {
+            let user = go(c, &["ACL", "GETUSER", "bob"])?;
+            let fields = strings(&user);
+            let at = fields
+                .iter()
+                .position(|f| f == "commands")
+                .expect("commands field");
+            Ok(Value::BulkString(fields[at + 1].clone().into_bytes()))
+        };
+        let mut out = vec![go(&mut c, &["ACL", "SETUSER", "bob", "+memory|doctor"])];
+        out.push(commands(&mut c));
+        out.push(go(&mut c, &["ACL", "SETUSER", "bob", "+memory"]));
+        out.push(commands(&mut c));
+        out.push(go(
+            &mut c,
+            &["ACL", "SETUSER", "bob", "+@all", "+client|id"],
+        ));
+        out.push(commands(&mut c));
+        out
+    });
+}
+
+#[test]
+fn latency_percentiles_are_checked_and_kept_in_shortest_form() {
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let name = "latency-tracking-info-percentiles";
+        let mut out = vec![
+            go(&mut c, &["CONFIG", "SET", name, "0.0 50.0 99.90 100"]),
+            go(&mut c, &["CONFIG", "GET", name]),
+            go(&mut c, &["CONFIG", "SET", name, "101"]),
+            go(&mut c, &["CONFIG", "SET", name, "a"]),
+            go(&mut c, &["CONFIG", "GET", name]),
+        ];
+        go(&mut c, &["CONFIG", "RESETSTAT"]).expect("resetstat");
+        go(&mut c, &["GET", "k"]).expect("get");
+        let info: String = redis::cmd("INFO")
+            .arg("latencystats")
+            .query(&mut c)
+            .expect("info");
+        let line = info
+            .lines()
+            .find(|l| l.starts_with("latency_percentiles_usec_get:"))
+            .unwrap_or("")
+            .to_string();
+        // The percentiles' names, without their values.
+        let names: Vec<&str> = line
+            .split(':')
+            .nth(1)
+            .unwrap_or("")
+            .split(',')
+            .map(|p| p.split('=').next().unwrap_or(""))
+            .collect();
+        out.push(Ok(Value::BulkString(names.join(",").into_bytes())));
+        out
+    });
+}
+
+#[test]
+fn info_server_has_redis_fields_and_a_random_run_id() {
+    let kvasir = Kvasir::start(&[]);
+    let other = Kvasir::start(&[]);
+    let run_id = |k: &Kvasir| -> String {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query(&mut k.conn())
+            .expect("info");
+        for field in [
+            "redis_git_sha1:",
+            "redis_git_dirty:",
+            "redis_build_id:",
+            "lru_clock:",
+            "process_supervised:",
+            "config_file:",
+            "io_threads_active:",
+        ] {
+            assert!(info.contains(field), "{field} missing from {info}");
+        }
+        info.lines()
+            .find_map(|l| l.strip_prefix("run_id:"))
+            .unwrap_or("")
+            .to_string()
+    };
+    let (a, b) = (run_id(&kvasir), run_id(&other));
+    assert_eq!(a.len(), 40, "{a}");
+    assert!(a.bytes().all(|c| c.is_ascii_hexdigit()), "{a}");
+    assert_ne!(a, b, "two starts gave one run id");
+}
+
+#[test]
+fn scripts_pass_thousands_of_arguments_and_sha1hex_checks_its_arity() {
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let eval = |c: &mut redis::Connection, body: &str| go(c, &["EVAL", body, "0"]);
+        vec![
+            eval(
+                &mut c,
+                "local a = {} for i=1,7999 do a[i] = i end return redis.call('rpush', 'l', unpack(a))",
+            ),
+            go(&mut c, &["LRANGE", "l", "7997", "-1"]),
+            // A bad argument among many is refused as among few.
+            eval(
+                &mut c,
+                "local a = {} for i=1,100 do a[i] = 'x' end a[50] = {} return redis.pcall('rpush', 'l', unpack(a))",
+            ),
+            eval(&mut c, "return redis.sha1hex('')"),
+            eval(&mut c, "return redis.sha1hex(12)"),
+            eval(&mut c, "return redis.sha1hex()").map_err(|e| e.split(" script:").next().unwrap_or("").to_string()),
+        ]
+    });
+}
