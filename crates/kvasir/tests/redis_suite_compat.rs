@@ -578,3 +578,51 @@ fn scripts_pass_thousands_of_arguments_and_sha1hex_checks_its_arity() {
         ]
     });
 }
+
+#[test]
+fn a_key_already_expired_when_watched_does_not_abort_exec() {
+    let pair = Pair::start(&["--enable-debug-command", "yes"]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let exec_ping = |c: &mut redis::Connection| {
+            go(c, &["MULTI"]).expect("multi");
+            go(c, &["PING"]).expect("queued");
+            go(c, &["EXEC"])
+        };
+        let stale_x = |c: &mut redis::Connection| {
+            go(c, &["SET", "x", "foo", "PX", "1"]).expect("set");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let mut out = vec![go(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"])];
+        // Watched while already expired, read: no change.
+        stale_x(&mut c);
+        go(&mut c, &["WATCH", "x"]).expect("watch");
+        out.push(go(&mut c, &["EXISTS", "x"]));
+        out.push(exec_ping(&mut c));
+        // Watched while already expired, deleted: no change.
+        stale_x(&mut c);
+        go(&mut c, &["WATCH", "x"]).expect("watch");
+        out.push(go(&mut c, &["DEL", "x"]));
+        out.push(exec_ping(&mut c));
+        // Watched while alive, expired since: aborts.
+        go(&mut c, &["SET", "x", "foo", "PX", "50"]).expect("set");
+        go(&mut c, &["WATCH", "x"]).expect("watch");
+        std::thread::sleep(Duration::from_millis(100));
+        out.push(exec_ping(&mut c));
+        // Watched while already expired, then written: aborts.
+        stale_x(&mut c);
+        go(&mut c, &["WATCH", "x"]).expect("watch");
+        go(&mut c, &["SET", "x", "bar"]).expect("set");
+        out.push(exec_ping(&mut c));
+        // Watched while already expired, then removed by active expiry.
+        go(&mut c, &["FLUSHALL"]).expect("flushall");
+        stale_x(&mut c);
+        go(&mut c, &["WATCH", "x"]).expect("watch");
+        out.push(go(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]));
+        assert!(common::eventually(Duration::from_secs(5), || {
+            go(&mut c, &["DBSIZE"]) == Ok(Value::Int(0))
+        }));
+        out.push(exec_ping(&mut c));
+        out
+    });
+}

@@ -34,7 +34,7 @@ pub fn touch_watchers(watches: &Watches, db: usize, written: Written) {
         Written::Command(spec, _) if spec.keyless == Keyless::FlushDb => watches.touch_db(Some(db)),
         Written::Command(spec, _) if spec.keyless == Keyless::FlushAll => watches.touch_db(None),
         Written::Command(spec, args) => watches.touch(db, &written_keys(spec, args)),
-        Written::Removed(keys) => watches.touch(db, keys),
+        Written::Removed(keys) => watches.expired(db, keys),
         Written::Events(_) => {}
     }
 }

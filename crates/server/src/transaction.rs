@@ -165,20 +165,24 @@ fn end_multi(s: &mut Session) {
     s.info.watch_dirty.set(false);
 }
 
-/// A watched key that is logically expired now counts as changed (Redis 7).
+/// A watched key that is logically expired now counts as changed (Redis 7),
+/// unless it was already expired when it was watched.
 /// In cluster mode the digests carried into the log decide this.
 fn watched_key_expired(s: &Session) -> bool {
     if s.server.cluster.is_some() {
         return false;
     }
     let shard = s.server.local_store.borrow();
+    let watches = s.server.watches.borrow();
     let now = crate::local_store::unix_ms();
     s.txn.watched.iter().any(|(db, key)| {
-        shard
-            .store()
-            .db(*db)
-            .get(key)
-            .is_some_and(|e| e.is_expired(now))
+        // One already expired when watched changed nothing since.
+        !watches.is_stale(*db, key, s.info.id)
+            && shard
+                .store()
+                .db(*db)
+                .get(key)
+                .is_some_and(|e| e.is_expired(now))
     })
 }
 
@@ -367,6 +371,8 @@ pub fn watch(s: &mut Session, keys: &[Bytes]) -> Outcome {
     };
     {
         let mut watches = s.server.watches.borrow_mut();
+        let local = s.server.local_store.borrow();
+        let now = crate::local_store::unix_ms();
         for k in keys {
             if !s
                 .txn
@@ -374,7 +380,15 @@ pub fn watch(s: &mut Session, keys: &[Bytes]) -> Outcome {
                 .iter()
                 .any(|(db, key)| *db == s.db && key == k)
             {
-                watches.watch(s.db, k, &s.info);
+                // Standalone: a key already expired but not yet deleted
+                // is watched as such (cluster mode decides by digests).
+                let stale = cluster.is_none()
+                    && local
+                        .store()
+                        .db(s.db)
+                        .get(k)
+                        .is_some_and(|e| e.is_expired(now));
+                watches.watch(s.db, k, &s.info, stale);
                 s.txn.watched.push((s.db, k.clone()));
             }
         }

@@ -3,12 +3,22 @@
 
 use crate::clients::ClientInfo;
 use bytes::Bytes;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
+/// One connection watching one key. `stale`: the key was already expired
+/// (but not yet deleted) when WATCH ran, as Redis 7 notes it: its
+/// deletion by expiry is then no change, and EXEC does not count it as
+/// expired.
+struct Watcher {
+    client: Rc<ClientInfo>,
+    stale: Cell<bool>,
+}
+
 #[derive(Default)]
 pub struct Watches {
-    by_key: HashMap<(usize, Bytes), Vec<Rc<ClientInfo>>>,
+    by_key: HashMap<(usize, Bytes), Vec<Watcher>>,
 }
 
 impl Watches {
@@ -16,21 +26,32 @@ impl Watches {
         self.by_key.is_empty()
     }
 
-    pub fn watch(&mut self, db: usize, key: &Bytes, client: &Rc<ClientInfo>) {
+    pub fn watch(&mut self, db: usize, key: &Bytes, client: &Rc<ClientInfo>, stale: bool) {
         let list = self.by_key.entry((db, key.clone())).or_default();
-        if !list.iter().any(|c| c.id == client.id) {
-            list.push(client.clone());
+        if !list.iter().any(|w| w.client.id == client.id) {
+            list.push(Watcher {
+                client: client.clone(),
+                stale: Cell::new(stale),
+            });
         }
     }
 
     pub fn unwatch(&mut self, db: usize, key: &Bytes, client: u64) {
         let slot = (db, key.clone());
         if let Some(list) = self.by_key.get_mut(&slot) {
-            list.retain(|c| c.id != client);
+            list.retain(|w| w.client.id != client);
             if list.is_empty() {
                 self.by_key.remove(&slot);
             }
         }
+    }
+
+    /// Whether `client` watches `key` of `db` as a key that was already
+    /// expired when it watched it (and has not been deleted since).
+    pub fn is_stale(&self, db: usize, key: &Bytes, client: u64) -> bool {
+        self.by_key
+            .get(&(db, key.clone()))
+            .is_some_and(|list| list.iter().any(|w| w.client.id == client && w.stale.get()))
     }
 
     /// Marks every watcher of these keys dirty.
@@ -40,8 +61,26 @@ impl Watches {
         }
         for k in keys {
             if let Some(list) = self.by_key.get(&(db, k.clone())) {
-                for c in list {
-                    c.watch_dirty.set(true);
+                for w in list {
+                    w.client.watch_dirty.set(true);
+                }
+            }
+        }
+    }
+
+    /// Expiry deleted these keys: their watchers are dirty, except those
+    /// that watched a key already expired, for whom nothing changed (Redis
+    /// 7's touchWatchedKey); from now on such a key is simply missing.
+    pub fn expired(&self, db: usize, keys: &[Bytes]) {
+        if self.by_key.is_empty() {
+            return;
+        }
+        for k in keys {
+            if let Some(list) = self.by_key.get(&(db, k.clone())) {
+                for w in list {
+                    if !w.stale.replace(false) {
+                        w.client.watch_dirty.set(true);
+                    }
                 }
             }
         }
@@ -52,8 +91,8 @@ impl Watches {
     pub fn touch_db(&self, db: Option<usize>) {
         for ((d, _), list) in &self.by_key {
             if db.is_none_or(|db| db == *d) {
-                for c in list {
-                    c.watch_dirty.set(true);
+                for w in list {
+                    w.client.watch_dirty.set(true);
                 }
             }
         }
