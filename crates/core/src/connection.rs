@@ -371,7 +371,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("multi", 1, TXN, NONE, &["fast", "transaction"], TRANSACTIONS, "1.2.0", "Starts a transaction.", s(SessionCmd::Multi)),
     cmd("exec", 1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::SKIP_SLOWLOG), NONE, &["slow", "transaction"], TRANSACTIONS, "1.2.0", "Executes all commands in a transaction.", s(SessionCmd::Exec)),
     cmd("discard", 1, TXN, NONE, &["fast", "transaction"], TRANSACTIONS, "2.0.0", "Discards a transaction.", s(SessionCmd::Discard)),
-    cmd("watch", -2, TXN, (1, -1, 1), &["fast", "transaction"], TRANSACTIONS, "2.2.0", "Monitors changes to keys to determine the execution of a transaction.", s(SessionCmd::Watch)),
+    cmd("watch", -2, TXN, (1, -1, 1), &["fast", "transaction"], TRANSACTIONS, "2.2.0", "Monitors changes to keys to determine the execution of a transaction.", s(SessionCmd::Watch)).keys_access(crate::table::KeyAccess::Existence),
     cmd("unwatch", 1, TXN, NONE, &["fast", "transaction"], TRANSACTIONS, "2.2.0", "Forgets about watched keys of a transaction.", s(SessionCmd::Unwatch)),
     cmd("subscribe", -2, SUBSCRIBE, NONE, &["pubsub", "slow"], PUBSUB, "2.0.0", "Listens for messages published to channels.", s(SessionCmd::Subscribe)),
     cmd("unsubscribe", -1, SUBSCRIBE, NONE, &["pubsub", "slow"], PUBSUB, "2.0.0", "Stops listening to messages posted to channels.", s(SessionCmd::Unsubscribe)),

@@ -33,20 +33,20 @@ const ONE_KEY: (i32, i32, i32) = (1, 1, 1);
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("hdel", -3, WF, ONE_KEY, ACL_WF, G, "2.0.0", "Delete one or more hash fields", crate::write_handler!(hdel)).idle_on_empty().keys_access(crate::table::KeyAccess::Write),
-    cmd("hexists", 3, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Determine if a hash field exists", crate::read_handler!(hexists)),
+    cmd("hexists", 3, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Determine if a hash field exists", crate::read_handler!(hexists)).keys_access(crate::table::KeyAccess::Existence),
     cmd("hget", 3, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Get the value of a hash field", crate::read_handler!(hget)),
     cmd("hgetall", 2, R, ONE_KEY, ACL_R, G, "2.0.0", "Get all the fields and values in a hash", crate::read_handler!(hgetall)),
     cmd("hincrby", 4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Increment the integer value of a hash field by the given number", crate::write_handler!(hincrby)),
     cmd("hincrbyfloat", 4, WF_OOM, ONE_KEY, ACL_WF, G, "2.6.0", "Increment the float value of a hash field by the given amount", crate::write_handler!(hincrbyfloat)),
     cmd("hkeys", 2, R, ONE_KEY, ACL_R, G, "2.0.0", "Get all the fields in a hash", crate::read_handler!(hkeys)),
-    cmd("hlen", 2, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Get the number of fields in a hash", crate::read_handler!(hlen)),
+    cmd("hlen", 2, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Get the number of fields in a hash", crate::read_handler!(hlen)).keys_access(crate::table::KeyAccess::Existence),
     cmd("hmget", -3, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Get the values of all the given hash fields", crate::read_handler!(hmget)),
     cmd("hmset", -4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set multiple hash fields to multiple values", crate::write_handler!(hmset)).events(crate::notify::Events::Named("hset")).keys_access(crate::table::KeyAccess::Write),
     cmd("hrandfield", -2, R, ONE_KEY, ACL_R, G, "6.2.0", "Get one or multiple random fields from a hash", crate::read_handler!(hrandfield)),
     cmd("hscan", -3, R, ONE_KEY, ACL_R, G, "2.8.0", "Incrementally iterate hash fields and associated values", crate::read_handler!(hscan)),
     cmd("hset", -4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set the string value of a hash field", crate::write_handler!(hset)).keys_access(crate::table::KeyAccess::Write),
     cmd("hsetnx", 4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set the value of a hash field, only if the field does not exist", crate::write_handler!(hsetnx)).idle_on_empty().events(crate::notify::Events::Named("hset")).keys_access(crate::table::KeyAccess::Write),
-    cmd("hstrlen", 3, RF, ONE_KEY, ACL_RF, G, "3.2.0", "Get the length of the value of a hash field", crate::read_handler!(hstrlen)),
+    cmd("hstrlen", 3, RF, ONE_KEY, ACL_RF, G, "3.2.0", "Get the length of the value of a hash field", crate::read_handler!(hstrlen)).keys_access(crate::table::KeyAccess::Existence),
     cmd("hvals", 2, R, ONE_KEY, ACL_R, G, "2.0.0", "Get all the values in a hash", crate::read_handler!(hvals)),
 ];
 

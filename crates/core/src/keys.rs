@@ -35,9 +35,9 @@ const SUB_KEY: (i32, i32, i32) = (2, 2, 1);
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("del", -2, W, ALL_KEYS, ACL_WS, G, "1.0.0", "Deletes one or more keys.", crate::write_handler!(del)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)).keys_access(crate::table::KeyAccess::Write),
     cmd("unlink", -2, WF, ALL_KEYS, ACL_WF, G, "4.0.0", "Asynchronously deletes one or more keys.", crate::write_handler!(del)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)).keys_access(crate::table::KeyAccess::Write),
-    cmd("exists", -2, RF, ALL_KEYS, ACL_RF, G, "1.0.0", "Determines whether one or more keys exist.", crate::read_handler!(exists)),
-    cmd("touch", -2, RF, ALL_KEYS, ACL_RF, G, "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", crate::read_handler!(touch)),
-    cmd("type", 2, RF, KEY, ACL_RF, G, "1.0.0", "Determines the type of value stored at a key.", crate::read_handler!(type_of)),
+    cmd("exists", -2, RF, ALL_KEYS, ACL_RF, G, "1.0.0", "Determines whether one or more keys exist.", crate::read_handler!(exists)).keys_access(crate::table::KeyAccess::Existence),
+    cmd("touch", -2, RF, ALL_KEYS, ACL_RF, G, "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", crate::read_handler!(touch)).keys_access(crate::table::KeyAccess::Existence),
+    cmd("type", 2, RF, KEY, ACL_RF, G, "1.0.0", "Determines the type of value stored at a key.", crate::read_handler!(type_of)).keys_access(crate::table::KeyAccess::Existence),
     cmd("rename", 3, W, TWO_KEYS, ACL_WS, G, "1.0.0", "Renames a key and overwrites the destination.", crate::write_handler!(rename)).events(crate::notify::Events::Custom(crate::notify::rename)).keys_access(crate::table::KeyAccess::ReadWriteThenWrite),
     cmd("renamenx", 3, WF, TWO_KEYS, ACL_WF, G, "1.0.0", "Renames a key only when the target key name doesn't exist.", crate::write_handler!(renamenx)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::rename)).keys_access(crate::table::KeyAccess::ReadWriteThenWrite),
     cmd("copy", -3, W.union(Flags::DENYOOM), TWO_KEYS, ACL_WS, G, "6.2.0", "Copies the value of a key to a new key.", crate::write_handler!(copy)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::copy)).keys_access(crate::table::KeyAccess::ReadThenWrite),
@@ -61,10 +61,10 @@ pub const COMMANDS: &[CommandSpec] = &[
 
 #[rustfmt::skip]
 const OBJECT_SUBS: &[CommandSpec] = &[
-    cmd("encoding", 3, R, SUB_KEY, ACL_RS, G, "2.2.3", "Returns the internal encoding of a Redis object.", crate::read_handler!(object_encoding)),
-    cmd("freq", 3, R, SUB_KEY, ACL_RS, G, "4.0.0", "Returns the logarithmic access frequency counter of a Redis object.", crate::read_handler!(object_freq)),
-    cmd("idletime", 3, R, SUB_KEY, ACL_RS, G, "2.2.3", "Returns the time since the last access to a Redis object.", crate::read_handler!(object_idletime)),
-    cmd("refcount", 3, R, SUB_KEY, ACL_RS, G, "2.2.3", "Returns the reference count of a value of a key.", crate::read_handler!(object_refcount)),
+    cmd("encoding", 3, R, SUB_KEY, ACL_RS, G, "2.2.3", "Returns the internal encoding of a Redis object.", crate::read_handler!(object_encoding)).keys_access(crate::table::KeyAccess::Existence),
+    cmd("freq", 3, R, SUB_KEY, ACL_RS, G, "4.0.0", "Returns the logarithmic access frequency counter of a Redis object.", crate::read_handler!(object_freq)).keys_access(crate::table::KeyAccess::Existence),
+    cmd("idletime", 3, R, SUB_KEY, ACL_RS, G, "2.2.3", "Returns the time since the last access to a Redis object.", crate::read_handler!(object_idletime)).keys_access(crate::table::KeyAccess::Existence),
+    cmd("refcount", 3, R, SUB_KEY, ACL_RS, G, "2.2.3", "Returns the reference count of a value of a key.", crate::read_handler!(object_refcount)).keys_access(crate::table::KeyAccess::Existence),
     cmd("help", 2, Flags::LOADING.union(Flags::STALE), NO_KEYS, &["keyspace", "slow"], G, "6.2.0", "Returns helpful text about the different subcommands.", crate::read_handler!(object_help)),
 ];
 

@@ -51,7 +51,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("brpoplpush", 4, WD_BLOCK, TWO_KEYS, ACL_WB, G, "2.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available", crate::write_handler!(brpoplpush)).events(crate::notify::Events::Custom(crate::notify::rpoplpush)).keys_access(crate::table::KeyAccess::ReadWriteThenWrite),
     cmd("lindex", 3, R, ONE_KEY, ACL_R, G, "1.0.0", "Get an element from a list by its index", crate::read_handler!(lindex)),
     cmd("linsert", 5, WD, ONE_KEY, ACL_W, G, "2.2.0", "Insert an element before or after another element in a list", crate::write_handler!(linsert)).idle_on_empty().keys_access(crate::table::KeyAccess::Write),
-    cmd("llen", 2, RF, ONE_KEY, ACL_RF, G, "1.0.0", "Get the length of a list", crate::read_handler!(llen)),
+    cmd("llen", 2, RF, ONE_KEY, ACL_RF, G, "1.0.0", "Get the length of a list", crate::read_handler!(llen)).keys_access(crate::table::KeyAccess::Existence),
     cmd("lmove", 5, WD, TWO_KEYS, ACL_W, G, "6.2.0", "Pop an element from a list, push it to another list and return it", crate::write_handler!(lmove)).events(crate::notify::Events::Custom(crate::notify::lmove)).keys_access(crate::table::KeyAccess::ReadWriteThenWrite),
     CommandSpec { key_finder: Some(keys_after_numkeys::<1>), ..cmd("lmpop", -4, W_MOVABLE, NO_KEYS, ACL_W, G, "7.0.0", "Pop elements from a list", crate::write_handler!(lmpop)) }.events(crate::notify::Events::Custom(crate::notify::lmpop)),
     cmd("lpop", -2, WF, ONE_KEY, ACL_WF, G, "1.0.0", "Remove and get the first elements in a list", crate::write_handler!(lpop)).idle_on_empty(),

@@ -30,7 +30,7 @@ pub const COMMANDS: &[CommandSpec] = &[
 
 #[rustfmt::skip]
 const MEMORY_SUBS: &[CommandSpec] = &[
-    cmd("usage", -3, Flags::READONLY, (2, 2, 1), &["read", "slow"], G, "4.0.0", "Estimates the memory usage of a key.", crate::read_handler!(memory_usage)),
+    cmd("usage", -3, Flags::READONLY, (2, 2, 1), &["read", "slow"], G, "4.0.0", "Estimates the memory usage of a key.", crate::read_handler!(memory_usage)).keys_access(crate::table::KeyAccess::Existence),
     cmd("stats", 2, Flags::NONE, NO_KEYS, &["slow"], G, "4.0.0", "Returns details about memory usage.", s(SessionCmd::Memory(MemoryCmd::Stats))),
     cmd("doctor", 2, Flags::NONE, NO_KEYS, &["slow"], G, "4.0.0", "Outputs a memory problems report.", s(SessionCmd::Memory(MemoryCmd::Doctor))),
     cmd("malloc-stats", 2, Flags::NONE, NO_KEYS, &["slow"], G, "4.0.0", "Returns the allocator statistics.", s(SessionCmd::Memory(MemoryCmd::MallocStats))),

@@ -60,7 +60,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("xdel", -3, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Removes the specified entries from the stream. Returns the number of items actually deleted, that may be different from the number of IDs passed in case certain IDs do not exist.", crate::write_handler!(xdel)).idle_on_empty().keys_access(crate::table::KeyAccess::Write),
     container("xgroup", -2, &["slow"], G, "5.0.0", "A container for consumer groups commands", XGROUP_SUBS),
     container("xinfo", -2, &["slow"], G, "5.0.0", "A container for stream introspection commands", XINFO_SUBS),
-    cmd("xlen", 2, RF, ONE_KEY, ACL_RF, G, "5.0.0", "Return the number of entries in a stream", crate::read_handler!(xlen)),
+    cmd("xlen", 2, RF, ONE_KEY, ACL_RF, G, "5.0.0", "Return the number of entries in a stream", crate::read_handler!(xlen)).keys_access(crate::table::KeyAccess::Existence),
     cmd("xpending", -3, R, ONE_KEY, ACL_R, G, "5.0.0", "Return information and entries from a stream consumer group pending entries list, that are messages fetched but never acknowledged.", crate::read_handler!(xpending)),
     cmd("xrange", -4, R, ONE_KEY, ACL_R, G, "5.0.0", "Return a range of elements in a stream, with IDs matching the specified IDs interval", crate::read_handler!(xrange)),
     CommandSpec { key_finder: Some(keys_after_streams), ..cmd("xread", -4, R_BLOCK, NO_KEYS, ACL_RB, G, "5.0.0", "Return never seen elements in multiple streams, with IDs greater than the ones reported by the caller for each stream. Can block.", crate::read_handler!(xread)) },

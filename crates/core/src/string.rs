@@ -48,7 +48,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("setex", 4, W_OOM, ONE_KEY, ACL_W, G, "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", crate::write_handler!(setex)).events(crate::notify::Events::Custom(crate::notify::setex)).keys_access(crate::table::KeyAccess::Write),
     cmd("setnx", 3, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Set the string value of a key only when the key doesn't exist.", crate::write_handler!(setnx)).idle_on_empty().events(crate::notify::Events::Named("set")).keys_access(crate::table::KeyAccess::Write),
     cmd("setrange", 4, W_OOM, ONE_KEY, ACL_W, G, "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", crate::write_handler!(setrange)).keys_access(crate::table::KeyAccess::Write),
-    cmd("strlen", 2, RF, ONE_KEY, ACL_RF, G, "2.2.0", "Returns the length of a string value.", crate::read_handler!(strlen)),
+    cmd("strlen", 2, RF, ONE_KEY, ACL_RF, G, "2.2.0", "Returns the length of a string value.", crate::read_handler!(strlen)).keys_access(crate::table::KeyAccess::Existence),
     cmd("substr", 4, R, ONE_KEY, ACL_R, G, "1.0.0", "Returns a substring from a string value.", crate::read_handler!(getrange)),
 ];
 

@@ -197,6 +197,10 @@ pub enum KeyAccess {
     ReadWriteThenWrite,
     /// The first key is read and written, the others read (PFMERGE).
     ReadWriteThenRead,
+    /// Only the key's existence, type or size is looked at, not its value
+    /// (EXISTS, TYPE, HLEN, SISMEMBER...: Redis's key specs without
+    /// ACCESS): a key pattern of either kind, read or write, allows it.
+    Existence,
     /// Decided by the arguments (SET ... GET reads the old value).
     ByArgs(fn(&[Bytes]) -> KeyAccess),
 }
@@ -207,6 +211,7 @@ impl KeyAccess {
     pub fn of_key(self, args: &[Bytes], nth: usize) -> (bool, bool) {
         match self {
             KeyAccess::Read => (true, false),
+            KeyAccess::Existence => (false, false),
             KeyAccess::ReadWrite => (true, true),
             KeyAccess::Write => (false, true),
             KeyAccess::WriteThenRead => (nth > 0, nth == 0),
@@ -265,7 +270,12 @@ pub fn keys_after_numkeys<const POS: usize>(args: &[Bytes]) -> Vec<usize> {
         .and_then(|a| std::str::from_utf8(a).ok())
         .and_then(|s| s.parse::<usize>().ok())
         .unwrap_or(0);
-    (POS + 1..(POS + 1).saturating_add(n).min(args.len())).collect()
+    // More keys announced than given: no keys, as Redis's key specs find
+    // none there (the command then answers its own error).
+    if (POS + 1).saturating_add(n) > args.len() {
+        return Vec::new();
+    }
+    (POS + 1..POS + 1 + n).collect()
 }
 
 /// Key finder for `CMD destination numkeys key [key ...]`: the destination

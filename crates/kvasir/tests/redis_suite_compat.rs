@@ -626,3 +626,88 @@ fn a_key_already_expired_when_watched_does_not_abort_exec() {
         out
     });
 }
+
+#[test]
+fn acl_key_checks_follow_redis_key_specs() {
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        go(
+            &mut c,
+            &[
+                "ACL",
+                "SETUSER",
+                "kt",
+                "on",
+                "nopass",
+                "+@all",
+                "%R~read*",
+                "%W~write*",
+                "%RW~rw*",
+            ],
+        )
+        .expect("setuser");
+        let mut out = Vec::new();
+        // Commands that look only at a key's existence, type or size may
+        // use a key the user can read or write.
+        for command in [
+            vec!["EXISTS"],
+            vec!["TYPE"],
+            vec!["TOUCH"],
+            vec!["STRLEN"],
+            vec!["HLEN"],
+            vec!["LLEN"],
+            vec!["SCARD"],
+            vec!["ZCARD"],
+            vec!["XLEN"],
+            vec!["HEXISTS", "+", "f"],
+            vec!["HSTRLEN", "+", "f"],
+            vec!["SISMEMBER", "+", "m"],
+            vec!["OBJECT", "ENCODING"],
+            vec!["MEMORY", "USAGE"],
+            vec!["GET"],
+            vec!["TTL"],
+            vec!["SET", "+", "v"],
+        ] {
+            for key in ["read", "write", "rw", "nothing"] {
+                let mut args = vec!["ACL", "DRYRUN", "kt"];
+                if command.len() > 1 && command[1] == "+" {
+                    args.push(command[0]);
+                    args.push(key);
+                    args.extend(&command[2..]);
+                } else {
+                    args.extend(&command);
+                    args.push(key);
+                }
+                out.push(go(&mut c, &args));
+            }
+        }
+        // More keys announced than given: no key is checked.
+        out.push(go(
+            &mut c,
+            &["ACL", "DRYRUN", "kt", "EVAL", "", "3", "rw", "read"],
+        ));
+        out.push(go(
+            &mut c,
+            &["ACL", "DRYRUN", "kt", "EVAL", "", "1", "read"],
+        ));
+        // SORT BY/GET need read access to every key: allkeys or %R~*.
+        go(&mut c, &["LPUSH", "mylist", "1"]).expect("lpush");
+        go(&mut c, &["SET", "v1", "1"]).expect("set");
+        for rules in [["~mylist", "~v*"], ["~mylist", "%W~*"], ["~mylist", "%R~*"]] {
+            go(
+                &mut c,
+                &[
+                    "ACL", "SETUSER", "sorter", "reset", "on", "nopass", "+sort", rules[0],
+                    rules[1],
+                ],
+            )
+            .expect("setuser");
+            let mut s = connect(port);
+            go(&mut s, &["AUTH", "sorter", "x"]).expect("auth");
+            out.push(go(&mut s, &["SORT", "mylist", "BY", "v*"]));
+            out.push(go(&mut s, &["SORT", "mylist", "GET", "v*"]));
+        }
+        out
+    });
+}

@@ -109,9 +109,15 @@ pub fn pattern_refusal(
     }
     let option = spec.pattern_reads.and_then(|find| find(args))?;
     let id = id_of(spec, parent)?;
-    let full = std::iter::once(&user.root)
-        .chain(&user.selectors)
-        .any(|s| s.all_keys && s.commands.allows(id));
+    // Redis asks whether the user may read the key "*" taken as a
+    // pattern: `allkeys`, or a read pattern that matches "*" (`%R~*`).
+    let full = std::iter::once(&user.root).chain(&user.selectors).any(|s| {
+        s.commands.allows(id)
+            && (s.all_keys
+                || s.keys
+                    .iter()
+                    .any(|p| p.read && glob::matches(&p.pattern, b"*", false)))
+    });
     (!full)
         .then(|| format!("ERR {option} option of SORT denied due to insufficient ACL permissions."))
 }
