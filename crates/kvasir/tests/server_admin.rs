@@ -94,6 +94,15 @@ fn info_default_sections_and_fields() {
     assert_eq!(f["role"], "master");
     assert!(f["used_memory"].parse::<u64>().unwrap() > 0);
     assert_eq!(f["process_id"], server.child.id().to_string());
+    // Fields monitoring tools read (asynq's Inspector.RedisInfo among
+    // them): the peak share, what the server took at start, the machine.
+    let perc = f["used_memory_peak_perc"].trim_end_matches('%');
+    assert!(
+        perc.parse::<f64>().is_ok_and(|p| p > 0.0 && p <= 100.0),
+        "{perc}"
+    );
+    assert!(f["used_memory_startup"].parse::<u64>().unwrap() > 0);
+    assert!(f["total_system_memory"].parse::<u64>().unwrap() > 0);
 }
 
 #[test]

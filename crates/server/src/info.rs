@@ -162,12 +162,19 @@ fn section(s: &Session, name: &str, out: &mut String) {
             let peak = server.peak_memory.get().max(used);
             server.peak_memory.set(peak);
             let rss = rss_bytes();
+            // What the keyspace and its state take beyond the server at
+            // start (Redis's dataset is what is not overhead).
+            let startup = server.startup_memory.min(used);
+            let dataset = used - startup;
+            let system = total_system_memory();
             let _ = write!(
                 out,
-                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:jemalloc-5.3.0\r\n",
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_startup:{startup}\r\nused_memory_dataset:{dataset}\r\ntotal_system_memory:{system}\r\ntotal_system_memory_human:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:jemalloc-5.3.0\r\nmem_not_counted_for_evict:0\r\nlazyfree_pending_objects:0\r\nlazyfreed_objects:0\r\n",
                 human(used),
                 human(rss),
                 human(peak),
+                if peak > 0 { used as f64 * 100.0 / peak as f64 } else { 0.0 },
+                human(system),
                 config.maxmemory,
                 human(config.maxmemory),
                 config.maxmemory_policy,
@@ -517,4 +524,17 @@ pub fn new_run_id() -> String {
         bytes[..16].copy_from_slice(&t.to_le_bytes());
     }
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `MemTotal` of /proc/meminfo in bytes (INFO total_system_memory); 0 if
+/// unknown.
+fn total_system_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
 }
