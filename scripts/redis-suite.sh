@@ -81,10 +81,12 @@ for unit in $units; do
     timeout "$UNIT_TIMEOUT" ./runtest --single "$unit" --clients 1 --timeout 40 --durable \
         --tags -needs:repl "${port_args[@]}" > "$log" 2>&1 || rc=$?
     pkill -f "$KVASIR server tests/tmp" 2>/dev/null || true
-    ok=$(grep -c '\[ok\]\|32;49mok' "$log" || true)
-    err=$(grep -c '\[err\]\|31;49merr' "$log" || true)
-    exc=$(grep -c '31;49mexception' "$log" || true)
-    to=$(grep -c 'TIMEOUT' "$log" || true)
+    # One line per test as it runs ("[ok]: name", "[err]: name"); the
+    # failures are listed again at the end, prefixed "***", not counted.
+    ok=$(grep -cP '^\[(\x1b\[[0-9;]*m)?ok' "$log" || true)
+    err=$(grep -cP '^\[(\x1b\[[0-9;]*m)?err' "$log" || true)
+    exc=$(grep -cP '^\[(\x1b\[[0-9;]*m)?exception' "$log" || true)
+    to=$(grep -cP '^\[(\x1b\[[0-9;]*m)?TIMEOUT' "$log" || true)
     total_ok=$((total_ok + ok)); total_err=$((total_err + err))
     line="$unit ok=$ok err=$err exception=$exc timeout=$to"
     echo "$line" | tee -a "$OUT/summary"

@@ -711,3 +711,41 @@ fn acl_key_checks_follow_redis_key_specs() {
         out
     });
 }
+
+#[test]
+fn config_set_refuses_a_parameter_given_twice() {
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        vec![
+            go(
+                &mut c,
+                &[
+                    "CONFIG",
+                    "SET",
+                    "maxmemory",
+                    "10000001",
+                    "maxmemory",
+                    "10000002",
+                ],
+            ),
+            go(
+                &mut c,
+                &[
+                    "CONFIG",
+                    "SET",
+                    "hash-max-ziplist-entries",
+                    "10",
+                    "hash-max-listpack-entries",
+                    "20",
+                ],
+            ),
+            go(&mut c, &["CONFIG", "GET", "maxmemory"]),
+            go(
+                &mut c,
+                &["CONFIG", "SET", "maxmemory", "10000001", "hz", "20"],
+            ),
+            go(&mut c, &["CONFIG", "GET", "maxmemory"]),
+        ]
+    });
+}

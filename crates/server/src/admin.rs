@@ -729,9 +729,16 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
                 return Err(CmdError::Syntax);
             }
             let mut next = s.server.config.borrow().clone();
+            let mut seen: Vec<String> = Vec::new();
             for pair in rest.chunks(2) {
                 let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
                 let value = String::from_utf8_lossy(&pair[1]).into_owned();
+                // One parameter named twice is refused (under an alias and
+                // its own name it is not, as in Redis 7.0).
+                if seen.contains(&name) {
+                    return Err(CmdError::other(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter")));
+                }
+                seen.push(name.clone());
                 match next.set(&name, &value) {
                     Ok(()) => {}
                     Err(SetError::Unknown) => {
