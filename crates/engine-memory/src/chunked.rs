@@ -6,8 +6,16 @@
 //! have used.
 
 /// Elements per chunk (a power of two: a position splits with a shift).
-const CHUNK_BITS: u32 = 10;
+/// 256 entries (~18 KB): what a database holds beyond its keys is at most
+/// about two chunks, so eviction under a small `maxmemory` gets memory
+/// back key by key rather than 74 KB at a time.
+const CHUNK_BITS: u32 = 8;
 const CHUNK: usize = 1 << CHUNK_BITS;
+/// The first chunk starts this small and doubles up to [`CHUNK`], so a
+/// database with a few keys does not hold a whole chunk (a write to an
+/// empty database would otherwise take a whole chunk at once, which a
+/// tight `maxmemory` cannot evict back).
+const FIRST_CHUNK: usize = 8;
 
 #[derive(Debug)]
 pub struct ChunkedVec<T> {
@@ -36,7 +44,7 @@ impl<T> ChunkedVec<T> {
     /// Elements the allocated chunks hold.
     #[cfg(test)]
     pub fn capacity(&self) -> usize {
-        self.chunks.len() * CHUNK
+        self.chunks.iter().map(Vec::capacity).sum()
     }
 
     #[inline]
@@ -56,15 +64,34 @@ impl<T> ChunkedVec<T> {
     pub fn push(&mut self, value: T) {
         let (c, _) = Self::split(self.len);
         if c == self.chunks.len() {
-            self.chunks.push(Vec::with_capacity(CHUNK));
+            let first = if c == 0 { FIRST_CHUNK } else { CHUNK };
+            self.chunks.push(Vec::with_capacity(first));
         }
+        // The first chunk doubles up to CHUNK (a power of two, so it never
+        // grows past it); the others are allocated whole.
         self.chunks[c].push(value);
         self.len += 1;
     }
 
-    /// Makes room for `additional` more elements (whole chunks).
+    /// Makes room for `additional` more elements, so that a bulk load
+    /// grows once.
     pub fn reserve(&mut self, additional: usize) {
-        let needed = (self.len + additional).div_ceil(CHUNK);
+        let total = self.len + additional;
+        if total <= CHUNK {
+            let first = match self.chunks.first_mut() {
+                Some(first) => first,
+                None => {
+                    self.chunks.push(Vec::new());
+                    &mut self.chunks[0]
+                }
+            };
+            first.reserve_exact(total.next_power_of_two().max(FIRST_CHUNK) - first.len());
+            return;
+        }
+        if let Some(first) = self.chunks.first_mut() {
+            first.reserve_exact(CHUNK - first.len());
+        }
+        let needed = total.div_ceil(CHUNK);
         while self.chunks.len() < needed {
             self.chunks.push(Vec::with_capacity(CHUNK));
         }
@@ -88,12 +115,26 @@ impl<T> ChunkedVec<T> {
         }
         let removed = self.chunks[lc].pop();
         self.len -= 1;
-        // Keep one spare chunk at most, so that a push and a removal at a
-        // chunk's edge do not allocate and free a chunk each time.
+        // One spare chunk is kept while the last used one is more than half
+        // full, so that pushes and removals at a chunk's edge do not
+        // allocate and free a chunk each time; otherwise none.
         let used = self.len.div_ceil(CHUNK);
-        if self.chunks.len() > used + 1 {
-            self.chunks.truncate(used + 1);
-            self.chunks.shrink_to(used + 1);
+        let in_last = self.len - used.saturating_sub(1) * CHUNK;
+        let keep = if self.len > 0 && in_last > CHUNK / 2 {
+            used + 1
+        } else {
+            used
+        };
+        if self.chunks.len() > keep {
+            self.chunks.truncate(keep);
+            self.chunks.shrink_to(keep);
+        }
+        // A lone first chunk shrinks as a Vec would, once three quarters
+        // of it are unused.
+        if let [only] = &mut self.chunks[..] {
+            if only.capacity() > FIRST_CHUNK && self.len * 4 < only.capacity() {
+                only.shrink_to((self.len * 2).max(FIRST_CHUNK).next_power_of_two());
+            }
         }
         removed
     }
@@ -168,5 +209,28 @@ mod tests {
             c.swap_remove(0);
         }
         assert!(c.capacity() <= 1_000 + 2 * CHUNK, "{}", c.capacity());
+    }
+
+    /// A few elements take a few slots, and removing them gives the
+    /// memory back, whatever the chunk size.
+    #[test]
+    fn small_and_emptied_vectors_hold_little() {
+        let mut c = ChunkedVec::default();
+        for i in 0..3u64 {
+            c.push(i);
+        }
+        assert_eq!(c.capacity(), FIRST_CHUNK);
+        for i in 0..(3 * CHUNK as u64) {
+            c.push(i);
+        }
+        while c.len() > 2 {
+            c.swap_remove(0);
+        }
+        assert!(c.capacity() <= FIRST_CHUNK, "{}", c.capacity());
+        let mut r: ChunkedVec<u64> = ChunkedVec::default();
+        r.reserve(100);
+        assert_eq!(r.capacity(), 128);
+        r.reserve(CHUNK + 1);
+        assert_eq!(r.capacity(), 2 * CHUNK);
     }
 }
