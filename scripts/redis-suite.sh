@@ -15,7 +15,8 @@
 #
 # Environment: KVASIR (binary; default: the release build, built if
 # missing), OUT (logs; default /tmp/kvasir-redis-suite), UNIT_TIMEOUT
-# (seconds per unit, default 400), SRC (where the sources are unpacked).
+# (seconds per unit, default 400), SRC (where the sources are unpacked),
+# RUNTEST_ARGS (more runtest flags, e.g. --baseport 23111 to run two at once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -55,31 +56,34 @@ mkdir -p "$OUT"
 : > "$OUT/summary"
 port_args=()
 server_pid=
-if [ -n "${EXTERNAL:-}" ]; then
+ext_dir=
+# EXTERNAL: a fresh server for every unit, so that one unit's leftovers (a
+# CLIENT PAUSE, a maxmemory) do not fail the next.
+start_external() {
+    [ -n "$server_pid" ] && { kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null || true; }
+    [ -n "$ext_dir" ] && rm -rf "$ext_dir"
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     ext_dir=$(mktemp -d)
-    "$KVASIR" server --port "$port" --dir "$ext_dir" --enable-debug-command yes > "$OUT/server.log" 2>&1 &
+    "$KVASIR" server --port "$port" --dir "$ext_dir" --enable-debug-command yes >> "$OUT/server.log" 2>&1 &
     server_pid=$!
-    trap 'kill $server_pid 2>/dev/null; rm -rf "$ext_dir"' EXIT
     for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
     port_args=(--host 127.0.0.1 --port "$port")
-fi
+}
+trap '[ -n "$server_pid" ] && kill $server_pid 2>/dev/null; [ -n "$ext_dir" ] && rm -rf "$ext_dir"' EXIT
 
 cd "$SRC"
 units=${UNITS:-$(cd tests && ls unit/*.tcl unit/type/*.tcl | sed 's/\.tcl$//')}
 total_ok=0 total_err=0
 for unit in $units; do
     log="$OUT/$(echo "$unit" | tr / _).log"
-    # Each unit on a fresh server: one that fails midway (a CLIENT PAUSE
-    # left on) must not fail the next.
-    [ -n "$server_pid" ] && redis-cli -p "$port" flushall >/dev/null 2>&1 && redis-cli -p "$port" client unpause >/dev/null 2>&1
+    [ -n "${EXTERNAL:-}" ] && start_external
     rc=0
     # --durable: a test that raises (a command Kvasir refuses by design,
     # such as REPLICAOF of another server) fails alone instead of ending its
     # unit. Tests tagged needs:repl use Redis's own replication, which
     # Kvasir replaces with Raft.
     timeout "$UNIT_TIMEOUT" ./runtest --single "$unit" --clients 1 --timeout 40 --durable \
-        --tags -needs:repl "${port_args[@]}" > "$log" 2>&1 || rc=$?
+        --tags -needs:repl "${port_args[@]}" ${RUNTEST_ARGS:-} > "$log" 2>&1 || rc=$?
     pkill -f "$KVASIR server tests/tmp" 2>/dev/null || true
     # One line per test as it runs ("[ok]: name", "[err]: name"); the
     # failures are listed again at the end, prefixed "***", not counted.

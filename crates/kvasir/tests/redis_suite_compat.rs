@@ -749,3 +749,34 @@ fn config_set_refuses_a_parameter_given_twice() {
         ]
     });
 }
+
+#[test]
+fn scripts_that_may_write_are_refused_over_maxmemory_by_their_flags() {
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        go(
+            &mut c,
+            &[
+                "FUNCTION",
+                "LOAD",
+                "#!lua name=f\nredis.register_function('plain', function() return 1 end)\nredis.register_function{function_name='ro', callback=function() return 2 end, flags={'no-writes'}}\nredis.register_function{function_name='oomok', callback=function() return 3 end, flags={'allow-oom'}}",
+            ],
+        )
+        .expect("function load");
+        go(&mut c, &["CONFIG", "SET", "maxmemory", "1"]).expect("maxmemory");
+        let out = vec![
+            go(&mut c, &["FCALL", "plain", "0"]),
+            go(&mut c, &["FCALL", "ro", "0"]),
+            go(&mut c, &["FCALL", "oomok", "0"]),
+            go(&mut c, &["EVAL", "#!lua\nreturn 1", "0"]),
+            go(&mut c, &["EVAL", "#!lua flags=no-writes\nreturn 2", "0"]),
+            go(&mut c, &["EVAL", "#!lua flags=allow-oom\nreturn 3", "0"]),
+            go(&mut c, &["MULTI"]),
+            go(&mut c, &["FCALL", "plain", "0"]),
+            go(&mut c, &["EXEC"]),
+        ];
+        go(&mut c, &["CONFIG", "SET", "maxmemory", "0"]).expect("maxmemory");
+        out
+    });
+}

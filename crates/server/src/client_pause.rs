@@ -15,7 +15,6 @@
 use crate::session::Session;
 use bytes::Bytes;
 use kvasir_core::args::{eq_ic, parse_i64};
-use kvasir_core::scripting;
 use kvasir_core::table::{Flags, Handler};
 use kvasir_core::{CmdError, CommandSpec, SessionCmd};
 use kvasir_resp::Reply;
@@ -104,29 +103,11 @@ fn holds(s: &Session, spec: &CommandSpec, args: &[Bytes], all: bool) -> bool {
         return true;
     }
     let replicates = Flags::WRITE.union(Flags::MAY_REPLICATE);
-    if spec.flags.intersects(replicates) && script_flags(s, spec, args).intersects(replicates) {
+    if spec.flags.intersects(replicates) && s.invocation_flags(spec, args).intersects(replicates) {
         return true;
     }
     matches!(spec.handler, Handler::Session(SessionCmd::Exec))
         && s.txn.queued_flags().intersects(replicates)
-}
-
-/// The flags of this call of `spec`: a script's declared flags replace its
-/// command's (a `no-writes` script runs during CLIENT PAUSE WRITE, as in
-/// Redis). Standalone, bodies and functions are looked up in the store;
-/// in cluster mode they live on the shards, and only EVAL's own shebang is
-/// known here.
-fn script_flags(s: &Session, spec: &CommandSpec, args: &[Bytes]) -> Flags {
-    if spec.group != "scripting" {
-        return spec.flags;
-    }
-    let declared = if s.server.cluster.is_none() {
-        let local = s.server.local_store.borrow();
-        scripting::declared_flags(Some(&local.store().scripts), spec, args)
-    } else {
-        scripting::declared_flags::<kvasir_core::keyspace::MemoryKeyspace>(None, spec, args)
-    };
-    scripting::command_flags(spec, declared)
 }
 
 /// Whether a pause holds this call of `spec` for this connection now.

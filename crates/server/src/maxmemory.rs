@@ -20,7 +20,6 @@ use kvasir_core::evict::{self, Policy};
 use kvasir_core::keyspace::AccessMode;
 use kvasir_core::machine::ShardCmd;
 use kvasir_core::table::Flags;
-use kvasir_core::CommandSpec;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -122,9 +121,11 @@ pub fn eviction_settings(config: &Config) -> (Policy, usize, AccessMode) {
 }
 
 impl crate::Server {
-    /// Whether `spec` must be refused now for lack of memory; evicts first
-    /// when the policy allows (for every command, as Redis does).
-    pub fn refuses_for_memory(self: &Rc<Self>, spec: &CommandSpec) -> bool {
+    /// Whether a command whose call has `flags` (see
+    /// `Session::invocation_flags`) must be refused now for lack of
+    /// memory; evicts first when the policy allows (for every command, as
+    /// Redis does).
+    pub fn refuses_for_memory(self: &Rc<Self>, flags: impl FnOnce() -> Flags) -> bool {
         let maxmemory = self.config.borrow().maxmemory;
         if !self.memory_guard.over(maxmemory) {
             return false;
@@ -145,7 +146,8 @@ impl crate::Server {
                 return false;
             }
         }
-        spec.flags.contains(Flags::DENYOOM)
+        // Worked out only now: commands below the limit never need it.
+        flags().contains(Flags::DENYOOM)
     }
 
     /// Evicts at once if used memory is above `maxmemory` (after CONFIG

@@ -764,7 +764,11 @@ impl Session {
             return refused.into();
         }
         match spec.handler {
-            Handler::Write(_) | Handler::Read(_) if self.server.refuses_for_memory(spec) => {
+            Handler::Write(_) | Handler::Read(_)
+                if self
+                    .server
+                    .refuses_for_memory(|| self.invocation_flags(spec, args)) =>
+            {
                 self.rejected.set(true);
                 Reply::error(crate::maxmemory::OOM).into()
             }
@@ -849,6 +853,26 @@ impl Session {
                 (crate::local_store::unix_ms() / 1000) as i64,
             );
         }
+    }
+
+    /// The flags of this call of `spec`: a script's declared flags replace
+    /// its command's, as Redis's getCommandFlags (a `no-writes` script runs
+    /// during CLIENT PAUSE WRITE, a script that may write without
+    /// `allow-oom` is refused over `maxmemory`). Standalone, bodies and
+    /// functions are looked up in the store; in cluster mode they live on
+    /// the shards, and only EVAL's own shebang is known here.
+    pub fn invocation_flags(&self, spec: &CommandSpec, args: &[Bytes]) -> Flags {
+        use kvasir_core::scripting;
+        if spec.group != "scripting" {
+            return spec.flags;
+        }
+        let declared = if self.server.cluster.is_none() {
+            let local = self.server.local_store.borrow();
+            scripting::declared_flags(Some(&local.store().scripts), spec, args)
+        } else {
+            scripting::declared_flags::<kvasir_core::keyspace::MemoryKeyspace>(None, spec, args)
+        };
+        scripting::command_flags(spec, declared)
     }
 
     /// Puts one command of an EXEC in the slow log if it took long enough.

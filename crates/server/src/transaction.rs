@@ -205,7 +205,10 @@ pub fn exec(s: &mut Session) -> Outcome {
     };
     // Queued while memory allowed it, run when it does not: refused whole,
     // as Redis rejects such an EXEC.
-    if queue.iter().any(|q| s.server.refuses_for_memory(q.spec)) {
+    if queue.iter().any(|q| {
+        s.server
+            .refuses_for_memory(|| s.invocation_flags(q.spec, &q.args))
+    }) {
         return Reply::error(format!(
             "EXECABORT Transaction discarded because of: {}",
             crate::maxmemory::OOM
