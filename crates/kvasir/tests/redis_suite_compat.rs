@@ -780,3 +780,43 @@ fn scripts_that_may_write_are_refused_over_maxmemory_by_their_flags() {
         out
     });
 }
+
+#[test]
+fn flushall_tells_a_blocked_xreadgroup_its_stream_is_gone() {
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let mut out = Vec::new();
+        for flush in [["FLUSHALL", "SYNC"], ["FLUSHDB", "SYNC"]] {
+            out.push(go(&mut c, &["XADD", "s", "1-0", "f", "v"]));
+            out.push(go(&mut c, &["XGROUP", "CREATE", "s", "g", "$"]));
+            let reader = std::thread::spawn(move || {
+                let mut r = connect(port);
+                go(
+                    &mut r,
+                    &[
+                        "XREADGROUP",
+                        "GROUP",
+                        "g",
+                        "a",
+                        "BLOCK",
+                        "0",
+                        "STREAMS",
+                        "s",
+                        ">",
+                    ],
+                )
+            });
+            assert!(common::eventually(Duration::from_secs(5), || {
+                let info: String = redis::cmd("INFO")
+                    .arg("clients")
+                    .query(&mut c)
+                    .unwrap_or_default();
+                info.contains("blocked_clients:1")
+            }));
+            out.push(go(&mut c, &flush));
+            out.push(reader.join().expect("reader"));
+        }
+        out
+    });
+}

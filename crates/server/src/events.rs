@@ -117,7 +117,8 @@ pub fn after_write(server: &Server, db: usize, written: Written) {
     };
     match spec.keyless {
         Keyless::FlushDb | Keyless::FlushAll => {
-            touch_watchers(&server.watches.borrow(), db, written)
+            touch_watchers(&server.watches.borrow(), db, written);
+            serve_flushed(server, spec, db);
         }
         Keyless::SwapDb => {
             let store_dbs = server.local_store.borrow().store().databases();
@@ -139,6 +140,26 @@ pub fn after_write(server: &Server, db: usize, written: Written) {
             let keys = written_keys(spec, args);
             server.watches.borrow().touch(db, &keys);
             serve_blocked(server, db, keys);
+        }
+    }
+}
+
+/// After FLUSHDB (of `db`) or FLUSHALL on the standalone store: the keys
+/// clients are blocked on are gone, so a blocked XREADGROUP is told so (a
+/// blocked pop keeps waiting), as Redis serves them.
+pub fn serve_flushed(server: &Server, spec: &CommandSpec, db: usize) {
+    if server.blocking.borrow().is_empty() {
+        return;
+    }
+    let dbs = if spec.keyless == Keyless::FlushDb {
+        db..db + 1
+    } else {
+        0..server.local_store.borrow().store().databases()
+    };
+    for d in dbs {
+        let keys = server.blocking.borrow().keys_in_db(LOCAL_SHARD, d);
+        if !keys.is_empty() {
+            serve_blocked(server, d, keys);
         }
     }
 }

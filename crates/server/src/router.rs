@@ -56,7 +56,9 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
                 for (db, key) in removed {
                     watches.touch(db, std::slice::from_ref(&key));
                 }
+                drop(watches);
                 crate::events::invalidate_tracked(&s.server.tracking, Written::Command(spec, args));
+                crate::events::serve_flushed(&s.server, spec, s.db);
             } else if matches!(spec.handler, Handler::Write(_)) && !spec.changed_nothing(&reply) {
                 crate::events::after_write(&s.server, s.db, Written::Command(spec, args));
             }
