@@ -136,6 +136,9 @@ pub struct Store<K: Keyspace = MemoryKeyspace> {
     /// does so that scripts see one order. A cell because read-only
     /// scripts reach the store shared; never replicated or imaged.
     pub(crate) script_call: std::cell::Cell<bool>,
+    /// A script run since this was last cleared called a read-only
+    /// command (CLIENT TRACKING then tracks the script's keys, as Redis).
+    pub script_read: std::cell::Cell<bool>,
     /// Set while connections MONITOR this store (standalone): the commands
     /// scripts run are recorded in `script_calls` as (db, argv).
     pub monitored: std::cell::Cell<bool>,
@@ -205,6 +208,7 @@ impl<K: Keyspace> Store<K> {
             notify: 0,
             events: Vec::new(),
             script_call: std::cell::Cell::new(false),
+            script_read: std::cell::Cell::new(false),
             monitored: std::cell::Cell::new(false),
             script_calls: Default::default(),
             script_pause_after: None,

@@ -244,6 +244,28 @@ fn client_pause_write_lets_scripts_that_declare_no_writes_run() {
             Ok(Value::BulkString(b"ro".to_vec())),
             "{name}"
         );
+        // SCRIPT LOAD goes through too (Redis flags it neither write nor
+        // may-replicate), FUNCTION LOAD does not.
+        assert!(
+            go(&mut other, &["SCRIPT", "LOAD", "return 5"]).is_ok(),
+            "{name}"
+        );
+        assert!(
+            go(
+                &mut other,
+                &[
+                    "FUNCTION",
+                    "LOAD",
+                    "#!lua name=held\nredis.register_function('h', function() return 1 end)"
+                ]
+            )
+            .is_err(),
+            "{name}: FUNCTION LOAD ran during the pause"
+        );
+        let mut other = connect(port);
+        other
+            .set_read_timeout(Some(Duration::from_millis(400)))
+            .expect("timeout");
         // An old-style script may write: held until the pause ends.
         let started = Instant::now();
         let held = go(&mut other, &["EVAL", "return 'old style'", "0"]);
@@ -816,6 +838,54 @@ fn flushall_tells_a_blocked_xreadgroup_its_stream_is_gone() {
             }));
             out.push(go(&mut c, &flush));
             out.push(reader.join().expect("reader"));
+        }
+        out
+    });
+}
+
+#[test]
+fn tracking_covers_a_script_s_keys_when_it_reads() {
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).expect("client");
+        let mut sub_conn = client.get_connection().expect("subscriber");
+        let sub_id = match go(&mut sub_conn, &["CLIENT", "ID"]) {
+            Ok(Value::Int(id)) => id.to_string(),
+            other => panic!("client id: {other:?}"),
+        };
+        let mut sub = sub_conn.as_pubsub();
+        sub.subscribe("__redis__:invalidate").expect("subscribe");
+        sub.set_read_timeout(Some(Duration::from_millis(300)))
+            .expect("timeout");
+        let mut tracked = connect(port);
+        let mut writer = connect(port);
+        go(
+            &mut tracked,
+            &["CLIENT", "TRACKING", "on", "REDIRECT", &sub_id],
+        )
+        .expect("tracking");
+        let mut out = Vec::new();
+        // A script that only writes: its keys are not tracked; one that
+        // reads: they are. EVAL_RO likewise.
+        for (command, body) in [
+            ("EVAL", "redis.call('set', 'k3', 'v')"),
+            ("EVAL", "redis.call('get', 'k3')"),
+            ("EVAL_RO", "redis.call('ping')"),
+            ("EVAL_RO", "redis.call('get', 'k1')"),
+        ] {
+            go(&mut tracked, &[command, body, "2", "k1", "k2"]).expect("script");
+            go(&mut writer, &["MSET", "k2", "x", "k1", "y"]).expect("mset");
+            let mut invalidated: Vec<String> = Vec::new();
+            while let Ok(msg) = sub.get_message() {
+                invalidated.extend(msg.get_payload::<Vec<String>>().unwrap_or_default());
+            }
+            invalidated.sort();
+            out.push(Ok(Value::Array(
+                invalidated
+                    .into_iter()
+                    .map(|k| Value::BulkString(k.into_bytes()))
+                    .collect(),
+            )));
         }
         out
     });

@@ -37,6 +37,10 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
         .then(|| Duration::from_millis(s.server.config.borrow().busy_reply_threshold));
     // A restricted user's scripts have each call checked against its rules.
     let caller = crate::acl::script_caller(s, spec);
+    let tracks_script = spec.group == "scripting" && s.info.tracking.borrow().on;
+    if tracks_script {
+        s.server.local_store.borrow().store().script_read.set(false);
+    }
     let result = s
         .server
         .local_store
@@ -45,6 +49,9 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
             local.execute_pausable(spec, s.db, args, pause_after)
         });
     crate::acl::log_script_refusals(&s.server, s.info.id);
+    if tracks_script && s.server.local_store.borrow().store().script_read.get() {
+        crate::tracking::remember_script_keys(s, spec, args);
+    }
     if matches!(result, Err(CmdError::ScriptPaused)) {
         return finish_paused_script(&s.server, spec, s.db, args, s.info.id);
     }

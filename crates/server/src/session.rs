@@ -866,6 +866,16 @@ impl Session {
         if spec.group != "scripting" {
             return spec.flags;
         }
+        if spec.name == "load"
+            && args
+                .first()
+                .is_some_and(|a| a.eq_ignore_ascii_case(b"script"))
+        {
+            // SCRIPT LOAD writes the script cache, replicated state here,
+            // but Redis flags it neither write nor may-replicate: a WRITE
+            // pause lets it through.
+            return Flags(spec.flags.0 & !Flags::WRITE.0);
+        }
         let declared = if self.server.cluster.is_none() {
             let local = self.server.local_store.borrow();
             scripting::declared_flags(Some(&local.store().scripts), spec, args)

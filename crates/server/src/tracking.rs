@@ -586,12 +586,29 @@ impl Tracking {
 /// invalidation, never a missed one). Keys of shard-channel commands are
 /// channels, not keys, as Redis notes.
 pub fn remember_read(s: &crate::session::Session, spec: &CommandSpec, args: &[Bytes]) {
+    // Standalone, a script's keys are tracked after it ran, if it read
+    // (`router::submit_local`), EVAL_RO's too, as Redis does; in cluster
+    // mode EVAL_RO's keys are tracked before it runs (an invalidation too
+    // many at worst).
     if !spec.flags.contains(Flags::READONLY)
         || spec.flags.contains(Flags::PUBSUB)
+        || (spec.group == "scripting" && s.server.cluster.is_none())
         || !s.info.tracking.borrow().on
     {
         return;
     }
+    let keys: Vec<Bytes> = spec
+        .keys_of(args)
+        .into_iter()
+        .filter_map(|i| args.get(i).cloned())
+        .collect();
+    s.server.tracking.borrow_mut().remember(&s.info, &keys);
+}
+
+/// After a script ran for a tracking session: if it called a read-only
+/// command, its declared keys are remembered, as Redis tracks them
+/// (standalone: in cluster mode scripts run on the shards' threads).
+pub fn remember_script_keys(s: &crate::session::Session, spec: &CommandSpec, args: &[Bytes]) {
     let keys: Vec<Bytes> = spec
         .keys_of(args)
         .into_iter()

@@ -1495,6 +1495,8 @@ impl<K: Keyspace> CallState<'_, K> {
         self.check_slots(spec, &argv)?;
         if spec.is_write() {
             self.wrote = true;
+        } else if spec.flags.contains(crate::table::Flags::READONLY) {
+            self.access.store().script_read.set(true);
         }
         self.calls += 1;
         let ctx = Ctx {
