@@ -3,8 +3,9 @@
 # and the job-framework tests (tests/python/test_frameworks.py) need, from the
 # package registries into the usual per-user caches, so that the tests
 # themselves build and run offline:
-#   - go-redis v9 for tests/clients/go: `go mod download` into the Go module
-#     cache (GOMODCACHE, ~/go/pkg/mod by default);
+#   - go-redis v9 for tests/clients/go and asynq v0.26.0 for
+#     tests/clients/asynq: `go mod download` into the Go module cache
+#     (GOMODCACHE, ~/go/pkg/mod by default);
 #   - ioredis and BullMQ for tests/clients/node: `npm ci` into
 #     tests/clients/node/node_modules (gitignored; npm keeps its download cache in ~/.npm);
 #   - Jedis for tests/clients/java: `mvn package` (dependencies and plugins into
@@ -32,6 +33,18 @@ done
         GOFLAGS="${GOFLAGS:-} -mod=readonly" go mod download
         GOFLAGS="${GOFLAGS:-} -mod=readonly" GOPROXY=off go build -o /dev/null .
         echo "install-client-deps: go modules downloaded"
+    fi
+)
+# asynq (tests/clients/asynq pins it): its own internal/rdb test suite runs
+# against Kvasir, so its test dependencies are fetched too.
+(
+    cd "$CLIENTS/asynq"
+    if GOFLAGS="${GOFLAGS:-} -mod=readonly" GOPROXY=off go test -c -o /dev/null github.com/hibiken/asynq/internal/rdb >/dev/null 2>&1; then
+        echo "install-client-deps: asynq already cached"
+    else
+        GOFLAGS="${GOFLAGS:-} -mod=readonly" go mod download
+        GOFLAGS="${GOFLAGS:-} -mod=readonly" GOPROXY=off go test -c -o /dev/null github.com/hibiken/asynq/internal/rdb
+        echo "install-client-deps: asynq downloaded"
     fi
 )
 

@@ -12,6 +12,11 @@ against a real Kvasir:
   job.return_value() / latest_result() (RQ keeps results in a stream: XADD,
   XREVRANGE), retries, dependencies, and a failing job in the failed registry.
   The job functions live in tests/python/rq_jobs.py.
+- asynq (Go, tests/clients/asynq pins v0.26.0): asynq's own internal/rdb
+  test suite (its whole storage layer, Lua scripts over sorted sets, lists
+  and hashes), built with `go test -c` and run against the standalone
+  `server` and the `cluster` (the six tests that fail against a real Redis
+  Cluster too are skipped there).
 - redis-py helpers: Script objects from register_script (EVALSHA, and the
   NOSCRIPT fallback after SCRIPT FLUSH), Lock (acquire/extend/reacquire/
   release are Lua scripts), and a registered script inside a pipeline.
@@ -87,6 +92,46 @@ def test_bullmq_standalone(server):
 
 def test_bullmq_cluster(cluster):
     _bullmq(["--cluster", *[str(p) for p in cluster.ports]], "bullmq cluster")
+
+
+# ---------------------------------------------------------------- asynq
+
+ASYNQ_DIR = os.path.join(ROOT, "tests", "clients", "asynq")
+# asynq v0.26.0's own tests that fail against a real Redis Cluster too: the
+# messages have no queue, so their keys carry an empty hash tag `{}`, which
+# Redis Cluster hashes whole (CROSSSLOT on redis-server 7.0.15's cluster as
+# on Kvasir's).
+ASYNQ_CROSSSLOT_ON_REDIS_CLUSTER = "TaskIdConflictError"
+
+
+def _asynq_suite(tmp_path, args, what):
+    """Builds asynq's internal/rdb tests (its storage layer: enqueue,
+    dequeue, retry, archive, scheduling, groups, all as Lua scripts) and runs
+    them against Kvasir."""
+    go = shutil.which("go")
+    if go is None:
+        pytest.fail(f"go not found on PATH; {INSTALL_HINT}")
+    binary = str(tmp_path / "rdb.test")
+    env = dict(os.environ, GOFLAGS="-mod=readonly", GOPROXY="off")
+    rc, out, _ = _run([go, "test", "-c", "-o", binary, "github.com/hibiken/asynq/internal/rdb"],
+                      300, cwd=ASYNQ_DIR, env=env, what=f"build {what}")
+    assert rc == 0, f"building asynq's tests failed ({INSTALL_HINT}):\n{out}"
+    rc, out, _ = _run([binary, "-test.count=1", *args], 600, cwd=str(tmp_path), what=what)
+    assert rc == 0, f"{what} failed:\n{out}"
+    assert "PASS" in out.splitlines(), f"{what}: no PASS line:\n{out}"
+
+
+def test_asynq_own_suite_standalone(server, tmp_path):
+    _asynq_suite(tmp_path, [f"-redis_addr=127.0.0.1:{server}"], "asynq internal/rdb, standalone")
+
+
+def test_asynq_own_suite_cluster(cluster, tmp_path):
+    addrs = ",".join(f"127.0.0.1:{p}" for p in cluster.ports)
+    _asynq_suite(
+        tmp_path,
+        ["-redis_cluster", f"-redis_cluster_addrs={addrs}", f"-test.skip={ASYNQ_CROSSSLOT_ON_REDIS_CLUSTER}"],
+        "asynq internal/rdb, cluster",
+    )
 
 
 # ---------------------------------------------------------------- RQ
