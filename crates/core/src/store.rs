@@ -139,6 +139,11 @@ pub struct Store<K: Keyspace = MemoryKeyspace> {
     /// A script run since this was last cleared called a read-only
     /// command (CLIENT TRACKING then tracks the script's keys, as Redis).
     pub script_read: std::cell::Cell<bool>,
+    /// Used memory was over `maxmemory` when the script started (a
+    /// standalone server sets it; under Raft it stays false, as memory
+    /// differs by replica): its first command that may grow the data is
+    /// refused, as Redis refuses it.
+    pub script_oom: std::cell::Cell<bool>,
     /// Set while connections MONITOR this store (standalone): the commands
     /// scripts run are recorded in `script_calls` as (db, argv).
     pub monitored: std::cell::Cell<bool>,
@@ -209,6 +214,7 @@ impl<K: Keyspace> Store<K> {
             events: Vec::new(),
             script_call: std::cell::Cell::new(false),
             script_read: std::cell::Cell::new(false),
+            script_oom: std::cell::Cell::new(false),
             monitored: std::cell::Cell::new(false),
             script_calls: Default::default(),
             script_pause_after: None,

@@ -797,6 +797,16 @@ fn scripts_that_may_write_are_refused_over_maxmemory_by_their_flags() {
             go(&mut c, &["MULTI"]),
             go(&mut c, &["FCALL", "plain", "0"]),
             go(&mut c, &["EXEC"]),
+            // An old-style script is admitted, but its first command that
+            // may grow the data is refused; reads go on.
+            go(&mut c, &["EVAL", "return redis.pcall('set', 'x', 1)", "0"]),
+            go(&mut c, &["EVAL", "return redis.call('get', 'x')", "0"]),
+            go(&mut c, &["EVAL", "redis.call('set', 'x', 1)", "0"])
+                .map_err(|e| e.split(" script:").next().unwrap_or("").to_string()),
+            go(&mut c, &["MULTI"]),
+            go(&mut c, &["EVAL", "return redis.pcall('set', 'x', 1)", "0"]),
+            go(&mut c, &["EXEC"]),
+            go(&mut c, &["EXISTS", "x"]),
         ];
         go(&mut c, &["CONFIG", "SET", "maxmemory", "0"]).expect("maxmemory");
         out

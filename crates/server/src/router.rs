@@ -41,6 +41,10 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
     if tracks_script {
         s.server.local_store.borrow().store().script_read.set(false);
     }
+    if spec.group == "scripting" {
+        let over = s.server.over_maxmemory();
+        s.server.local_store.borrow().store().script_oom.set(over);
+    }
     let result = s
         .server
         .local_store

@@ -280,6 +280,9 @@ fn splice_refused(reply: Reply, refused: Vec<(usize, Reply)>) -> Reply {
 /// The queue as one entry of the standalone store; clients blocked on the
 /// written keys are served after the whole transaction, as in Redis.
 fn exec_local(s: &mut Session, queue: Vec<Queued>) -> Reply {
+    // Scripts in the block see the memory state EXEC started with.
+    let over = s.server.over_maxmemory();
+    s.server.local_store.borrow().store().script_oom.set(over);
     // Scripts in the block have their calls checked as at top level.
     let caller = queue
         .iter()

@@ -1493,6 +1493,16 @@ impl<K: Keyspace> CallState<'_, K> {
             ));
         }
         self.check_slots(spec, &argv)?;
+        // Over maxmemory at the start, a script may not begin growing the
+        // data (once it wrote, it runs to its end: a script is atomic).
+        if !self.wrote
+            && spec.flags.contains(crate::table::Flags::DENYOOM)
+            && self.access.store().script_oom.get()
+        {
+            return Err(CmdError::other(
+                "OOM command not allowed when used memory > 'maxmemory'.",
+            ));
+        }
         if spec.is_write() {
             self.wrote = true;
         } else if spec.flags.contains(crate::table::Flags::READONLY) {
