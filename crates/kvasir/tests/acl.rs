@@ -713,3 +713,29 @@ fn exec_checks_queued_commands_again() {
     let server = Kvasir::start(&[]);
     assert_eq!(session(server.port), session(redis_port));
 }
+
+/// An ACL file whose users grant `&*` loads under `acl-pubsub-default
+/// allchannels` (a new user starts with every channel, and `&*` repeats
+/// it), as redis-server loads Redis's own test file.
+#[test]
+fn acl_file_with_all_channels_loads_under_allchannels_default() {
+    let users = "user alice on allcommands allkeys &* >alice\nuser bob on -@all +@set +acl ~set* &* >bob\nuser default on nopass ~* &* +@all\n";
+    let flags = [
+        "--aclfile",
+        "users.acl",
+        "--acl-pubsub-default",
+        "allchannels",
+    ];
+    let redis_dir = common::temp_dir();
+    std::fs::write(redis_dir.join("users.acl"), users).expect("write users.acl");
+    let (_redis, redis_port) = common::redis_server::start_redis_in(Some(&redis_dir), &flags);
+    let theirs = RawConn::to_port(redis_port).cmd_str(&["ACL", "LIST"]);
+    let dir = common::temp_dir();
+    std::fs::write(dir.join("users.acl"), users).expect("write users.acl");
+    let server = Kvasir::start_in(&dir, &flags);
+    let ours = RawConn::to_port(server.port).cmd_str(&["ACL", "LIST"]);
+    assert!(ours.contains("user bob on"), "{ours}");
+    assert_eq!(ours, theirs);
+    let _ = std::fs::remove_dir_all(&redis_dir);
+    let _ = std::fs::remove_dir_all(&dir);
+}

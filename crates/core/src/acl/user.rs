@@ -202,13 +202,18 @@ impl Selector {
     }
 
     fn add_channel(&mut self, pattern: &[u8]) -> Result<(), RuleError> {
-        if self.all_channels {
-            return Err(RuleError::ChannelAfterAllChannels);
-        }
+        // `&*` is `allchannels`, allowed again (a user of an ACL file under
+        // `acl-pubsub-default allchannels` starts with it); another
+        // pattern after it is refused, as Redis refuses it.
         if pattern == b"*" {
             self.all_channels = true;
             self.channels.clear();
-        } else if !self.channels.iter().any(|c| c == pattern) {
+            return Ok(());
+        }
+        if self.all_channels {
+            return Err(RuleError::ChannelAfterAllChannels);
+        }
+        if !self.channels.iter().any(|c| c == pattern) {
             self.channels.push(pattern.to_vec());
         }
         Ok(())
