@@ -900,3 +900,93 @@ fn tracking_covers_a_script_s_keys_when_it_reads() {
         out
     });
 }
+
+/// Sends `commands` (inline) on a raw connection and returns the bytes
+/// answered up to and including the reply to a final `ECHO <marker>`.
+fn raw_exchange(stream: &mut std::net::TcpStream, commands: &[&str], marker: &str) -> Vec<u8> {
+    use std::io::{Read, Write};
+    let mut out = String::new();
+    for c in commands {
+        out.push_str(c);
+        out.push_str("\r\n");
+    }
+    out.push_str(&format!("ECHO {marker}\r\n"));
+    stream.write_all(out.as_bytes()).expect("write");
+    let end = format!("${}\r\n{marker}\r\n", marker.len()).into_bytes();
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !got.ends_with(&end) {
+        assert!(Instant::now() < deadline, "no full answer: {got:?}");
+        let mut buf = [0u8; 4096];
+        let n = stream.read(&mut buf).expect("read");
+        assert!(n > 0, "connection closed after {got:?}");
+        got.extend_from_slice(&buf[..n]);
+    }
+    got
+}
+
+#[test]
+fn debug_protocol_and_debug_error_answer_what_client_test_suites_expect() {
+    let pair = Pair::start(&["--enable-debug-command", "yes"]);
+    let types = [
+        "string",
+        "integer",
+        "double",
+        "bignum",
+        "null",
+        "array",
+        "set",
+        "map",
+        "attrib",
+        "push",
+        "verbatim",
+        "true",
+        "false",
+        "nosuchtype",
+    ];
+    let mut commands: Vec<String> = types
+        .iter()
+        .map(|t| format!("DEBUG PROTOCOL {t}"))
+        .collect();
+    commands.push("DEBUG ERROR \"LOADING fake message\"".into());
+    commands.push("DEBUG ERROR \"READONLY You can't write against a read only replica.\"".into());
+    commands.push("DEBUG ERROR".into());
+    let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
+    let mut answers = Vec::new();
+    for (name, port) in pair.ports() {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let resp2 = raw_exchange(&mut stream, &commands, "END2");
+        // HELLO's own reply names the server: left out of the comparison.
+        raw_exchange(&mut stream, &["HELLO 3"], "START");
+        let resp3 = raw_exchange(&mut stream, &commands, "END3");
+        answers.push((name, resp2, resp3));
+    }
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let (_, k2, k3) = &answers[0];
+    let (_, r2, r3) = &answers[1];
+    assert_eq!(
+        text(k2),
+        text(r2),
+        "RESP2: Kvasir (left), redis-server (right)"
+    );
+    assert_eq!(
+        text(k3),
+        text(r3),
+        "RESP3: Kvasir (left), redis-server (right)"
+    );
+    // What the clients rely on, spelled out.
+    let k3 = text(k3);
+    assert!(
+        k3.contains("(1234567999999999999999999999999999999\r\n"),
+        "{k3}"
+    );
+    assert!(k3.contains("|1\r\n$14\r\nkey-popularity\r\n"), "{k3}");
+    assert!(
+        k3.contains(">2\r\n$16\r\nserver-cpu-usage\r\n:42\r\n"),
+        "{k3}"
+    );
+    assert!(k3.contains("-LOADING fake message\r\n"), "{k3}");
+}

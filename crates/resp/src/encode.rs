@@ -105,6 +105,23 @@ pub fn encode(reply: &Reply, proto: Protocol, out: &mut BytesMut) {
                 encode(item, proto, out);
             }
         }
+        Reply::BigNumber(digits) => match proto {
+            Protocol::Resp2 => bulk(out, digits),
+            Protocol::Resp3 => line(out, b'(', digits),
+        },
+        Reply::Attribute(pairs) => {
+            if proto == Protocol::Resp3 {
+                int_line(out, b'|', pairs.len() as i64);
+                for (k, v) in pairs {
+                    encode(k, proto, out);
+                    encode(v, proto, out);
+                }
+            }
+        }
+        Reply::Preceded(first, reply) => {
+            encode(first, proto, out);
+            encode(reply, proto, out);
+        }
     }
 }
 

@@ -50,6 +50,15 @@ pub enum Reply {
     /// Keyed results: a map in RESP3, an array of two-element arrays in
     /// RESP2 (XREAD / XREADGROUP's per-stream replies, as Redis sends).
     KeyedArrays(Vec<(Reply, Reply)>),
+    /// A RESP3 big number (`(digits`); a bulk string in RESP2.
+    BigNumber(Bytes),
+    /// A RESP3 attribute (`|`), data about the reply that follows it;
+    /// RESP2 has no form for it, so nothing is written there. Only as the
+    /// first part of [`Reply::Preceded`].
+    Attribute(Vec<(Reply, Reply)>),
+    /// An out-of-band frame (an attribute, a push) written right before
+    /// the command's reply (DEBUG PROTOCOL attrib / push).
+    Preceded(Box<Reply>, Box<Reply>),
 }
 
 impl Reply {
@@ -85,13 +94,19 @@ impl Reply {
         match self {
             Reply::Simple(s) | Reply::Error(s) => s.len() + 3,
             Reply::Int(_) | Reply::Double(_) => 24,
-            Reply::Bulk(b) | Reply::DoubleText(b) | Reply::Verbatim(_, b) => b.len() + HEADER,
+            Reply::Bulk(b) | Reply::DoubleText(b) | Reply::Verbatim(_, b) | Reply::BigNumber(b) => {
+                b.len() + HEADER
+            }
+            Reply::Preceded(first, reply) => first.approx_wire_len() + reply.approx_wire_len(),
             Reply::Nil | Reply::NilArray | Reply::Bool(_) => 5,
             Reply::Array(items) | Reply::Set(items) | Reply::Push(items) => {
                 HEADER + items.iter().map(Reply::approx_wire_len).sum::<usize>()
             }
             Reply::BulkArray(data, ends) => HEADER + data.len() + HEADER * ends.len(),
-            Reply::Map(pairs) | Reply::Pairs(pairs) | Reply::KeyedArrays(pairs) => {
+            Reply::Map(pairs)
+            | Reply::Pairs(pairs)
+            | Reply::KeyedArrays(pairs)
+            | Reply::Attribute(pairs) => {
                 HEADER
                     + pairs
                         .iter()
@@ -142,6 +157,9 @@ impl PartialEq for Reply {
             (Bool(a), Bool(b)) => a == b,
             (Map(a), Map(b)) | (Pairs(a), Pairs(b)) => a == b,
             (Verbatim(f, a), Verbatim(g, b)) => f == g && a == b,
+            (BigNumber(a), BigNumber(b)) => a == b,
+            (Attribute(a), Attribute(b)) => a == b,
+            (Preceded(a, r), Preceded(b, s)) => a == b && r == s,
             _ => false,
         }
     }

@@ -1,7 +1,7 @@
 //! DEBUG, behind Redis 7.0's `enable-debug-command` (no by default; `yes`,
 //! or `local` for loopback connections, set at start): SLEEP, OBJECT,
-//! DIGEST, DIGEST-VALUE, RELOAD, SET-ACTIVE-EXPIRE, CHANGE-REPL-ID, LOG and
-//! HELP, as the test suites of Redis clients use them. The subcommands
+//! DIGEST, DIGEST-VALUE, RELOAD, SET-ACTIVE-EXPIRE, CHANGE-REPL-ID, LOG,
+//! ERROR, PROTOCOL and HELP, as the test suites of Redis clients use them. The subcommands
 //! that crash or corrupt the server on purpose (SEGFAULT, PANIC, ASSERT,
 //! OOM...) are not built: no input may crash Kvasir. OBJECT, DIGEST-VALUE
 //! and RELOAD read the standalone store; in cluster mode they answer an
@@ -70,6 +70,13 @@ pub fn run(s: &mut Session, args: &[Bytes]) -> Result<Reply, CmdError> {
             Ok(Reply::ok())
         }
         _ if eq_ic(sub, "change-repl-id") && rest.is_empty() => Ok(Reply::ok()),
+        // The client libraries' test suites make the server answer an
+        // error of their choosing (LOADING, READONLY, OOM...) to test
+        // how they handle it.
+        _ if eq_ic(sub, "error") && rest.len() == 1 => Ok(Reply::Error(
+            String::from_utf8_lossy(&rest[0]).into_owned().into(),
+        )),
+        _ if eq_ic(sub, "protocol") && rest.len() == 1 => protocol(s, &rest[0]),
         _ if eq_ic(sub, "log") && rest.len() == 1 => {
             tracing::warn!("DEBUG LOG: {}", String::from_utf8_lossy(&rest[0]));
             Ok(Reply::ok())
@@ -118,6 +125,64 @@ pub fn run(s: &mut Session, args: &[Bytes]) -> Result<Reply, CmdError> {
         }
         _ => Err(unknown(sub)),
     }
+}
+
+/// DEBUG PROTOCOL <type>: one reply of each RESP type, the values Redis
+/// sends, for client libraries to test their RESP3 parsers with.
+fn protocol(s: &Session, name: &[u8]) -> Result<Reply, CmdError> {
+    let resp3 = s.info.resp.get() == kvasir_resp::Protocol::Resp3;
+    let counted = |wrap: fn(Vec<Reply>) -> Reply| wrap((0..3).map(Reply::Int).collect());
+    Ok(match () {
+        _ if eq_ic(name, "string") => Reply::bulk_str("Hello World"),
+        _ if eq_ic(name, "integer") => Reply::Int(12345),
+        // Redis's fixed test value (not pi).
+        _ if eq_ic(name, "double") => Reply::DoubleText(Bytes::from_static(b"3.141")),
+        _ if eq_ic(name, "bignum") => {
+            Reply::BigNumber(Bytes::from_static(b"1234567999999999999999999999999999999"))
+        }
+        _ if eq_ic(name, "null") => Reply::Nil,
+        _ if eq_ic(name, "array") => counted(Reply::Array),
+        _ if eq_ic(name, "set") => counted(Reply::Set),
+        _ if eq_ic(name, "map") => Reply::Map(
+            (0..3)
+                .map(|j| (Reply::Int(j), Reply::Bool(j == 1)))
+                .collect(),
+        ),
+        _ if eq_ic(name, "attrib") => Reply::Preceded(
+            Box::new(Reply::Attribute(vec![(
+                Reply::bulk_str("key-popularity"),
+                Reply::Array(vec![Reply::bulk_str("key:123"), Reply::Int(90)]),
+            )])),
+            // An attribute is data about a reply, so a reply follows it.
+            Box::new(Reply::bulk_str("Some real reply following the attribute")),
+        ),
+        _ if eq_ic(name, "push") => {
+            if !resp3 {
+                return Err(CmdError::other(
+                    "ERR RESP2 is not supported by this command",
+                ));
+            }
+            Reply::Preceded(
+                Box::new(Reply::Push(vec![
+                    Reply::bulk_str("server-cpu-usage"),
+                    Reply::Int(42),
+                ])),
+                // A push is not the command's reply: one follows it.
+                Box::new(Reply::bulk_str("Some real reply following the push reply")),
+            )
+        }
+        _ if eq_ic(name, "true") => Reply::Bool(true),
+        _ if eq_ic(name, "false") => Reply::Bool(false),
+        _ if eq_ic(name, "verbatim") => {
+            Reply::Verbatim("txt", Bytes::from_static(b"This is a verbatim\nstring"))
+        }
+        _ => {
+            return Err(CmdError::other(
+                "ERR Wrong protocol type name. Please use one of the following: \
+                 string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false",
+            ))
+        }
+    })
 }
 
 /// DEBUG OBJECT key: Redis's line, with the encoding OBJECT ENCODING gives
@@ -180,6 +245,9 @@ const HELP: &[&str] = &[
     "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "CHANGE-REPL-ID",
     "    Accepted; Kvasir has no Redis replication id to change.",
+    "ERROR <string>",
+    "    Return a Redis protocol error with <string> as message. Useful for clients",
+    "    unit tests to simulate Redis errors.",
     "DIGEST",
     "    Output a hex signature representing the current DB content.",
     "DIGEST-VALUE <key> [<key> ...]",
@@ -188,6 +256,10 @@ const HELP: &[&str] = &[
     "    Write <message> to the server log.",
     "OBJECT <key>",
     "    Show low level info about the `key` and associated value.",
+    "PROTOCOL <type>",
+    "    Reply with a test value of the specified type. <type> can be: string,",
+    "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
+    "    true, false.",
     "RELOAD [option ...]",
     "    Save the RDB on disk and reload it back to memory. Valid <option> values:",
     "    * MERGE: Merge the content of the RDB file into the current dataset.",

@@ -112,6 +112,16 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp: RespVersion) -> mlua::Result<
             single(lua, "verbatim_string", Value::Table(v))?
         }
         Reply::Verbatim(_, b) => Value::String(lua.create_string(&b)?),
+        Reply::BigNumber(digits) if resp3 => single(
+            lua,
+            "big_number",
+            Value::String(lua.create_string(&digits)?),
+        )?,
+        Reply::BigNumber(digits) => Value::String(lua.create_string(&digits)?),
+        // Lua sees the reply, not the data about it (as Redis's parser
+        // skips attributes).
+        Reply::Preceded(_, reply) => reply_to_lua(lua, *reply, resp)?,
+        Reply::Attribute(_) => Value::Nil,
         // The remaining shapes are matched above in both protocols.
         Reply::Map(_) | Reply::KeyedArrays(_) => Value::Nil,
     })
