@@ -9,7 +9,12 @@
 #   - ioredis and BullMQ for tests/clients/node: `npm ci` into
 #     tests/clients/node/node_modules (gitignored; npm keeps its download cache in ~/.npm);
 #   - Jedis for tests/clients/java: `mvn package` (dependencies and plugins into
-#     ~/.m2), which also builds tests/clients/java/target/kvclient-java.jar.
+#     ~/.m2), which also builds tests/clients/java/target/kvclient-java.jar;
+#   - redis-py's own test suite for tests/python/test_redis_py_suite.py: the
+#     source distribution of the version in tests/clients/redis-py/VERSION
+#     (its tests/ folder) unpacked into KVASIR_REDIS_PY_SUITE
+#     (~/.cache/kvasir-redis-py-suite), with a virtualenv of the suite's
+#     pinned test dependencies (tests/clients/redis-py/requirements.txt).
 # Idempotent and quick when the caches are warm: each step is skipped when an
 # offline check shows it is already done. Needs go, node/npm, java 17 and mvn
 # on PATH.
@@ -17,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CLIENTS=tests/clients
 
-for tool in go node npm java mvn; do
+for tool in go node npm java mvn python3; do
     if ! command -v "$tool" >/dev/null 2>&1; then
         echo "install-client-deps: $tool not found on PATH" >&2
         exit 1
@@ -73,4 +78,25 @@ done
     fi
     test -f target/kvclient-java.jar
 )
-echo "install-client-deps: go-redis, ioredis, bullmq and jedis ready"
+# redis-py's test suite: redone only when the version or the pins changed.
+(
+    version=$(cat "$CLIENTS/redis-py/VERSION")
+    home="${KVASIR_REDIS_PY_SUITE:-${XDG_CACHE_HOME:-$HOME/.cache}/kvasir-redis-py-suite}"
+    stamp="$home/.ready"
+    want="$version $(sha256sum "$CLIENTS/redis-py/requirements.txt" | cut -d' ' -f1)"
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -d "$home/redis-$version/tests" ]; then
+        echo "install-client-deps: redis-py $version test suite ready"
+    else
+        rm -rf "$home"
+        mkdir -p "$home"
+        python3 -m venv "$home/venv"
+        "$home/venv/bin/pip" install --quiet --disable-pip-version-check -r "$CLIENTS/redis-py/requirements.txt"
+        "$home/venv/bin/pip" download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+            -d "$home" "redis==$version"
+        tar -xzf "$home/redis-$version.tar.gz" -C "$home"
+        test -d "$home/redis-$version/tests"
+        echo "$want" >"$stamp"
+        echo "install-client-deps: redis-py $version test suite downloaded"
+    fi
+)
+echo "install-client-deps: go-redis, ioredis, bullmq, jedis and redis-py's suite ready"

@@ -21,10 +21,13 @@ def _kvasir_bin():
 
 
 @pytest.fixture(scope="module")
-def server():
+def server(request):
+    """A standalone server per test module; a module may give it more
+    arguments in KVASIR_SERVER_ARGS."""
+    extra = list(getattr(request.module, "KVASIR_SERVER_ARGS", []))
     data = tempfile.mkdtemp(prefix="kvasir-py-")
     proc = subprocess.Popen(
-        [_kvasir_bin(), "server", "--port", "0", "--bind", "127.0.0.1", "--dir", data],
+        [_kvasir_bin(), "server", "--port", "0", "--bind", "127.0.0.1", "--dir", data, *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -1,5 +1,6 @@
-"""Cluster-client smoke tests: go-redis v9, ioredis and Jedis against a real
-three-node Kvasir cluster (the `cluster` fixture).
+"""Cluster-client smoke tests: go-redis v9, ioredis, Jedis and Lettuce against
+a real three-node Kvasir cluster (the `cluster` fixture); Lettuce, which
+speaks RESP3, against a standalone server (`server`) too.
 
 Each client program lives in tests/clients/<lang>/, prints PASS/FAIL lines and
 exits non-zero on failure; these tests build it (offline, from the caches that
@@ -127,6 +128,20 @@ def test_jedis(cluster, java_client):
     java = _tool("java")
     rc, out, _ = _run([java, "-jar", java_client, *_seeds(cluster)], 90, what="jedis")
     _assert_passed(rc, out, "jedis")
+
+
+def test_lettuce_standalone(server, java_client):
+    java = _tool("java")
+    rc, out, _ = _run([java, "-cp", java_client, "kvasir.LettuceSmoke", "standalone", str(server)], 120,
+                      what="lettuce standalone")
+    _assert_passed(rc, out, "lettuce standalone")
+
+
+def test_lettuce_cluster(cluster, java_client):
+    java = _tool("java")
+    rc, out, _ = _run([java, "-cp", java_client, "kvasir.LettuceSmoke", "cluster", *_seeds(cluster)], 120,
+                      what="lettuce cluster")
+    _assert_passed(rc, out, "lettuce cluster")
 
 
 # The failover tests run last in this module: each kills a node and restarts it.
@@ -285,3 +300,8 @@ def test_ioredis_failover(cluster):
 def test_jedis_failover(cluster, java_client):
     java = _tool("java")
     _failover(cluster, [java, "-cp", java_client, "kvasir.Failover", *_seeds(cluster)], "jedis failover")
+
+
+def test_lettuce_failover(cluster, java_client):
+    java = _tool("java")
+    _failover(cluster, [java, "-cp", java_client, "kvasir.LettuceFailover", *_seeds(cluster)], "lettuce failover")
