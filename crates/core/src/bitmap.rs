@@ -27,7 +27,7 @@ const ONE_KEY: (i32, i32, i32) = (1, 1, 1);
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("bitcount", -2, R, ONE_KEY, ACL_R, G, "2.6.0", "Counts the number of set bits (population counting) in a string.", crate::read_handler!(bitcount)),
-    cmd("bitfield", -2, W_OOM, ONE_KEY, ACL_W, G, "3.2.0", "Performs arbitrary bitfield integer operations on strings.", crate::write_handler!(bitfield)).events(crate::notify::Events::Custom(crate::notify::bitfield)).keys_access(crate::table::KeyAccess::ByArgs(bitfield_key_access)),
+    cmd("bitfield", -2, W_OOM, ONE_KEY, ACL_W, G, "3.2.0", "Performs arbitrary bitfield integer operations on strings.", crate::write_handler!(bitfield)).events(crate::notify::Events::Custom(crate::notify::bitfield)).keys_access(crate::table::KeyAccess::ByArgs(bitfield_key_access)).with_key_specs(&[crate::table::KeySpec::RW.union(crate::table::KeySpec::ACCESS).union(crate::table::KeySpec::UPDATE).union(crate::table::KeySpec::VARIABLE_FLAGS)]),
     cmd("bitfield_ro", -2, RF, ONE_KEY, ACL_RF, G, "6.0.0", "Performs arbitrary read-only bitfield integer operations on strings.", crate::read_handler!(bitfield_ro)),
     // Destination and sources: every argument from index 2 is a key.
     cmd("bitop", -4, W_OOM, (2, -1, 1), ACL_W, G, "2.6.0", "Performs bitwise operations on multiple strings, and stores the result.", crate::write_handler!(bitop)).events(crate::notify::Events::Dest("set")).keys_access(crate::table::KeyAccess::WriteThenRead),

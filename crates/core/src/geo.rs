@@ -30,7 +30,7 @@ const ACL_W: &[&str] = &["write", "geo", "slow"];
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("geoadd", -5, W_OOM, KEY, ACL_W, G, "3.2.0", "Adds one or more members to a geospatial index. The key is created if it doesn't exist.", crate::write_handler!(geoadd)).events(crate::notify::Events::Named("zadd")),
+    cmd("geoadd", -5, W_OOM, KEY, ACL_W, G, "3.2.0", "Adds one or more members to a geospatial index. The key is created if it doesn't exist.", crate::write_handler!(geoadd)).events(crate::notify::Events::Named("zadd")).with_key_specs(&[crate::table::ks::RW_UPDATE]).keys_access(crate::table::KeyAccess::Write),
     cmd("geodist", -4, R, KEY, ACL_R, G, "3.2.0", "Returns the distance between two members of a geospatial index.", crate::read_handler!(geodist)),
     cmd("geohash", -2, R, KEY, ACL_R, G, "3.2.0", "Returns members from a geospatial index as geohash strings.", crate::read_handler!(geohash)),
     cmd("geopos", -2, R, KEY, ACL_R, G, "3.2.0", "Returns the longitude and latitude of members from a geospatial index.", crate::read_handler!(geopos)),

@@ -32,7 +32,7 @@ const ONE_KEY: (i32, i32, i32) = (1, 1, 1);
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("hdel", -3, WF, ONE_KEY, ACL_WF, G, "2.0.0", "Delete one or more hash fields", crate::write_handler!(hdel)).idle_on_empty().keys_access(crate::table::KeyAccess::Write),
+    cmd("hdel", -3, WF, ONE_KEY, ACL_WF, G, "2.0.0", "Delete one or more hash fields", crate::write_handler!(hdel)).idle_on_empty().keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::RW_DELETE]),
     cmd("hexists", 3, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Determine if a hash field exists", crate::read_handler!(hexists)).keys_access(crate::table::KeyAccess::Existence),
     cmd("hget", 3, RF, ONE_KEY, ACL_RF, G, "2.0.0", "Get the value of a hash field", crate::read_handler!(hget)),
     cmd("hgetall", 2, R, ONE_KEY, ACL_R, G, "2.0.0", "Get all the fields and values in a hash", crate::read_handler!(hgetall)),
@@ -45,7 +45,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("hrandfield", -2, R, ONE_KEY, ACL_R, G, "6.2.0", "Get one or multiple random fields from a hash", crate::read_handler!(hrandfield)),
     cmd("hscan", -3, R, ONE_KEY, ACL_R, G, "2.8.0", "Incrementally iterate hash fields and associated values", crate::read_handler!(hscan)),
     cmd("hset", -4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set the string value of a hash field", crate::write_handler!(hset)).keys_access(crate::table::KeyAccess::Write),
-    cmd("hsetnx", 4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set the value of a hash field, only if the field does not exist", crate::write_handler!(hsetnx)).idle_on_empty().events(crate::notify::Events::Named("hset")).keys_access(crate::table::KeyAccess::Write),
+    cmd("hsetnx", 4, WF_OOM, ONE_KEY, ACL_WF, G, "2.0.0", "Set the value of a hash field, only if the field does not exist", crate::write_handler!(hsetnx)).idle_on_empty().events(crate::notify::Events::Named("hset")).keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::RW_INSERT]),
     cmd("hstrlen", 3, RF, ONE_KEY, ACL_RF, G, "3.2.0", "Get the length of the value of a hash field", crate::read_handler!(hstrlen)).keys_access(crate::table::KeyAccess::Existence),
     cmd("hvals", 2, R, ONE_KEY, ACL_R, G, "2.0.0", "Get all the values in a hash", crate::read_handler!(hvals)),
 ];

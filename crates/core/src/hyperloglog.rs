@@ -46,9 +46,9 @@ const G: &str = "hyperloglog";
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("pfadd", -2, W_OOM_FAST, (1, 1, 1), &["write", "hyperloglog", "fast"], G, "2.8.9", "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist.", crate::write_handler!(pfadd)).events(crate::notify::Events::Custom(crate::notify::pfadd)).keys_access(crate::table::KeyAccess::Write),
+    cmd("pfadd", -2, W_OOM_FAST, (1, 1, 1), &["write", "hyperloglog", "fast"], G, "2.8.9", "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist.", crate::write_handler!(pfadd)).events(crate::notify::Events::Custom(crate::notify::pfadd)).keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::RW_INSERT]),
     // Every argument is a key (the union of all of them is counted).
-    cmd("pfcount", -2, R.union(Flags::MAY_REPLICATE), (1, -1, 1), &["read", "hyperloglog", "slow"], G, "2.8.9", "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).", crate::read_handler!(pfcount)),
+    cmd("pfcount", -2, R.union(Flags::MAY_REPLICATE), (1, -1, 1), &["read", "hyperloglog", "slow"], G, "2.8.9", "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).", crate::read_handler!(pfcount)).with_key_specs(&[crate::table::ks::RW_ACCESS]),
     // The destination (also merged as a source) and the sources.
     cmd("pfmerge", -2, W_OOM, (1, -1, 1), &["write", "hyperloglog", "slow"], G, "2.8.9", "Merges one or more HyperLogLog values into a single key.", crate::write_handler!(pfmerge)).events(crate::notify::Events::Dest("pfadd")).keys_access(crate::table::KeyAccess::ReadWriteThenRead),
 ];

@@ -33,13 +33,13 @@ const SUB_KEY: (i32, i32, i32) = (2, 2, 1);
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("del", -2, W, ALL_KEYS, ACL_WS, G, "1.0.0", "Deletes one or more keys.", crate::write_handler!(del)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)).keys_access(crate::table::KeyAccess::Write),
-    cmd("unlink", -2, WF, ALL_KEYS, ACL_WF, G, "4.0.0", "Asynchronously deletes one or more keys.", crate::write_handler!(del)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)).keys_access(crate::table::KeyAccess::Write),
+    cmd("del", -2, W, ALL_KEYS, ACL_WS, G, "1.0.0", "Deletes one or more keys.", crate::write_handler!(del)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)).keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::RM_DELETE]),
+    cmd("unlink", -2, WF, ALL_KEYS, ACL_WF, G, "4.0.0", "Asynchronously deletes one or more keys.", crate::write_handler!(del)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)).keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::RM_DELETE]),
     cmd("exists", -2, RF, ALL_KEYS, ACL_RF, G, "1.0.0", "Determines whether one or more keys exist.", crate::read_handler!(exists)).keys_access(crate::table::KeyAccess::Existence),
     cmd("touch", -2, RF, ALL_KEYS, ACL_RF, G, "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", crate::read_handler!(touch)).keys_access(crate::table::KeyAccess::Existence),
     cmd("type", 2, RF, KEY, ACL_RF, G, "1.0.0", "Determines the type of value stored at a key.", crate::read_handler!(type_of)).keys_access(crate::table::KeyAccess::Existence),
-    cmd("rename", 3, W, TWO_KEYS, ACL_WS, G, "1.0.0", "Renames a key and overwrites the destination.", crate::write_handler!(rename)).events(crate::notify::Events::Custom(crate::notify::rename)).keys_access(crate::table::KeyAccess::ReadWriteThenWrite),
-    cmd("renamenx", 3, WF, TWO_KEYS, ACL_WF, G, "1.0.0", "Renames a key only when the target key name doesn't exist.", crate::write_handler!(renamenx)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::rename)).keys_access(crate::table::KeyAccess::ReadWriteThenWrite),
+    cmd("rename", 3, W, TWO_KEYS, ACL_WS, G, "1.0.0", "Renames a key and overwrites the destination.", crate::write_handler!(rename)).events(crate::notify::Events::Custom(crate::notify::rename)).keys_access(crate::table::KeyAccess::ReadWriteThenWrite).with_key_specs(&[crate::table::ks::RW_ACCESS_DELETE, crate::table::ks::OW_UPDATE]),
+    cmd("renamenx", 3, WF, TWO_KEYS, ACL_WF, G, "1.0.0", "Renames a key only when the target key name doesn't exist.", crate::write_handler!(renamenx)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::rename)).keys_access(crate::table::KeyAccess::ReadWriteThenWrite).with_key_specs(&[crate::table::ks::RW_ACCESS_DELETE, crate::table::ks::OW_INSERT]),
     cmd("copy", -3, W.union(Flags::DENYOOM), TWO_KEYS, ACL_WS, G, "6.2.0", "Copies the value of a key to a new key.", crate::write_handler!(copy)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::copy)).keys_access(crate::table::KeyAccess::ReadThenWrite),
     cmd("move", 3, WF, KEY, ACL_WF, G, "1.0.0", "Moves a key to another database.", crate::write_handler!(move_key)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::move_key)),
     cmd("expire", -3, WF, KEY, ACL_WF, G, "1.0.0", "Sets the expiration time of a key in seconds.", crate::write_handler!(expire)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::expire)).keys_access(crate::table::KeyAccess::Write),
@@ -55,7 +55,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("scan", -2, R, NO_KEYS, ACL_RS, G, "2.8.0", "Iterates over the key names in the database.", crate::read_handler!(scan)).reaching(Keyless::Cursor),
     cmd("randomkey", 1, R, NO_KEYS, ACL_RS, G, "1.0.0", "Returns a random key name from the database.", crate::read_handler!(randomkey)).reaching(Keyless::Pick),
     cmd("dump", 2, R, KEY, ACL_RS, G, "2.6.0", "Returns a serialized representation of the value stored at a key.", crate::read_handler!(dump)),
-    cmd("restore", -4, W.union(Flags::DENYOOM), KEY, &["keyspace", "write", "slow", "dangerous"], G, "2.6.0", "Creates a key from the serialized representation of a value.", crate::write_handler!(restore)).events(crate::notify::Events::Custom(crate::notify::restore)).keys_access(crate::table::KeyAccess::Write),
+    cmd("restore", -4, W.union(Flags::DENYOOM), KEY, &["keyspace", "write", "slow", "dangerous"], G, "2.6.0", "Creates a key from the serialized representation of a value.", crate::write_handler!(restore)).events(crate::notify::Events::Custom(crate::notify::restore)).keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::OW_UPDATE]),
     container("object", -2, &["slow"], G, "2.2.3", "A container for object introspection commands.", OBJECT_SUBS),
 ];
 

@@ -170,6 +170,97 @@ pub struct CommandSpec {
     /// (SORT ... BY/GET): the option of this invocation that does, which
     /// only a user allowed every key may use.
     pub pattern_reads: Option<PatternReads>,
+    /// Redis's key-spec flags of each key spec, in order (the n-th key
+    /// found takes spec n, the last spec takes the rest): COMMAND
+    /// GETKEYSANDFLAGS and COMMAND INFO. Empty: derived from `key_access`.
+    pub key_specs: &'static [KeySpec],
+}
+
+/// Redis 7's flags of a key spec: how the command treats the keys it
+/// finds (one of RO, RW, OW, RM, then what it does to the value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeySpec(pub u16);
+
+impl KeySpec {
+    /// Read only.
+    pub const RO: KeySpec = KeySpec(1 << 0);
+    /// Read and written.
+    pub const RW: KeySpec = KeySpec(1 << 1);
+    /// Overwritten: the old value is not read.
+    pub const OW: KeySpec = KeySpec(1 << 2);
+    /// Removed.
+    pub const RM: KeySpec = KeySpec(1 << 3);
+    /// The value reaches the reply.
+    pub const ACCESS: KeySpec = KeySpec(1 << 4);
+    /// The value is changed.
+    pub const UPDATE: KeySpec = KeySpec(1 << 5);
+    /// Data is added.
+    pub const INSERT: KeySpec = KeySpec(1 << 6);
+    /// Data is removed.
+    pub const DELETE: KeySpec = KeySpec(1 << 7);
+    /// A channel, not a key (SPUBLISH, SSUBSCRIBE).
+    pub const NOT_KEY: KeySpec = KeySpec(1 << 8);
+    /// The spec may not find every key (MIGRATE's KEYS, SORT's STORE).
+    pub const INCOMPLETE: KeySpec = KeySpec(1 << 9);
+    /// The flags depend on the arguments (SET ... GET).
+    pub const VARIABLE_FLAGS: KeySpec = KeySpec(1 << 10);
+
+    const NAMES: [(KeySpec, &'static str); 11] = [
+        (KeySpec::RO, "RO"),
+        (KeySpec::RW, "RW"),
+        (KeySpec::OW, "OW"),
+        (KeySpec::RM, "RM"),
+        (KeySpec::ACCESS, "access"),
+        (KeySpec::UPDATE, "update"),
+        (KeySpec::INSERT, "insert"),
+        (KeySpec::DELETE, "delete"),
+        (KeySpec::NOT_KEY, "not_key"),
+        (KeySpec::INCOMPLETE, "incomplete"),
+        (KeySpec::VARIABLE_FLAGS, "variable_flags"),
+    ];
+
+    pub const fn union(self, other: KeySpec) -> KeySpec {
+        KeySpec(self.0 | other.0)
+    }
+
+    pub const fn contains(self, other: KeySpec) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The flag names in Redis's order.
+    pub fn names(self) -> Vec<&'static str> {
+        KeySpec::NAMES
+            .iter()
+            .filter(|(f, _)| self.contains(*f))
+            .map(|(_, n)| *n)
+            .collect()
+    }
+
+    /// Whether ACL needs (read, write) permission for a key with these
+    /// flags, as Redis derives it: ACCESS reads; INSERT, DELETE and UPDATE
+    /// write.
+    pub const fn acl_needs(self) -> (bool, bool) {
+        (
+            self.contains(KeySpec::ACCESS),
+            self.0 & (KeySpec::INSERT.0 | KeySpec::DELETE.0 | KeySpec::UPDATE.0) != 0,
+        )
+    }
+}
+
+/// Shorthands for the key specs of the command table.
+pub mod ks {
+    use super::KeySpec;
+    pub const RO_ACCESS: KeySpec = KeySpec::RO.union(KeySpec::ACCESS);
+    pub const RW_ACCESS_UPDATE: KeySpec = KeySpec::RW.union(KeySpec::ACCESS).union(KeySpec::UPDATE);
+    pub const RW_ACCESS_DELETE: KeySpec = KeySpec::RW.union(KeySpec::ACCESS).union(KeySpec::DELETE);
+    pub const RW_ACCESS_INSERT: KeySpec = KeySpec::RW.union(KeySpec::ACCESS).union(KeySpec::INSERT);
+    pub const RW_ACCESS: KeySpec = KeySpec::RW.union(KeySpec::ACCESS);
+    pub const RW_UPDATE: KeySpec = KeySpec::RW.union(KeySpec::UPDATE);
+    pub const RW_INSERT: KeySpec = KeySpec::RW.union(KeySpec::INSERT);
+    pub const RW_DELETE: KeySpec = KeySpec::RW.union(KeySpec::DELETE);
+    pub const OW_UPDATE: KeySpec = KeySpec::OW.union(KeySpec::UPDATE);
+    pub const OW_INSERT: KeySpec = KeySpec::OW.union(KeySpec::INSERT);
+    pub const RM_DELETE: KeySpec = KeySpec::RM.union(KeySpec::DELETE);
 }
 
 /// What a command does to its keys, as far as ACL key permissions go: a
@@ -319,6 +410,53 @@ impl CommandSpec {
         CommandSpec { events, ..self }
     }
 
+    /// This entry with Redis's key-spec flags, one per key spec (when
+    /// they differ from what its ACL key permissions imply).
+    pub const fn with_key_specs(self, key_specs: &'static [KeySpec]) -> CommandSpec {
+        CommandSpec { key_specs, ..self }
+    }
+
+    /// The key specs' flags of this entry: its own, or what its ACL key
+    /// permissions imply (Redis's common cases).
+    pub fn key_spec_list(&self) -> Vec<KeySpec> {
+        use ks::*;
+        if !self.key_specs.is_empty() {
+            return self.key_specs.to_vec();
+        }
+        match self.key_access {
+            KeyAccess::Read => vec![RO_ACCESS],
+            KeyAccess::Existence => vec![KeySpec::RO],
+            KeyAccess::ReadWrite => vec![RW_ACCESS_UPDATE],
+            KeyAccess::Write => vec![RW_UPDATE],
+            KeyAccess::WriteThenRead => vec![OW_UPDATE, RO_ACCESS],
+            KeyAccess::ReadThenWrite => vec![RO_ACCESS, OW_UPDATE],
+            KeyAccess::ReadWriteThenWrite => vec![RW_ACCESS_DELETE, RW_INSERT],
+            KeyAccess::ReadWriteThenRead => vec![RW_ACCESS_INSERT, RO_ACCESS],
+            KeyAccess::ByArgs(_) => vec![RW_ACCESS_UPDATE.union(KeySpec::VARIABLE_FLAGS)],
+        }
+    }
+
+    /// The flags of the `nth` key (0-based) that this invocation names, as
+    /// COMMAND GETKEYSANDFLAGS reports them: a spec whose flags vary takes
+    /// those of the invocation (SET without GET overwrites).
+    pub fn key_flags_of(&self, args: &[Bytes], nth: usize) -> KeySpec {
+        let specs = self.key_spec_list();
+        let spec = specs[nth.min(specs.len().saturating_sub(1))];
+        if !spec.contains(KeySpec::VARIABLE_FLAGS) {
+            // INCOMPLETE says the spec's search may miss keys; a key that
+            // was found is reported without it, as Redis does.
+            return KeySpec(spec.0 & !KeySpec::INCOMPLETE.0);
+        }
+        match self.key_access {
+            KeyAccess::ByArgs(decide) => match decide(args) {
+                KeyAccess::Write => ks::OW_UPDATE,
+                KeyAccess::Read => ks::RO_ACCESS,
+                _ => ks::RW_ACCESS_UPDATE,
+            },
+            _ => spec,
+        }
+    }
+
     /// This entry with other ACL key permissions than its flags imply.
     pub const fn keys_access(self, key_access: KeyAccess) -> CommandSpec {
         CommandSpec { key_access, ..self }
@@ -411,21 +549,23 @@ impl CommandSpec {
             Reply::Int(self.step as i64),
             Reply::Set(acl),
             Reply::Array(Vec::new()),
-            Reply::Array(self.key_specs()),
+            Reply::Array(self.key_specs_reply()),
             Reply::Array(subs),
         ])
     }
 
     /// Redis 7 key specs derived from first/last/step.
-    fn key_specs(&self) -> Vec<Reply> {
+    fn key_specs_reply(&self) -> Vec<Reply> {
         if self.first_key <= 0 {
             return Vec::new();
         }
-        let access = if self.is_write() { "RW" } else { "RO" };
+        // One range spec covers every key; it carries the first spec's
+        // flags.
+        let flags = self.key_spec_list()[0].names();
         vec![Reply::Map(vec![
             (
                 Reply::bulk_str("flags"),
-                Reply::Set(vec![Reply::simple(access)]),
+                Reply::Set(flags.into_iter().map(Reply::simple).collect()),
             ),
             (
                 Reply::bulk_str("begin_search"),
@@ -522,6 +662,7 @@ pub const fn cmd(
             KeyAccess::Read
         },
         pattern_reads: None,
+        key_specs: &[],
     }
 }
 
@@ -555,6 +696,7 @@ pub const fn container(
         events: crate::notify::Events::Default,
         key_access: KeyAccess::Read,
         pattern_reads: None,
+        key_specs: &[],
     }
 }
 
@@ -673,6 +815,40 @@ pub fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn acl_permissions_agree_with_the_key_specs() {
+        // Redis derives a key's ACL permission from its key-spec flags;
+        // Kvasir keeps both in the table, so they must agree.
+        let mut differ = Vec::new();
+        for c in families().into_iter().flatten() {
+            for spec in std::iter::once(c).chain(c.subcommands.iter()) {
+                if spec.first_key == 0 && spec.key_finder.is_none() {
+                    continue;
+                }
+                if matches!(spec.key_access, KeyAccess::ByArgs(_)) {
+                    continue;
+                }
+                let specs = spec.key_spec_list();
+                for nth in 0..specs.len().max(2) {
+                    let flags = specs[nth.min(specs.len() - 1)];
+                    if flags.contains(KeySpec::NOT_KEY) {
+                        continue;
+                    }
+                    let from_specs = flags.acl_needs();
+                    let from_access = spec.key_access.of_key(&[], nth);
+                    if from_specs != from_access {
+                        differ.push(format!(
+                            "{} key {nth}: specs {:?} {from_specs:?}, access {from_access:?}",
+                            spec.name,
+                            flags.names()
+                        ));
+                    }
+                }
+            }
+        }
+        assert!(differ.is_empty(), "{}", differ.join("\n"));
+    }
 
     #[test]
     fn names_are_unique_and_lowercase() {

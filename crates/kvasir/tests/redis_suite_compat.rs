@@ -990,3 +990,84 @@ fn debug_protocol_and_debug_error_answer_what_client_test_suites_expect() {
     );
     assert!(k3.contains("-LOADING fake message\r\n"), "{k3}");
 }
+
+#[test]
+fn command_getkeysandflags_reports_redis_key_spec_flags() {
+    let pair = Pair::start(&[]);
+    // One invocation per shape of key specs: read, existence, overwrite,
+    // insert, delete, remove, variable flags (SET with and without GET,
+    // BITFIELD), several specs (LMOVE, RENAME, ZUNIONSTORE, SORT ...
+    // STORE, GEORADIUS ... STORE, PFMERGE, MIGRATE), keys found by
+    // numkeys or STREAMS, subcommands, channels that are not keys.
+    let invocations: &[&[&str]] = &[
+        &["GET", "k"],
+        &["EXISTS", "a", "b"],
+        &["SET", "k", "v"],
+        &["SET", "k", "v", "GET"],
+        &["SETNX", "k", "v"],
+        &["MSET", "a", "1", "b", "2"],
+        &["DEL", "a", "b"],
+        &["LPUSH", "l", "x"],
+        &["LPOP", "l"],
+        &["LMOVE", "a", "b", "LEFT", "RIGHT"],
+        &["RENAME", "a", "b"],
+        &["RENAMENX", "a", "b"],
+        &["COPY", "a", "b"],
+        &["ZUNIONSTORE", "d", "2", "a", "b"],
+        &["SINTERSTORE", "d", "a", "b"],
+        &["SORT", "k", "BY", "w*", "STORE", "d"],
+        &["GEORADIUS", "g", "1", "1", "1", "m", "STORE", "d"],
+        &["PFMERGE", "d", "a", "b"],
+        &["PFCOUNT", "a"],
+        &["BITFIELD", "b", "GET", "u8", "0"],
+        &["BITFIELD", "b", "SET", "u8", "0", "1"],
+        &["LMPOP", "2", "a", "b", "LEFT"],
+        &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"],
+        &["XGROUP", "CREATE", "s", "g", "$"],
+        &["XGROUP", "DESTROY", "s", "g"],
+        &["XAUTOCLAIM", "s", "g", "c", "0", "0"],
+        &["EVAL", "return 1", "1", "k"],
+        &["MIGRATE", "h", "1", "", "0", "5", "KEYS", "a", "b"],
+        &["SPUBLISH", "ch", "m"],
+        &["GET"],
+        &["PING", "x"],
+    ];
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        invocations
+            .iter()
+            .map(|inv| {
+                let mut args = vec!["COMMAND", "GETKEYSANDFLAGS"];
+                args.extend(inv.iter());
+                go(&mut c, &args)
+            })
+            .collect()
+    });
+    // ACL follows the same flags: XREADGROUP reads (%R~), the XGROUP and
+    // XCLAIM family only write (%W~), as Redis 7.0 derives it.
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        go(
+            &mut c,
+            &[
+                "ACL", "SETUSER", "ks", "on", "nopass", "+@all", "%R~r*", "%W~w*",
+            ],
+        )
+        .expect("setuser");
+        let mut out = Vec::new();
+        for key in ["r", "w"] {
+            for cmd in [
+                vec!["XREADGROUP", "GROUP", "g", "c", "STREAMS", key, ">"],
+                vec!["XACK", key, "g", "0-1"],
+                vec!["XCLAIM", key, "g", "c", "0", "0-1"],
+                vec!["XGROUP", "CREATE", key, "g", "$"],
+                vec!["GEOADD", key, "1", "1", "m"],
+            ] {
+                let mut args = vec!["ACL", "DRYRUN", "ks"];
+                args.extend(cmd);
+                out.push(go(&mut c, &args));
+            }
+        }
+        out
+    });
+}

@@ -930,7 +930,7 @@ fn command(sub: CommandCmd, args: &[Bytes]) -> AdminResult {
                 specs.into_iter().map(|(s, p)| s.docs_reply(p)).collect(),
             ))
         }
-        CommandCmd::Getkeys => {
+        CommandCmd::Getkeys | CommandCmd::Getkeysandflags => {
             let target = &args[2..];
             let (spec, _) = match resolve(target) {
                 Ok(found) => found,
@@ -941,7 +941,12 @@ fn command(sub: CommandCmd, args: &[Bytes]) -> AdminResult {
                 }
                 Err(_) => return Err(CmdError::other("ERR Invalid command specified")),
             };
-            if spec.first_key == 0 && spec.key_finder.is_none() {
+            // Channels (SPUBLISH's) are not keys here.
+            let not_keys = spec
+                .key_spec_list()
+                .iter()
+                .all(|k| k.contains(kvasir_core::table::KeySpec::NOT_KEY));
+            if (spec.first_key == 0 && spec.key_finder.is_none()) || not_keys {
                 return Err(CmdError::other("ERR The command has no key arguments"));
             }
             let keys = spec.keys_of(target);
@@ -958,9 +963,21 @@ fn command(sub: CommandCmd, args: &[Bytes]) -> AdminResult {
                     "ERR Invalid arguments specified for command",
                 ));
             }
+            let with_flags = matches!(sub, CommandCmd::Getkeysandflags);
             Ok(Reply::Array(
                 keys.into_iter()
-                    .map(|i| Reply::Bulk(target[i].clone()))
+                    .enumerate()
+                    .map(|(nth, i)| {
+                        let key = Reply::Bulk(target[i].clone());
+                        if !with_flags {
+                            return key;
+                        }
+                        let flags = spec.key_flags_of(target, nth).names();
+                        Reply::Array(vec![
+                            key,
+                            Reply::Set(flags.into_iter().map(Reply::simple).collect()),
+                        ])
+                    })
                     .collect(),
             ))
         }
@@ -978,6 +995,8 @@ fn command(sub: CommandCmd, args: &[Bytes]) -> AdminResult {
             "    Return documentation details about multiple Redis commands.",
             "GETKEYS <full-command>",
             "    Return the keys from a full Redis command.",
+            "GETKEYSANDFLAGS <full-command>",
+            "    Return the keys and the access flags from a full Redis command.",
             "HELP",
             "    Print this help.",
         ])),
