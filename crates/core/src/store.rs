@@ -171,6 +171,12 @@ pub struct Store<K: Keyspace = MemoryKeyspace> {
     /// under Raft, where a read must not change a replica's bytes.
     pub cache_hll_counts: bool,
     pub(crate) hll_counted: std::cell::RefCell<Vec<(usize, Bytes, u64)>>,
+    /// Set by a standalone server around a client's read: a key the read
+    /// found expired is noted (`expired_reads`), and the server then
+    /// deletes it as Redis's lazy expiry does. Never under Raft, where a
+    /// read must not change a replica (the active cycle orders those).
+    pub note_expired_reads: bool,
+    pub expired_reads: std::cell::RefCell<Vec<(usize, Bytes)>>,
 }
 
 /// Accounts a key that lazy expiry removed: `expired_keys` and its
@@ -223,6 +229,8 @@ impl<K: Keyspace> Store<K> {
             evict_pool: Default::default(),
             cache_hll_counts: false,
             hll_counted: Default::default(),
+            note_expired_reads: false,
+            expired_reads: Default::default(),
         }
     }
 
@@ -329,18 +337,37 @@ impl<K: Keyspace> Store<K> {
     /// [`Store::live`] without recording an access (Redis's
     /// LOOKUP_NOTOUCH: OBJECT, TYPE, TTL, EXISTS).
     pub fn peek(&self, db: usize, key: &[u8], now_ms: u64) -> Option<EntryRef<'_, K>> {
-        let found = self.ks.get(db, key).filter(|e| !e.is_expired(now_ms));
+        let found = self.unexpired(db, key, self.ks.get(db, key), now_ms);
         self.count_lookup(found.is_some());
         found
+    }
+
+    /// `entry` unless it expired at `now_ms`; an expired one is noted for
+    /// lazy deletion when the server asked for it.
+    fn unexpired<'a>(
+        &self,
+        db: usize,
+        key: &[u8],
+        entry: Option<EntryRef<'a, K>>,
+        now_ms: u64,
+    ) -> Option<EntryRef<'a, K>> {
+        match entry {
+            Some(e) if e.is_expired(now_ms) => {
+                if self.note_expired_reads {
+                    self.expired_reads
+                        .borrow_mut()
+                        .push((db, Bytes::copy_from_slice(key)));
+                }
+                None
+            }
+            live => live,
+        }
     }
 
     /// The live entry of `key` at `now_ms` (expired keys read as missing);
     /// its access is recorded.
     pub fn live(&self, db: usize, key: &[u8], now_ms: u64) -> Option<EntryRef<'_, K>> {
-        let found = self
-            .ks
-            .get_touched(db, key, now_ms)
-            .filter(|e| !e.is_expired(now_ms));
+        let found = self.unexpired(db, key, self.ks.get_touched(db, key, now_ms), now_ms);
         self.count_lookup(found.is_some());
         found
     }

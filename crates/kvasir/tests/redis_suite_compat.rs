@@ -1071,3 +1071,42 @@ fn command_getkeysandflags_reports_redis_key_spec_flags() {
         out
     });
 }
+
+#[test]
+fn a_read_deletes_the_expired_keys_it_finds() {
+    // Redis's lazy expiry (unit/expire "Redis should lazy expire keys"):
+    // with the active cycle off, a read of an expired key removes it, with
+    // its `expired` event.
+    let pair = Pair::start(&["--enable-debug-command", "yes"]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let mut out = vec![
+            go(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]),
+            go(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Ex"]),
+        ];
+        let mut sub = connect(port);
+        let mut ps = sub.as_pubsub();
+        ps.subscribe("__keyevent@0__:expired").expect("subscribe");
+        for k in ["key1{t}", "key2{t}", "key3{t}"] {
+            out.push(go(&mut c, &["PSETEX", k, "100", "a"]));
+        }
+        out.push(go(&mut c, &["SET", "live{t}", "b"]));
+        out.push(go(&mut c, &["DBSIZE"]));
+        std::thread::sleep(Duration::from_millis(400));
+        // Still counted: nothing has looked at them.
+        out.push(go(&mut c, &["DBSIZE"]));
+        out.push(go(&mut c, &["MGET", "key1{t}", "key2{t}", "live{t}"]));
+        out.push(go(&mut c, &["DBSIZE"]));
+        out.push(go(&mut c, &["EXISTS", "key3{t}"]));
+        out.push(go(&mut c, &["DBSIZE"]));
+        let mut expired = Vec::new();
+        for _ in 0..3 {
+            let msg = ps.get_message().expect("expired event");
+            let key: String = msg.get_payload().expect("payload");
+            expired.push(redis::Value::BulkString(key.into_bytes()));
+        }
+        out.push(Ok(redis::Value::Array(expired)));
+        out.push(go(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]));
+        out
+    });
+}

@@ -504,7 +504,8 @@ fn send_in_background(port: u16, args: &[&str]) -> std::thread::JoinHandle<Outco
 /// What a client sees of busy scripts, step by step: BUSY for other
 /// commands once busy-reply-threshold passed, SCRIPT KILL / FUNCTION KILL
 /// for the matching kind only, UNKILLABLE once the script wrote, a MULTI
-/// that saw BUSY aborting at EXEC, and SHUTDOWN only with NOSAVE.
+/// that saw BUSY aborting at EXEC, an EXEC sent during BUSY ending its
+/// transaction, and SHUTDOWN only with NOSAVE.
 fn busy_script_transcript(port: u16) -> Vec<(String, Outcome)> {
     let mut log = Vec::new();
     let mut conn = cluster::connect(port).expect("connect");
@@ -536,10 +537,16 @@ fn busy_script_transcript(port: u16) -> Vec<(String, Outcome)> {
     let mut txn = cluster::connect(port).expect("connect");
     step(&mut log, &mut txn, &["MULTI"]);
     step(&mut log, &mut txn, &["SET", "k", "in-multi"]);
+    // EXEC itself during BUSY ends the transaction (EXECABORT): the
+    // connection is out of MULTI afterwards.
+    let mut txn2 = cluster::connect(port).expect("connect");
+    step(&mut log, &mut txn2, &["MULTI"]);
+    step(&mut log, &mut txn2, &["EXEC"]);
     step(&mut log, &mut conn, &["FUNCTION", "KILL"]);
     step(&mut log, &mut conn, &["SCRIPT", "KILL"]);
     let killed = script.join().expect("script client");
     log.push(("(the script's reply)".into(), killed));
+    step(&mut log, &mut txn2, &["PING", "after"]);
     step(&mut log, &mut txn, &["EXEC"]);
     step(&mut log, &mut conn, &["GET", "k"]);
 

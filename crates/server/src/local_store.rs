@@ -82,9 +82,11 @@ impl LocalStore {
         let read = matches!(spec.handler, Handler::Read(_));
         self.store.script_pause_after = pause_after;
         self.store.cache_hll_counts = read;
+        self.store.note_expired_reads = read;
         let result = machine::execute(&mut self.store, spec, db, args, &ctx);
         self.store.script_pause_after = None;
         self.store.cache_hll_counts = false;
+        self.store.note_expired_reads = false;
         if read {
             // A paused read-only script's counts are dropped: only a read
             // that ended may store them.
@@ -95,6 +97,19 @@ impl LocalStore {
             }
         }
         result
+    }
+
+    /// The keys the last read found expired, by database, for the server
+    /// to delete (lazy expiry).
+    pub fn take_expired_reads(&mut self) -> Vec<(usize, Vec<Bytes>)> {
+        let mut by_db: Vec<(usize, Vec<Bytes>)> = Vec::new();
+        for (db, key) in self.store.expired_reads.get_mut().drain(..) {
+            match by_db.iter_mut().find(|(d, _)| *d == db) {
+                Some((_, keys)) => keys.push(key),
+                None => by_db.push((db, vec![key])),
+            }
+        }
+        by_db
     }
 
     /// The script paused in the middle, if one is.

@@ -53,6 +53,13 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
             local.execute_pausable(spec, s.db, args, pause_after)
         });
     crate::acl::log_script_refusals(&s.server, s.info.id);
+    // Lazy expiry: a key the read found expired goes now, as in Redis,
+    // with its `expired` event, through the deletion the active cycle
+    // orders.
+    let expired = s.server.local_store.borrow_mut().take_expired_reads();
+    for (db, keys) in expired {
+        s.server.order(LOCAL_SHARD, ShardCmd::Expire { db, keys });
+    }
     if tracks_script && s.server.local_store.borrow().store().script_read.get() {
         crate::tracking::remember_script_keys(s, spec, args);
     }

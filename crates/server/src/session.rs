@@ -616,6 +616,20 @@ impl Session {
     ) -> Option<Reply> {
         let busy = self.server.busy_script()?;
         match resolved {
+            // EXEC refused ends the transaction (Redis's execCommandAbort):
+            // none of it runs, and the connection leaves MULTI.
+            Ok((spec, _))
+                if matches!(
+                    spec.handler,
+                    Handler::Session(kvasir_core::SessionCmd::Exec)
+                ) && self.txn.in_multi() =>
+            {
+                crate::transaction::discard(self);
+                Some(Reply::error(format!(
+                    "EXECABORT Transaction discarded because of: {}",
+                    busy.busy_error()
+                )))
+            }
             Ok((spec, _)) if !spec.flags.contains(Flags::ALLOW_BUSY) => {
                 self.txn.refused_one();
                 Some(Reply::error(busy.busy_error()))
