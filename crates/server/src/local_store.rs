@@ -103,6 +103,9 @@ impl LocalStore {
     /// to delete (lazy expiry).
     pub fn take_expired_reads(&mut self) -> Vec<(usize, Vec<Bytes>)> {
         let mut by_db: Vec<(usize, Vec<Bytes>)> = Vec::new();
+        if self.store.expired_reads.get_mut().is_empty() {
+            return by_db;
+        }
         for (db, key) in self.store.expired_reads.get_mut().drain(..) {
             match by_db.iter_mut().find(|(d, _)| *d == db) {
                 Some((_, keys)) => keys.push(key),

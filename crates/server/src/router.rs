@@ -45,18 +45,18 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
         let over = s.server.over_maxmemory();
         s.server.local_store.borrow().store().script_oom.set(over);
     }
-    let result = s
+    let (result, expired) = s
         .server
         .local_store
         .borrow_mut()
         .as_caller(caller, |local| {
-            local.execute_pausable(spec, s.db, args, pause_after)
+            let result = local.execute_pausable(spec, s.db, args, pause_after);
+            (result, local.take_expired_reads())
         });
     crate::acl::log_script_refusals(&s.server, s.info.id);
     // Lazy expiry: a key the read found expired goes now, as in Redis,
     // with its `expired` event, through the deletion the active cycle
     // orders.
-    let expired = s.server.local_store.borrow_mut().take_expired_reads();
     for (db, keys) in expired {
         s.server.order(LOCAL_SHARD, ShardCmd::Expire { db, keys });
     }
