@@ -782,7 +782,7 @@ fn scripts_that_may_write_are_refused_over_maxmemory_by_their_flags() {
             &[
                 "FUNCTION",
                 "LOAD",
-                "#!lua name=f\nredis.register_function('plain', function() return 1 end)\nredis.register_function{function_name='ro', callback=function() return 2 end, flags={'no-writes'}}\nredis.register_function{function_name='oomok', callback=function() return 3 end, flags={'allow-oom'}}",
+                "#!lua name=f\nredis.register_function('plain', function() return 1 end)\nredis.register_function{function_name='ro', callback=function() return 2 end, flags={'no-writes'}}\nredis.register_function{function_name='oomok', callback=function() redis.call('set', 'y', '1') return 3 end, flags={'allow-oom'}}",
             ],
         )
         .expect("function load");
@@ -793,7 +793,15 @@ fn scripts_that_may_write_are_refused_over_maxmemory_by_their_flags() {
             go(&mut c, &["FCALL", "oomok", "0"]),
             go(&mut c, &["EVAL", "#!lua\nreturn 1", "0"]),
             go(&mut c, &["EVAL", "#!lua flags=no-writes\nreturn 2", "0"]),
-            go(&mut c, &["EVAL", "#!lua flags=allow-oom\nreturn 3", "0"]),
+            // allow-oom: any command runs, writes included.
+            go(
+                &mut c,
+                &[
+                    "EVAL",
+                    "#!lua flags=allow-oom\nredis.call('set', 'z', '1') return 3",
+                    "0",
+                ],
+            ),
             go(&mut c, &["MULTI"]),
             go(&mut c, &["FCALL", "plain", "0"]),
             go(&mut c, &["EXEC"]),
@@ -807,6 +815,7 @@ fn scripts_that_may_write_are_refused_over_maxmemory_by_their_flags() {
             go(&mut c, &["EVAL", "return redis.pcall('set', 'x', 1)", "0"]),
             go(&mut c, &["EXEC"]),
             go(&mut c, &["EXISTS", "x"]),
+            go(&mut c, &["EXISTS", "y", "z"]),
         ];
         go(&mut c, &["CONFIG", "SET", "maxmemory", "0"]).expect("maxmemory");
         out

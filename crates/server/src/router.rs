@@ -56,9 +56,12 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
     crate::acl::log_script_refusals(&s.server, s.info.id);
     // Lazy expiry: a key the read found expired goes now, as in Redis,
     // with its `expired` event, through the deletion the active cycle
-    // orders.
-    for (db, keys) in expired {
-        s.server.order(LOCAL_SHARD, ShardCmd::Expire { db, keys });
+    // orders; not during CLIENT PAUSE, when nothing deletes keys on its
+    // own (Redis's expireIfNeeded then only reads the key as missing).
+    if !s.server.client_pause.in_force() {
+        for (db, keys) in expired {
+            s.server.order(LOCAL_SHARD, ShardCmd::Expire { db, keys });
+        }
     }
     if tracks_script && s.server.local_store.borrow().store().script_read.get() {
         crate::tracking::remember_script_keys(s, spec, args);

@@ -235,6 +235,11 @@ fn run_body<K: Keyspace>(
     let (keys, argv) = split_keys(args)?;
     let flags = shebang_flags(&body)?;
     let read_only = flags.is_some_and(|f| f.contains(ScriptFlags::NO_WRITES));
+    if flags.is_some_and(|f| f.contains(ScriptFlags::ALLOW_OOM)) {
+        // `allow-oom` runs any command over maxmemory (Redis's
+        // scriptVerifyOOM).
+        store.script_oom.set(false);
+    }
     let run = Run {
         db,
         ctx: *ctx,

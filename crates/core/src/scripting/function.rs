@@ -178,6 +178,11 @@ fn fcall<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx
         Some((_, f)) => f.flags,
         None => return Err(CmdError::other("ERR Function not found")),
     };
+    if flags.contains(ScriptFlags::ALLOW_OOM) {
+        // `allow-oom` runs any command over maxmemory (Redis's
+        // scriptVerifyOOM).
+        store.script_oom.set(false);
+    }
     let run = Run {
         db,
         ctx: *ctx,
