@@ -177,7 +177,22 @@ pub struct Store<K: Keyspace = MemoryKeyspace> {
     /// read must not change a replica (the active cycle orders those).
     pub note_expired_reads: bool,
     pub expired_reads: std::cell::RefCell<Vec<(usize, Bytes)>>,
+    /// Set by a standalone server around a client's command: each command
+    /// a script runs is noted in `script_stats` (its entry, parent, time
+    /// in microseconds, whether it failed) for INFO commandstats, which
+    /// count a script's commands as Redis does.
+    pub record_script_stats: bool,
+    pub script_stats: std::cell::RefCell<Vec<ScriptCallStat>>,
 }
+
+/// One command a script ran, for INFO commandstats: its table entry, its
+/// parent (for a subcommand), microseconds, and whether it failed.
+pub type ScriptCallStat = (
+    &'static crate::table::CommandSpec,
+    Option<&'static crate::table::CommandSpec>,
+    u64,
+    bool,
+);
 
 /// Accounts a key that lazy expiry removed: `expired_keys` and its
 /// `expired` event. On the store's fields, so that a caller still holding
@@ -231,6 +246,8 @@ impl<K: Keyspace> Store<K> {
             hll_counted: Default::default(),
             note_expired_reads: false,
             expired_reads: Default::default(),
+            record_script_stats: false,
+            script_stats: Default::default(),
         }
     }
 

@@ -1119,3 +1119,57 @@ fn a_read_deletes_the_expired_keys_it_finds() {
         out
     });
 }
+
+#[test]
+fn commandstats_count_the_commands_scripts_run() {
+    // Redis counts every command a script runs under that command in INFO
+    // commandstats (calls, failed calls), and in total_commands_processed.
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        go(&mut c, &["CONFIG", "RESETSTAT"]).expect("resetstat");
+        let mut out = vec![
+            go(
+                &mut c,
+                &[
+                    "EVAL",
+                    "redis.call('set', KEYS[1], '1') redis.call('get', KEYS[1]) \
+                     redis.call('incr', KEYS[1]) return redis.pcall('lpush', KEYS[1], 'x')",
+                    "1",
+                    "k",
+                ],
+            ),
+            go(
+                &mut c,
+                &["FUNCTION", "LOAD", "#!lua name=cs\nredis.register_function('g', function(keys) return redis.call('get', keys[1]) end)"],
+            ),
+            go(&mut c, &["FCALL", "g", "1", "k"]),
+        ];
+        let info = match go(&mut c, &["INFO", "commandstats"]) {
+            Ok(v) => strings(&v).join(""),
+            Err(e) => e,
+        };
+        for cmd in ["set", "get", "incr", "lpush", "eval", "fcall"] {
+            // calls, rejected and failed calls; not the times.
+            let line = info
+                .lines()
+                .find(|l| l.starts_with(&format!("cmdstat_{cmd}:")))
+                .unwrap_or("")
+                .to_string();
+            let fields: Vec<String> = line
+                .split([':', ','])
+                .filter(|f| {
+                    f.starts_with("calls=")
+                        || f.starts_with("rejected_calls=")
+                        || f.starts_with("failed_calls=")
+                })
+                .map(str::to_string)
+                .collect();
+            out.push(Ok(redis::Value::SimpleString(format!(
+                "{cmd} {}",
+                fields.join(",")
+            ))));
+        }
+        out
+    });
+}

@@ -83,10 +83,12 @@ impl LocalStore {
         self.store.script_pause_after = pause_after;
         self.store.cache_hll_counts = read;
         self.store.note_expired_reads = read;
+        self.store.record_script_stats = true;
         let result = machine::execute(&mut self.store, spec, db, args, &ctx);
         self.store.script_pause_after = None;
         self.store.cache_hll_counts = false;
         self.store.note_expired_reads = false;
+        self.store.record_script_stats = false;
         if read {
             // A paused read-only script's counts are dropped: only a read
             // that ended may store them.
@@ -115,6 +117,12 @@ impl LocalStore {
         by_db
     }
 
+    /// The commands scripts ran since the last call, for INFO
+    /// commandstats.
+    pub fn take_script_stats(&mut self) -> Vec<kvasir_core::store::ScriptCallStat> {
+        std::mem::take(self.store.script_stats.get_mut())
+    }
+
     /// The script paused in the middle, if one is.
     pub fn busy(&self) -> Option<BusyRun> {
         self.store.scripts.busy()
@@ -123,7 +131,10 @@ impl LocalStore {
     /// Runs the paused script on for a slice: its reply once it ended,
     /// None while it runs on (or if none is paused).
     pub fn resume_script(&mut self) -> Option<Reply> {
-        self.store.resume_script()
+        self.store.record_script_stats = true;
+        let reply = self.store.resume_script();
+        self.store.record_script_stats = false;
+        reply
     }
 
     /// Whether a client blocked on `key` must keep waiting because the key

@@ -45,15 +45,20 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
         let over = s.server.over_maxmemory();
         s.server.local_store.borrow().store().script_oom.set(over);
     }
-    let (result, expired) = s
-        .server
-        .local_store
-        .borrow_mut()
-        .as_caller(caller, |local| {
-            let result = local.execute_pausable(spec, s.db, args, pause_after);
-            (result, local.take_expired_reads())
-        });
+    let (result, expired, script_calls) =
+        s.server
+            .local_store
+            .borrow_mut()
+            .as_caller(caller, |local| {
+                let result = local.execute_pausable(spec, s.db, args, pause_after);
+                (
+                    result,
+                    local.take_expired_reads(),
+                    local.take_script_stats(),
+                )
+            });
     crate::acl::log_script_refusals(&s.server, s.info.id);
+    crate::session::account_script_calls(&s.server, script_calls);
     // Lazy expiry: a key the read found expired goes now, as in Redis,
     // with its `expired` event, through the deletion the active cycle
     // orders; not during CLIENT PAUSE, when nothing deletes keys on its
@@ -120,6 +125,8 @@ fn finish_paused_script(
             }
         };
         crate::acl::log_script_refusals(&server, client);
+        let calls = server.local_store.borrow_mut().take_script_stats();
+        crate::session::account_script_calls(&server, calls);
         crate::notify::publish_local(&server);
         if matches!(spec.handler, Handler::Write(_)) && !spec.changed_nothing(&reply) {
             // The script's writes are its client's own (CLIENT TRACKING

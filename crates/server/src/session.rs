@@ -938,6 +938,22 @@ fn count_rejected(
         .rejected += 1;
 }
 
+/// INFO commandstats of the commands a script ran: each counts as a call
+/// of its own command, as in Redis (and in total_commands_processed).
+pub(crate) fn account_script_calls(
+    server: &crate::listener::Server,
+    calls: Vec<kvasir_core::store::ScriptCallStat>,
+) {
+    if calls.is_empty() {
+        return;
+    }
+    let mut stats = server.stats.borrow_mut();
+    for (spec, parent, micros, failed) in calls {
+        stats.total_commands_processed += 1;
+        count_call(&mut stats, spec, parent, micros, failed);
+    }
+}
+
 fn count_call(
     stats: &mut crate::listener::Stats,
     spec: &'static CommandSpec,

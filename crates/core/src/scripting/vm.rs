@@ -1513,8 +1513,11 @@ impl<K: Keyspace> CallState<'_, K> {
             now_ms: self.ctx.now_ms,
             seed: self.ctx.seed.wrapping_add(self.calls),
         };
+        let timer = self.access.store().record_script_stats.then(Instant::now);
         if let Handler::Session(cmd) = spec.handler {
-            return self.session_command(cmd, &argv);
+            let result = self.session_command(cmd, &argv);
+            self.note_stat(spec, parent, timer, &result);
+            return result;
         }
         let store = self.access.store();
         if store.monitored.get() {
@@ -1537,6 +1540,7 @@ impl<K: Keyspace> CallState<'_, K> {
             (Handler::Container, _) => Err(not_allowed()),
         };
         self.access.store().script_call.set(was_in_script);
+        self.note_stat(spec, parent, timer, &result);
         match result {
             Ok(r) => Ok(r),
             // A script never blocks: a blocking command that finds nothing
@@ -1544,6 +1548,31 @@ impl<K: Keyspace> CallState<'_, K> {
             Err(CmdError::WouldBlock(on)) => Ok(on.on_timeout),
             Err(e) => Ok(e.to_reply()),
         }
+    }
+
+    /// Notes one command the script ran for INFO commandstats (when the
+    /// server asked for it: `timer` is set).
+    fn note_stat(
+        &self,
+        spec: &'static crate::table::CommandSpec,
+        parent: Option<&'static crate::table::CommandSpec>,
+        timer: Option<Instant>,
+        result: &Result<Reply, CmdError>,
+    ) {
+        let Some(started) = timer else {
+            return;
+        };
+        let failed = match result {
+            Ok(Reply::Error(_)) => true,
+            Ok(_) | Err(CmdError::WouldBlock(_)) => false,
+            Err(_) => true,
+        };
+        let micros = started.elapsed().as_micros() as u64;
+        self.access
+            .store()
+            .script_stats
+            .borrow_mut()
+            .push((spec, parent, micros, failed));
     }
 
     /// In cluster mode every key must be in the slot of the script's
