@@ -1173,3 +1173,72 @@ fn commandstats_count_the_commands_scripts_run() {
         out
     });
 }
+
+#[test]
+fn swapdb_dirties_only_watchers_of_keys_it_changes() {
+    // Redis's touchAllWatchedKeysInDb (unit/multi's SWAPDB tests): a
+    // watched key in neither database, or a stale (expired) key that
+    // stays stale or disappears, is no change; a real key swapped in or
+    // out is.
+    let pair = Pair::start(&["--enable-debug-command", "yes"]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let mut out = vec![go(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"])];
+        let round = |c: &mut redis::Connection, setup: &[&[&str]], watch_db: &str| {
+            go(c, &["FLUSHALL"]).expect("flushall");
+            for cmd in setup {
+                go(c, cmd).expect("setup");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+            let mut r = vec![
+                go(c, &["SELECT", watch_db]),
+                go(c, &["WATCH", "x"]),
+                go(c, &["SWAPDB", "0", "1"]),
+                go(c, &["MULTI"]),
+                go(c, &["PING"]),
+                go(c, &["EXEC"]),
+            ];
+            r.push(go(c, &["SELECT", "0"]));
+            r
+        };
+        // Nothing anywhere.
+        out.extend(round(&mut c, &[], "1"));
+        // A live key swapped out of the watched database.
+        out.extend(round(&mut c, &[&["SELECT", "1"], &["SET", "x", "v"]], "1"));
+        // A live key swapped into the watched database.
+        out.extend(round(&mut c, &[&["SELECT", "0"], &["SET", "x", "v"]], "1"));
+        // An expired key replaced by nothing.
+        out.extend(round(
+            &mut c,
+            &[&["SELECT", "1"], &["SET", "x", "v", "PX", "1"]],
+            "1",
+        ));
+        // Nothing replaced by an expired key.
+        out.extend(round(
+            &mut c,
+            &[&["SELECT", "0"], &["SET", "x", "v", "PX", "1"]],
+            "1",
+        ));
+        // An expired key replaced by another expired key.
+        out.extend(round(
+            &mut c,
+            &[
+                &["SELECT", "0"],
+                &["SET", "x", "v", "PX", "1"],
+                &["SELECT", "1"],
+                &["SET", "x", "w", "PX", "1"],
+            ],
+            "1",
+        ));
+        // SWAPDB of a database with itself.
+        go(&mut c, &["FLUSHALL"]).expect("flushall");
+        go(&mut c, &["SET", "x", "v"]).expect("set");
+        out.push(go(&mut c, &["WATCH", "x"]));
+        out.push(go(&mut c, &["SWAPDB", "0", "0"]));
+        out.push(go(&mut c, &["MULTI"]));
+        out.push(go(&mut c, &["PING"]));
+        out.push(go(&mut c, &["EXEC"]));
+        out.push(go(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]));
+        out
+    });
+}

@@ -127,11 +127,24 @@ pub fn after_write(server: &Server, db: usize, written: Written) {
                     .and_then(|s| s.parse::<usize>().ok())
                     .filter(|&d| d < store_dbs)
             };
-            for d in [parse(args.get(1)), parse(args.get(2))]
-                .into_iter()
-                .flatten()
+            let (Some(a), Some(b)) = (parse(args.get(1)), parse(args.get(2))) else {
+                return;
+            };
+            if a == b {
+                return;
+            }
             {
-                server.watches.borrow().touch_db(Some(d));
+                // Called after the swap: what `a` held is now in `b`.
+                let now = crate::local_store::unix_ms();
+                let local = server.local_store.borrow();
+                let store = local.store();
+                let state =
+                    |d: usize| move |key: &[u8]| store.db(d).get(key).map(|e| e.is_expired(now));
+                let watches = server.watches.borrow();
+                watches.swapped(a, state(b), state(a));
+                watches.swapped(b, state(a), state(b));
+            }
+            for d in [a, b] {
                 let keys = server.blocking.borrow().keys_in_db(LOCAL_SHARD, d);
                 serve_blocked(server, d, keys);
             }

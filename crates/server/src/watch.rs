@@ -86,6 +86,46 @@ impl Watches {
         }
     }
 
+    /// SWAPDB, after the swap: the watchers of `db`'s keys, given what the
+    /// key was before (`emptied`) and is now (`replaced_with`): None when
+    /// absent, else whether it is expired. As Redis's
+    /// touchAllWatchedKeysInDb: a key in neither database is no change,
+    /// nor is a stale key that stays stale or goes away; a missing key
+    /// replaced by an expired one becomes stale.
+    pub fn swapped(
+        &self,
+        db: usize,
+        emptied: impl Fn(&[u8]) -> Option<bool>,
+        replaced_with: impl Fn(&[u8]) -> Option<bool>,
+    ) {
+        for ((d, key), list) in &self.by_key {
+            if *d != db {
+                continue;
+            }
+            let before = emptied(key);
+            let after = replaced_with(key);
+            if before.is_none() && after.is_none() {
+                continue;
+            }
+            for w in list {
+                if w.stale.get() {
+                    match after {
+                        None => {
+                            w.stale.set(false);
+                            continue;
+                        }
+                        Some(true) => continue,
+                        Some(false) => {}
+                    }
+                } else if before.is_none() && after == Some(true) {
+                    w.stale.set(true);
+                    continue;
+                }
+                w.client.watch_dirty.set(true);
+            }
+        }
+    }
+
     /// Marks every watcher of any key in `db` dirty (FLUSHDB, SWAPDB);
     /// `None` means every database (FLUSHALL).
     pub fn touch_db(&self, db: Option<usize>) {
