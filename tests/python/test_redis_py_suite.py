@@ -12,8 +12,9 @@ test runs except:
   multi-database and scenario tests, which need their Docker set-up);
 - the tests listed in SAME_ON_REDIS below, each of which fails against a
   real redis-server 7.0.15 too (they need a Redis Cluster at redis-py's
-  default address, a Redis 7.2 server, a port left free, or Redis's own
-  replication), each with the reason;
+  default address, a server on redis-py's default port 6379, a Redis 7.2
+  server, a port left free, or Redis's own replication), each with the
+  reason;
 - KVASIR_GAPS: what Kvasir does not do yet, named so that it shows (empty
   now: COMMAND GETKEYSANDFLAGS was the last).
 
@@ -81,6 +82,15 @@ SAME_ON_REDIS = {
     "test_scripting.py::TestScripting::test_eval_crossslot": "cluster",
     "test_asyncio/test_commands.py::TestRedisCommands::test_mset_on_cluster_multiple_slots": "cluster",
     "test_asyncio/test_pubsub.py::TestClusterPubSubResubscribe": "cluster",
+    # Connect to redis-py's default address (localhost:6379) whatever
+    # --redis-url says: they pass only where a server happens to listen there.
+    "test_connection.py::TestConnection::test_retry_connect_on_timeout_error": "port 6379",
+    "test_connection.py::TestConnection::test_connect_with_retries": "port 6379",
+    "test_connection.py::test_create_single_connection_client_from_url": "port 6379",
+    "test_asyncio/test_connection.py::test_connect_with_retries": "port 6379",
+    "test_asyncio/test_connection_pool.py::TestConnectionPool::test_multiple_connections": "port 6379",
+    "test_asyncio/test_connection_pool.py::TestConnectionPool::test_max_connections": "port 6379",
+    "test_asyncio/test_connection_pool.py::TestConnectionPool::test_reuse_previously_released_connection": "port 6379",
     # Expects nothing to listen on port 6390.
     "test_pubsub.py::TestPubSubRedisDown": "a fixed free port",
     "test_asyncio/test_pubsub.py::TestPubSubRedisDown": "a fixed free port",

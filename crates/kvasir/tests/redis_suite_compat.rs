@@ -1037,6 +1037,7 @@ fn command_getkeysandflags_reports_redis_key_spec_flags() {
         &["XAUTOCLAIM", "s", "g", "c", "0", "0"],
         &["EVAL", "return 1", "1", "k"],
         &["MIGRATE", "h", "1", "", "0", "5", "KEYS", "a", "b"],
+        &["RESTORE-ASKING", "k", "0", "x"],
         &["SPUBLISH", "ch", "m"],
         &["GET"],
         &["PING", "x"],
