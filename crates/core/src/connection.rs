@@ -53,6 +53,7 @@ pub enum SessionCmd {
     Asking,
     Shutdown,
     Wait,
+    Waitaof,
     Monitor,
     Save,
     Bgsave,
@@ -103,6 +104,8 @@ pub enum ClientCmd {
     Info,
     Kill,
     NoEvict,
+    NoTouch,
+    Setinfo,
     Reply,
     Tracking,
     Trackinginfo,
@@ -262,6 +265,8 @@ const CLIENT_SUBS: &[CommandSpec] = &[
     sub("info", 2, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Returns information about the connection.", SessionCmd::Client(ClientCmd::Info)),
     sub("kill", -3, ADMIN, &["admin", "slow", "dangerous", "connection"], CONN, "Terminates open connections.", SessionCmd::Client(ClientCmd::Kill)),
     sub("no-evict", 3, ADMIN, &["admin", "slow", "dangerous", "connection"], CONN, "Sets the client eviction mode of the connection.", SessionCmd::Client(ClientCmd::NoEvict)),
+    sub("no-touch", 3, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.", SessionCmd::Client(ClientCmd::NoTouch)).since("7.2.0"),
+    sub("setinfo", 4, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Sets information specific to the client or connection.", SessionCmd::Client(ClientCmd::Setinfo)).since("7.2.0"),
     sub("reply", 3, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Instructs the server whether to reply to commands.", SessionCmd::Client(ClientCmd::Reply)),
     sub("tracking", -3, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Controls server-assisted client-side caching for the connection.", SessionCmd::Client(ClientCmd::Tracking)),
     sub("trackinginfo", 2, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Returns information about server-assisted client-side caching for the connection.", SessionCmd::Client(ClientCmd::Trackinginfo)),
@@ -406,6 +411,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("debug", -2, ADMIN, NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "A container for debugging commands.", s(SessionCmd::Debug)),
     cmd("monitor", 1, ADMIN, NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Listens for all requests received by the server in real-time.", s(SessionCmd::Monitor)),
     cmd("wait", 3, Flags::NOSCRIPT, NONE, &["slow", "connection"], "generic", "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", s(SessionCmd::Wait)),
+    cmd("waitaof", 4, Flags::NOSCRIPT, NONE, &["slow", "connection"], "generic", "7.2.0", "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the master and/or replicas.", s(SessionCmd::Waitaof)),
     cmd("shutdown", -1, ADMIN.union(Flags::NO_MULTI).union(Flags::ALLOW_BUSY), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server.", s(SessionCmd::Shutdown)),
 ];
 

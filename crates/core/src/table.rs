@@ -405,6 +405,14 @@ impl CommandSpec {
             }
     }
 
+    /// This entry, first released in Redis `version` (COMMAND DOCS).
+    pub const fn since(self, version: &'static str) -> CommandSpec {
+        CommandSpec {
+            since: version,
+            ..self
+        }
+    }
+
     /// This entry with other keyspace events than its name on its keys.
     pub const fn events(self, events: crate::notify::Events) -> CommandSpec {
         CommandSpec { events, ..self }

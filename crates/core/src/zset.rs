@@ -70,7 +70,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("zrangebylex", -4, R, KEY, ACL_RS, G, "2.8.9", "Returns members in a sorted set within a lexicographical range.", crate::read_handler!(zrangebylex)),
     cmd("zrangebyscore", -4, R, KEY, ACL_RS, G, "1.0.5", "Returns members in a sorted set within a range of scores.", crate::read_handler!(zrangebyscore)),
     cmd("zrangestore", -5, W_OOM, (1, 2, 1), ACL_WS, G, "6.2.0", "Stores a range of members from sorted set in a key.", crate::write_handler!(zrangestore)).events(crate::notify::Events::Dest("zrangestore")).keys_access(crate::table::KeyAccess::WriteThenRead),
-    cmd("zrank", 3, RF, KEY, ACL_RF, G, "2.0.0", "Returns the index of a member in a sorted set ordered by ascending scores.", crate::read_handler!(zrank)),
+    cmd("zrank", -3, RF, KEY, ACL_RF, G, "2.0.0", "Returns the index of a member in a sorted set ordered by ascending scores.", crate::read_handler!(zrank)),
     cmd("zrem", -3, WF, KEY, ACL_WF, G, "1.2.0", "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed.", crate::write_handler!(zrem)).idle_on_empty().keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::RW_DELETE]),
     cmd("zremrangebylex", 4, W, KEY, ACL_WS, G, "2.8.9", "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed.", crate::write_handler!(zremrangebylex)).idle_on_empty().keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::RW_DELETE]),
     cmd("zremrangebyrank", 4, W, KEY, ACL_WS, G, "2.0.0", "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed.", crate::write_handler!(zremrangebyrank)).idle_on_empty().keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::RW_DELETE]),
@@ -78,7 +78,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("zrevrange", -4, R, KEY, ACL_RS, G, "1.2.0", "Returns members in a sorted set within a range of indexes in reverse order.", crate::read_handler!(zrevrange)),
     cmd("zrevrangebylex", -4, R, KEY, ACL_RS, G, "2.8.9", "Returns members in a sorted set within a lexicographical range in reverse order.", crate::read_handler!(zrevrangebylex)),
     cmd("zrevrangebyscore", -4, R, KEY, ACL_RS, G, "2.2.0", "Returns members in a sorted set within a range of scores in reverse order.", crate::read_handler!(zrevrangebyscore)),
-    cmd("zrevrank", 3, RF, KEY, ACL_RF, G, "2.0.0", "Returns the index of a member in a sorted set ordered by descending scores.", crate::read_handler!(zrevrank)),
+    cmd("zrevrank", -3, RF, KEY, ACL_RF, G, "2.0.0", "Returns the index of a member in a sorted set ordered by descending scores.", crate::read_handler!(zrevrank)),
     cmd("zscan", -3, R, KEY, ACL_RS, G, "2.8.0", "Iterates over members and scores of a sorted set.", crate::read_handler!(zscan)),
     cmd("zscore", 3, RF, KEY, ACL_RF, G, "1.2.0", "Returns the score of a member in a sorted set.", crate::read_handler!(zscore)),
     CommandSpec { key_finder: Some(keys_after_numkeys::<1>), ..cmd("zunion", -3, R_MOV, NO_KEYS, ACL_RS, G, "6.2.0", "Returns the union of multiple sorted sets.", crate::read_handler!(zunion)) },
@@ -586,13 +586,35 @@ fn rank_generic<K: Keyspace>(
     ctx: &Ctx,
     rev: bool,
 ) -> CmdResult {
-    let Some(z) = read_zset(store, db, &args[1], ctx)? else {
-        return Ok(Reply::Nil);
+    // Redis 7.2's WITHSCORE: the rank and the score, or a null array.
+    if args.len() > 4 {
+        return Err(CmdError::WrongArity(
+            if rev { "zrevrank" } else { "zrank" }.into(),
+        ));
+    }
+    let with_score = match args.get(3) {
+        None => false,
+        Some(opt) if opt.eq_ignore_ascii_case(b"withscore") => true,
+        Some(_) => return Err(CmdError::Syntax),
     };
-    Ok(match z.rank(&args[2]) {
-        Some(r) if rev => Reply::Int((z.len() - 1 - r) as i64),
-        Some(r) => Reply::Int(r as i64),
-        None => Reply::Nil,
+    let missing = if with_score {
+        Reply::NilArray
+    } else {
+        Reply::Nil
+    };
+    let Some(z) = read_zset(store, db, &args[1], ctx)? else {
+        return Ok(missing);
+    };
+    let Some(rank) = z.rank(&args[2]) else {
+        return Ok(missing);
+    };
+    let rank = Reply::Int(if rev { z.len() - 1 - rank } else { rank } as i64);
+    Ok(match with_score {
+        true => Reply::Array(vec![
+            rank,
+            z.score(&args[2]).map_or(Reply::Nil, Reply::Double),
+        ]),
+        false => rank,
     })
 }
 

@@ -18,6 +18,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 /// before it had a chance to be used.
 pub const LFU_INIT: u8 = 5;
 
+/// [`AccessClock`]'s mode bits.
+const LFU: u8 = 1;
+const FROZEN: u8 = 2;
+
 /// How stamps are written: the maxmemory policy decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AccessMode {
@@ -35,7 +39,9 @@ pub struct AccessClock {
     /// so that a touch divides nothing.
     seconds: AtomicU32,
     minutes: AtomicU32,
-    /// 0: LRU; 1: LFU.
+    /// Bit 0: LFU (else LRU); bit 1: frozen (a CLIENT NO-TOUCH client's
+    /// command runs: touches change nothing). One byte so that the common
+    /// LRU touch tests one value.
     lfu: AtomicU8,
     log_factor: AtomicU32,
     decay_minutes: AtomicU32,
@@ -70,21 +76,30 @@ impl AccessClock {
     }
 
     pub fn set_mode(&self, mode: AccessMode) {
+        let frozen = self.lfu.load(Ordering::Relaxed) & FROZEN;
         match mode {
-            AccessMode::Lru => self.lfu.store(0, Ordering::Relaxed),
+            AccessMode::Lru => self.lfu.store(frozen, Ordering::Relaxed),
             AccessMode::Lfu {
                 log_factor,
                 decay_minutes,
             } => {
                 self.log_factor.store(log_factor, Ordering::Relaxed);
                 self.decay_minutes.store(decay_minutes, Ordering::Relaxed);
-                self.lfu.store(1, Ordering::Relaxed);
+                self.lfu.store(LFU | frozen, Ordering::Relaxed);
             }
         }
     }
 
+    /// While frozen, a used key keeps its stamp (CLIENT NO-TOUCH); new
+    /// keys still get the initial one.
+    pub fn set_frozen(&self, frozen: bool) {
+        let mode = self.lfu.load(Ordering::Relaxed) & LFU;
+        self.lfu
+            .store(if frozen { mode | FROZEN } else { mode }, Ordering::Relaxed);
+    }
+
     pub fn mode(&self) -> AccessMode {
-        if self.lfu.load(Ordering::Relaxed) == 0 {
+        if self.lfu.load(Ordering::Relaxed) & LFU == 0 {
             AccessMode::Lru
         } else {
             AccessMode::Lfu {
@@ -113,8 +128,12 @@ impl AccessClock {
     /// The stamp of a key with stamp `old` used now.
     #[inline]
     pub fn touched(&self, old: u32) -> u32 {
-        if self.lfu.load(Ordering::Relaxed) == 0 {
+        let flags = self.lfu.load(Ordering::Relaxed);
+        if flags == 0 {
             return self.seconds();
+        }
+        if flags & FROZEN != 0 {
+            return old;
         }
         let log_factor = self.log_factor.load(Ordering::Relaxed);
         let counter = self.log_increment(self.frequency(old), log_factor);
@@ -217,5 +236,29 @@ mod tests {
         assert_eq!(c.frequency(s), f - 3);
         c.set_now(600 * 60_000);
         assert_eq!(c.frequency(s), 0);
+    }
+
+    #[test]
+    fn a_frozen_clock_leaves_stamps_and_keeps_its_mode() {
+        let c = AccessClock::default();
+        c.set_now(10_000);
+        let s = c.initial();
+        c.set_now(20_000);
+        c.set_frozen(true);
+        assert_eq!(c.touched(s), s);
+        assert_eq!(c.mode(), AccessMode::Lru);
+        let lfu = AccessMode::Lfu {
+            log_factor: 0,
+            decay_minutes: 1,
+        };
+        c.set_mode(lfu);
+        let f = c.frequency_stamp(7);
+        assert_eq!(c.touched(f), f);
+        c.set_frozen(false);
+        assert_eq!(c.mode(), lfu);
+        // Log factor 0: every hit counts.
+        assert_eq!(c.frequency(c.touched(f)), 8);
+        c.set_mode(AccessMode::Lru);
+        assert_eq!(c.touched(s), 20);
     }
 }

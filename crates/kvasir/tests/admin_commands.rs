@@ -46,9 +46,11 @@ fn mask(line: &str) -> String {
 #[test]
 fn monitor_shows_each_command_after_it_ran_as_redis_does() {
     let server = Kvasir::start(&[]);
+    // Connected first: redis-rs's CLIENT SETINFO after connecting is not
+    // part of this transcript.
+    let mut c = server.conn();
     let mut m = server.raw_conn();
     assert_eq!(m.cmd_str(&["MONITOR"]), "+OK\r\n");
-    let mut c = server.conn();
     let _: () = redis::cmd("SET")
         .arg("k")
         .arg(&b"a\nb\"\\\x00\xff"[..])
@@ -135,6 +137,8 @@ fn monitor_shows_each_command_after_it_ran_as_redis_does() {
 #[test]
 fn redis_cli_monitor_prints_the_commands_of_other_clients() {
     let server = Kvasir::start(&[]);
+    // Connected before MONITOR starts (its CLIENT SETINFO is not counted).
+    let mut c = server.conn();
     let mut child = Command::new("redis-cli")
         .args(["-p", &server.port.to_string(), "monitor"])
         .stdout(Stdio::piped())
@@ -155,7 +159,6 @@ fn redis_cli_monitor_prints_the_commands_of_other_clients() {
         rx.recv_timeout(Duration::from_secs(10)).as_deref(),
         Ok("OK")
     );
-    let mut c = server.conn();
     let _: () = q(&mut c, &["SET", "tool", "value with spaces"]);
     let _: i64 = q(&mut c, &["HSET", "h", "f", "1"]);
     let mut seen = Vec::new();

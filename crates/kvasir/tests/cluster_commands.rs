@@ -458,6 +458,12 @@ fn blocking_pops_are_served_in_order_and_time_out() {
     // Every acknowledged write is on a majority: one replica besides the
     // leader of a 3-replica shard, at once.
     assert_eq!(ok(&mut w, &["WAIT", "1", "0"]), redis::Value::Int(1));
+    // With --wal fsync (the default) it is also on their disks: WAITAOF
+    // counts this node's log and that replica's.
+    assert_eq!(
+        ok(&mut w, &["WAITAOF", "1", "1", "0"]),
+        redis::Value::Array(vec![redis::Value::Int(1), redis::Value::Int(1)])
+    );
     // Redis Cluster has one database.
     assert_eq!(
         err_text(cmd(&mut w, &["MOVE", "{q}jobs", "1"])),

@@ -525,6 +525,115 @@ fn client_no_evict_sets_the_e_flag() {
     assert!(bad.starts_with("-ERR"), "{bad}");
 }
 
+/// CLIENT SETINFO (Redis 7.2), which client libraries send after
+/// connecting: shown by CLIENT INFO and CLIENT LIST, validated as names,
+/// an empty value clears it.
+#[test]
+fn client_setinfo_names_the_library_in_client_list() {
+    let server = Kvasir::start(&[]);
+    let mut r = server.raw_conn();
+    let info = text_of(&r.cmd_str(&["CLIENT", "INFO"]));
+    assert_eq!(field(&info, "lib-name"), Some(""), "{info}");
+    assert_eq!(field(&info, "lib-ver"), Some(""), "{info}");
+    assert_eq!(
+        r.cmd_str(&["CLIENT", "SETINFO", "LIB-NAME", "redis-py(redis-om_v0.2)"]),
+        "+OK\r\n"
+    );
+    assert_eq!(
+        r.cmd_str(&["CLIENT", "SETINFO", "lib-ver", "5.0.1"]),
+        "+OK\r\n"
+    );
+    let info = text_of(&r.cmd_str(&["CLIENT", "INFO"]));
+    assert_eq!(
+        field(&info, "lib-name"),
+        Some("redis-py(redis-om_v0.2)"),
+        "{info}"
+    );
+    assert_eq!(field(&info, "lib-ver"), Some("5.0.1"), "{info}");
+    // Both fields end the line, after resp=, as in Redis 7.2.
+    assert!(
+        info.trim_end()
+            .ends_with("resp=2 lib-name=redis-py(redis-om_v0.2) lib-ver=5.0.1"),
+        "{info}"
+    );
+    let id = r.cmd_str(&["CLIENT", "ID"]);
+    let id = id.trim_start_matches(':').trim_end();
+    let list = text_of(&r.cmd_str(&["CLIENT", "LIST", "ID", id]));
+    assert_eq!(field(&list, "lib-ver"), Some("5.0.1"), "{list}");
+    assert_eq!(
+        r.cmd_str(&["CLIENT", "SETINFO", "lib-name", "redis py"]),
+        "-ERR lib-name cannot contain spaces, newlines or special characters.\r\n"
+    );
+    assert_eq!(
+        r.cmd_str(&["CLIENT", "SETINFO", "LIB-VER", "1\n2"]),
+        "-ERR LIB-VER cannot contain spaces, newlines or special characters.\r\n"
+    );
+    assert_eq!(
+        r.cmd_str(&["CLIENT", "SETINFO", "badger", "x"]),
+        "-ERR Unrecognized option 'badger'\r\n"
+    );
+    assert_eq!(
+        r.cmd_str(&["CLIENT", "SETINFO", "lib-name"]),
+        "-ERR wrong number of arguments for 'client|setinfo' command\r\n"
+    );
+    assert_eq!(r.cmd_str(&["CLIENT", "SETINFO", "lib-name", ""]), "+OK\r\n");
+    let info = text_of(&r.cmd_str(&["CLIENT", "INFO"]));
+    assert_eq!(field(&info, "lib-name"), Some(""), "{info}");
+    assert_eq!(field(&info, "lib-ver"), Some("5.0.1"), "{info}");
+}
+
+/// CLIENT NO-TOUCH (Redis 7.2): the client's commands leave the keys' LRU
+/// and LFU stamps as they are, except TOUCH; flag T in CLIENT INFO.
+/// With `lfu-log-factor 0` every access adds one to OBJECT FREQ, so the
+/// counts are exact.
+#[test]
+fn client_no_touch_leaves_the_access_stamps() {
+    let server = Kvasir::start(&[]);
+    let mut r = server.raw_conn();
+    assert_eq!(
+        r.cmd_str(&["CONFIG", "SET", "lfu-log-factor", "0"]),
+        "+OK\r\n"
+    );
+    assert_eq!(
+        r.cmd_str(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lfu"]),
+        "+OK\r\n"
+    );
+    assert_eq!(r.cmd_str(&["SET", "k", "v"]), "+OK\r\n");
+    let freq = |r: &mut RawConn| -> i64 {
+        let reply = r.cmd_str(&["OBJECT", "FREQ", "k"]);
+        reply
+            .trim_start_matches(':')
+            .trim_end()
+            .parse()
+            .unwrap_or_else(|_| panic!("{reply}"))
+    };
+    let f0 = freq(&mut r);
+    r.cmd_str(&["GET", "k"]);
+    assert_eq!(freq(&mut r), f0 + 1, "a GET counts");
+    assert_eq!(r.cmd_str(&["CLIENT", "NO-TOUCH", "on"]), "+OK\r\n");
+    let info = text_of(&r.cmd_str(&["CLIENT", "INFO"]));
+    assert!(field(&info, "flags").unwrap().contains('T'), "{info}");
+    r.cmd_str(&["GET", "k"]);
+    r.cmd_str(&["APPEND", "k", "w"]);
+    r.cmd_str(&["EVAL", "return redis.call('GET', KEYS[1])", "1", "k"]);
+    assert_eq!(freq(&mut r), f0 + 1, "nothing counted in no-touch mode");
+    assert_eq!(r.cmd_str(&["TOUCH", "k"]), ":1\r\n");
+    assert_eq!(freq(&mut r), f0 + 2, "TOUCH still counts");
+    // Another client's access still counts.
+    let mut other = server.raw_conn();
+    other.cmd_str(&["GET", "k"]);
+    assert_eq!(freq(&mut r), f0 + 3);
+    assert_eq!(r.cmd_str(&["CLIENT", "NO-TOUCH", "OFF"]), "+OK\r\n");
+    let info = text_of(&r.cmd_str(&["CLIENT", "INFO"]));
+    assert!(!field(&info, "flags").unwrap().contains('T'), "{info}");
+    r.cmd_str(&["GET", "k"]);
+    assert_eq!(freq(&mut r), f0 + 4);
+    assert_eq!(
+        r.cmd_str(&["CLIENT", "NO-TOUCH", "maybe"]),
+        "-ERR syntax error\r\n"
+    );
+}
+
 #[test]
 fn config_set_requirepass_applies_to_new_connections() {
     let server = Kvasir::start(&[]);

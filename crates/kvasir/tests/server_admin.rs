@@ -1061,6 +1061,55 @@ fn wait_without_replicas_like_redis() {
     }
 }
 
+/// WAITAOF (Redis 7.2) on a standalone server, which keeps no append-only
+/// file (a Redis with `appendonly no` and no replicas): [0, 0], after the
+/// timeout when a replica is asked for, at once inside MULTI; numlocal is
+/// refused; Redis 7.2's argument errors.
+#[test]
+fn waitaof_on_a_standalone_server_like_redis_without_aof() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.raw_conn();
+    let none = "*2\r\n:0\r\n:0\r\n";
+    assert_eq!(c.cmd_str(&["SET", "k", "v"]), "+OK\r\n");
+    assert_eq!(c.cmd_str(&["WAITAOF", "0", "0", "0"]), none);
+    let started = Instant::now();
+    assert_eq!(c.cmd_str(&["WAITAOF", "0", "1", "150"]), none);
+    assert!(started.elapsed() >= Duration::from_millis(140), "waited");
+    for (cmd, error) in [
+        (
+            ["WAITAOF", "1", "0", "0"],
+            "ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.",
+        ),
+        (
+            ["WAITAOF", "2", "0", "0"],
+            "ERR value is out of range, value must between 0 and 1",
+        ),
+        (
+            ["WAITAOF", "0", "-1", "0"],
+            "ERR value is out of range, value must between 0 and 9223372036854775807",
+        ),
+        (
+            ["WAITAOF", "x", "0", "0"],
+            "ERR value is not an integer or out of range",
+        ),
+        (["WAITAOF", "0", "1", "-1"], "ERR timeout is negative"),
+        (
+            ["WAITAOF", "0", "1", "1.5"],
+            "ERR timeout is not an integer or out of range",
+        ),
+    ] {
+        assert_eq!(c.cmd_str(&cmd), format!("-{error}\r\n"), "{cmd:?}");
+    }
+    assert_eq!(c.cmd_str(&["MULTI"]), "+OK\r\n");
+    assert_eq!(c.cmd_str(&["WAITAOF", "0", "1", "0"]), "+QUEUED\r\n");
+    assert_eq!(c.cmd_str(&["EXEC"]), format!("*1\r\n{none}"));
+    let script = c.cmd_str(&["EVAL", "return redis.call('waitaof', 0, 0, 0)", "0"]);
+    assert!(
+        script.contains("This Redis command is not allowed from script"),
+        "{script}"
+    );
+}
+
 /// `kvasir server` takes redis-server's way of configuring: a redis.conf
 /// file first, then `--name value ...` for any parameter, the command line
 /// over the file; a bad line stops the start with redis-server's message.

@@ -847,3 +847,53 @@ fn scores_print_like_redis_7_0() {
         }
     }
 }
+
+/// ZRANK / ZREVRANK WITHSCORE (Redis 7.2): the rank and the score (a bulk
+/// string in RESP2, a double in RESP3), a null array for a missing member
+/// or key; other options are syntax errors.
+#[test]
+fn zrank_withscore_answers_rank_and_score() {
+    let server = Kvasir::start(&[]);
+    let mut r2 = server.raw_conn();
+    r2.cmd_str(&["ZADD", "z", "1", "a", "2.5", "b", "10", "c"]);
+    assert_eq!(
+        r2.cmd_str(&["ZRANK", "z", "b", "WITHSCORE"]),
+        "*2\r\n:1\r\n$3\r\n2.5\r\n"
+    );
+    assert_eq!(
+        r2.cmd_str(&["ZREVRANK", "z", "c", "withscore"]),
+        "*2\r\n:0\r\n$2\r\n10\r\n"
+    );
+    assert_eq!(r2.cmd_str(&["ZRANK", "z", "x", "WITHSCORE"]), "*-1\r\n");
+    assert_eq!(r2.cmd_str(&["ZRANK", "nokey", "x", "WITHSCORE"]), "*-1\r\n");
+    assert_eq!(r2.cmd_str(&["ZRANK", "nokey", "x"]), "$-1\r\n");
+    assert_eq!(
+        r2.cmd_str(&["ZRANK", "z", "a", "WITHSCORES"]),
+        "-ERR syntax error\r\n"
+    );
+    assert_eq!(
+        r2.cmd_str(&["ZREVRANK", "z", "a", "WITHSCORE", "x"]),
+        "-ERR wrong number of arguments for 'zrevrank' command\r\n"
+    );
+    r2.cmd_str(&["SET", "s", "v"]);
+    assert!(r2
+        .cmd_str(&["ZRANK", "s", "a", "WITHSCORE"])
+        .starts_with("-WRONGTYPE"));
+    let mut r3 = server.raw_conn();
+    assert!(r3.cmd_str(&["HELLO", "3"]).starts_with('%'));
+    assert_eq!(
+        r3.cmd_str(&["ZRANK", "z", "b", "WITHSCORE"]),
+        "*2\r\n:1\r\n,2.5\r\n"
+    );
+    assert_eq!(r3.cmd_str(&["ZRANK", "z", "x", "WITHSCORE"]), "_\r\n");
+    // In a script, as Lua sees the RESP2 reply.
+    assert_eq!(
+        r2.cmd_str(&[
+            "EVAL",
+            "return redis.call('ZRANK', KEYS[1], 'c', 'WITHSCORE')",
+            "1",
+            "z"
+        ]),
+        "*2\r\n:2\r\n$2\r\n10\r\n"
+    );
+}

@@ -82,6 +82,7 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
         },
         C::Shutdown => shutdown(s, &args[1..]),
         C::Wait => return wait(s, &args[1], &args[2]),
+        C::Waitaof => return waitaof(s, &args[1..]),
         C::Monitor => match crate::monitor::start(s) {
             Some(reply) => Ok(reply),
             None => return Outcome::Replies(Vec::new()),
@@ -178,18 +179,40 @@ fn wait(s: &mut Session, numreplicas: &[u8], timeout: &[u8]) -> Outcome {
         Ok(n) => n,
         Err(e) => return e.to_reply().into(),
     };
-    let timeout_ms = match parse_i64(timeout) {
-        Ok(t) if t < 0 => return Reply::error("ERR timeout is negative").into(),
-        Ok(t) => t as u64,
-        Err(_) => return Reply::error("ERR timeout is not an integer or out of range").into(),
+    let timeout_ms = match parse_timeout_ms(timeout) {
+        Ok(t) => t,
+        Err(e) => return e.to_reply().into(),
     };
-    let acked = match &s.server.cluster {
-        Some(_) => (s.server.config.borrow().replicas / 2) as i64,
-        None => 0,
-    };
+    let acked = replicas_acked(s);
     if wanted <= acked || s.txn.executing {
         return Reply::Int(acked).into();
     }
+    reply_after(timeout_ms, Reply::Int(acked))
+}
+
+/// The replicas other than this node that have every write the client was
+/// answered for: in cluster mode those of a majority, standalone none.
+fn replicas_acked(s: &Session) -> i64 {
+    match &s.server.cluster {
+        Some(_) => (s.server.config.borrow().replicas / 2) as i64,
+        None => 0,
+    }
+}
+
+/// A WAIT-style timeout in milliseconds (0: forever), with Redis's errors.
+fn parse_timeout_ms(arg: &[u8]) -> Result<u64, CmdError> {
+    match parse_i64(arg) {
+        Ok(t) if t < 0 => Err(CmdError::other("ERR timeout is negative")),
+        Ok(t) => Ok(t as u64),
+        Err(_) => Err(CmdError::other(
+            "ERR timeout is not an integer or out of range",
+        )),
+    }
+}
+
+/// Parks the client until `timeout_ms` (0: until it leaves), then answers
+/// `reply`: what a WAIT for more copies than there can be gets.
+fn reply_after(timeout_ms: u64, reply: Reply) -> Outcome {
     let (tx, rx) = tokio::sync::oneshot::channel();
     tokio::task::spawn_local(async move {
         let mut tx = tx;
@@ -200,12 +223,58 @@ fn wait(s: &mut Session, numreplicas: &[u8], timeout: &[u8]) -> Outcome {
             }
         };
         tokio::select! {
-            _ = timer => { let _ = tx.send(Reply::Int(acked)); }
+            _ = timer => { let _ = tx.send(reply); }
             // The client left or was killed: nothing to answer.
             _ = tx.closed() => {}
         }
     });
     Outcome::Parked(crate::session::Parked { id: None, rx })
+}
+
+/// WAITAOF numlocal numreplicas timeout (Redis 7.2): [local, replicas]
+/// copies synced to disk of every write the client was answered for.
+/// Kvasir keeps no append-only file; its counterpart is the Raft log of a
+/// cluster node with `--wal fsync`, where a write is answered only once
+/// this node and a majority fsynced it: there the answer is at once
+/// [1, the other replicas of a majority]. A standalone server (RDB
+/// snapshots only) is a Redis with `appendonly no` and no replicas.
+fn waitaof(s: &mut Session, args: &[Bytes]) -> Outcome {
+    let parsed = (|| {
+        let local = parse_i64(&args[0])?;
+        if !(0..=1).contains(&local) {
+            return Err(CmdError::other(
+                "ERR value is out of range, value must between 0 and 1",
+            ));
+        }
+        let replicas = parse_i64(&args[1])?;
+        if replicas < 0 {
+            return Err(CmdError::other(format!(
+                "ERR value is out of range, value must between 0 and {}",
+                i64::MAX
+            )));
+        }
+        Ok((local, replicas, parse_timeout_ms(&args[2])?))
+    })();
+    let (want_local, want_replicas, timeout_ms) = match parsed {
+        Ok(p) => p,
+        Err(e) => return e.to_reply().into(),
+    };
+    let synced = s.server.cluster.is_some() && s.server.config.borrow().wal == "fsync";
+    if want_local > 0 && !synced {
+        return Reply::error(
+            "ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.",
+        )
+        .into();
+    }
+    let (local, replicas) = match synced {
+        true => (1, replicas_acked(s)),
+        false => (0, 0),
+    };
+    let reply = Reply::Array(vec![Reply::Int(local), Reply::Int(replicas)]);
+    if (want_local <= local && want_replicas <= replicas) || s.txn.executing {
+        return reply.into();
+    }
+    reply_after(timeout_ms, reply)
 }
 
 fn ping(args: &[Bytes]) -> AdminResult {
@@ -402,14 +471,41 @@ fn text_reply(text: String) -> Reply {
     Reply::Verbatim("txt", Bytes::from(text))
 }
 
-fn set_name(s: &Session, name: &[u8]) -> Result<(), CmdError> {
-    if name.iter().any(|&c| c <= b' ' || c > b'~') {
-        return Err(CmdError::other(
-            "ERR Client names cannot contain spaces, newlines or special characters.",
-        ));
+/// Whether `value` may be shown in a CLIENT LIST line (no spaces,
+/// newlines or other characters outside `!`..`~`), else Redis's error
+/// naming `what`.
+fn check_client_attr(value: &[u8], what: &str) -> Result<(), CmdError> {
+    if value.iter().any(|&c| c <= b' ' || c > b'~') {
+        return Err(CmdError::other(format!(
+            "ERR {what} cannot contain spaces, newlines or special characters."
+        )));
     }
+    Ok(())
+}
+
+fn set_name(s: &Session, name: &[u8]) -> Result<(), CmdError> {
+    check_client_attr(name, "Client names")?;
     *s.info.name.borrow_mut() = String::from_utf8_lossy(name).into_owned();
     Ok(())
+}
+
+/// CLIENT SETINFO LIB-NAME|LIB-VER value (Redis 7.2): what client
+/// libraries send after connecting, shown by CLIENT LIST and CLIENT INFO;
+/// an empty value clears it.
+fn client_setinfo(s: &Session, attr: &[u8], value: &[u8]) -> AdminResult {
+    let attr_text = String::from_utf8_lossy(attr);
+    let field = if eq_ic(attr, "lib-name") {
+        &s.info.lib_name
+    } else if eq_ic(attr, "lib-ver") {
+        &s.info.lib_ver
+    } else {
+        return Err(CmdError::other(format!(
+            "ERR Unrecognized option '{attr_text}'"
+        )));
+    };
+    check_client_attr(value, &attr_text)?;
+    *field.borrow_mut() = String::from_utf8_lossy(value).into_owned();
+    Ok(Reply::ok())
 }
 
 fn client(s: &mut Session, sub: ClientCmd, args: &[Bytes]) -> AdminResult {
@@ -437,6 +533,17 @@ fn client(s: &mut Session, sub: ClientCmd, args: &[Bytes]) -> AdminResult {
             }
             Ok(Reply::ok())
         }
+        ClientCmd::NoTouch => {
+            if eq_ic(&args[2], "on") {
+                s.info.no_touch.set(true);
+            } else if eq_ic(&args[2], "off") {
+                s.info.no_touch.set(false);
+            } else {
+                return Err(CmdError::Syntax);
+            }
+            Ok(Reply::ok())
+        }
+        ClientCmd::Setinfo => client_setinfo(s, &args[2], &args[3]),
         ClientCmd::Tracking => client_tracking(s, &args[2..]),
         ClientCmd::Trackinginfo => Ok(tracking_info(&s.info.tracking.borrow())),
         ClientCmd::Getredir => Ok(Reply::Int(s.info.tracking.borrow().redirect_reply())),
@@ -462,6 +569,10 @@ fn client(s: &mut Session, sub: ClientCmd, args: &[Bytes]) -> AdminResult {
             "    Return the name of the current connection.",
             "SETNAME <name>",
             "    Assign the name <name> to the current connection.",
+            "SETINFO <option> <value>",
+            "    Set client meta attr. Options are:",
+            "    * LIB-NAME: the client lib name.",
+            "    * LIB-VER: the client lib version.",
             "KILL <ip:port>",
             "    Kill connection made from <ip:port>.",
             "KILL <option> <value> [<option> <value> [...]]",
@@ -477,6 +588,8 @@ fn client(s: &mut Session, sub: ClientCmd, args: &[Bytes]) -> AdminResult {
             "    Report tracking status for the current connection.",
             "NO-EVICT (ON|OFF)",
             "    Protect current client connection from eviction.",
+            "NO-TOUCH (ON|OFF)",
+            "    Will not touch LRU/LFU stats when this mode is on.",
             "PAUSE <timeout> [WRITE|ALL]",
             "    Suspend all, or just write, clients for <timeout> milliseconds.",
             "UNPAUSE",

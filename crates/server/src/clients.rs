@@ -29,6 +29,12 @@ pub struct ClientInfo {
     pub last_sub: Cell<&'static str>,
     pub qbuf: Cell<usize>,
     pub no_evict: Cell<bool>,
+    /// CLIENT NO-TOUCH: the client's commands (other than TOUCH) leave the
+    /// keys' LRU/LFU stamps as they are.
+    pub no_touch: Cell<bool>,
+    /// CLIENT SETINFO LIB-NAME / LIB-VER.
+    pub lib_name: RefCell<String>,
+    pub lib_ver: RefCell<String>,
     pub killed: Cell<bool>,
     pub kill: Notify,
     /// A watched key was written since WATCH: the next EXEC fails.
@@ -170,11 +176,14 @@ impl ClientInfo {
         if self.no_evict.get() {
             flags.push('e');
         }
+        if self.no_touch.get() {
+            flags.push('T');
+        }
         if flags.is_empty() {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -196,6 +205,8 @@ impl ClientInfo {
             self.user.borrow(),
             tracking.redirect_reply(),
             resp,
+            self.lib_name.borrow(),
+            self.lib_ver.borrow(),
         )
     }
 }
@@ -234,6 +245,9 @@ impl Clients {
             last_sub: Cell::new(""),
             qbuf: Cell::new(0),
             no_evict: Cell::new(false),
+            no_touch: Cell::new(false),
+            lib_name: RefCell::new(String::new()),
+            lib_ver: RefCell::new(String::new()),
             killed: Cell::new(false),
             kill: Notify::new(),
             watch_dirty: Cell::new(false),

@@ -43,6 +43,13 @@ impl LocalStore {
         &self.store
     }
 
+    /// While set, commands leave the keys' LRU/LFU stamps as they are
+    /// (CLIENT NO-TOUCH).
+    pub fn set_access_frozen(&self, frozen: bool) {
+        use kvasir_core::keyspace::Keyspace;
+        self.store.keyspace().set_access_frozen(frozen);
+    }
+
     /// Reads the wall clock; called before each batch of commands.
     pub fn refresh_clock(&mut self) {
         self.clock_ms = unix_ms();

@@ -50,7 +50,16 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
             .local_store
             .borrow_mut()
             .as_caller(caller, |local| {
+                // CLIENT NO-TOUCH: the command (TOUCH excepted) leaves the
+                // keys' LRU/LFU stamps, as Redis's lookupKey.
+                let no_touch = s.info.no_touch.get() && spec.name != "touch";
+                if no_touch {
+                    local.set_access_frozen(true);
+                }
                 let result = local.execute_pausable(spec, s.db, args, pause_after);
+                if no_touch {
+                    local.set_access_frozen(false);
+                }
                 (
                     result,
                     local.take_expired_reads(),

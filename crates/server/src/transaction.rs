@@ -293,6 +293,7 @@ fn exec_local(s: &mut Session, queue: Vec<Queued>) -> Reply {
         multi: true,
     };
     let queued = queue;
+    let no_touch = s.info.no_touch.get() && !queued.iter().any(|q| q.spec.name == "touch");
     let mut written = Vec::new();
     let server = s.server.clone();
     let started = std::time::Instant::now();
@@ -301,14 +302,23 @@ fn exec_local(s: &mut Session, queue: Vec<Queued>) -> Reply {
         .local_store
         .borrow_mut()
         .as_caller(caller, |local| {
-            local.apply(&cmd, |db, w| match w {
+            // CLIENT NO-TOUCH over the whole block (a block with a TOUCH
+            // touches, the TOUCH's keys and the others').
+            if no_touch {
+                local.set_access_frozen(true);
+            }
+            let applied = local.apply(&cmd, |db, w| match w {
                 Written::Command(spec, args) => written.push((db, spec, args.to_vec())),
                 Written::Events(events) => {
                     let flags = server.config.borrow().notify_keyspace_events;
                     crate::notify::publish(&server.pubsub.borrow(), flags, events);
                 }
                 Written::Removed(_) => {}
-            })
+            });
+            if no_touch {
+                local.set_access_frozen(false);
+            }
+            applied
         });
     // The commands ran as one atomic unit: each is logged with the
     // unit's time.

@@ -101,6 +101,10 @@ impl Keyspace for MemoryKeyspace {
         self.clock.set_now(now_ms);
     }
 
+    fn set_access_frozen(&self, frozen: bool) {
+        self.clock.set_frozen(frozen);
+    }
+
     fn set_access_mode(&self, mode: AccessMode) {
         self.clock.set_mode(mode);
     }

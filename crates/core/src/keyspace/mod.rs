@@ -72,6 +72,9 @@ pub trait Keyspace: Sized + 'static {
     }
     /// The time accesses are recorded at from now on (each command's).
     fn set_access_clock(&self, _now_ms: u64) {}
+    /// While frozen, reads and writes leave the keys' access stamps as they
+    /// are (CLIENT NO-TOUCH); node-local, like the stamps.
+    fn set_access_frozen(&self, _frozen: bool) {}
     /// How accesses are recorded: the maxmemory policy's choice.
     fn set_access_mode(&self, _mode: AccessMode) {}
     fn access_mode(&self) -> AccessMode {
