@@ -8,8 +8,10 @@
 #     (GOMODCACHE, ~/go/pkg/mod by default);
 #   - ioredis and BullMQ for tests/clients/node: `npm ci` into
 #     tests/clients/node/node_modules (gitignored; npm keeps its download cache in ~/.npm);
-#   - Jedis for tests/clients/java: `mvn package` (dependencies and plugins into
-#     ~/.m2), which also builds tests/clients/java/target/kvclient-java.jar;
+#   - Jedis and Lettuce for tests/clients/java: `mvn package` (dependencies
+#     and plugins into ~/.m2), which also builds
+#     tests/clients/java/target/kvclient-java.jar; Redisson likewise for
+#     tests/clients/redisson (target/kvclient-redisson.jar);
 #   - redis-py's own test suite for tests/python/test_redis_py_suite.py: the
 #     source distribution of the version in tests/clients/redis-py/VERSION
 #     (its tests/ folder) unpacked into KVASIR_REDIS_PY_SUITE
@@ -78,6 +80,17 @@ done
     fi
     test -f target/kvclient-java.jar
 )
+# Redisson: a Maven project of its own (its netty apart from Lettuce's).
+(
+    cd "$CLIENTS/redisson"
+    if mvn -q -B -o -Dstyle.color=never package >/dev/null 2>&1; then
+        echo "install-client-deps: redisson's maven dependencies already cached"
+    else
+        mvn -q -B -Dstyle.color=never package
+        echo "install-client-deps: redisson's maven dependencies downloaded"
+    fi
+    test -f target/kvclient-redisson.jar
+)
 # redis-py's test suite: redone only when the version or the pins changed.
 (
     version=$(cat "$CLIENTS/redis-py/VERSION")
@@ -99,4 +112,4 @@ done
         echo "install-client-deps: redis-py $version test suite downloaded"
     fi
 )
-echo "install-client-deps: go-redis, ioredis, bullmq, jedis and redis-py's suite ready"
+echo "install-client-deps: go-redis, ioredis, bullmq, jedis, lettuce, redisson and redis-py's suite ready"

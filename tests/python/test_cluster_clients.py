@@ -1,6 +1,8 @@
-"""Cluster-client smoke tests: go-redis v9, ioredis, Jedis and Lettuce against
-a real three-node Kvasir cluster (the `cluster` fixture); Lettuce, which
-speaks RESP3, against a standalone server (`server`) too.
+"""Cluster-client smoke tests: go-redis v9, ioredis, Jedis, Lettuce and
+Redisson against a real three-node Kvasir cluster (the `cluster` fixture);
+Lettuce, which speaks RESP3, and Redisson (locks, semaphores, queues and
+maps built on Lua scripts and pub/sub) against a standalone server
+(`server`) too.
 
 Each client program lives in tests/clients/<lang>/, prints PASS/FAIL lines and
 exits non-zero on failure; these tests build it (offline, from the caches that
@@ -25,6 +27,7 @@ CLIENTS = os.path.join(ROOT, "tests", "clients")
 GO_DIR = os.path.join(CLIENTS, "go")
 NODE_DIR = os.path.join(CLIENTS, "node")
 JAVA_DIR = os.path.join(CLIENTS, "java")
+REDISSON_DIR = os.path.join(CLIENTS, "redisson")
 INSTALL_HINT = "run scripts/install-client-deps.sh first"
 
 
@@ -86,19 +89,28 @@ def _newest_source_mtime(root):
     return newest
 
 
-@pytest.fixture(scope="module")
-def java_client():
+def _java_jar(project, name):
     _tool("java")
-    jar = os.path.join(JAVA_DIR, "target", "kvclient-java.jar")
+    jar = os.path.join(project, "target", name)
     # The installer builds the jar; rebuild (offline) only if a source changed.
-    if not os.path.exists(jar) or os.path.getmtime(jar) < _newest_source_mtime(JAVA_DIR):
+    if not os.path.exists(jar) or os.path.getmtime(jar) < _newest_source_mtime(project):
         mvn = _tool("mvn")
         rc, out, _ = _run(
-            [mvn, "-q", "-B", "-o", "-Dstyle.color=never", "package"], 300, cwd=JAVA_DIR, what="mvn -o package"
+            [mvn, "-q", "-B", "-o", "-Dstyle.color=never", "package"], 300, cwd=project, what="mvn -o package"
         )
         if rc != 0 or not os.path.exists(jar):
-            pytest.fail(f"mvn -o package failed ({INSTALL_HINT}):\n{out}")
+            pytest.fail(f"mvn -o package failed in {project} ({INSTALL_HINT}):\n{out}")
     return jar
+
+
+@pytest.fixture(scope="module")
+def java_client():
+    return _java_jar(JAVA_DIR, "kvclient-java.jar")
+
+
+@pytest.fixture(scope="module")
+def redisson_client():
+    return _java_jar(REDISSON_DIR, "kvclient-redisson.jar")
 
 
 def test_go_redis_basic(cluster, go_client):
@@ -142,6 +154,20 @@ def test_lettuce_cluster(cluster, java_client):
     rc, out, _ = _run([java, "-cp", java_client, "kvasir.LettuceSmoke", "cluster", *_seeds(cluster)], 120,
                       what="lettuce cluster")
     _assert_passed(rc, out, "lettuce cluster")
+
+
+def test_redisson_standalone(server, redisson_client):
+    java = _tool("java")
+    rc, out, _ = _run([java, "-jar", redisson_client, "standalone", str(server)], 130,
+                      what="redisson standalone")
+    _assert_passed(rc, out, "redisson standalone")
+
+
+def test_redisson_cluster(cluster, redisson_client):
+    java = _tool("java")
+    rc, out, _ = _run([java, "-jar", redisson_client, "cluster", *_seeds(cluster)], 130,
+                      what="redisson cluster")
+    _assert_passed(rc, out, "redisson cluster")
 
 
 # The failover tests run last in this module: each kills a node and restarts it.
