@@ -1176,6 +1176,99 @@ fn commandstats_count_the_commands_scripts_run() {
 }
 
 #[test]
+fn a_blocked_command_that_ends_in_an_error_counts_as_failed() {
+    // unit/type/stream-cgroups "XGROUP DESTROY should unblock XREADGROUP
+    // with -NOGROUP": the error a blocked command finally gets counts in
+    // errorstats and as a failed call (Redis's updateStatsOnUnblock); the
+    // call was counted when it blocked. Also CLIENT UNBLOCK ... ERROR.
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let mut out = vec![
+            go(&mut c, &["CONFIG", "RESETSTAT"]),
+            go(&mut c, &["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]),
+        ];
+        let wait_blocked = |c: &mut redis::Connection| {
+            let blocked = common::eventually(Duration::from_secs(5), || {
+                let info: String = redis::cmd("INFO")
+                    .arg("clients")
+                    .query(c)
+                    .unwrap_or_default();
+                info.contains("blocked_clients:1")
+            });
+            assert!(blocked, "no client blocked on port {port}");
+        };
+        let reader = std::thread::spawn(move || {
+            let mut r = connect(port);
+            go(
+                &mut r,
+                &[
+                    "XREADGROUP",
+                    "GROUP",
+                    "g",
+                    "alice",
+                    "BLOCK",
+                    "0",
+                    "STREAMS",
+                    "s",
+                    ">",
+                ],
+            )
+        });
+        wait_blocked(&mut c);
+        out.push(go(&mut c, &["XGROUP", "DESTROY", "s", "g"]));
+        out.push(reader.join().expect("reader"));
+        let (id_tx, id_rx) = std::sync::mpsc::channel();
+        let popper = std::thread::spawn(move || {
+            let mut r = connect(port);
+            let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut r).expect("id");
+            id_tx.send(id).expect("send id");
+            go(&mut r, &["BLPOP", "l", "0"])
+        });
+        let id = id_rx.recv().expect("id").to_string();
+        wait_blocked(&mut c);
+        out.push(go(&mut c, &["CLIENT", "UNBLOCK", &id, "ERROR"]));
+        out.push(popper.join().expect("popper"));
+        // Only these lines: redis-rs's CLIENT SETINFO fails on 7.0.15.
+        let errors = match go(&mut c, &["INFO", "errorstats"]) {
+            Ok(v) => strings(&v).join(""),
+            Err(e) => e,
+        };
+        let commands = match go(&mut c, &["INFO", "commandstats"]) {
+            Ok(v) => strings(&v).join(""),
+            Err(e) => e,
+        };
+        // Sorted: the two servers list commandstats in different orders.
+        let mut stats = Vec::new();
+        for line in errors.lines().chain(commands.lines()) {
+            let keep = ["errorstat_NOGROUP:", "errorstat_UNBLOCKED:"]
+                .iter()
+                .any(|p| line.starts_with(p));
+            let calls = ["cmdstat_xreadgroup:", "cmdstat_blpop:"]
+                .iter()
+                .any(|p| line.starts_with(p));
+            if keep {
+                stats.push(line.trim().to_string());
+            } else if calls {
+                let fields: Vec<&str> = line
+                    .trim()
+                    .split([':', ','])
+                    .filter(|f| f.starts_with("calls=") || f.starts_with("failed_calls="))
+                    .collect();
+                stats.push(format!(
+                    "{} {}",
+                    line.split(':').next().unwrap_or(""),
+                    fields.join(",")
+                ));
+            }
+        }
+        stats.sort();
+        out.extend(stats.into_iter().map(|l| Ok(redis::Value::SimpleString(l))));
+        out
+    });
+}
+
+#[test]
 fn swapdb_dirties_only_watchers_of_keys_it_changes() {
     // Redis's touchAllWatchedKeysInDb (unit/multi's SWAPDB tests): a
     // watched key in neither database, or a stale (expired) key that

@@ -71,6 +71,9 @@ pub struct Session {
     pub reply_mode: ReplyMode,
     /// The parked command's reply is to be dropped (CLIENT REPLY).
     parked_silent: bool,
+    /// The parked command, whose final reply may still fail it (errorstats,
+    /// failed_calls), as Redis's updateStatsOnUnblock counts.
+    parked_command: Option<(&'static CommandSpec, Option<&'static CommandSpec>)>,
 }
 
 /// CLIENT REPLY ON|OFF|SKIP, as Redis's CLIENT_REPLY_OFF, _SKIP and
@@ -207,6 +210,7 @@ pub async fn run<C: ClientConn>(server: Rc<Server>, mut conn: C, addr: SocketAdd
         pending_kind: None,
         reply_mode: ReplyMode::default(),
         parked_silent: false,
+        parked_command: None,
     };
     session.serve(&mut conn).await;
     session.cleanup();
@@ -326,6 +330,7 @@ impl Session {
                             else {
                                 return;
                             };
+                            self.account_unblocked(&reply);
                             if !self.parked_silent {
                                 encode(&reply, self.proto, &mut out);
                             }
@@ -697,11 +702,13 @@ impl Session {
             }
             Outcome::Block(on) => {
                 self.account(args, spec, &Reply::ok(), elapsed);
+                self.parked_command = spec;
                 let (spec, _) = spec?;
                 Some(self.park(spec, args.to_vec(), *on))
             }
             Outcome::Parked(parked) => {
                 self.account(args, spec, &Reply::ok(), elapsed);
+                self.parked_command = spec;
                 self.info.blocked.set(true);
                 Some(parked)
             }
@@ -796,6 +803,26 @@ impl Session {
         }
     }
 
+    /// A blocked command's final reply: an error (NOGROUP when its group
+    /// was destroyed, UNBLOCKED...) counts in errorstats and as a failed
+    /// call; the call itself was counted when it blocked.
+    fn account_unblocked(&mut self, reply: &Reply) {
+        let command = self.parked_command.take();
+        let Reply::Error(text) = reply else {
+            return;
+        };
+        let mut stats = self.server.stats.borrow_mut();
+        count_error(&mut stats, text);
+        if let Some((spec, _)) = command {
+            if let Some(entry) = stats
+                .commands
+                .get_mut(&(spec as *const CommandSpec as usize))
+            {
+                entry.failed += 1;
+            }
+        }
+    }
+
     /// Updates commandstats, errorstats and the slow log.
     fn account(
         &self,
@@ -809,9 +836,7 @@ impl Session {
         {
             let mut stats = self.server.stats.borrow_mut();
             if let Reply::Error(text) = reply {
-                stats.total_error_replies += 1;
-                let code = text.split(' ').next().unwrap_or("ERR").to_string();
-                *stats.errors.entry(code).or_insert(0) += 1;
+                count_error(&mut stats, text);
             }
             if rejected {
                 // Not run: no call, no latency, no MONITOR or slow log line.
@@ -952,6 +977,14 @@ pub(crate) fn account_script_calls(
         stats.total_commands_processed += 1;
         count_call(&mut stats, spec, parent, micros, failed);
     }
+}
+
+/// An error reply in INFO errorstats and total_error_replies, by its
+/// code (the first word).
+fn count_error(stats: &mut crate::listener::Stats, text: &str) {
+    stats.total_error_replies += 1;
+    let code = text.split(' ').next().unwrap_or("ERR").to_string();
+    *stats.errors.entry(code).or_insert(0) += 1;
 }
 
 fn count_call(
