@@ -261,7 +261,12 @@ fn run<K: Keyspace>(
         };
         let result = resolve(args).and_then(|(spec, _)| {
             let r = execute(store, spec, db, args, &ctx);
-            if let Ok(reply) = &r {
+            if spec.runs_script {
+                // A script changed what its commands wrote.
+                for (db, spec, args) in store.take_script_writes() {
+                    on_write(db, Written::Command(spec, &args));
+                }
+            } else if let Ok(reply) = &r {
                 if spec.is_write() && !spec.changed_nothing(reply) {
                     on_write(db, Written::Command(spec, args));
                 }

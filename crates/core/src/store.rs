@@ -183,7 +183,15 @@ pub struct Store<K: Keyspace = MemoryKeyspace> {
     /// count a script's commands as Redis does.
     pub record_script_stats: bool,
     pub script_stats: std::cell::RefCell<Vec<ScriptCallStat>>,
+    /// The writes the commands of the running script made (database,
+    /// entry, arguments), in order: a script command's write hooks are
+    /// these (Redis signals the keys its calls modify). Taken with
+    /// [`Store::take_script_writes`] after every script command.
+    pub script_writes: std::cell::RefCell<Vec<ScriptWrite>>,
 }
+
+/// One write a script's command made: database, table entry, arguments.
+pub type ScriptWrite = (usize, &'static crate::table::CommandSpec, Vec<Bytes>);
 
 /// One command a script ran, for INFO commandstats: its table entry, its
 /// parent (for a subcommand), microseconds, and whether it failed.
@@ -248,6 +256,7 @@ impl<K: Keyspace> Store<K> {
             expired_reads: Default::default(),
             record_script_stats: false,
             script_stats: Default::default(),
+            script_writes: Default::default(),
         }
     }
 
@@ -272,6 +281,12 @@ impl<K: Keyspace> Store<K> {
 
     pub fn keyspace_mut(&mut self) -> &mut K {
         &mut self.ks
+    }
+
+    /// The writes the last script's commands made (see
+    /// [`Store::script_writes`]).
+    pub fn take_script_writes(&self) -> Vec<ScriptWrite> {
+        std::mem::take(&mut self.script_writes.borrow_mut())
     }
 
     /// One database of the keyspace, to read.

@@ -174,6 +174,10 @@ pub struct CommandSpec {
     /// found takes spec n, the last spec takes the rest): COMMAND
     /// GETKEYSANDFLAGS and COMMAND INFO. Empty: derived from `key_access`.
     pub key_specs: &'static [KeySpec],
+    /// EVAL, EVALSHA, FCALL: what it writes is what its script's commands
+    /// write (`Store::script_writes`), not the keys it declares; the write
+    /// hooks (WATCH, tracking, blocked clients) hear of those.
+    pub runs_script: bool,
 }
 
 /// Redis 7's flags of a key spec: how the command treats the keys it
@@ -671,6 +675,7 @@ pub const fn cmd(
         },
         pattern_reads: None,
         key_specs: &[],
+        runs_script: false,
     }
 }
 
@@ -705,6 +710,7 @@ pub const fn container(
         key_access: KeyAccess::Read,
         pattern_reads: None,
         key_specs: &[],
+        runs_script: false,
     }
 }
 

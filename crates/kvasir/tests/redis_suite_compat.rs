@@ -1269,6 +1269,78 @@ fn a_blocked_command_that_ends_in_an_error_counts_as_failed() {
 }
 
 #[test]
+fn a_script_signals_the_keys_its_commands_write() {
+    // Redis signals the keys a script's commands modify, not the keys the
+    // script declares: a write to an undeclared key aborts the EXEC of its
+    // watchers (Kvasir let it through), a script that only reads its
+    // declared keys aborts nothing and invalidates no tracked key
+    // (unit/tracking "Tracking only occurs for scripts when a command
+    // calls a read-only command": Kvasir invalidated the declared keys
+    // right after tracking them, so the next real write went unheard).
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let mut other = connect(port);
+        let mut out = Vec::new();
+        let scripts: [(&str, &[&str]); 3] = [
+            ("redis.call('set', 'undeclared', 'x')", &[]),
+            ("return redis.call('get', KEYS[1])", &["declared"]),
+            ("redis.call('set', 'undeclared', 'y') error('boom')", &[]),
+        ];
+        for (script, keys) in scripts {
+            for watched in ["undeclared", "declared"] {
+                out.push(go(&mut c, &["WATCH", watched]));
+                out.push(go(&mut c, &["MULTI"]));
+                out.push(go(&mut c, &["SET", "t", "1"]));
+                let numkeys = keys.len().to_string();
+                let mut eval = vec!["EVAL", script, &numkeys];
+                eval.extend_from_slice(keys);
+                out.push(go(&mut other, &eval));
+                out.push(go(&mut c, &["EXEC"]));
+            }
+        }
+        out
+    });
+    let transcript = |port: u16| -> Vec<String> {
+        let mut r = common::RawConn::to_port(port);
+        let mut writer = common::RawConn::to_port(port);
+        r.cmd_str(&["HELLO", "3"]);
+        let mut out = vec![r.cmd_str(&["CLIENT", "TRACKING", "on"])];
+        writer.cmd_str(&["MSET", "key2{t}", "1", "key1{t}", "1"]);
+        // A script that reads nothing tracks nothing.
+        out.push(r.cmd_str(&[
+            "EVAL",
+            "redis.call('set', 'key3{t}', 'bar')",
+            "2",
+            "key1{t}",
+            "key2{t}",
+        ]));
+        writer.cmd_str(&["MSET", "key2{t}", "2", "key1{t}", "2"]);
+        out.push(r.cmd_str(&["PING"]));
+        // One that reads tracks every declared key, invalidated when
+        // another client writes them.
+        out.push(r.cmd_str(&[
+            "EVAL",
+            "redis.call('get', 'key3{t}')",
+            "2",
+            "key1{t}",
+            "key2{t}",
+        ]));
+        writer.cmd_str(&["MSET", "key2{t}", "3", "key1{t}", "3"]);
+        r.send(b"*1\r\n$4\r\nPING\r\n");
+        while let Some(reply) = r.read_reply_within(Duration::from_millis(300)) {
+            out.push(String::from_utf8_lossy(&reply).into_owned());
+        }
+        out
+    };
+    assert_eq!(
+        transcript(pair.kvasir_port),
+        transcript(pair.redis_port),
+        "Kvasir (left) and redis-server (right) differ"
+    );
+}
+
+#[test]
 fn swapdb_dirties_only_watchers_of_keys_it_changes() {
     // Redis's touchAllWatchedKeysInDb (unit/multi's SWAPDB tests): a
     // watched key in neither database, or a stale (expired) key that

@@ -84,6 +84,14 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
         return finish_paused_script(&s.server, spec, s.db, args, s.info.id);
     }
     crate::notify::publish_local(&s.server);
+    if spec.runs_script {
+        // What the script's commands wrote, even if it then failed (Redis
+        // signals those keys, not the ones the script declares).
+        let writes = s.server.local_store.borrow().store().take_script_writes();
+        for (db, spec, args) in writes {
+            crate::events::after_write(&s.server, db, Written::Command(spec, &args));
+        }
+    }
     match result {
         Ok(reply) => {
             if let Some(removed) = flushed {
@@ -94,7 +102,10 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
                 drop(watches);
                 crate::events::invalidate_tracked(&s.server.tracking, Written::Command(spec, args));
                 crate::events::serve_flushed(&s.server, spec, s.db);
-            } else if matches!(spec.handler, Handler::Write(_)) && !spec.changed_nothing(&reply) {
+            } else if matches!(spec.handler, Handler::Write(_))
+                && !spec.runs_script
+                && !spec.changed_nothing(&reply)
+            {
                 crate::events::after_write(&s.server, s.db, Written::Command(spec, args));
             }
             reply.into()
@@ -137,13 +148,18 @@ fn finish_paused_script(
         let calls = server.local_store.borrow_mut().take_script_stats();
         crate::session::account_script_calls(&server, calls);
         crate::notify::publish_local(&server);
-        if matches!(spec.handler, Handler::Write(_)) && !spec.changed_nothing(&reply) {
-            // The script's writes are its client's own (CLIENT TRACKING
-            // NOLOOP), as when a command ends at once.
-            server.tracking.borrow().current.set(client);
+        // The script's writes are its client's own (CLIENT TRACKING
+        // NOLOOP), as when a command ends at once.
+        server.tracking.borrow().current.set(client);
+        let writes = server.local_store.borrow().store().take_script_writes();
+        if spec.runs_script {
+            for (db, spec, args) in writes {
+                crate::events::after_write(&server, db, Written::Command(spec, &args));
+            }
+        } else if matches!(spec.handler, Handler::Write(_)) && !spec.changed_nothing(&reply) {
             crate::events::after_write(&server, db, Written::Command(spec, &args));
-            server.tracking.borrow().current.set(0);
         }
+        server.tracking.borrow().current.set(0);
         let _ = tx.send(reply);
     });
     Outcome::Running(Box::new(PendingOp {

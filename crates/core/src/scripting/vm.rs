@@ -1541,6 +1541,15 @@ impl<K: Keyspace> CallState<'_, K> {
         };
         self.access.store().script_call.set(was_in_script);
         self.note_stat(spec, parent, timer, &result);
+        if let Ok(reply) = &result {
+            if spec.is_write() && !spec.changed_nothing(reply) {
+                self.access
+                    .store()
+                    .script_writes
+                    .borrow_mut()
+                    .push((self.db, spec, argv));
+            }
+        }
         match result {
             Ok(r) => Ok(r),
             // A script never blocks: a blocking command that finds nothing
