@@ -1341,6 +1341,70 @@ fn a_script_signals_the_keys_its_commands_write() {
 }
 
 #[test]
+fn a_transaction_tracks_its_reads_in_order_with_its_writes() {
+    // unit/tracking's "not interleaved with multiple keys response" and
+    // "... with transaction response": in EXEC each command tracks or
+    // invalidates in turn, so a key written then read in the block stays
+    // tracked (Kvasir tracked the block's reads first and then invalidated
+    // them with its earlier writes), one read then written is
+    // invalidated; the invalidation follows the reply.
+    let pair = Pair::start(&["--enable-debug-command", "yes"]);
+    let transcript = |port: u16| -> Vec<String> {
+        let mut r = common::RawConn::to_port(port);
+        let mut out = Vec::new();
+        let mut exchange = |r: &mut common::RawConn, args: &[&str]| {
+            let mut req = format!("*{}\r\n", args.len());
+            for a in args {
+                req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+            }
+            r.send(req.as_bytes());
+            let mut got = Vec::new();
+            while let Some(reply) = r.read_reply_within(Duration::from_millis(150)) {
+                got.push(String::from_utf8_lossy(&reply).into_owned());
+            }
+            out.push(format!("{args:?} -> {}", got.join(" ")));
+        };
+        r.cmd_str(&["HELLO", "3"]);
+        for cmd in [
+            &["CLIENT", "TRACKING", "on"][..],
+            &["DEBUG", "SET-ACTIVE-EXPIRE", "0"],
+            &["MULTI"],
+            &["MSET", "x{t}", "1", "y{t}", "2"],
+            &["PEXPIRE", "y{t}", "100"],
+            &["GET", "y{t}"],
+            &["EXEC"],
+        ] {
+            exchange(&mut r, cmd);
+        }
+        std::thread::sleep(Duration::from_millis(150));
+        for cmd in [
+            &["MGET", "x{t}", "y{t}"][..],
+            &["MSET", "a{t}", "1", "b{t}", "2"],
+            &["GET", "a{t}"],
+            &["MULTI"],
+            &["INCR", "a{t}"],
+            &["GET", "b{t}"],
+            &["EXEC"],
+            &["MULTI"],
+            &["GET", "c"],
+            &["SET", "c", "1"],
+            &["GET", "d"],
+            &["EXEC"],
+            &["SET", "d", "2"],
+            &["DEBUG", "SET-ACTIVE-EXPIRE", "1"],
+        ] {
+            exchange(&mut r, cmd);
+        }
+        out
+    };
+    assert_eq!(
+        transcript(pair.kvasir_port),
+        transcript(pair.redis_port),
+        "Kvasir (left) and redis-server (right) differ"
+    );
+}
+
+#[test]
 fn swapdb_dirties_only_watchers_of_keys_it_changes() {
     // Redis's touchAllWatchedKeysInDb (unit/multi's SWAPDB tests): a
     // watched key in neither database, or a stale (expired) key that

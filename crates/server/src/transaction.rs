@@ -221,13 +221,18 @@ pub fn exec(s: &mut Session) -> Outcome {
     // Checked again: the user's rules may have changed since queueing.
     let (queue, refused) = recheck_acl(s, queue);
     s.account_queued(&queue);
-    for q in &queue {
-        // Queued reads bypass `Session::dispatch` on the one-entry path.
-        crate::tracking::remember_read(s, q.spec, &q.args);
-    }
     let keyspace_only = queue
         .iter()
         .all(|q| matches!(q.spec.handler, Handler::Write(_) | Handler::Read(_)));
+    // Queued reads bypass `Session::dispatch` on the one-entry path. The
+    // standalone block tracks them in order with its writes' hooks
+    // (`exec_local`); elsewhere they are tracked first (an invalidation too
+    // many at worst).
+    if !(keyspace_only && s.server.cluster.is_none()) {
+        for q in &queue {
+            crate::tracking::remember_read(s, q.spec, &q.args);
+        }
+    }
     let outcome = match s.server.cluster.clone() {
         Some(node) => crate::cluster::commands::exec(s, &node, queue, cluster_watch),
         None if keyspace_only => exec_local(s, queue).into(),
@@ -328,8 +333,33 @@ fn exec_local(s: &mut Session, queue: Vec<Queued>) -> Reply {
     }
     crate::acl::log_script_refusals(&s.server, s.info.id);
     // Served after the store is released: serving runs commands on it.
-    for (db, spec, args) in written {
-        crate::events::after_write(&s.server, db, Written::Command(spec, &args));
+    // Reads are tracked and writes heard of in the block's order, as each
+    // command of Redis's EXEC does: a key written then read stays tracked,
+    // one read then written is invalidated. A script's writes are its
+    // commands' and cannot be placed in the block: with a script in it,
+    // reads are tracked first.
+    if queued.iter().any(|q| q.spec.runs_script) {
+        for q in &queued {
+            crate::tracking::remember_read(s, q.spec, &q.args);
+        }
+        for (db, spec, args) in written {
+            crate::events::after_write(&s.server, db, Written::Command(spec, &args));
+        }
+    } else {
+        // Without scripts each write heard of is one queued command's, in
+        // order.
+        let mut written = written.into_iter().peekable();
+        for q in &queued {
+            crate::tracking::remember_read(s, q.spec, &q.args);
+            if let Some((db, spec, args)) =
+                written.next_if(|(_, spec, args)| std::ptr::eq(*spec, q.spec) && *args == q.args)
+            {
+                crate::events::after_write(&s.server, db, Written::Command(spec, &args));
+            }
+        }
+        for (db, spec, args) in written {
+            crate::events::after_write(&s.server, db, Written::Command(spec, &args));
+        }
     }
     match applied {
         Applied::Reply(r) => r,
