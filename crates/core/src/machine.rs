@@ -261,9 +261,10 @@ fn run<K: Keyspace>(
         };
         let result = resolve(args).and_then(|(spec, _)| {
             let r = execute(store, spec, db, args, &ctx);
-            if spec.runs_script {
-                // A script changed what its commands wrote.
-                for (db, spec, args) in store.take_script_writes() {
+            if spec.reports_writes {
+                // It modified what it reported (a script: what its
+                // commands wrote).
+                for (db, spec, args) in store.take_reported_writes() {
                     on_write(db, Written::Command(spec, &args));
                 }
             } else if let Ok(reply) = &r {

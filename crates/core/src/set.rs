@@ -52,7 +52,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("sismember", 3, RF, KEY, ACL_RF, G, "1.0.0", "Determine if a given value is a member of a set", crate::read_handler!(sismember)).keys_access(crate::table::KeyAccess::Existence),
     cmd("smembers", 2, R, KEY, ACL_R, G, "1.0.0", "Get all the members in a set", crate::read_handler!(smembers)),
     cmd("smismember", -3, RF, KEY, ACL_RF, G, "6.2.0", "Returns the membership associated with the given elements for a set", crate::read_handler!(smismember)),
-    cmd("smove", 4, WF, (1, 2, 1), ACL_WF, G, "1.0.0", "Move a member from one set to another", crate::write_handler!(smove)).idle_on_empty().events(crate::notify::Events::None).keys_access(crate::table::KeyAccess::ReadWriteThenWrite),
+    cmd("smove", 4, WF, (1, 2, 1), ACL_WF, G, "1.0.0", "Move a member from one set to another", crate::write_handler!(smove)).idle_on_empty().reporting_writes().events(crate::notify::Events::None).keys_access(crate::table::KeyAccess::ReadWriteThenWrite),
     cmd("spop", -2, WF, KEY, ACL_WF, G, "1.0.0", "Remove and return one or multiple random members from a set", crate::write_handler!(spop)).idle_on_empty().with_key_specs(&[crate::table::ks::RW_ACCESS_DELETE]),
     cmd("srandmember", -2, R, KEY, ACL_R, G, "1.0.0", "Get one or multiple random members from a set", crate::read_handler!(srandmember)),
     cmd("srem", -3, WF, KEY, ACL_WF, G, "1.0.0", "Remove one or more members from a set", crate::write_handler!(srem)).idle_on_empty().keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::RW_DELETE]),
@@ -377,6 +377,23 @@ fn smove<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx
     };
     if added {
         store.emit(crate::notify::SET, "sadd", db, dst);
+    }
+    // The keys modified, as the SREM and SADD it amounts to: the
+    // destination only if the member is new there (Redis's smoveCommand
+    // signals it only then, so its watchers stay clean).
+    let mut reported = store.reported_writes.borrow_mut();
+    for (name, key, modified) in [("srem", src, true), ("sadd", dst, added)] {
+        if let Some(spec) = crate::table::lookup(name.as_bytes()).filter(|_| modified) {
+            reported.push((
+                db,
+                spec,
+                vec![
+                    Bytes::from_static(name.as_bytes()),
+                    key.clone(),
+                    member.clone(),
+                ],
+            ));
+        }
     }
     Ok(Reply::Int(1))
 }

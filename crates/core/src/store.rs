@@ -183,15 +183,17 @@ pub struct Store<K: Keyspace = MemoryKeyspace> {
     /// count a script's commands as Redis does.
     pub record_script_stats: bool,
     pub script_stats: std::cell::RefCell<Vec<ScriptCallStat>>,
-    /// The writes the commands of the running script made (database,
-    /// entry, arguments), in order: a script command's write hooks are
-    /// these (Redis signals the keys its calls modify). Taken with
-    /// [`Store::take_script_writes`] after every script command.
-    pub script_writes: std::cell::RefCell<Vec<ScriptWrite>>,
+    /// What the running command modified, when its entry
+    /// `reports_writes` (database, entry, arguments of a write with the
+    /// same keys), in order: its write hooks are these, as Redis signals
+    /// only the keys a command modifies (a script's calls; SMOVE's
+    /// destination only if the member was added). Taken with
+    /// [`Store::take_reported_writes`] after every such command.
+    pub reported_writes: std::cell::RefCell<Vec<ReportedWrite>>,
 }
 
-/// One write a script's command made: database, table entry, arguments.
-pub type ScriptWrite = (usize, &'static crate::table::CommandSpec, Vec<Bytes>);
+/// One write a command reported: database, table entry, arguments.
+pub type ReportedWrite = (usize, &'static crate::table::CommandSpec, Vec<Bytes>);
 
 /// One command a script ran, for INFO commandstats: its table entry, its
 /// parent (for a subcommand), microseconds, and whether it failed.
@@ -256,7 +258,7 @@ impl<K: Keyspace> Store<K> {
             expired_reads: Default::default(),
             record_script_stats: false,
             script_stats: Default::default(),
-            script_writes: Default::default(),
+            reported_writes: Default::default(),
         }
     }
 
@@ -283,10 +285,10 @@ impl<K: Keyspace> Store<K> {
         &mut self.ks
     }
 
-    /// The writes the last script's commands made (see
-    /// [`Store::script_writes`]).
-    pub fn take_script_writes(&self) -> Vec<ScriptWrite> {
-        std::mem::take(&mut self.script_writes.borrow_mut())
+    /// The writes the last command reported (see
+    /// [`Store::reported_writes`]).
+    pub fn take_reported_writes(&self) -> Vec<ReportedWrite> {
+        std::mem::take(&mut self.reported_writes.borrow_mut())
     }
 
     /// One database of the keyspace, to read.

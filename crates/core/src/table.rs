@@ -174,10 +174,12 @@ pub struct CommandSpec {
     /// found takes spec n, the last spec takes the rest): COMMAND
     /// GETKEYSANDFLAGS and COMMAND INFO. Empty: derived from `key_access`.
     pub key_specs: &'static [KeySpec],
-    /// EVAL, EVALSHA, FCALL: what it writes is what its script's commands
-    /// write (`Store::script_writes`), not the keys it declares; the write
-    /// hooks (WATCH, tracking, blocked clients) hear of those.
-    pub runs_script: bool,
+    /// What it modified is reported by the run itself
+    /// (`Store::reported_writes`), not by its key arguments; the write hooks
+    /// (WATCH, tracking, blocked clients) hear of those. EVAL, EVALSHA,
+    /// FCALL: the writes of the script's commands, keys declared or not;
+    /// SMOVE: the destination only when the member was added.
+    pub reports_writes: bool,
 }
 
 /// Redis 7's flags of a key spec: how the command treats the keys it
@@ -413,6 +415,15 @@ impl CommandSpec {
     pub const fn since(self, version: &'static str) -> CommandSpec {
         CommandSpec {
             since: version,
+            ..self
+        }
+    }
+
+    /// This entry, whose runs report what they modified
+    /// ([`CommandSpec::reports_writes`]).
+    pub const fn reporting_writes(self) -> CommandSpec {
+        CommandSpec {
+            reports_writes: true,
             ..self
         }
     }
@@ -675,7 +686,7 @@ pub const fn cmd(
         },
         pattern_reads: None,
         key_specs: &[],
-        runs_script: false,
+        reports_writes: false,
     }
 }
 
@@ -710,7 +721,7 @@ pub const fn container(
         key_access: KeyAccess::Read,
         pattern_reads: None,
         key_specs: &[],
-        runs_script: false,
+        reports_writes: false,
     }
 }
 

@@ -1405,6 +1405,48 @@ fn a_transaction_tracks_its_reads_in_order_with_its_writes() {
 }
 
 #[test]
+fn smove_dirties_its_destination_only_when_the_member_is_new() {
+    // unit/type/set "SMOVE only notify dstset when the addition is
+    // successful": the source is modified, the destination only if the
+    // member was not there (Redis's smoveCommand); also from a script.
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let mut other = connect(port);
+        let mut out = Vec::new();
+        for via_script in [false, true] {
+            for dst_has_it in [true, false] {
+                for watched in ["dst", "src"] {
+                    out.push(go(&mut c, &["DEL", "src", "dst"]));
+                    out.push(go(&mut c, &["SADD", "src", "a", "b"]));
+                    let there = if dst_has_it { "a" } else { "z" };
+                    out.push(go(&mut c, &["SADD", "dst", there]));
+                    out.push(go(&mut c, &["WATCH", watched]));
+                    out.push(go(&mut c, &["MULTI"]));
+                    out.push(go(&mut c, &["SET", "t", "1"]));
+                    out.push(if via_script {
+                        go(
+                            &mut other,
+                            &[
+                                "EVAL",
+                                "return redis.call('SMOVE', KEYS[1], KEYS[2], 'a')",
+                                "2",
+                                "src",
+                                "dst",
+                            ],
+                        )
+                    } else {
+                        go(&mut other, &["SMOVE", "src", "dst", "a"])
+                    });
+                    out.push(go(&mut c, &["EXEC"]));
+                }
+            }
+        }
+        out
+    });
+}
+
+#[test]
 fn swapdb_dirties_only_watchers_of_keys_it_changes() {
     // Redis's touchAllWatchedKeysInDb (unit/multi's SWAPDB tests): a
     // watched key in neither database, or a stale (expired) key that

@@ -84,10 +84,11 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
         return finish_paused_script(&s.server, spec, s.db, args, s.info.id);
     }
     crate::notify::publish_local(&s.server);
-    if spec.runs_script {
-        // What the script's commands wrote, even if it then failed (Redis
-        // signals those keys, not the ones the script declares).
-        let writes = s.server.local_store.borrow().store().take_script_writes();
+    if spec.reports_writes {
+        // What it modified, as it reported (a script's commands' writes,
+        // even if it then failed; Redis signals those keys, not the ones a
+        // script declares).
+        let writes = s.server.local_store.borrow().store().take_reported_writes();
         for (db, spec, args) in writes {
             crate::events::after_write(&s.server, db, Written::Command(spec, &args));
         }
@@ -103,7 +104,7 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
                 crate::events::invalidate_tracked(&s.server.tracking, Written::Command(spec, args));
                 crate::events::serve_flushed(&s.server, spec, s.db);
             } else if matches!(spec.handler, Handler::Write(_))
-                && !spec.runs_script
+                && !spec.reports_writes
                 && !spec.changed_nothing(&reply)
             {
                 crate::events::after_write(&s.server, s.db, Written::Command(spec, args));
@@ -151,8 +152,8 @@ fn finish_paused_script(
         // The script's writes are its client's own (CLIENT TRACKING
         // NOLOOP), as when a command ends at once.
         server.tracking.borrow().current.set(client);
-        let writes = server.local_store.borrow().store().take_script_writes();
-        if spec.runs_script {
+        let writes = server.local_store.borrow().store().take_reported_writes();
+        if spec.reports_writes {
             for (db, spec, args) in writes {
                 crate::events::after_write(&server, db, Written::Command(spec, &args));
             }

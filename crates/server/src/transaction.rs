@@ -335,10 +335,10 @@ fn exec_local(s: &mut Session, queue: Vec<Queued>) -> Reply {
     // Served after the store is released: serving runs commands on it.
     // Reads are tracked and writes heard of in the block's order, as each
     // command of Redis's EXEC does: a key written then read stays tracked,
-    // one read then written is invalidated. A script's writes are its
-    // commands' and cannot be placed in the block: with a script in it,
-    // reads are tracked first.
-    if queued.iter().any(|q| q.spec.runs_script) {
+    // one read then written is invalidated. The writes a command reports
+    // itself (a script's commands', SMOVE's) are not matched to their
+    // place in the block: with one in it, reads are tracked first.
+    if queued.iter().any(|q| q.spec.reports_writes) {
         for q in &queued {
             crate::tracking::remember_read(s, q.spec, &q.args);
         }

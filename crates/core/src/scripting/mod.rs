@@ -311,7 +311,7 @@ pub(crate) const fn with_script_keys(spec: crate::table::CommandSpec) -> crate::
     crate::table::CommandSpec {
         key_finder: Some(crate::table::keys_after_numkeys::<2>),
         events: crate::notify::Events::None,
-        runs_script: true,
+        reports_writes: true,
         flags: spec.flags.union(crate::table::Flags::NO_MANDATORY_KEYS),
         // A script may read and write every key it is given (EVAL_RO
         // only reads them).

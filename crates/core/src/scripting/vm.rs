@@ -1541,11 +1541,12 @@ impl<K: Keyspace> CallState<'_, K> {
         };
         self.access.store().script_call.set(was_in_script);
         self.note_stat(spec, parent, timer, &result);
+        // A command that reports its own writes (SMOVE) already did.
         if let Ok(reply) = &result {
-            if spec.is_write() && !spec.changed_nothing(reply) {
+            if spec.is_write() && !spec.reports_writes && !spec.changed_nothing(reply) {
                 self.access
                     .store()
-                    .script_writes
+                    .reported_writes
                     .borrow_mut()
                     .push((self.db, spec, argv));
             }
