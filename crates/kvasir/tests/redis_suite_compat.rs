@@ -1447,6 +1447,48 @@ fn smove_dirties_its_destination_only_when_the_member_is_new() {
 }
 
 #[test]
+fn keys_evicted_for_a_command_are_invalidated_before_its_reply() {
+    // unit/tracking "Tracking invalidation message of eviction keys should
+    // be before response": Redis evicts before it runs a command, so the
+    // invalidation of a tracked key evicted for it comes first. And it
+    // evicts at once only when maxmemory changes, not when the policy
+    // does (Kvasir evicted at CONFIG SET maxmemory-policy).
+    let pair = Pair::start(&[]);
+    let transcript = |port: u16| -> Vec<String> {
+        let mut r = common::RawConn::to_port(port);
+        let mut out = Vec::new();
+        r.cmd_str(&["HELLO", "3"]);
+        for cmd in [
+            &["CLIENT", "TRACKING", "on"][..],
+            &["SETEX", "vk", "10000", "x"],
+            &["GET", "vk"],
+            &["CONFIG", "SET", "maxmemory", "1"],
+            &["CONFIG", "SET", "maxmemory-policy", "volatile-random"],
+            &["GET", "other"],
+            &["EXISTS", "vk"],
+            &["CONFIG", "SET", "maxmemory", "0"],
+        ] {
+            let mut req = format!("*{}\r\n", cmd.len());
+            for a in cmd {
+                req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+            }
+            r.send(req.as_bytes());
+            let mut got = Vec::new();
+            while let Some(reply) = r.read_reply_within(Duration::from_millis(150)) {
+                got.push(String::from_utf8_lossy(&reply).into_owned());
+            }
+            out.push(format!("{cmd:?} -> {}", got.join(" ")));
+        }
+        out
+    };
+    assert_eq!(
+        transcript(pair.kvasir_port),
+        transcript(pair.redis_port),
+        "Kvasir (left) and redis-server (right) differ"
+    );
+}
+
+#[test]
 fn swapdb_dirties_only_watchers_of_keys_it_changes() {
     // Redis's touchAllWatchedKeysInDb (unit/multi's SWAPDB tests): a
     // watched key in neither database, or a stale (expired) key that

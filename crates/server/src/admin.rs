@@ -874,6 +874,9 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
                 ));
             }
             let notify = next.notify_keyspace_events;
+            // Redis evicts at once when maxmemory changes, else at the next
+            // command.
+            let maxmemory_changed = next.maxmemory != s.server.config.borrow().maxmemory;
             let access_mode = crate::maxmemory::eviction_settings(&next).2;
             s.server.memory_guard.forget_settings();
             s.server.tracking.borrow_mut().max_keys = next.tracking_table_max_keys();
@@ -915,7 +918,9 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
                 .local_store
                 .borrow_mut()
                 .with_store(|store| store.limits = limits);
-            s.server.evict_if_over();
+            if maxmemory_changed {
+                s.server.evict_if_over();
+            }
             Ok(Reply::ok())
         }
         ConfigCmd::Rewrite => {

@@ -49,6 +49,10 @@ pub struct MemoryGuard {
     /// [`eviction_settings`] of the configuration, parsed once per CONFIG
     /// SET.
     settings: Cell<Option<(Policy, usize, AccessMode)>>,
+    /// Keys were evicted (standalone) since the last [`MemoryGuard::take_evicted`]:
+    /// the invalidations of tracked keys that caused precede the reply of
+    /// the command that made room, as in Redis.
+    evicted: Cell<bool>,
 }
 
 impl Default for MemoryGuard {
@@ -60,7 +64,15 @@ impl Default for MemoryGuard {
             evicting: Cell::new(false),
             futile: Cell::new(false),
             settings: Cell::new(None),
+            evicted: Cell::new(false),
         }
+    }
+}
+
+impl MemoryGuard {
+    /// Whether keys were evicted since the last call.
+    pub fn take_evicted(&self) -> bool {
+        self.evicted.replace(false)
     }
 }
 
@@ -226,6 +238,7 @@ impl crate::Server {
         guard
             .futile
             .set(freed < over && picked.len() < evict::MAX_VICTIMS);
+        guard.evicted.set(!picked.is_empty());
         for (db, keys) in by_db(picked) {
             self.order(LOCAL_SHARD, ShardCmd::Evict { db, keys });
         }

@@ -74,6 +74,9 @@ pub struct Session {
     /// The parked command, whose final reply may still fail it (errorstats,
     /// failed_calls), as Redis's updateStatsOnUnblock counts.
     parked_command: Option<(&'static CommandSpec, Option<&'static CommandSpec>)>,
+    /// Pushes that go out before the reply of the command being run (the
+    /// invalidations of keys evicted to make room for it).
+    early_pushes: Vec<Reply>,
 }
 
 /// CLIENT REPLY ON|OFF|SKIP, as Redis's CLIENT_REPLY_OFF, _SKIP and
@@ -211,6 +214,7 @@ pub async fn run<C: ClientConn>(server: Rc<Server>, mut conn: C, addr: SocketAdd
         reply_mode: ReplyMode::default(),
         parked_silent: false,
         parked_command: None,
+        early_pushes: Vec::new(),
     };
     session.serve(&mut conn).await;
     session.cleanup();
@@ -601,6 +605,9 @@ impl Session {
             self.after_tracked_command(spec);
         }
         self.parked_silent = silenced;
+        for msg in std::mem::take(&mut self.early_pushes) {
+            self.emit(msg, out);
+        }
         let parked = self.deliver(outcome, &args, spec, elapsed, silenced, out);
         if tracking && parked.is_none() {
             self.emit_queued_pushes(out);
@@ -730,6 +737,20 @@ impl Session {
         }
     }
 
+    /// Keys evicted to make room for this command: the invalidations this
+    /// connection got for them are set aside to go out before its reply
+    /// (Redis evicts before it runs the command), not after it with the
+    /// command's own.
+    fn take_eviction_pushes(&mut self) {
+        if !self.server.memory_guard.take_evicted() {
+            return;
+        }
+        while let Ok(msg) = self.push_rx.try_recv() {
+            self.info.taken(msg.approx_wire_len() as u64, 1);
+            self.early_pushes.push(msg);
+        }
+    }
+
     /// Emits the push messages queued for this connection (its own
     /// invalidations) right after the reply that caused them, as Redis
     /// sends them after the command instead of in the next event-loop turn.
@@ -790,10 +811,12 @@ impl Session {
                     .server
                     .refuses_for_memory(|| self.invocation_flags(spec, args)) =>
             {
+                self.take_eviction_pushes();
                 self.rejected.set(true);
                 Reply::error(crate::maxmemory::OOM).into()
             }
             Handler::Write(_) | Handler::Read(_) => {
+                self.take_eviction_pushes();
                 crate::tracking::remember_read(self, spec, args);
                 crate::router::submit(self, spec, args)
             }
