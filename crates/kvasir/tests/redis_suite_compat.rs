@@ -1489,6 +1489,43 @@ fn keys_evicted_for_a_command_are_invalidated_before_its_reply() {
 }
 
 #[test]
+fn the_expire_cycle_is_a_latency_event() {
+    // unit/latency-monitor "LATENCY of expire events are correctly
+    // collected": a cycle that expires a big set takes over the threshold
+    // and shows in LATENCY LATEST as `expire-cycle`.
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let mut out = vec![
+            go(&mut c, &["CONFIG", "SET", "latency-monitor-threshold", "1"]),
+            go(
+                &mut c,
+                &[
+                    "EVAL",
+                    "for i = 1, tonumber(ARGV[1]) do redis.call('SADD', KEYS[1], i) end",
+                    "1",
+                    "big",
+                    "200000",
+                ],
+            ),
+            go(&mut c, &["PEXPIRE", "big", "50"]),
+        ];
+        // DBSIZE, not EXISTS: a read would expire the key itself (a
+        // `command` sample), not the cycle.
+        let gone = common::eventually(Duration::from_secs(10), || {
+            redis::cmd("DBSIZE").query::<i64>(&mut c).ok() == Some(0)
+        });
+        assert!(gone, "big did not expire on port {port}");
+        let latest = match go(&mut c, &["LATENCY", "LATEST"]) {
+            Ok(v) => strings(&v).join(" "),
+            Err(e) => e,
+        };
+        out.push(Ok(redis::Value::Boolean(latest.contains("expire-cycle"))));
+        out
+    });
+}
+
+#[test]
 fn swapdb_dirties_only_watchers_of_keys_it_changes() {
     // Redis's touchAllWatchedKeysInDb (unit/multi's SWAPDB tests): a
     // watched key in neither database, or a stale (expired) key that

@@ -3,9 +3,10 @@
 //! command that took N ms or more is a sample of the event `command`, or
 //! of `fast-command` for commands flagged fast. Each event keeps its last
 //! 160 samples, one per second (the worst of that second), and its all-time
-//! maximum. Redis's other events (fork, AOF, expire-cycle, eviction...)
-//! have no counterpart here: Kvasir does not fork, and its expiry cycle
-//! and log writes are not sampled.
+//! maximum. The active expiry cycle is the event `expire-cycle`
+//! (`router::expire_loop`). Redis's other events (fork, AOF, eviction...)
+//! have no counterpart here: Kvasir does not fork, and its log writes and
+//! evictions are not sampled.
 
 use bytes::Bytes;
 use kvasir_resp::Reply;

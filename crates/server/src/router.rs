@@ -253,6 +253,7 @@ pub async fn expire_loop(server: Rc<Server>) {
             continue;
         }
         let now = crate::local_store::unix_ms();
+        let started = std::time::Instant::now();
         let shards = server.led_shards();
         let budget = (MAX_VISITS_PER_CYCLE / shards.len().max(1)).max(1_000);
         let mode = server.access_mode();
@@ -275,6 +276,17 @@ pub async fn expire_loop(server: Rc<Server>) {
                     server.order(shard, ShardCmd::Expire { db, keys });
                 }
             }
+        }
+        // LATENCY's `expire-cycle` event, as Redis's activeExpireCycle
+        // samples it (standalone the deletions ran in the cycle; in
+        // cluster mode they were proposed).
+        let ms = started.elapsed().as_millis() as u64;
+        let threshold = server.config.borrow().latency_monitor_threshold;
+        if threshold > 0 && ms >= threshold {
+            server
+                .latency
+                .borrow_mut()
+                .add("expire-cycle", ms, (now / 1000) as i64);
         }
     }
 }
