@@ -1526,6 +1526,38 @@ fn the_expire_cycle_is_a_latency_event() {
 }
 
 #[test]
+fn client_list_shows_the_query_buffer_of_the_running_command() {
+    // unit/introspection "CLIENT LIST" / "CLIENT INFO": while a command
+    // runs its bytes are in the client's query buffer (qbuf=26 for
+    // CLIENT LIST); an idle client's is empty.
+    let pair = Pair::start(&[]);
+    let fields = |port: u16| -> Vec<String> {
+        let mut r = common::RawConn::to_port(port);
+        let mut idle = common::RawConn::to_port(port);
+        let idle_id = idle.cmd_str(&["CLIENT", "ID"]);
+        let idle_id = idle_id.trim_start_matches(':').trim_end().to_string();
+        let qbuf = |line: &str| {
+            line.split(' ')
+                .find(|f| f.starts_with("qbuf="))
+                .unwrap_or("no qbuf")
+                .to_string()
+        };
+        let own_id = r.cmd_str(&["CLIENT", "ID"]);
+        let own_id = own_id.trim_start_matches(':').trim_end().to_string();
+        vec![
+            qbuf(&r.cmd_str(&["CLIENT", "INFO"])),
+            qbuf(&r.cmd_str(&["CLIENT", "LIST", "ID", &own_id])),
+            qbuf(&r.cmd_str(&["CLIENT", "LIST", "ID", &idle_id])),
+        ]
+    };
+    assert_eq!(
+        fields(pair.kvasir_port),
+        fields(pair.redis_port),
+        "Kvasir (left) and redis-server (right) differ"
+    );
+}
+
+#[test]
 fn swapdb_dirties_only_watchers_of_keys_it_changes() {
     // Redis's touchAllWatchedKeysInDb (unit/multi's SWAPDB tests): a
     // watched key in neither database, or a stale (expired) key that

@@ -290,6 +290,9 @@ impl Session {
                 },
             };
             self.server.stats.borrow_mut().net_input_bytes += n as u64;
+            // While its commands run, the query buffer holds them (CLIENT
+            // LIST's qbuf, as in Redis); what is left is set after.
+            self.info.qbuf.set(inbuf.len());
             self.server.local_store.borrow_mut().refresh_clock();
             let mut clock = Instant::now();
             self.info.last_interaction.set(clock);
