@@ -69,28 +69,23 @@ done
     fi
 )
 
-# Java: try offline first; go online only for what ~/.m2 lacks.
-(
-    cd "$CLIENTS/java"
-    if mvn -q -B -o -Dstyle.color=never package >/dev/null 2>&1; then
-        echo "install-client-deps: maven dependencies already cached"
-    else
-        mvn -q -B -Dstyle.color=never package
-        echo "install-client-deps: maven dependencies downloaded"
-    fi
-    test -f target/kvclient-java.jar
-)
-# Redisson: a Maven project of its own (its netty apart from Lettuce's).
-(
-    cd "$CLIENTS/redisson"
-    if mvn -q -B -o -Dstyle.color=never package >/dev/null 2>&1; then
-        echo "install-client-deps: redisson's maven dependencies already cached"
-    else
-        mvn -q -B -Dstyle.color=never package
-        echo "install-client-deps: redisson's maven dependencies downloaded"
-    fi
-    test -f target/kvclient-redisson.jar
-)
+# Java: try offline first; go online only for what ~/.m2 lacks. Jedis and
+# Lettuce in tests/clients/java; Redisson in a project of its own (its netty
+# apart from Lettuce's).
+maven_package() {
+    (
+        cd "$CLIENTS/$1"
+        if mvn -q -B -o -Dstyle.color=never package >/dev/null 2>&1; then
+            echo "install-client-deps: $1: maven dependencies already cached"
+        else
+            mvn -q -B -Dstyle.color=never package
+            echo "install-client-deps: $1: maven dependencies downloaded"
+        fi
+        test -f "target/$2"
+    )
+}
+maven_package java kvclient-java.jar
+maven_package redisson kvclient-redisson.jar
 # redis-py's test suite: redone only when the version or the pins changed.
 (
     version=$(cat "$CLIENTS/redis-py/VERSION")

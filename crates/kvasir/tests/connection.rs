@@ -556,9 +556,8 @@ fn client_setinfo_names_the_library_in_client_list() {
             .ends_with("resp=2 lib-name=redis-py(redis-om_v0.2) lib-ver=5.0.1"),
         "{info}"
     );
-    let id = r.cmd_str(&["CLIENT", "ID"]);
-    let id = id.trim_start_matches(':').trim_end();
-    let list = text_of(&r.cmd_str(&["CLIENT", "LIST", "ID", id]));
+    let id = client_id(&mut r).to_string();
+    let list = text_of(&r.cmd_str(&["CLIENT", "LIST", "ID", &id]));
     assert_eq!(field(&list, "lib-ver"), Some("5.0.1"), "{list}");
     assert_eq!(
         r.cmd_str(&["CLIENT", "SETINFO", "lib-name", "redis py"]),

@@ -64,6 +64,55 @@ fn same_on_both(pair: &Pair, script: impl Fn(u16) -> Vec<Outcome>) {
     );
 }
 
+/// An INFO section's text (or the error it answered).
+fn info(c: &mut redis::Connection, section: &str) -> String {
+    match go(c, &["INFO", section]) {
+        Ok(v) => strings(&v).join(""),
+        Err(e) => e,
+    }
+}
+
+/// `cmd calls=..,rejected_calls=..,failed_calls=..` of INFO commandstats
+/// (the counts, not the times).
+fn call_counts(commandstats: &str, cmd: &str) -> String {
+    let line = commandstats
+        .lines()
+        .find(|l| l.starts_with(&format!("cmdstat_{cmd}:")))
+        .unwrap_or("");
+    let fields: Vec<&str> = line
+        .trim()
+        .split([':', ','])
+        .filter(|f| {
+            f.starts_with("calls=")
+                || f.starts_with("rejected_calls=")
+                || f.starts_with("failed_calls=")
+        })
+        .collect();
+    format!("{cmd} {}", fields.join(","))
+}
+
+/// Sends `args` on a raw connection and collects every reply and push
+/// that arrives until the connection is quiet for 150 ms.
+fn exchange(r: &mut common::RawConn, args: &[&str]) -> String {
+    let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    r.send(&common::encode_cmd(&raw));
+    let mut got = Vec::new();
+    while let Some(reply) = r.read_reply_within(Duration::from_millis(150)) {
+        got.push(String::from_utf8_lossy(&reply).into_owned());
+    }
+    format!("{args:?} -> {}", got.join(" "))
+}
+
+/// Runs a raw-protocol `transcript` on both servers and asserts they
+/// answered alike, byte for byte.
+fn same_transcript_on_both(pair: &Pair, transcript: impl Fn(u16) -> Vec<String>) {
+    assert_eq!(
+        transcript(pair.kvasir_port),
+        transcript(pair.redis_port),
+        "Kvasir (left) and redis-server (right) differ"
+    );
+}
+
 fn strings(v: &Value) -> Vec<String> {
     match v {
         Value::Array(items) => items.iter().flat_map(strings).collect(),
@@ -1146,29 +1195,11 @@ fn commandstats_count_the_commands_scripts_run() {
             ),
             go(&mut c, &["FCALL", "g", "1", "k"]),
         ];
-        let info = match go(&mut c, &["INFO", "commandstats"]) {
-            Ok(v) => strings(&v).join(""),
-            Err(e) => e,
-        };
+        let commandstats = info(&mut c, "commandstats");
         for cmd in ["set", "get", "incr", "lpush", "eval", "fcall"] {
-            // calls, rejected and failed calls; not the times.
-            let line = info
-                .lines()
-                .find(|l| l.starts_with(&format!("cmdstat_{cmd}:")))
-                .unwrap_or("")
-                .to_string();
-            let fields: Vec<String> = line
-                .split([':', ','])
-                .filter(|f| {
-                    f.starts_with("calls=")
-                        || f.starts_with("rejected_calls=")
-                        || f.starts_with("failed_calls=")
-                })
-                .map(str::to_string)
-                .collect();
-            out.push(Ok(redis::Value::SimpleString(format!(
-                "{cmd} {}",
-                fields.join(",")
+            out.push(Ok(redis::Value::SimpleString(call_counts(
+                &commandstats,
+                cmd,
             ))));
         }
         out
@@ -1229,40 +1260,18 @@ fn a_blocked_command_that_ends_in_an_error_counts_as_failed() {
         wait_blocked(&mut c);
         out.push(go(&mut c, &["CLIENT", "UNBLOCK", &id, "ERROR"]));
         out.push(popper.join().expect("popper"));
-        // Only these lines: redis-rs's CLIENT SETINFO fails on 7.0.15.
-        let errors = match go(&mut c, &["INFO", "errorstats"]) {
-            Ok(v) => strings(&v).join(""),
-            Err(e) => e,
-        };
-        let commands = match go(&mut c, &["INFO", "commandstats"]) {
-            Ok(v) => strings(&v).join(""),
-            Err(e) => e,
-        };
-        // Sorted: the two servers list commandstats in different orders.
-        let mut stats = Vec::new();
-        for line in errors.lines().chain(commands.lines()) {
-            let keep = ["errorstat_NOGROUP:", "errorstat_UNBLOCKED:"]
-                .iter()
-                .any(|p| line.starts_with(p));
-            let calls = ["cmdstat_xreadgroup:", "cmdstat_blpop:"]
-                .iter()
-                .any(|p| line.starts_with(p));
-            if keep {
-                stats.push(line.trim().to_string());
-            } else if calls {
-                let fields: Vec<&str> = line
-                    .trim()
-                    .split([':', ','])
-                    .filter(|f| f.starts_with("calls=") || f.starts_with("failed_calls="))
-                    .collect();
-                stats.push(format!(
-                    "{} {}",
-                    line.split(':').next().unwrap_or(""),
-                    fields.join(",")
-                ));
-            }
-        }
-        stats.sort();
+        // Only these errors: redis-rs's CLIENT SETINFO fails on 7.0.15.
+        let errorstats = info(&mut c, "errorstats");
+        let mut stats: Vec<String> = errorstats
+            .lines()
+            .filter(|l| {
+                l.starts_with("errorstat_NOGROUP:") || l.starts_with("errorstat_UNBLOCKED:")
+            })
+            .map(|l| l.trim().to_string())
+            .collect();
+        let commandstats = info(&mut c, "commandstats");
+        stats.push(call_counts(&commandstats, "xreadgroup"));
+        stats.push(call_counts(&commandstats, "blpop"));
         out.extend(stats.into_iter().map(|l| Ok(redis::Value::SimpleString(l))));
         out
     });
@@ -1327,17 +1336,10 @@ fn a_script_signals_the_keys_its_commands_write() {
             "key2{t}",
         ]));
         writer.cmd_str(&["MSET", "key2{t}", "3", "key1{t}", "3"]);
-        r.send(b"*1\r\n$4\r\nPING\r\n");
-        while let Some(reply) = r.read_reply_within(Duration::from_millis(300)) {
-            out.push(String::from_utf8_lossy(&reply).into_owned());
-        }
+        out.push(exchange(&mut r, &["PING"]));
         out
     };
-    assert_eq!(
-        transcript(pair.kvasir_port),
-        transcript(pair.redis_port),
-        "Kvasir (left) and redis-server (right) differ"
-    );
+    same_transcript_on_both(&pair, transcript);
 }
 
 #[test]
@@ -1352,18 +1354,6 @@ fn a_transaction_tracks_its_reads_in_order_with_its_writes() {
     let transcript = |port: u16| -> Vec<String> {
         let mut r = common::RawConn::to_port(port);
         let mut out = Vec::new();
-        let mut exchange = |r: &mut common::RawConn, args: &[&str]| {
-            let mut req = format!("*{}\r\n", args.len());
-            for a in args {
-                req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-            }
-            r.send(req.as_bytes());
-            let mut got = Vec::new();
-            while let Some(reply) = r.read_reply_within(Duration::from_millis(150)) {
-                got.push(String::from_utf8_lossy(&reply).into_owned());
-            }
-            out.push(format!("{args:?} -> {}", got.join(" ")));
-        };
         r.cmd_str(&["HELLO", "3"]);
         for cmd in [
             &["CLIENT", "TRACKING", "on"][..],
@@ -1374,7 +1364,7 @@ fn a_transaction_tracks_its_reads_in_order_with_its_writes() {
             &["GET", "y{t}"],
             &["EXEC"],
         ] {
-            exchange(&mut r, cmd);
+            out.push(exchange(&mut r, cmd));
         }
         std::thread::sleep(Duration::from_millis(150));
         for cmd in [
@@ -1393,15 +1383,11 @@ fn a_transaction_tracks_its_reads_in_order_with_its_writes() {
             &["SET", "d", "2"],
             &["DEBUG", "SET-ACTIVE-EXPIRE", "1"],
         ] {
-            exchange(&mut r, cmd);
+            out.push(exchange(&mut r, cmd));
         }
         out
     };
-    assert_eq!(
-        transcript(pair.kvasir_port),
-        transcript(pair.redis_port),
-        "Kvasir (left) and redis-server (right) differ"
-    );
+    same_transcript_on_both(&pair, transcript);
 }
 
 #[test]
@@ -1468,24 +1454,11 @@ fn keys_evicted_for_a_command_are_invalidated_before_its_reply() {
             &["EXISTS", "vk"],
             &["CONFIG", "SET", "maxmemory", "0"],
         ] {
-            let mut req = format!("*{}\r\n", cmd.len());
-            for a in cmd {
-                req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-            }
-            r.send(req.as_bytes());
-            let mut got = Vec::new();
-            while let Some(reply) = r.read_reply_within(Duration::from_millis(150)) {
-                got.push(String::from_utf8_lossy(&reply).into_owned());
-            }
-            out.push(format!("{cmd:?} -> {}", got.join(" ")));
+            out.push(exchange(&mut r, cmd));
         }
         out
     };
-    assert_eq!(
-        transcript(pair.kvasir_port),
-        transcript(pair.redis_port),
-        "Kvasir (left) and redis-server (right) differ"
-    );
+    same_transcript_on_both(&pair, transcript);
 }
 
 #[test]
@@ -1550,11 +1523,7 @@ fn client_list_shows_the_query_buffer_of_the_running_command() {
             qbuf(&r.cmd_str(&["CLIENT", "LIST", "ID", &idle_id])),
         ]
     };
-    assert_eq!(
-        fields(pair.kvasir_port),
-        fields(pair.redis_port),
-        "Kvasir (left) and redis-server (right) differ"
-    );
+    same_transcript_on_both(&pair, fields);
 }
 
 #[test]

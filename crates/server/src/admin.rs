@@ -259,7 +259,9 @@ fn waitaof(s: &mut Session, args: &[Bytes]) -> Outcome {
         Ok(p) => p,
         Err(e) => return e.to_reply().into(),
     };
-    let synced = s.server.cluster.is_some() && s.server.config.borrow().wal == "fsync";
+    let synced = s.server.cluster.is_some()
+        && crate::cluster::parse_wal(&s.server.config.borrow().wal)
+            == Ok(kvasir_raft::WalMode::Fsync);
     if want_local > 0 && !synced {
         return Reply::error(
             "ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.",
@@ -483,6 +485,17 @@ fn check_client_attr(value: &[u8], what: &str) -> Result<(), CmdError> {
     Ok(())
 }
 
+/// An ON|OFF argument (CLIENT NO-EVICT, NO-TOUCH), else a syntax error.
+fn on_off(arg: &[u8]) -> Result<bool, CmdError> {
+    if eq_ic(arg, "on") {
+        Ok(true)
+    } else if eq_ic(arg, "off") {
+        Ok(false)
+    } else {
+        Err(CmdError::Syntax)
+    }
+}
+
 fn set_name(s: &Session, name: &[u8]) -> Result<(), CmdError> {
     check_client_attr(name, "Client names")?;
     *s.info.name.borrow_mut() = String::from_utf8_lossy(name).into_owned();
@@ -524,23 +537,11 @@ fn client(s: &mut Session, sub: ClientCmd, args: &[Bytes]) -> AdminResult {
         ClientCmd::List => client_list(s, &args[2..]),
         ClientCmd::Kill => client_kill(s, &args[2..]),
         ClientCmd::NoEvict => {
-            if eq_ic(&args[2], "on") {
-                s.info.no_evict.set(true);
-            } else if eq_ic(&args[2], "off") {
-                s.info.no_evict.set(false);
-            } else {
-                return Err(CmdError::Syntax);
-            }
+            s.info.no_evict.set(on_off(&args[2])?);
             Ok(Reply::ok())
         }
         ClientCmd::NoTouch => {
-            if eq_ic(&args[2], "on") {
-                s.info.no_touch.set(true);
-            } else if eq_ic(&args[2], "off") {
-                s.info.no_touch.set(false);
-            } else {
-                return Err(CmdError::Syntax);
-            }
+            s.info.no_touch.set(on_off(&args[2])?);
             Ok(Reply::ok())
         }
         ClientCmd::Setinfo => client_setinfo(s, &args[2], &args[3]),

@@ -4,6 +4,7 @@
 
 use crate::output_limits::{Class, OutputLimits};
 use crate::tracking::ClientTracking;
+use kvasir_core::CommandSpec;
 use kvasir_resp::{Protocol, Reply};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -137,6 +138,13 @@ impl ClientInfo {
     /// Subscribed to any channel or pattern (Redis's CLIENT_PUBSUB).
     pub fn subscribed(&self) -> bool {
         self.subscriptions.get() + self.psubscriptions.get() + self.ssubscriptions.get() > 0
+    }
+
+    /// Whether `spec` run by this client leaves the keys' LRU/LFU stamps
+    /// as they are: CLIENT NO-TOUCH, for every command but TOUCH (Redis's
+    /// lookupKey).
+    pub fn leaves_access_stamps(&self, spec: &CommandSpec) -> bool {
+        self.no_touch.get() && spec.name != "touch"
     }
 
     /// One CLIENT LIST line, in Redis 7.0's field order.

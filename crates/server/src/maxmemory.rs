@@ -74,9 +74,7 @@ impl MemoryGuard {
     pub fn take_evicted(&self) -> bool {
         self.evicted.replace(false)
     }
-}
 
-impl MemoryGuard {
     /// Used memory, read again if the last reading is older than REFRESH.
     fn used(&self) -> u64 {
         let now = Instant::now();

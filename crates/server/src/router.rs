@@ -50,9 +50,7 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
             .local_store
             .borrow_mut()
             .as_caller(caller, |local| {
-                // CLIENT NO-TOUCH: the command (TOUCH excepted) leaves the
-                // keys' LRU/LFU stamps, as Redis's lookupKey.
-                let no_touch = s.info.no_touch.get() && spec.name != "touch";
+                let no_touch = s.info.leaves_access_stamps(spec);
                 if no_touch {
                     local.set_access_frozen(true);
                 }
@@ -84,36 +82,46 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
         return finish_paused_script(&s.server, spec, s.db, args, s.info.id);
     }
     crate::notify::publish_local(&s.server);
-    if spec.reports_writes {
-        // What it modified, as it reported (a script's commands' writes,
-        // even if it then failed; Redis signals those keys, not the ones a
-        // script declares).
-        let writes = s.server.local_store.borrow().store().take_reported_writes();
-        for (db, spec, args) in writes {
-            crate::events::after_write(&s.server, db, Written::Command(spec, &args));
+    match (&result, flushed) {
+        (Ok(_), Some(removed)) => {
+            let watches = s.server.watches.borrow();
+            for (db, key) in removed {
+                watches.touch(db, std::slice::from_ref(&key));
+            }
+            drop(watches);
+            crate::events::invalidate_tracked(&s.server.tracking, Written::Command(spec, args));
+            crate::events::serve_flushed(&s.server, spec, s.db);
         }
+        _ => hear_of_writes(&s.server, spec, s.db, args, result.as_ref().ok()),
     }
     match result {
-        Ok(reply) => {
-            if let Some(removed) = flushed {
-                let watches = s.server.watches.borrow();
-                for (db, key) in removed {
-                    watches.touch(db, std::slice::from_ref(&key));
-                }
-                drop(watches);
-                crate::events::invalidate_tracked(&s.server.tracking, Written::Command(spec, args));
-                crate::events::serve_flushed(&s.server, spec, s.db);
-            } else if matches!(spec.handler, Handler::Write(_))
-                && !spec.reports_writes
-                && !spec.changed_nothing(&reply)
-            {
-                crate::events::after_write(&s.server, s.db, Written::Command(spec, args));
-            }
-            reply.into()
-        }
+        Ok(reply) => reply.into(),
         Err(CmdError::WouldBlock(on)) if s.txn.executing => on.on_timeout.into(),
         Err(CmdError::WouldBlock(on)) => Outcome::Block(on),
         Err(e) => e.to_reply().into(),
+    }
+}
+
+/// The write hooks (WATCH, tracking, blocked clients) of a command the
+/// standalone store ran: what it reported modifying (a script's
+/// commands' writes, even if it then failed; SMOVE's), else its keys if it
+/// is a write that changed something (`reply` is None for an error).
+fn hear_of_writes(
+    server: &Server,
+    spec: &'static CommandSpec,
+    db: usize,
+    args: &[Bytes],
+    reply: Option<&Reply>,
+) {
+    if spec.reports_writes {
+        let writes = server.local_store.borrow().store().take_reported_writes();
+        for (db, spec, args) in writes {
+            crate::events::after_write(server, db, Written::Command(spec, &args));
+        }
+    } else if let Some(reply) = reply {
+        if matches!(spec.handler, Handler::Write(_)) && !spec.changed_nothing(reply) {
+            crate::events::after_write(server, db, Written::Command(spec, args));
+        }
     }
 }
 
@@ -152,14 +160,7 @@ fn finish_paused_script(
         // The script's writes are its client's own (CLIENT TRACKING
         // NOLOOP), as when a command ends at once.
         server.tracking.borrow().current.set(client);
-        let writes = server.local_store.borrow().store().take_reported_writes();
-        if spec.reports_writes {
-            for (db, spec, args) in writes {
-                crate::events::after_write(&server, db, Written::Command(spec, &args));
-            }
-        } else if matches!(spec.handler, Handler::Write(_)) && !spec.changed_nothing(&reply) {
-            crate::events::after_write(&server, db, Written::Command(spec, &args));
-        }
+        hear_of_writes(&server, spec, db, &args, Some(&reply));
         server.tracking.borrow().current.set(0);
         let _ = tx.send(reply);
     });

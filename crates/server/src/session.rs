@@ -809,17 +809,15 @@ impl Session {
             return refused.into();
         }
         match spec.handler {
-            Handler::Write(_) | Handler::Read(_)
-                if self
-                    .server
-                    .refuses_for_memory(|| self.invocation_flags(spec, args)) =>
-            {
-                self.take_eviction_pushes();
-                self.rejected.set(true);
-                Reply::error(crate::maxmemory::OOM).into()
-            }
             Handler::Write(_) | Handler::Read(_) => {
+                let refused = self
+                    .server
+                    .refuses_for_memory(|| self.invocation_flags(spec, args));
                 self.take_eviction_pushes();
+                if refused {
+                    self.rejected.set(true);
+                    return Reply::error(crate::maxmemory::OOM).into();
+                }
                 crate::tracking::remember_read(self, spec, args);
                 crate::router::submit(self, spec, args)
             }

@@ -298,7 +298,8 @@ fn exec_local(s: &mut Session, queue: Vec<Queued>) -> Reply {
         multi: true,
     };
     let queued = queue;
-    let no_touch = s.info.no_touch.get() && !queued.iter().any(|q| q.spec.name == "touch");
+    let no_touch =
+        s.info.no_touch.get() && queued.iter().all(|q| s.info.leaves_access_stamps(q.spec));
     let mut written = Vec::new();
     let server = s.server.clone();
     let started = std::time::Instant::now();

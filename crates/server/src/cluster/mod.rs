@@ -143,7 +143,7 @@ fn cluster_secret(config: &Config) -> Result<Vec<u8>, String> {
     }
 }
 
-fn parse_wal(s: &str) -> Result<WalMode, String> {
+pub(crate) fn parse_wal(s: &str) -> Result<WalMode, String> {
     match s.to_ascii_lowercase().as_str() {
         "fsync" => Ok(WalMode::Fsync),
         "async" => Ok(WalMode::Async),
