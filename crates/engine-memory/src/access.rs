@@ -164,7 +164,10 @@ impl AccessClock {
         if decay == 0 {
             return counter;
         }
-        let last = stamp >> 8;
+        // A key stamped under LRU (Unix seconds) and read after a switch to
+        // LFU holds no minutes: as in Redis, only the 16 bits above the
+        // counter are taken as its last decrement time.
+        let last = (stamp >> 8) & 0xffff;
         let now = self.minutes();
         let elapsed = if now >= last {
             now - last
@@ -213,6 +216,23 @@ mod tests {
         assert_eq!(c.idle_seconds(s), 15);
         assert_eq!(c.touched(s), 25);
         assert_eq!(c.idle_seconds(c.touched(s)), 0);
+    }
+
+    #[test]
+    fn an_lru_stamp_read_after_a_switch_to_lfu_gives_a_counter() {
+        // CONFIG SET maxmemory-policy volatile-lfu, then OBJECT FREQ of a
+        // key last used under LRU (go-redis's own suite does this).
+        let c = AccessClock::default();
+        c.set_now(1_800_000_000_000);
+        let lru = c.initial();
+        c.set_mode(AccessMode::Lfu {
+            log_factor: 10,
+            decay_minutes: 1,
+        });
+        let f = c.frequency(lru);
+        assert!(f <= (lru & 0xff) as u8, "{f}");
+        let touched = c.touched(lru);
+        assert_eq!(touched >> 8, c.minutes());
     }
 
     #[test]

@@ -279,6 +279,18 @@ fn object_idletime_and_freq_answer_as_redis() {
         out
     };
     assert_eq!(session(kvasir.port), session(redis_port));
+    // A key last used under LRU and read after a switch to LFU (go-redis's
+    // own suite does this): its stamp holds no LFU counter, so the value
+    // is whatever its bits say, on Redis too; it is an answer, not a crash.
+    for port in [kvasir.port, redis_port] {
+        let mut c = RawConn::to_port(port);
+        c.cmd_str(&["SET", "lru-key", "v"]);
+        c.cmd_str(&["CONFIG", "SET", "maxmemory-policy", "volatile-lfu"]);
+        let freq = c.cmd_str(&["OBJECT", "FREQ", "lru-key"]);
+        assert!(freq.starts_with(':'), "port {port}: {freq:?}");
+        c.cmd_str(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+        assert_eq!(c.cmd_str(&["PING"]), "+PONG\r\n", "port {port}");
+    }
     // Idle time counts seconds since the last access; OBJECT does not
     // count as one, GET and TOUCH do.
     let mut conn = kvasir.conn();
