@@ -240,18 +240,18 @@ const CLUSTER: &str = "cluster";
 
 #[rustfmt::skip]
 const CLUSTER_SUBS: &[CommandSpec] = &[
-    cmd("slots", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the mapping of cluster slots to nodes.", s(SessionCmd::Cluster(ClusterCmd::Slots))),
-    cmd("shards", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "7.0.0", "Returns the mapping of cluster slots to shards.", s(SessionCmd::Cluster(ClusterCmd::Shards))),
-    cmd("nodes", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the cluster configuration for a node.", s(SessionCmd::Cluster(ClusterCmd::Nodes))),
-    cmd("info", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns information about the state of a node.", s(SessionCmd::Cluster(ClusterCmd::Info))),
+    cmd("slots", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the mapping of cluster slots to nodes.", s(SessionCmd::Cluster(ClusterCmd::Slots))).with_tips(&["nondeterministic_output"]),
+    cmd("shards", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "7.0.0", "Returns the mapping of cluster slots to shards.", s(SessionCmd::Cluster(ClusterCmd::Shards))).with_tips(&["nondeterministic_output"]),
+    cmd("nodes", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the cluster configuration for a node.", s(SessionCmd::Cluster(ClusterCmd::Nodes))).with_tips(&["nondeterministic_output"]),
+    cmd("info", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns information about the state of a node.", s(SessionCmd::Cluster(ClusterCmd::Info))).with_tips(&["nondeterministic_output"]),
     cmd("myid", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the ID of a node.", s(SessionCmd::Cluster(ClusterCmd::Myid))),
     cmd("keyslot", 3, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the hash slot for a key.", s(SessionCmd::Cluster(ClusterCmd::Keyslot))),
     cmd("countkeysinslot", 3, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the number of keys in a hash slot.", s(SessionCmd::Cluster(ClusterCmd::Countkeysinslot))),
-    cmd("getkeysinslot", 4, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the key names in a hash slot.", s(SessionCmd::Cluster(ClusterCmd::Getkeysinslot))),
+    cmd("getkeysinslot", 4, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the key names in a hash slot.", s(SessionCmd::Cluster(ClusterCmd::Getkeysinslot))).with_tips(&["nondeterministic_output"]),
     cmd("myshardid", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "7.2.0", "Returns the shard ID of a node.", s(SessionCmd::Cluster(ClusterCmd::Myshardid))),
-    cmd("links", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "7.0.0", "Returns a list of all TCP links to and from peer nodes.", s(SessionCmd::Cluster(ClusterCmd::Links))),
-    cmd("replicas", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "5.0.0", "Lists the replica nodes of a master node.", s(SessionCmd::Cluster(ClusterCmd::Replicas))),
-    cmd("slaves", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Lists the replica nodes of a master node.", s(SessionCmd::Cluster(ClusterCmd::Slaves))),
+    cmd("links", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "7.0.0", "Returns a list of all TCP links to and from peer nodes.", s(SessionCmd::Cluster(ClusterCmd::Links))).with_tips(&["nondeterministic_output"]),
+    cmd("replicas", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "5.0.0", "Lists the replica nodes of a master node.", s(SessionCmd::Cluster(ClusterCmd::Replicas))).with_tips(&["nondeterministic_output"]),
+    cmd("slaves", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Lists the replica nodes of a master node.", s(SessionCmd::Cluster(ClusterCmd::Slaves))).with_tips(&["nondeterministic_output"]),
     cmd("sharddigest", 3, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "7.0.15", "Kvasir: this node's replica of a shard: applied index, keys and content digest.", s(SessionCmd::Cluster(ClusterCmd::Sharddigest))),
     cmd("help", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns helpful text about the different subcommands.", s(SessionCmd::Cluster(ClusterCmd::Help))),
 ];
@@ -261,8 +261,8 @@ const CLIENT_SUBS: &[CommandSpec] = &[
     sub("id", 2, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Returns the unique client ID of the connection.", SessionCmd::Client(ClientCmd::Id)),
     sub("setname", 3, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Sets the connection name.", SessionCmd::Client(ClientCmd::Setname)),
     sub("getname", 2, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Returns the name of the connection.", SessionCmd::Client(ClientCmd::Getname)),
-    sub("list", -2, ADMIN, &["admin", "slow", "dangerous", "connection"], CONN, "Lists open connections.", SessionCmd::Client(ClientCmd::List)),
-    sub("info", 2, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Returns information about the connection.", SessionCmd::Client(ClientCmd::Info)),
+    sub("list", -2, ADMIN, &["admin", "slow", "dangerous", "connection"], CONN, "Lists open connections.", SessionCmd::Client(ClientCmd::List)).with_tips(&["nondeterministic_output"]),
+    sub("info", 2, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Returns information about the connection.", SessionCmd::Client(ClientCmd::Info)).with_tips(&["nondeterministic_output"]),
     sub("kill", -3, ADMIN, &["admin", "slow", "dangerous", "connection"], CONN, "Terminates open connections.", SessionCmd::Client(ClientCmd::Kill)),
     sub("no-evict", 3, ADMIN, &["admin", "slow", "dangerous", "connection"], CONN, "Sets the client eviction mode of the connection.", SessionCmd::Client(ClientCmd::NoEvict)),
     sub("no-touch", 3, NOSCRIPT_STALE, &["slow", "connection"], CONN, "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.", SessionCmd::Client(ClientCmd::NoTouch)).since("7.2.0"),
@@ -281,7 +281,7 @@ const CLIENT_SUBS: &[CommandSpec] = &[
 #[rustfmt::skip]
 const CONFIG_SUBS: &[CommandSpec] = &[
     sub("get", -3, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the effective values of configuration parameters.", SessionCmd::Config(ConfigCmd::Get)),
-    sub("set", -4, ADMIN, &["admin", "slow", "dangerous"], SRV, "Sets configuration parameters in-flight.", SessionCmd::Config(ConfigCmd::Set)),
+    sub("set", -4, ADMIN, &["admin", "slow", "dangerous"], SRV, "Sets configuration parameters in-flight.", SessionCmd::Config(ConfigCmd::Set)).with_tips(&["request_policy:all_nodes", "response_policy:all_succeeded"]),
     sub("rewrite", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Persists the effective configuration to file.", SessionCmd::Config(ConfigCmd::Rewrite)),
     sub("resetstat", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Resets the server's statistics.", SessionCmd::Config(ConfigCmd::Resetstat)),
     sub("help", 2, FAST_STALE, &["slow"], SRV, "Returns helpful text about the different subcommands.", SessionCmd::Config(ConfigCmd::Help)),
@@ -290,19 +290,19 @@ const CONFIG_SUBS: &[CommandSpec] = &[
 #[rustfmt::skip]
 const COMMAND_SUBS: &[CommandSpec] = &[
     sub("count", 2, FAST_STALE, &["slow", "connection"], SRV, "Returns a count of commands.", SessionCmd::Command(CommandCmd::Count)),
-    sub("info", -2, FAST_STALE, &["slow", "connection"], SRV, "Returns information about one, multiple or all commands.", SessionCmd::Command(CommandCmd::Info)),
-    sub("docs", -2, FAST_STALE, &["slow", "connection"], SRV, "Returns documentary information about one, multiple or all commands.", SessionCmd::Command(CommandCmd::Docs)),
+    sub("info", -2, FAST_STALE, &["slow", "connection"], SRV, "Returns information about one, multiple or all commands.", SessionCmd::Command(CommandCmd::Info)).with_tips(&["nondeterministic_output_order"]),
+    sub("docs", -2, FAST_STALE, &["slow", "connection"], SRV, "Returns documentary information about one, multiple or all commands.", SessionCmd::Command(CommandCmd::Docs)).with_tips(&["nondeterministic_output_order"]),
     sub("getkeys", -4, FAST_STALE, &["slow", "connection"], SRV, "Extracts the key names from an arbitrary command.", SessionCmd::Command(CommandCmd::Getkeys)),
     sub("getkeysandflags", -4, FAST_STALE, &["slow", "connection"], SRV, "Extracts the key names and access flags for an arbitrary command.", SessionCmd::Command(CommandCmd::Getkeysandflags)),
-    sub("list", -2, FAST_STALE, &["slow", "connection"], SRV, "Returns a list of command names.", SessionCmd::Command(CommandCmd::List)),
+    sub("list", -2, FAST_STALE, &["slow", "connection"], SRV, "Returns a list of command names.", SessionCmd::Command(CommandCmd::List)).with_tips(&["nondeterministic_output_order"]),
     sub("help", 2, FAST_STALE, &["slow", "connection"], SRV, "Returns helpful text about the different subcommands.", SessionCmd::Command(CommandCmd::Help)),
 ];
 
 #[rustfmt::skip]
 const SLOWLOG_SUBS: &[CommandSpec] = &[
-    sub("get", -2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the slow log's entries.", SessionCmd::Slowlog(SlowlogCmd::Get)),
-    sub("len", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the number of entries in the slow log.", SessionCmd::Slowlog(SlowlogCmd::Len)),
-    sub("reset", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Clears all entries from the slow log.", SessionCmd::Slowlog(SlowlogCmd::Reset)),
+    sub("get", -2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the slow log's entries.", SessionCmd::Slowlog(SlowlogCmd::Get)).with_tips(&["request_policy:all_nodes", "nondeterministic_output"]),
+    sub("len", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the number of entries in the slow log.", SessionCmd::Slowlog(SlowlogCmd::Len)).with_tips(&["request_policy:all_nodes", "response_policy:agg_sum", "nondeterministic_output"]),
+    sub("reset", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Clears all entries from the slow log.", SessionCmd::Slowlog(SlowlogCmd::Reset)).with_tips(&["request_policy:all_nodes", "response_policy:all_succeeded"]),
     sub("help", 2, FAST_STALE, &["slow"], SRV, "Show helpful text about the different subcommands.", SessionCmd::Slowlog(SlowlogCmd::Help)),
 ];
 
@@ -325,7 +325,7 @@ const ACL_SUBS: &[CommandSpec] = &[
 
 #[rustfmt::skip]
 const MODULE_SUBS: &[CommandSpec] = &[
-    sub("list", 2, Flags::ADMIN.union(Flags::NOSCRIPT), &["admin", "slow", "dangerous"], SRV, "Returns all loaded modules.", SessionCmd::Module(ModuleCmd::List)),
+    sub("list", 2, Flags::ADMIN.union(Flags::NOSCRIPT), &["admin", "slow", "dangerous"], SRV, "Returns all loaded modules.", SessionCmd::Module(ModuleCmd::List)).with_tips(&["nondeterministic_output_order"]),
     sub("load", -3, Flags::ADMIN.union(Flags::NOSCRIPT), &["admin", "slow", "dangerous"], SRV, "Loads a module.", SessionCmd::Module(ModuleCmd::Load)),
     sub("loadex", -3, Flags::ADMIN.union(Flags::NOSCRIPT), &["admin", "slow", "dangerous"], SRV, "Loads a module using extended parameters.", SessionCmd::Module(ModuleCmd::Load)),
     sub("unload", 3, Flags::ADMIN.union(Flags::NOSCRIPT), &["admin", "slow", "dangerous"], SRV, "Unloads a module.", SessionCmd::Module(ModuleCmd::Unload)),
@@ -334,11 +334,11 @@ const MODULE_SUBS: &[CommandSpec] = &[
 
 #[rustfmt::skip]
 const LATENCY_SUBS: &[CommandSpec] = &[
-    sub("latest", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the latest latency samples for all events.", SessionCmd::Latency(LatencyCmd::Latest)),
-    sub("history", 3, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns timestamp-latency samples for an event.", SessionCmd::Latency(LatencyCmd::History)),
-    sub("reset", -2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Resets the latency data for one or more events.", SessionCmd::Latency(LatencyCmd::Reset)),
-    sub("doctor", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns a human-readable latency analysis report.", SessionCmd::Latency(LatencyCmd::Doctor)),
-    sub("histogram", -2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the cumulative distribution of latencies of a subset or all commands.", SessionCmd::Latency(LatencyCmd::Histogram)),
+    sub("latest", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the latest latency samples for all events.", SessionCmd::Latency(LatencyCmd::Latest)).with_tips(&["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
+    sub("history", 3, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns timestamp-latency samples for an event.", SessionCmd::Latency(LatencyCmd::History)).with_tips(&["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
+    sub("reset", -2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Resets the latency data for one or more events.", SessionCmd::Latency(LatencyCmd::Reset)).with_tips(&["request_policy:all_nodes", "response_policy:all_succeeded"]),
+    sub("doctor", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns a human-readable latency analysis report.", SessionCmd::Latency(LatencyCmd::Doctor)).with_tips(&["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
+    sub("histogram", -2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the cumulative distribution of latencies of a subset or all commands.", SessionCmd::Latency(LatencyCmd::Histogram)).with_tips(&["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
     sub("help", 2, FAST_STALE, &["slow"], SRV, "Returns helpful text about the different subcommands.", SessionCmd::Latency(LatencyCmd::Help)),
 ];
 
@@ -364,7 +364,7 @@ const SUBSCRIBE: Flags = Flags::PUBSUB
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("ping", -1, FAST_STALE, NONE, &["fast", "connection"], CONN, "1.0.0", "Returns the server's liveliness response.", s(SessionCmd::Ping)),
+    cmd("ping", -1, FAST_STALE, NONE, &["fast", "connection"], CONN, "1.0.0", "Returns the server's liveliness response.", s(SessionCmd::Ping)).with_tips(&["request_policy:all_shards", "response_policy:all_succeeded"]),
     cmd("echo", 2, FAST_STALE, NONE, &["fast", "connection"], CONN, "1.0.0", "Returns the given string.", s(SessionCmd::Echo)),
     cmd("select", 2, FAST_STALE, NONE, &["fast", "connection"], CONN, "1.0.0", "Changes the selected database.", s(SessionCmd::Select)),
     cmd("auth", -2, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::NO_AUTH), NONE, &["fast", "connection"], CONN, "1.0.0", "Authenticates the connection.", s(SessionCmd::Auth)),
@@ -372,9 +372,9 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("quit", -1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::NO_AUTH).union(Flags::ALLOW_BUSY), NONE, &["fast", "connection"], CONN, "1.0.0", "Closes the connection.", s(SessionCmd::Quit)),
     cmd("reset", 1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::NO_AUTH), NONE, &["fast", "connection"], CONN, "6.2.0", "Resets the connection.", s(SessionCmd::Reset)),
     container("client", -2, &["slow"], CONN, "2.4.0", "A container for client connection commands.", CLIENT_SUBS),
-    cmd("info", -1, Flags::LOADING.union(Flags::STALE), NONE, &["slow", "dangerous"], SRV, "1.0.0", "Returns information and statistics about the server.", s(SessionCmd::Info)),
+    cmd("info", -1, Flags::LOADING.union(Flags::STALE), NONE, &["slow", "dangerous"], SRV, "1.0.0", "Returns information and statistics about the server.", s(SessionCmd::Info)).with_tips(&["nondeterministic_output", "request_policy:all_shards", "response_policy:special"]),
     container("config", -2, &["slow"], SRV, "2.4.0", "A container for server configuration commands.", CONFIG_SUBS),
-    CommandSpec { handler: s(SessionCmd::CommandAll), ..container("command", -1, &["slow", "connection"], SRV, "2.4.0", "Returns detailed information about all commands.", COMMAND_SUBS) },
+    CommandSpec { handler: s(SessionCmd::CommandAll), ..container("command", -1, &["slow", "connection"], SRV, "2.4.0", "Returns detailed information about all commands.", COMMAND_SUBS) }.with_tips(&["nondeterministic_output_order"]),
     cmd("multi", 1, TXN, NONE, &["fast", "transaction"], TRANSACTIONS, "1.2.0", "Starts a transaction.", s(SessionCmd::Multi)),
     cmd("exec", 1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::SKIP_SLOWLOG), NONE, &["slow", "transaction"], TRANSACTIONS, "1.2.0", "Executes all commands in a transaction.", s(SessionCmd::Exec)),
     cmd("discard", 1, TXN, NONE, &["fast", "transaction"], TRANSACTIONS, "2.0.0", "Discards a transaction.", s(SessionCmd::Discard)),
@@ -392,12 +392,12 @@ pub const COMMANDS: &[CommandSpec] = &[
     container("acl", -2, &["slow"], SRV, "6.0.0", "A container for Access List Control commands.", ACL_SUBS),
     container("latency", -2, &["slow"], SRV, "2.8.13", "A container for latency diagnostics commands.", LATENCY_SUBS),
     container("module", -2, &["slow"], SRV, "4.0.0", "A container for module commands.", MODULE_SUBS),
-    CommandSpec { key_finder: Some(migrate_keys), ..cmd("migrate", -6, Flags::WRITE.union(Flags::MOVABLEKEYS), (3, 3, 1), &["keyspace", "write", "slow", "dangerous"], "generic", "2.6.0", "Atomically transfers a key from one Redis instance to another.", s(SessionCmd::Migrate)) }.with_key_specs(&[crate::table::ks::RW_ACCESS_DELETE, crate::table::KeySpec::RW.union(crate::table::KeySpec::ACCESS).union(crate::table::KeySpec::DELETE).union(crate::table::KeySpec::INCOMPLETE)]),
+    CommandSpec { key_finder: Some(migrate_keys), ..cmd("migrate", -6, Flags::WRITE.union(Flags::MOVABLEKEYS), (3, 3, 1), &["keyspace", "write", "slow", "dangerous"], "generic", "2.6.0", "Atomically transfers a key from one Redis instance to another.", s(SessionCmd::Migrate)) }.with_key_specs(&[crate::table::ks::RW_ACCESS_DELETE, crate::table::KeySpec::RW.union(crate::table::KeySpec::ACCESS).union(crate::table::KeySpec::DELETE).union(crate::table::KeySpec::INCOMPLETE)]).with_tips(&["nondeterministic_output"]),
     cmd("replicaof", 3, ADMIN.union(Flags::NOSCRIPT).union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], SRV, "5.0.0", "Configures a server as replica of another, or promotes it to a master.", s(SessionCmd::Replicaof)),
     cmd("slaveof", 3, ADMIN.union(Flags::NOSCRIPT).union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Sets a Redis server as a replica of another, or promotes it to being a master.", s(SessionCmd::Replicaof)),
     container("slowlog", -2, &["slow"], SRV, "2.4.0", "A container for slow log commands.", SLOWLOG_SUBS),
-    cmd("time", 1, FAST_STALE, NONE, &["fast"], SRV, "2.6.0", "Returns the server time.", s(SessionCmd::Time)),
-    cmd("lastsave", 1, FAST_STALE, NONE, &["admin", "fast", "dangerous"], SRV, "1.0.0", "Returns the Unix timestamp of the last successful save to disk.", s(SessionCmd::Lastsave)),
+    cmd("time", 1, FAST_STALE, NONE, &["fast"], SRV, "2.6.0", "Returns the server time.", s(SessionCmd::Time)).with_tips(&["nondeterministic_output"]),
+    cmd("lastsave", 1, FAST_STALE, NONE, &["admin", "fast", "dangerous"], SRV, "1.0.0", "Returns the Unix timestamp of the last successful save to disk.", s(SessionCmd::Lastsave)).with_tips(&["nondeterministic_output"]),
     container("cluster", -2, &["slow"], CLUSTER, "3.0.0", "A container for Redis Cluster commands.", CLUSTER_SUBS),
     cmd("role", 1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST), NONE, &["admin", "fast", "dangerous"], SRV, "2.8.12", "Returns the replication role.", s(SessionCmd::Role)),
     cmd("readonly", 1, FAST_STALE, NONE, &["fast", "connection"], CLUSTER, "3.0.0", "Enables read-only queries for a connection to a Redis Cluster replica node.", s(SessionCmd::Readonly)),
@@ -410,7 +410,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("lolwut", -1, Flags::READONLY.union(Flags::FAST), NONE, &["read", "fast"], SRV, "5.0.0", "Displays computer art and the Redis version", s(SessionCmd::Lolwut)),
     cmd("debug", -2, ADMIN, NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "A container for debugging commands.", s(SessionCmd::Debug)),
     cmd("monitor", 1, ADMIN, NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Listens for all requests received by the server in real-time.", s(SessionCmd::Monitor)),
-    cmd("wait", 3, Flags::NOSCRIPT, NONE, &["slow", "connection"], "generic", "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", s(SessionCmd::Wait)),
+    cmd("wait", 3, Flags::NOSCRIPT, NONE, &["slow", "connection"], "generic", "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", s(SessionCmd::Wait)).with_tips(&["request_policy:all_shards", "response_policy:agg_min"]),
     cmd("waitaof", 4, Flags::NOSCRIPT, NONE, &["slow", "connection"], "generic", "7.2.0", "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the master and/or replicas.", s(SessionCmd::Waitaof)),
     cmd("shutdown", -1, ADMIN.union(Flags::NO_MULTI).union(Flags::ALLOW_BUSY), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server.", s(SessionCmd::Shutdown)),
 ];

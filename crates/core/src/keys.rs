@@ -33,10 +33,10 @@ const SUB_KEY: (i32, i32, i32) = (2, 2, 1);
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("del", -2, W, ALL_KEYS, ACL_WS, G, "1.0.0", "Deletes one or more keys.", crate::write_handler!(del)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)).keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::RM_DELETE]),
-    cmd("unlink", -2, WF, ALL_KEYS, ACL_WF, G, "4.0.0", "Asynchronously deletes one or more keys.", crate::write_handler!(del)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)).keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::RM_DELETE]),
-    cmd("exists", -2, RF, ALL_KEYS, ACL_RF, G, "1.0.0", "Determines whether one or more keys exist.", crate::read_handler!(exists)).keys_access(crate::table::KeyAccess::Existence),
-    cmd("touch", -2, RF, ALL_KEYS, ACL_RF, G, "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", crate::read_handler!(touch)).keys_access(crate::table::KeyAccess::Existence),
+    cmd("del", -2, W, ALL_KEYS, ACL_WS, G, "1.0.0", "Deletes one or more keys.", crate::write_handler!(del)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)).keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::RM_DELETE]).with_tips(&["request_policy:multi_shard", "response_policy:agg_sum"]),
+    cmd("unlink", -2, WF, ALL_KEYS, ACL_WF, G, "4.0.0", "Asynchronously deletes one or more keys.", crate::write_handler!(del)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)).keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::RM_DELETE]).with_tips(&["request_policy:multi_shard", "response_policy:agg_sum"]),
+    cmd("exists", -2, RF, ALL_KEYS, ACL_RF, G, "1.0.0", "Determines whether one or more keys exist.", crate::read_handler!(exists)).keys_access(crate::table::KeyAccess::Existence).with_tips(&["request_policy:multi_shard", "response_policy:agg_sum"]),
+    cmd("touch", -2, RF, ALL_KEYS, ACL_RF, G, "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", crate::read_handler!(touch)).keys_access(crate::table::KeyAccess::Existence).with_tips(&["request_policy:multi_shard", "response_policy:agg_sum"]),
     cmd("type", 2, RF, KEY, ACL_RF, G, "1.0.0", "Determines the type of value stored at a key.", crate::read_handler!(type_of)).keys_access(crate::table::KeyAccess::Existence),
     cmd("rename", 3, W, TWO_KEYS, ACL_WS, G, "1.0.0", "Renames a key and overwrites the destination.", crate::write_handler!(rename)).events(crate::notify::Events::Custom(crate::notify::rename)).keys_access(crate::table::KeyAccess::ReadWriteThenWrite).with_key_specs(&[crate::table::ks::RW_ACCESS_DELETE, crate::table::ks::OW_UPDATE]),
     cmd("renamenx", 3, WF, TWO_KEYS, ACL_WF, G, "1.0.0", "Renames a key only when the target key name doesn't exist.", crate::write_handler!(renamenx)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::rename)).keys_access(crate::table::KeyAccess::ReadWriteThenWrite).with_key_specs(&[crate::table::ks::RW_ACCESS_DELETE, crate::table::ks::OW_INSERT]),
@@ -47,14 +47,14 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("expireat", -3, WF, KEY, ACL_WF, G, "1.2.0", "Sets the expiration time of a key to a Unix timestamp.", crate::write_handler!(expireat)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::expire)).keys_access(crate::table::KeyAccess::Write),
     cmd("pexpireat", -3, WF, KEY, ACL_WF, G, "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp.", crate::write_handler!(pexpireat)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::expire)).keys_access(crate::table::KeyAccess::Write),
     cmd("persist", 2, WF, KEY, ACL_WF, G, "2.2.0", "Removes the expiration time of a key.", crate::write_handler!(persist)).idle_on_empty().keys_access(crate::table::KeyAccess::Write),
-    cmd("ttl", 2, RF, KEY, ACL_RF, G, "1.0.0", "Returns the expiration time in seconds of a key.", crate::read_handler!(ttl)),
-    cmd("pttl", 2, RF, KEY, ACL_RF, G, "2.6.0", "Returns the expiration time in milliseconds of a key.", crate::read_handler!(pttl)),
+    cmd("ttl", 2, RF, KEY, ACL_RF, G, "1.0.0", "Returns the expiration time in seconds of a key.", crate::read_handler!(ttl)).with_tips(&["nondeterministic_output"]),
+    cmd("pttl", 2, RF, KEY, ACL_RF, G, "2.6.0", "Returns the expiration time in milliseconds of a key.", crate::read_handler!(pttl)).with_tips(&["nondeterministic_output"]),
     cmd("expiretime", 2, RF, KEY, ACL_RF, G, "7.0.0", "Returns the expiration time of a key as a Unix timestamp.", crate::read_handler!(expiretime)),
     cmd("pexpiretime", 2, RF, KEY, ACL_RF, G, "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp.", crate::read_handler!(pexpiretime)),
-    cmd("keys", 2, R, NO_KEYS, &["keyspace", "read", "slow", "dangerous"], G, "1.0.0", "Returns all key names that match a pattern.", crate::read_handler!(keys)).reaching(Keyless::List),
-    cmd("scan", -2, R, NO_KEYS, ACL_RS, G, "2.8.0", "Iterates over the key names in the database.", crate::read_handler!(scan)).reaching(Keyless::Cursor),
-    cmd("randomkey", 1, R, NO_KEYS, ACL_RS, G, "1.0.0", "Returns a random key name from the database.", crate::read_handler!(randomkey)).reaching(Keyless::Pick),
-    cmd("dump", 2, R, KEY, ACL_RS, G, "2.6.0", "Returns a serialized representation of the value stored at a key.", crate::read_handler!(dump)),
+    cmd("keys", 2, R, NO_KEYS, &["keyspace", "read", "slow", "dangerous"], G, "1.0.0", "Returns all key names that match a pattern.", crate::read_handler!(keys)).reaching(Keyless::List).with_tips(&["request_policy:all_shards", "nondeterministic_output_order"]),
+    cmd("scan", -2, R, NO_KEYS, ACL_RS, G, "2.8.0", "Iterates over the key names in the database.", crate::read_handler!(scan)).reaching(Keyless::Cursor).with_tips(&["nondeterministic_output", "request_policy:special"]),
+    cmd("randomkey", 1, R, NO_KEYS, ACL_RS, G, "1.0.0", "Returns a random key name from the database.", crate::read_handler!(randomkey)).reaching(Keyless::Pick).with_tips(&["request_policy:all_shards", "nondeterministic_output"]),
+    cmd("dump", 2, R, KEY, ACL_RS, G, "2.6.0", "Returns a serialized representation of the value stored at a key.", crate::read_handler!(dump)).with_tips(&["nondeterministic_output"]),
     cmd("restore", -4, W.union(Flags::DENYOOM), KEY, &["keyspace", "write", "slow", "dangerous"], G, "2.6.0", "Creates a key from the serialized representation of a value.", crate::write_handler!(restore)).events(crate::notify::Events::Custom(crate::notify::restore)).keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::OW_UPDATE]),
     // What MIGRATE sends from a Redis Cluster node (its target accepts it
     // for a slot being imported): RESTORE here, where slots move by Raft.
@@ -64,10 +64,10 @@ pub const COMMANDS: &[CommandSpec] = &[
 
 #[rustfmt::skip]
 const OBJECT_SUBS: &[CommandSpec] = &[
-    cmd("encoding", 3, R, SUB_KEY, ACL_RS, G, "2.2.3", "Returns the internal encoding of a Redis object.", crate::read_handler!(object_encoding)).keys_access(crate::table::KeyAccess::Existence),
-    cmd("freq", 3, R, SUB_KEY, ACL_RS, G, "4.0.0", "Returns the logarithmic access frequency counter of a Redis object.", crate::read_handler!(object_freq)).keys_access(crate::table::KeyAccess::Existence),
-    cmd("idletime", 3, R, SUB_KEY, ACL_RS, G, "2.2.3", "Returns the time since the last access to a Redis object.", crate::read_handler!(object_idletime)).keys_access(crate::table::KeyAccess::Existence),
-    cmd("refcount", 3, R, SUB_KEY, ACL_RS, G, "2.2.3", "Returns the reference count of a value of a key.", crate::read_handler!(object_refcount)).keys_access(crate::table::KeyAccess::Existence),
+    cmd("encoding", 3, R, SUB_KEY, ACL_RS, G, "2.2.3", "Returns the internal encoding of a Redis object.", crate::read_handler!(object_encoding)).keys_access(crate::table::KeyAccess::Existence).with_tips(&["nondeterministic_output"]),
+    cmd("freq", 3, R, SUB_KEY, ACL_RS, G, "4.0.0", "Returns the logarithmic access frequency counter of a Redis object.", crate::read_handler!(object_freq)).keys_access(crate::table::KeyAccess::Existence).with_tips(&["nondeterministic_output"]),
+    cmd("idletime", 3, R, SUB_KEY, ACL_RS, G, "2.2.3", "Returns the time since the last access to a Redis object.", crate::read_handler!(object_idletime)).keys_access(crate::table::KeyAccess::Existence).with_tips(&["nondeterministic_output"]),
+    cmd("refcount", 3, R, SUB_KEY, ACL_RS, G, "2.2.3", "Returns the reference count of a value of a key.", crate::read_handler!(object_refcount)).keys_access(crate::table::KeyAccess::Existence).with_tips(&["nondeterministic_output"]),
     cmd("help", 2, Flags::LOADING.union(Flags::STALE), NO_KEYS, &["keyspace", "slow"], G, "6.2.0", "Returns helpful text about the different subcommands.", crate::read_handler!(object_help)),
 ];
 

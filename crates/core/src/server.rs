@@ -21,9 +21,9 @@ const ACL_FLUSH: &[&str] = &["keyspace", "write", "slow", "dangerous"];
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("dbsize", 1, Flags::READONLY.union(Flags::FAST), NO_KEYS, &["keyspace", "read", "fast"], G, "1.0.0", "Returns the number of keys in the database.", crate::read_handler!(dbsize)).reaching(Keyless::Count),
-    cmd("flushdb", -1, Flags::WRITE, NO_KEYS, ACL_FLUSH, G, "1.0.0", "Removes all keys from the current database.", crate::write_handler!(flushdb)).reaching(Keyless::FlushDb),
-    cmd("flushall", -1, Flags::WRITE, NO_KEYS, ACL_FLUSH, G, "1.0.0", "Removes all keys from all databases.", crate::write_handler!(flushall)).reaching(Keyless::FlushAll),
+    cmd("dbsize", 1, Flags::READONLY.union(Flags::FAST), NO_KEYS, &["keyspace", "read", "fast"], G, "1.0.0", "Returns the number of keys in the database.", crate::read_handler!(dbsize)).reaching(Keyless::Count).with_tips(&["request_policy:all_shards", "response_policy:agg_sum"]),
+    cmd("flushdb", -1, Flags::WRITE, NO_KEYS, ACL_FLUSH, G, "1.0.0", "Removes all keys from the current database.", crate::write_handler!(flushdb)).reaching(Keyless::FlushDb).with_tips(&["request_policy:all_shards", "response_policy:all_succeeded"]),
+    cmd("flushall", -1, Flags::WRITE, NO_KEYS, ACL_FLUSH, G, "1.0.0", "Removes all keys from all databases.", crate::write_handler!(flushall)).reaching(Keyless::FlushAll).with_tips(&["request_policy:all_shards", "response_policy:all_succeeded"]),
     cmd("swapdb", 3, Flags::WRITE.union(Flags::FAST), NO_KEYS, &["keyspace", "write", "fast", "dangerous"], G, "4.0.0", "Swaps two Redis databases.", crate::write_handler!(swapdb)).reaching(Keyless::SwapDb),
     container("memory", -2, &["slow"], G, "4.0.0", "A container for memory diagnostics commands.", MEMORY_SUBS),
 ];
@@ -31,10 +31,10 @@ pub const COMMANDS: &[CommandSpec] = &[
 #[rustfmt::skip]
 const MEMORY_SUBS: &[CommandSpec] = &[
     cmd("usage", -3, Flags::READONLY, (2, 2, 1), &["read", "slow"], G, "4.0.0", "Estimates the memory usage of a key.", crate::read_handler!(memory_usage)).keys_access(crate::table::KeyAccess::Existence),
-    cmd("stats", 2, Flags::NONE, NO_KEYS, &["slow"], G, "4.0.0", "Returns details about memory usage.", s(SessionCmd::Memory(MemoryCmd::Stats))),
-    cmd("doctor", 2, Flags::NONE, NO_KEYS, &["slow"], G, "4.0.0", "Outputs a memory problems report.", s(SessionCmd::Memory(MemoryCmd::Doctor))),
-    cmd("malloc-stats", 2, Flags::NONE, NO_KEYS, &["slow"], G, "4.0.0", "Returns the allocator statistics.", s(SessionCmd::Memory(MemoryCmd::MallocStats))),
-    cmd("purge", 2, Flags::NONE, NO_KEYS, &["slow"], G, "4.0.0", "Asks the allocator to release memory.", s(SessionCmd::Memory(MemoryCmd::Purge))),
+    cmd("stats", 2, Flags::NONE, NO_KEYS, &["slow"], G, "4.0.0", "Returns details about memory usage.", s(SessionCmd::Memory(MemoryCmd::Stats))).with_tips(&["nondeterministic_output", "request_policy:all_shards", "response_policy:special"]),
+    cmd("doctor", 2, Flags::NONE, NO_KEYS, &["slow"], G, "4.0.0", "Outputs a memory problems report.", s(SessionCmd::Memory(MemoryCmd::Doctor))).with_tips(&["nondeterministic_output", "request_policy:all_shards", "response_policy:special"]),
+    cmd("malloc-stats", 2, Flags::NONE, NO_KEYS, &["slow"], G, "4.0.0", "Returns the allocator statistics.", s(SessionCmd::Memory(MemoryCmd::MallocStats))).with_tips(&["nondeterministic_output", "request_policy:all_shards", "response_policy:special"]),
+    cmd("purge", 2, Flags::NONE, NO_KEYS, &["slow"], G, "4.0.0", "Asks the allocator to release memory.", s(SessionCmd::Memory(MemoryCmd::Purge))).with_tips(&["request_policy:all_shards", "response_policy:all_succeeded"]),
     cmd("help", 2, Flags::LOADING.union(Flags::STALE), NO_KEYS, &["slow"], G, "4.0.0", "Returns helpful text about the different subcommands.", crate::read_handler!(memory_help)),
 ];
 

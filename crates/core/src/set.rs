@@ -41,23 +41,23 @@ const ALL_KEYS: (i32, i32, i32) = (1, -1, 1);
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("sadd", -3, WF_OOM, KEY, ACL_WF, G, "1.0.0", "Add one or more members to a set", crate::write_handler!(sadd)).idle_on_empty().keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::RW_INSERT]),
     cmd("scard", 2, RF, KEY, ACL_RF, G, "1.0.0", "Get the number of members in a set", crate::read_handler!(scard)).keys_access(crate::table::KeyAccess::Existence),
-    cmd("sdiff", -2, R, ALL_KEYS, ACL_R, G, "1.0.0", "Subtract multiple sets", crate::read_handler!(sdiff)),
+    cmd("sdiff", -2, R, ALL_KEYS, ACL_R, G, "1.0.0", "Subtract multiple sets", crate::read_handler!(sdiff)).with_tips(&["nondeterministic_output_order"]),
     cmd("sdiffstore", -3, W_OOM, ALL_KEYS, ACL_W, G, "1.0.0", "Subtract multiple sets and store the resulting set in a key", crate::write_handler!(sdiffstore)).events(crate::notify::Events::Dest("sdiffstore")).keys_access(crate::table::KeyAccess::WriteThenRead),
-    cmd("sinter", -2, R, ALL_KEYS, ACL_R, G, "1.0.0", "Intersect multiple sets", crate::read_handler!(sinter)),
+    cmd("sinter", -2, R, ALL_KEYS, ACL_R, G, "1.0.0", "Intersect multiple sets", crate::read_handler!(sinter)).with_tips(&["nondeterministic_output_order"]),
     CommandSpec {
         key_finder: Some(keys_after_numkeys::<1>),
         ..cmd("sintercard", -3, R.union(Flags::MOVABLEKEYS), (0, 0, 0), ACL_R, G, "7.0.0", "Intersect multiple sets and return the cardinality of the result", crate::read_handler!(sintercard))
     },
     cmd("sinterstore", -3, W_OOM, ALL_KEYS, ACL_W, G, "1.0.0", "Intersect multiple sets and store the resulting set in a key", crate::write_handler!(sinterstore)).events(crate::notify::Events::Dest("sinterstore")).keys_access(crate::table::KeyAccess::WriteThenRead).with_key_specs(&[crate::table::ks::RW_UPDATE, crate::table::ks::RO_ACCESS]),
     cmd("sismember", 3, RF, KEY, ACL_RF, G, "1.0.0", "Determine if a given value is a member of a set", crate::read_handler!(sismember)).keys_access(crate::table::KeyAccess::Existence),
-    cmd("smembers", 2, R, KEY, ACL_R, G, "1.0.0", "Get all the members in a set", crate::read_handler!(smembers)),
+    cmd("smembers", 2, R, KEY, ACL_R, G, "1.0.0", "Get all the members in a set", crate::read_handler!(smembers)).with_tips(&["nondeterministic_output_order"]),
     cmd("smismember", -3, RF, KEY, ACL_RF, G, "6.2.0", "Returns the membership associated with the given elements for a set", crate::read_handler!(smismember)),
     cmd("smove", 4, WF, (1, 2, 1), ACL_WF, G, "1.0.0", "Move a member from one set to another", crate::write_handler!(smove)).idle_on_empty().reporting_writes().events(crate::notify::Events::None).keys_access(crate::table::KeyAccess::ReadWriteThenWrite),
-    cmd("spop", -2, WF, KEY, ACL_WF, G, "1.0.0", "Remove and return one or multiple random members from a set", crate::write_handler!(spop)).idle_on_empty().with_key_specs(&[crate::table::ks::RW_ACCESS_DELETE]),
-    cmd("srandmember", -2, R, KEY, ACL_R, G, "1.0.0", "Get one or multiple random members from a set", crate::read_handler!(srandmember)),
+    cmd("spop", -2, WF, KEY, ACL_WF, G, "1.0.0", "Remove and return one or multiple random members from a set", crate::write_handler!(spop)).idle_on_empty().with_key_specs(&[crate::table::ks::RW_ACCESS_DELETE]).with_tips(&["nondeterministic_output"]),
+    cmd("srandmember", -2, R, KEY, ACL_R, G, "1.0.0", "Get one or multiple random members from a set", crate::read_handler!(srandmember)).with_tips(&["nondeterministic_output"]),
     cmd("srem", -3, WF, KEY, ACL_WF, G, "1.0.0", "Remove one or more members from a set", crate::write_handler!(srem)).idle_on_empty().keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::RW_DELETE]),
-    cmd("sscan", -3, R, KEY, ACL_R, G, "2.8.0", "Incrementally iterate Set elements", crate::read_handler!(sscan)),
-    cmd("sunion", -2, R, ALL_KEYS, ACL_R, G, "1.0.0", "Add multiple sets", crate::read_handler!(sunion)),
+    cmd("sscan", -3, R, KEY, ACL_R, G, "2.8.0", "Incrementally iterate Set elements", crate::read_handler!(sscan)).with_tips(&["nondeterministic_output"]),
+    cmd("sunion", -2, R, ALL_KEYS, ACL_R, G, "1.0.0", "Add multiple sets", crate::read_handler!(sunion)).with_tips(&["nondeterministic_output_order"]),
     cmd("sunionstore", -3, W_OOM, ALL_KEYS, ACL_W, G, "1.0.0", "Add multiple sets and store the resulting set in a key", crate::write_handler!(sunionstore)).events(crate::notify::Events::Dest("sunionstore")).keys_access(crate::table::KeyAccess::WriteThenRead),
 ];
 

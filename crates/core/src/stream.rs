@@ -54,20 +54,20 @@ const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
     cmd("xack", -4, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Marks a pending message as correctly processed, effectively removing it from the pending entries list of the consumer group.", crate::write_handler!(xack)).idle_on_empty().events(crate::notify::Events::None).with_key_specs(&[crate::table::ks::RW_UPDATE]).keys_access(crate::table::KeyAccess::Write),
-    cmd("xadd", -5, WDF, ONE_KEY, ACL_WF, G, "5.0.0", "Appends a new entry to a stream", crate::write_handler!(xadd)).idle_on_empty().events(crate::notify::Events::None).keys_access(crate::table::KeyAccess::Write),
-    cmd("xautoclaim", -6, WF, ONE_KEY, ACL_WF, G, "6.2.0", "Changes (or acquires) ownership of messages in a consumer group, as if the messages were delivered to the specified consumer.", crate::write_handler!(xautoclaim)).events(crate::notify::Events::None).with_key_specs(&[crate::table::ks::RW_DELETE]).keys_access(crate::table::KeyAccess::Write),
-    cmd("xclaim", -6, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Changes (or acquires) ownership of a message in a consumer group, as if the message was delivered to the specified consumer.", crate::write_handler!(xclaim)).events(crate::notify::Events::None).with_key_specs(&[crate::table::ks::RW_UPDATE]).keys_access(crate::table::KeyAccess::Write),
+    cmd("xadd", -5, WDF, ONE_KEY, ACL_WF, G, "5.0.0", "Appends a new entry to a stream", crate::write_handler!(xadd)).idle_on_empty().events(crate::notify::Events::None).keys_access(crate::table::KeyAccess::Write).with_tips(&["nondeterministic_output"]),
+    cmd("xautoclaim", -6, WF, ONE_KEY, ACL_WF, G, "6.2.0", "Changes (or acquires) ownership of messages in a consumer group, as if the messages were delivered to the specified consumer.", crate::write_handler!(xautoclaim)).events(crate::notify::Events::None).with_key_specs(&[crate::table::ks::RW_DELETE]).keys_access(crate::table::KeyAccess::Write).with_tips(&["nondeterministic_output"]),
+    cmd("xclaim", -6, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Changes (or acquires) ownership of a message in a consumer group, as if the message was delivered to the specified consumer.", crate::write_handler!(xclaim)).events(crate::notify::Events::None).with_key_specs(&[crate::table::ks::RW_UPDATE]).keys_access(crate::table::KeyAccess::Write).with_tips(&["nondeterministic_output"]),
     cmd("xdel", -3, WF, ONE_KEY, ACL_WF, G, "5.0.0", "Removes the specified entries from the stream. Returns the number of items actually deleted, that may be different from the number of IDs passed in case certain IDs do not exist.", crate::write_handler!(xdel)).idle_on_empty().keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::RW_DELETE]),
     container("xgroup", -2, &["slow"], G, "5.0.0", "A container for consumer groups commands", XGROUP_SUBS),
     container("xinfo", -2, &["slow"], G, "5.0.0", "A container for stream introspection commands", XINFO_SUBS),
     cmd("xlen", 2, RF, ONE_KEY, ACL_RF, G, "5.0.0", "Return the number of entries in a stream", crate::read_handler!(xlen)).keys_access(crate::table::KeyAccess::Existence),
-    cmd("xpending", -3, R, ONE_KEY, ACL_R, G, "5.0.0", "Return information and entries from a stream consumer group pending entries list, that are messages fetched but never acknowledged.", crate::read_handler!(xpending)),
+    cmd("xpending", -3, R, ONE_KEY, ACL_R, G, "5.0.0", "Return information and entries from a stream consumer group pending entries list, that are messages fetched but never acknowledged.", crate::read_handler!(xpending)).with_tips(&["nondeterministic_output"]),
     cmd("xrange", -4, R, ONE_KEY, ACL_R, G, "5.0.0", "Return a range of elements in a stream, with IDs matching the specified IDs interval", crate::read_handler!(xrange)),
     CommandSpec { key_finder: Some(keys_after_streams), ..cmd("xread", -4, R_BLOCK, NO_KEYS, ACL_RB, G, "5.0.0", "Return never seen elements in multiple streams, with IDs greater than the ones reported by the caller for each stream. Can block.", crate::read_handler!(xread)) },
     CommandSpec { key_finder: Some(keys_after_streams), ..cmd("xreadgroup", -7, W_BLOCK, NO_KEYS, ACL_WB, G, "5.0.0", "Return new entries from a stream using a consumer group, or access the history of the pending entries for a given consumer. Can block.", crate::write_handler!(xreadgroup)) }.events(crate::notify::Events::None).with_key_specs(&[crate::table::ks::RO_ACCESS]).keys_access(crate::table::KeyAccess::Read),
     cmd("xrevrange", -4, R, ONE_KEY, ACL_R, G, "5.0.0", "Return a range of elements in a stream, with IDs matching the specified IDs interval, in reverse order (from greater to smaller IDs) compared to XRANGE", crate::read_handler!(xrevrange)),
     cmd("xsetid", -3, WDF, ONE_KEY, ACL_WF, G, "5.0.0", "An internal command for replicating stream values", crate::write_handler!(xsetid)).with_key_specs(&[crate::table::ks::RW_UPDATE]).keys_access(crate::table::KeyAccess::Write),
-    cmd("xtrim", -4, W, ONE_KEY, ACL_W, G, "5.0.0", "Trims the stream to (approximately if '~' is passed) a certain size", crate::write_handler!(xtrim)).idle_on_empty().keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::RW_DELETE]),
+    cmd("xtrim", -4, W, ONE_KEY, ACL_W, G, "5.0.0", "Trims the stream to (approximately if '~' is passed) a certain size", crate::write_handler!(xtrim)).idle_on_empty().keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::RW_DELETE]).with_tips(&["nondeterministic_output"]),
 ];
 
 #[rustfmt::skip]
@@ -82,7 +82,7 @@ const XGROUP_SUBS: &[CommandSpec] = &[
 
 #[rustfmt::skip]
 const XINFO_SUBS: &[CommandSpec] = &[
-    cmd("consumers", 4, R, SUB_KEY, ACL_R, G, "5.0.0", "List the consumers in a consumer group", crate::read_handler!(xinfo_consumers)),
+    cmd("consumers", 4, R, SUB_KEY, ACL_R, G, "5.0.0", "List the consumers in a consumer group", crate::read_handler!(xinfo_consumers)).with_tips(&["nondeterministic_output"]),
     cmd("groups", 3, R, SUB_KEY, ACL_R, G, "5.0.0", "List the consumer groups of a stream", crate::read_handler!(xinfo_groups)),
     cmd("help", 2, HELP_FLAGS, NO_KEYS, ACL_HELP, G, "5.0.0", "Show helpful text about the different subcommands", crate::read_handler!(xinfo_help)),
     cmd("stream", -3, R, SUB_KEY, ACL_R, G, "5.0.0", "Get information about a stream", crate::read_handler!(xinfo_stream)),

@@ -180,6 +180,12 @@ pub struct CommandSpec {
     /// FCALL: the writes of the script's commands, keys declared or not;
     /// SMOVE: the destination only when the member was added.
     pub reports_writes: bool,
+    /// Redis 7's command tips (COMMAND INFO's eighth field): how a cluster
+    /// client routes a keyless or multi-key command and merges the
+    /// replies (`request_policy:all_shards`, `response_policy:agg_sum`),
+    /// and whether its output is deterministic. Cluster clients (go-redis,
+    /// node-redis) route by them.
+    pub tips: &'static [&'static str],
 }
 
 /// Redis 7's flags of a key spec: how the command treats the keys it
@@ -439,6 +445,11 @@ impl CommandSpec {
         CommandSpec { key_specs, ..self }
     }
 
+    /// This entry with Redis's command tips ([`CommandSpec::tips`]).
+    pub const fn with_tips(self, tips: &'static [&'static str]) -> CommandSpec {
+        CommandSpec { tips, ..self }
+    }
+
     /// The key specs' flags of this entry: its own, or what its ACL key
     /// permissions imply (Redis's common cases).
     pub fn key_spec_list(&self) -> Vec<KeySpec> {
@@ -571,9 +582,9 @@ impl CommandSpec {
             Reply::Int(self.last_key as i64),
             Reply::Int(self.step as i64),
             Reply::Set(acl),
-            Reply::Array(Vec::new()),
-            Reply::Array(self.key_specs_reply()),
-            Reply::Array(subs),
+            Reply::Set(self.tips.iter().map(|t| Reply::bulk_str(t)).collect()),
+            Reply::Set(self.key_specs_reply()),
+            Reply::Set(subs),
         ])
     }
 
@@ -687,6 +698,7 @@ pub const fn cmd(
         pattern_reads: None,
         key_specs: &[],
         reports_writes: false,
+        tips: &[],
     }
 }
 
@@ -722,6 +734,7 @@ pub const fn container(
         pattern_reads: None,
         key_specs: &[],
         reports_writes: false,
+        tips: &[],
     }
 }
 

@@ -1594,3 +1594,63 @@ fn swapdb_dirties_only_watchers_of_keys_it_changes() {
         out
     });
 }
+
+/// Every command's tips (COMMAND INFO's eighth field), by full name,
+/// subcommands included.
+fn command_tips(entries: &Value, out: &mut std::collections::BTreeMap<String, Vec<String>>) {
+    let Value::Array(entries) = entries else {
+        return;
+    };
+    for entry in entries {
+        let Value::Array(fields) = entry else {
+            continue;
+        };
+        if fields.len() < 10 {
+            continue;
+        }
+        out.insert(strings(&fields[0]).join(""), strings(&fields[7]));
+        command_tips(&fields[9], out);
+    }
+}
+
+#[test]
+fn command_info_carries_redis_command_tips() {
+    // Cluster clients (go-redis, node-redis) route keyless and multi-key
+    // commands by these tips: DBSIZE to every master, summed; MGET split
+    // by slot.
+    let pair = Pair::start(&[]);
+    let tips_on = |port: u16| {
+        let mut c = connect(port);
+        let all = go(&mut c, &["COMMAND"]).expect("COMMAND");
+        let mut tips = std::collections::BTreeMap::new();
+        command_tips(&all, &mut tips);
+        tips
+    };
+    let kvasir = tips_on(pair.kvasir_port);
+    let redis = tips_on(pair.redis_port);
+    let shared: Vec<&String> = kvasir.keys().filter(|n| redis.contains_key(*n)).collect();
+    assert!(
+        shared.len() > 300,
+        "only {} commands in common",
+        shared.len()
+    );
+    let with_tips = shared.iter().filter(|n| !redis[**n].is_empty()).count();
+    assert!(with_tips > 80, "only {with_tips} commands with tips");
+    let differ: Vec<String> = shared
+        .iter()
+        .filter(|n| kvasir[**n] != redis[**n])
+        .map(|n| format!("{n}: kvasir {:?}, redis {:?}", kvasir[*n], redis[*n]))
+        .collect();
+    assert!(differ.is_empty(), "tips differ: {differ:#?}");
+    // In RESP3 tips, key specs and subcommands are sets, as in Redis.
+    same_transcript_on_both(&pair, |port| {
+        let mut r = common::RawConn::to_port(port);
+        exchange(&mut r, &["HELLO", "3"]);
+        vec![exchange(
+            &mut r,
+            &[
+                "COMMAND", "INFO", "get", "touch", "mget", "dbsize", "flushall",
+            ],
+        )]
+    });
+}

@@ -94,7 +94,8 @@ const SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
         "Loads a server-side Lua script to the script cache.",
         crate::write_handler!(script_load),
     )
-    .reaching(Keyless::EveryShard),
+    .reaching(Keyless::EveryShard)
+    .with_tips(&["request_policy:all_nodes", "response_policy:all_succeeded"]),
     cmd(
         "exists",
         -3,
@@ -106,7 +107,11 @@ const SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
         "Determines whether server-side Lua scripts exist in the script cache.",
         crate::read_handler!(script_exists),
     )
-    .reaching(Keyless::AnyShard),
+    .reaching(Keyless::AnyShard)
+    .with_tips(&[
+        "request_policy:all_shards",
+        "response_policy:agg_logical_and",
+    ]),
     cmd(
         "flush",
         -2,
@@ -118,7 +123,8 @@ const SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
         "Removes all server-side Lua scripts from the script cache.",
         crate::write_handler!(script_flush),
     )
-    .reaching(Keyless::EveryShard),
+    .reaching(Keyless::EveryShard)
+    .with_tips(&["request_policy:all_nodes", "response_policy:all_succeeded"]),
     cmd(
         "kill",
         2,
@@ -130,7 +136,8 @@ const SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
         "Terminates a server-side Lua script during execution.",
         crate::read_handler!(super::kill),
     )
-    .reaching(Keyless::AnyShard),
+    .reaching(Keyless::AnyShard)
+    .with_tips(&["request_policy:all_shards", "response_policy:one_succeeded"]),
     cmd(
         "help",
         2,

@@ -73,7 +73,8 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
         "Creates a library.",
         crate::write_handler!(function_load),
     )
-    .reaching(Keyless::EveryShard),
+    .reaching(Keyless::EveryShard)
+    .with_tips(&["request_policy:all_shards", "response_policy:all_succeeded"]),
     cmd(
         "delete",
         3,
@@ -85,7 +86,8 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
         "Deletes a library and its functions.",
         crate::write_handler!(function_delete),
     )
-    .reaching(Keyless::EveryShard),
+    .reaching(Keyless::EveryShard)
+    .with_tips(&["request_policy:all_shards", "response_policy:all_succeeded"]),
     cmd(
         "flush",
         -2,
@@ -97,7 +99,8 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
         "Deletes all libraries and functions.",
         crate::write_handler!(function_flush),
     )
-    .reaching(Keyless::EveryShard),
+    .reaching(Keyless::EveryShard)
+    .with_tips(&["request_policy:all_shards", "response_policy:all_succeeded"]),
     cmd(
         "restore",
         -3,
@@ -109,7 +112,8 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
         "Restores all libraries from a payload.",
         crate::write_handler!(function_restore),
     )
-    .reaching(Keyless::EveryShard),
+    .reaching(Keyless::EveryShard)
+    .with_tips(&["request_policy:all_shards", "response_policy:all_succeeded"]),
     cmd(
         "list",
         -2,
@@ -121,7 +125,8 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
         "Returns information about all libraries.",
         crate::read_handler!(function_list),
     )
-    .reaching(Keyless::AnyShard),
+    .reaching(Keyless::AnyShard)
+    .with_tips(&["nondeterministic_output_order"]),
     cmd(
         "dump",
         2,
@@ -145,7 +150,12 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
         "Returns information about a function during execution.",
         crate::read_handler!(function_stats),
     )
-    .reaching(Keyless::AnyShard),
+    .reaching(Keyless::AnyShard)
+    .with_tips(&[
+        "nondeterministic_output",
+        "request_policy:all_shards",
+        "response_policy:special",
+    ]),
     cmd(
         "kill",
         2,
@@ -157,7 +167,8 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
         "Terminates a function during execution.",
         crate::read_handler!(super::kill),
     )
-    .reaching(Keyless::AnyShard),
+    .reaching(Keyless::AnyShard)
+    .with_tips(&["request_policy:all_shards", "response_policy:one_succeeded"]),
     cmd(
         "help",
         2,
