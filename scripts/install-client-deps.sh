@@ -3,9 +3,10 @@
 # and the job-framework tests (tests/python/test_frameworks.py) need, from the
 # package registries into the usual per-user caches, so that the tests
 # themselves build and run offline:
-#   - go-redis v9 for tests/clients/go and asynq v0.26.0 for
-#     tests/clients/asynq: `go mod download` into the Go module cache
-#     (GOMODCACHE, ~/go/pkg/mod by default);
+#   - go-redis v9 for tests/clients/go, asynq v0.26.0 for
+#     tests/clients/asynq and go-redis's own test suite (its module with its
+#     test dependencies) for tests/clients/go-redis-suite: `go mod download`
+#     into the Go module cache (GOMODCACHE, ~/go/pkg/mod by default);
 #   - ioredis and BullMQ for tests/clients/node: `npm ci` into
 #     tests/clients/node/node_modules (gitignored; npm keeps its download cache in ~/.npm);
 #   - Jedis and Lettuce for tests/clients/java: `mvn package` (dependencies
@@ -52,6 +53,18 @@ done
         GOFLAGS="${GOFLAGS:-} -mod=readonly" go mod download
         GOFLAGS="${GOFLAGS:-} -mod=readonly" GOPROXY=off go test -c -o /dev/null github.com/hibiken/asynq/internal/rdb
         echo "install-client-deps: asynq downloaded"
+    fi
+)
+# go-redis's own test suite (tests/python/test_go_redis_suite.py): built from
+# the module cache with its Ginkgo/Gomega test dependencies.
+(
+    cd "$CLIENTS/go-redis-suite"
+    if GOFLAGS="${GOFLAGS:-} -mod=readonly" GOPROXY=off go test -c -o /dev/null github.com/redis/go-redis/v9 >/dev/null 2>&1; then
+        echo "install-client-deps: go-redis suite already cached"
+    else
+        GOFLAGS="${GOFLAGS:-} -mod=readonly" go mod download
+        GOFLAGS="${GOFLAGS:-} -mod=readonly" GOPROXY=off go test -c -o /dev/null github.com/redis/go-redis/v9
+        echo "install-client-deps: go-redis suite downloaded"
     fi
 )
 
