@@ -7,7 +7,7 @@
 #     tests/clients/asynq and go-redis's own test suite (its module with its
 #     test dependencies) for tests/clients/go-redis-suite: `go mod download`
 #     into the Go module cache (GOMODCACHE, ~/go/pkg/mod by default);
-#   - ioredis and BullMQ for tests/clients/node: `npm ci` into
+#   - ioredis, node-redis and BullMQ for tests/clients/node: `npm ci` into
 #     tests/clients/node/node_modules (gitignored; npm keeps its download cache in ~/.npm);
 #   - Jedis and Lettuce for tests/clients/java: `mvn package` (dependencies
 #     and plugins into ~/.m2), which also builds
@@ -73,12 +73,12 @@ done
     cd "$CLIENTS/node"
     stamp=node_modules/.kvasir-lock.sha256
     want=$(sha256sum package-lock.json | cut -d' ' -f1)
-    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -d node_modules/ioredis ] && [ -d node_modules/bullmq ]; then
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -d node_modules/ioredis ] && [ -d node_modules/redis ] && [ -d node_modules/bullmq ]; then
         echo "install-client-deps: node_modules up to date"
     else
         npm ci --no-audit --no-fund --loglevel=error
         echo "$want" >"$stamp"
-        echo "install-client-deps: npm ci done (ioredis $(node -p 'require("ioredis/package.json").version'), bullmq $(node -p 'require("bullmq/package.json").version'))"
+        echo "install-client-deps: npm ci done (ioredis $(node -p 'require("ioredis/package.json").version'), node-redis $(node -p 'require("redis/package.json").version'), bullmq $(node -p 'require("bullmq/package.json").version'))"
     fi
 )
 
@@ -120,4 +120,4 @@ maven_package redisson kvclient-redisson.jar
         echo "install-client-deps: redis-py $version test suite downloaded"
     fi
 )
-echo "install-client-deps: go-redis, ioredis, bullmq, jedis, lettuce, redisson and redis-py's suite ready"
+echo "install-client-deps: go-redis, ioredis, node-redis, bullmq, jedis, lettuce, redisson and redis-py's suite ready"

@@ -1,8 +1,8 @@
-"""Cluster-client smoke tests: go-redis v9, ioredis, Jedis, Lettuce and
-Redisson against a real three-node Kvasir cluster (the `cluster` fixture);
-Lettuce, which speaks RESP3, and Redisson (locks, semaphores, queues and
-maps built on Lua scripts and pub/sub) against a standalone server
-(`server`) too.
+"""Cluster-client smoke tests: go-redis v9, ioredis, node-redis, Jedis,
+Lettuce and Redisson against a real three-node Kvasir cluster (the `cluster`
+fixture); node-redis (RESP2 and RESP3, client-side caching), Lettuce, which
+speaks RESP3, and Redisson (locks, semaphores, queues and maps built on Lua
+scripts and pub/sub) against a standalone server (`server`) too.
 
 Each client program lives in tests/clients/<lang>/, prints PASS/FAIL lines and
 exits non-zero on failure; these tests build it (offline, from the caches that
@@ -134,6 +134,25 @@ def test_ioredis(cluster):
     node = _node()
     rc, out, _ = _run([node, "cluster_smoke.js", *_seeds(cluster)], 90, cwd=NODE_DIR, what="ioredis")
     _assert_passed(rc, out, "ioredis")
+
+
+def _node_redis():
+    node = _tool("node")
+    if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "redis")):
+        pytest.fail(f"tests/clients/node/node_modules/redis missing; {INSTALL_HINT}")
+    return node
+
+
+def test_node_redis_standalone(server):
+    rc, out, _ = _run([_node_redis(), "node_redis_smoke.js", "standalone", str(server)], 90,
+                      cwd=NODE_DIR, what="node-redis standalone")
+    _assert_passed(rc, out, "node-redis standalone")
+
+
+def test_node_redis_cluster(cluster):
+    rc, out, _ = _run([_node_redis(), "node_redis_smoke.js", "cluster", *_seeds(cluster)], 90,
+                      cwd=NODE_DIR, what="node-redis cluster")
+    _assert_passed(rc, out, "node-redis cluster")
 
 
 def test_jedis(cluster, java_client):
