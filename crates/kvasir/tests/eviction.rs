@@ -45,7 +45,9 @@ fn fill(
                 pipe.cmd("SET").arg(&key).arg(&value).arg("EX").arg(100_000);
             }
         }
-        let replies: Vec<redis::Value> = pipe.query(conn).expect("pipeline");
+        let replies: Vec<redis::Value> = pipe
+            .query(conn)
+            .unwrap_or_else(|e| panic!("{prefix}: pipeline at key {start}: {e}"));
         for r in replies {
             if let redis::Value::ServerError(e) = r {
                 errors.push(format!("{} {}", e.code(), e.details().unwrap_or("")));

@@ -184,6 +184,12 @@ impl crate::Server {
     /// each led shard's thread in cluster mode.
     fn evict(self: &Rc<Self>, policy: Policy, samples: usize, maxmemory: u64) {
         let guard = &self.memory_guard;
+        if self.cluster.is_none() {
+            // Decided again by this round: a verdict left from an earlier
+            // round (another policy, before a FLUSHALL, a round skipped
+            // below) must not refuse the command that follows.
+            guard.futile.set(false);
+        }
         let over = guard.used().saturating_sub(maxmemory) as usize;
         if over == 0 {
             return;
