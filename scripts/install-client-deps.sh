@@ -17,7 +17,11 @@
 #     source distribution of the version in tests/clients/redis-py/VERSION
 #     (its tests/ folder) unpacked into KVASIR_REDIS_PY_SUITE
 #     (~/.cache/kvasir-redis-py-suite), with a virtualenv of the suite's
-#     pinned test dependencies (tests/clients/redis-py/requirements.txt).
+#     pinned test dependencies (tests/clients/redis-py/requirements.txt);
+#   - RQ's own test suite for tests/python/test_rq_suite.py likewise: the
+#     source distribution of tests/clients/rq/VERSION unpacked into
+#     KVASIR_RQ_SUITE (~/.cache/kvasir-rq-suite) with a virtualenv of
+#     tests/clients/rq/requirements.txt.
 # Idempotent and quick when the caches are warm: each step is skipped when an
 # offline check shows it is already done. Needs go, node/npm, java 17 and mvn
 # on PATH.
@@ -120,4 +124,25 @@ maven_package redisson kvclient-redisson.jar
         echo "install-client-deps: redis-py $version test suite downloaded"
     fi
 )
-echo "install-client-deps: go-redis, ioredis, node-redis, bullmq, jedis, lettuce, redisson and redis-py's suite ready"
+# RQ's test suite: redone only when the version or the pins changed.
+(
+    version=$(cat "$CLIENTS/rq/VERSION")
+    home="${KVASIR_RQ_SUITE:-${XDG_CACHE_HOME:-$HOME/.cache}/kvasir-rq-suite}"
+    stamp="$home/.ready"
+    want="$version $(sha256sum "$CLIENTS/rq/requirements.txt" | cut -d' ' -f1)"
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -d "$home/rq-$version/tests" ]; then
+        echo "install-client-deps: rq $version test suite ready"
+    else
+        rm -rf "$home"
+        mkdir -p "$home"
+        python3 -m venv "$home/venv"
+        "$home/venv/bin/pip" install --quiet --disable-pip-version-check -r "$CLIENTS/rq/requirements.txt"
+        "$home/venv/bin/pip" download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+            -d "$home" "rq==$version"
+        tar -xzf "$home/rq-$version.tar.gz" -C "$home"
+        test -d "$home/rq-$version/tests"
+        echo "$want" >"$stamp"
+        echo "install-client-deps: rq $version test suite downloaded"
+    fi
+)
+echo "install-client-deps: go-redis, ioredis, node-redis, bullmq, jedis, lettuce, redisson, and redis-py's and rq's suites ready"
