@@ -164,12 +164,6 @@ CLUSTER_BY_DESIGN = {
     # CLUSTER ADDSLOTS/DELSLOTS: Kvasir places slots itself, by Raft.
     "test_cluster.py::TestRedisClusterObj::test_not_require_full_coverage_cluster_down_error": "slots by Raft",
     "test_asyncio/test_cluster.py::TestRedisClusterObj::test_not_require_full_coverage_cluster_down_error": "slots by Raft",
-    # 100 pipelines at once on the same keys, each expecting its HSET to
-    # create the hash: Redis runs one connection's batch for a node without
-    # interleaving others; a Kvasir cluster node proposes each write of a
-    # batch on its own, so other connections' writes can come between
-    # (Redis promises no atomicity for pipelines; see docs/compatibility.md).
-    "test_asyncio/test_cluster.py::TestClusterPipeline::test_can_run_concurrent_pipelines": "pipelines interleave",
 }
 
 

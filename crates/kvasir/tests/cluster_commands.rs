@@ -708,3 +708,98 @@ fn bgsave_on_every_node_gives_the_whole_dataset_in_rdb_files() {
         "every key exactly once across the nodes' SYNC images"
     );
 }
+
+/// A pipeline's commands for one slot run back to back, as one client's
+/// batch does on a Redis node: eight connections at once each pipeline
+/// HSET, HGETALL, commands of another slot, and DEL of the same hash many
+/// times, and every HSET creates the hash (1) and every DEL removes it (1). Were other
+/// connections' writes to come between a pipeline's commands, some HSET
+/// would find the hash there (0) and some DEL would find it gone (0)
+/// (redis-py's test_can_run_concurrent_pipelines).
+#[test]
+fn a_pipeline_for_one_slot_is_not_interleaved_with_other_connections() {
+    let mut c = Cluster::start(&[]);
+    let leader = c.wait_leader_of_slot(key_slot(b"pipe"), Duration::from_secs(20));
+    let port = c.port(leader);
+    // A key of another slot this node leads too: a pipeline's commands
+    // for other slots between its commands for one slot change nothing.
+    let other = (0..1000)
+        .map(|i| format!("other{i}"))
+        .find(|k| {
+            let slot = key_slot(k.as_bytes());
+            slot != key_slot(b"pipe") && c.leader_of_slot_via(leader, slot) == Some(leader)
+        })
+        .expect("a key of another slot on the same node");
+    let rounds = 40;
+    let workers: Vec<_> = (0..8)
+        .map(|_| {
+            let other = other.clone();
+            std::thread::spawn(move || {
+                let mut conn = cluster::connect(port).expect("connect");
+                let mut unexpected = Vec::new();
+                for _ in 0..rounds {
+                    let (created, _, _, _, removed): (i64, redis::Value, i64, redis::Value, i64) =
+                        redis::pipe()
+                            .cmd("HSET")
+                            .arg("{pipe}h")
+                            .arg("f")
+                            .arg("v")
+                            .cmd("HGETALL")
+                            .arg("{pipe}h")
+                            .cmd("INCR")
+                            .arg(&other)
+                            .cmd("GET")
+                            .arg(&other)
+                            .cmd("DEL")
+                            .arg("{pipe}h")
+                            .query(&mut conn)
+                            .expect("pipeline");
+                    if (created, removed) != (1, 1) {
+                        unexpected.push((created, removed));
+                    }
+                }
+                unexpected
+            })
+        })
+        .collect();
+    for w in workers {
+        let unexpected = w.join().expect("worker");
+        assert!(
+            unexpected.is_empty(),
+            "pipelines interleaved: (HSET, DEL) replies {unexpected:?}"
+        );
+    }
+    // A read behind a write of the same pipeline sees it; other slots'
+    // commands keep their place in the reply order.
+    let mut conn = cluster::connect(port).expect("connect");
+    let replies: Vec<redis::Value> = redis::pipe()
+        .ignore_errors()
+        .cmd("SET")
+        .arg("{pipe}a")
+        .arg("1")
+        .cmd("INCR")
+        .arg("{pipe}a")
+        .cmd("GET")
+        .arg("{pipe}a")
+        .cmd("GET")
+        .arg("{pipe}missing")
+        .cmd("HSET")
+        .arg("{pipe}a")
+        .arg("f")
+        .arg("v")
+        .cmd("GET")
+        .arg("{pipe}a")
+        .query(&mut conn)
+        .expect("pipeline");
+    assert_eq!(replies.len(), 6);
+    assert_eq!(replies[0], redis::Value::Okay);
+    assert_eq!(replies[1], redis::Value::Int(2));
+    assert_eq!(replies[2], redis::Value::BulkString(b"2".to_vec()));
+    assert_eq!(replies[3], redis::Value::Nil);
+    assert!(
+        matches!(&replies[4], redis::Value::ServerError(e) if e.code() == "WRONGTYPE"),
+        "{:?}",
+        replies[4]
+    );
+    assert_eq!(replies[5], redis::Value::BulkString(b"2".to_vec()));
+}

@@ -77,6 +77,9 @@ pub struct Session {
     /// Pushes that go out before the reply of the command being run (the
     /// invalidations of keys evicted to make room for it).
     early_pushes: Vec<Reply>,
+    /// Cluster mode: this connection's pipelined commands gathered into one
+    /// entry per slot, not proposed yet ([`crate::cluster::batch`]).
+    pub open_batch: Option<Rc<crate::cluster::batch::BatchRound>>,
 }
 
 /// CLIENT REPLY ON|OFF|SKIP, as Redis's CLIENT_REPLY_OFF, _SKIP and
@@ -215,6 +218,7 @@ pub async fn run<C: ClientConn>(server: Rc<Server>, mut conn: C, addr: SocketAdd
         parked_silent: false,
         parked_command: None,
         early_pushes: Vec::new(),
+        open_batch: None,
     };
     session.serve(&mut conn).await;
     session.cleanup();
@@ -419,7 +423,12 @@ impl Session {
                 Handler::Write(_) => {
                     kind == PendingKind::Writes && !spec.flags.contains(Flags::BLOCKING)
                 }
-                Handler::Read(_) => kind == PendingKind::Reads,
+                // A read of a slot the open batch round writes goes in it,
+                // behind the writes it must see.
+                Handler::Read(_) => {
+                    kind == PendingKind::Reads
+                        || crate::cluster::commands::joins_open_batch(self, spec, args)
+                }
                 _ => false,
             },
             _ => false,

@@ -3,6 +3,7 @@
 //! the shards this node leads (DBSIZE, KEYS, SCAN, FLUSHALL...), EXEC as
 //! one Raft proposal, and the CLUSTER command family.
 
+use super::batch::BatchRound;
 use super::sm::{Cmd, NodeSm, Out};
 use super::{raft_error_reply, ClusterNode, Route};
 use crate::session::{Finished, Outcome, PendingOp, Session};
@@ -63,9 +64,31 @@ pub fn dispatch(
         Ok(slot) => slot,
     };
     let Some(slot) = slot else {
+        propose_open_batch(s);
         return keyless(s, node, spec, args);
     };
     let caller = crate::acl::script_caller(s, spec);
+    if !blocking && caller.is_none() && !s.readonly {
+        // A slot new to the round only where this node leads now: a
+        // redirect or a wait for an election is answered as for a lone
+        // command.
+        let leads =
+            |node: &Rc<ClusterNode>| matches!(node.route(slot, true, false), Route::Leader(_));
+        if let Some(round) = s.open_batch.clone() {
+            if round.accepts(slot, s.db, write) && (round.has_slot(slot) || leads(node)) {
+                return round.push(slot, args);
+            }
+        }
+        propose_open_batch(s);
+        if write && leads(node) {
+            let round = BatchRound::new(node, s.db);
+            let outcome = round.push(slot, args);
+            s.open_batch = Some(round);
+            return outcome;
+        }
+    } else {
+        propose_open_batch(s);
+    }
     let cmd = Cmd::Shard(as_caller(
         &caller,
         ShardCmd::Commands {
@@ -94,6 +117,41 @@ pub fn dispatch(
         write,
         blocking: false,
     }))
+}
+
+/// Proposes the connection's open batch round, if any: a command that
+/// does not join it must not overtake it.
+fn propose_open_batch(s: &mut Session) {
+    if let Some(round) = s.open_batch.take() {
+        round.propose();
+    }
+}
+
+/// Whether a read would join the connection's open batch round (the
+/// session lets it into the round instead of waiting for its writes).
+pub fn joins_open_batch(s: &Session, spec: &'static CommandSpec, args: &[Bytes]) -> bool {
+    let Some(round) = s.open_batch.as_ref() else {
+        return false;
+    };
+    if s.readonly || spec.flags.contains(kvasir_core::table::Flags::BLOCKING) {
+        return false;
+    }
+    match command_slot(spec, args) {
+        Ok(Some(slot)) => {
+            round.accepts(slot, s.db, false) && crate::acl::script_caller(s, spec).is_none()
+        }
+        _ => false,
+    }
+}
+
+/// Hands a batch of writes (and the commands after them) to the shard of
+/// `slot`; the refusal every command of it gets otherwise (MOVED...).
+pub(super) fn submit_for_batch(
+    node: &Rc<ClusterNode>,
+    slot: u16,
+    cmd: Cmd,
+) -> Result<Answer, Reply> {
+    submit(node, slot, true, false, cmd).map_err(not_submitted)
 }
 
 /// The reply of a proposal or read; for several (a write to every led

@@ -5,6 +5,7 @@
 //! holds the cluster map (nodes and their client addresses, shards, slot
 //! ranges, replica sets).
 
+pub mod batch;
 pub mod blocked;
 pub mod commands;
 pub mod lanes;
