@@ -103,46 +103,31 @@ maven_package() {
 }
 maven_package java kvclient-java.jar
 maven_package redisson kvclient-redisson.jar
-# redis-py's test suite: redone only when the version or the pins changed.
-(
-    version=$(cat "$CLIENTS/redis-py/VERSION")
-    home="${KVASIR_REDIS_PY_SUITE:-${XDG_CACHE_HOME:-$HOME/.cache}/kvasir-redis-py-suite}"
+# A Python package's own test suite, from its source distribution: the
+# version in tests/clients/<dir>/VERSION unpacked into <home> with a venv of
+# tests/clients/<dir>/requirements.txt; redone only when either changed.
+python_suite() {
+    local dir=$1 package=$2 home=$3
+    local version stamp want
+    version=$(cat "$CLIENTS/$dir/VERSION")
     stamp="$home/.ready"
-    want="$version $(sha256sum "$CLIENTS/redis-py/requirements.txt" | cut -d' ' -f1)"
-    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -d "$home/redis-$version/tests" ]; then
-        echo "install-client-deps: redis-py $version test suite ready"
-    else
-        rm -rf "$home"
-        mkdir -p "$home"
-        python3 -m venv "$home/venv"
-        "$home/venv/bin/pip" install --quiet --disable-pip-version-check -r "$CLIENTS/redis-py/requirements.txt"
-        "$home/venv/bin/pip" download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
-            -d "$home" "redis==$version"
-        tar -xzf "$home/redis-$version.tar.gz" -C "$home"
-        test -d "$home/redis-$version/tests"
-        echo "$want" >"$stamp"
-        echo "install-client-deps: redis-py $version test suite downloaded"
+    want="$version $(sha256sum "$CLIENTS/$dir/requirements.txt" | cut -d' ' -f1)"
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -d "$home/$package-$version/tests" ]; then
+        echo "install-client-deps: $package $version test suite ready"
+        return
     fi
-)
-# RQ's test suite: redone only when the version or the pins changed.
-(
-    version=$(cat "$CLIENTS/rq/VERSION")
-    home="${KVASIR_RQ_SUITE:-${XDG_CACHE_HOME:-$HOME/.cache}/kvasir-rq-suite}"
-    stamp="$home/.ready"
-    want="$version $(sha256sum "$CLIENTS/rq/requirements.txt" | cut -d' ' -f1)"
-    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -d "$home/rq-$version/tests" ]; then
-        echo "install-client-deps: rq $version test suite ready"
-    else
-        rm -rf "$home"
-        mkdir -p "$home"
-        python3 -m venv "$home/venv"
-        "$home/venv/bin/pip" install --quiet --disable-pip-version-check -r "$CLIENTS/rq/requirements.txt"
-        "$home/venv/bin/pip" download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
-            -d "$home" "rq==$version"
-        tar -xzf "$home/rq-$version.tar.gz" -C "$home"
-        test -d "$home/rq-$version/tests"
-        echo "$want" >"$stamp"
-        echo "install-client-deps: rq $version test suite downloaded"
-    fi
-)
+    rm -rf "$home"
+    mkdir -p "$home"
+    python3 -m venv "$home/venv"
+    "$home/venv/bin/pip" install --quiet --disable-pip-version-check -r "$CLIENTS/$dir/requirements.txt"
+    "$home/venv/bin/pip" download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+        -d "$home" "$package==$version"
+    tar -xzf "$home/$package-$version.tar.gz" -C "$home"
+    test -d "$home/$package-$version/tests"
+    echo "$want" >"$stamp"
+    echo "install-client-deps: $package $version test suite downloaded"
+}
+CACHE="${XDG_CACHE_HOME:-$HOME/.cache}"
+python_suite redis-py redis "${KVASIR_REDIS_PY_SUITE:-$CACHE/kvasir-redis-py-suite}"
+python_suite rq rq "${KVASIR_RQ_SUITE:-$CACHE/kvasir-rq-suite}"
 echo "install-client-deps: go-redis, ioredis, node-redis, bullmq, jedis, lettuce, redisson, and redis-py's and rq's suites ready"

@@ -123,10 +123,10 @@ def test_go_redis_watch(cluster, go_client):
     _assert_passed(rc, out, "go-redis watch")
 
 
-def _node():
+def _node(module="ioredis"):
     node = _tool("node")
-    if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "ioredis")):
-        pytest.fail(f"tests/clients/node/node_modules/ioredis missing; {INSTALL_HINT}")
+    if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", module)):
+        pytest.fail(f"tests/clients/node/node_modules/{module} missing; {INSTALL_HINT}")
     return node
 
 
@@ -136,21 +136,14 @@ def test_ioredis(cluster):
     _assert_passed(rc, out, "ioredis")
 
 
-def _node_redis():
-    node = _tool("node")
-    if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "redis")):
-        pytest.fail(f"tests/clients/node/node_modules/redis missing; {INSTALL_HINT}")
-    return node
-
-
 def test_node_redis_standalone(server):
-    rc, out, _ = _run([_node_redis(), "node_redis_smoke.js", "standalone", str(server)], 90,
+    rc, out, _ = _run([_node("redis"), "node_redis_smoke.js", "standalone", str(server)], 90,
                       cwd=NODE_DIR, what="node-redis standalone")
     _assert_passed(rc, out, "node-redis standalone")
 
 
 def test_node_redis_cluster(cluster):
-    rc, out, _ = _run([_node_redis(), "node_redis_smoke.js", "cluster", *_seeds(cluster)], 90,
+    rc, out, _ = _run([_node("redis"), "node_redis_smoke.js", "cluster", *_seeds(cluster)], 90,
                       cwd=NODE_DIR, what="node-redis cluster")
     _assert_passed(rc, out, "node-redis cluster")
 

@@ -60,6 +60,50 @@ def _run(cmd, timeout, cwd=None, env=None, what=None):
     return p.returncode, p.stdout, secs
 
 
+def _go_test_binary(module_dir, package, binary, what):
+    """`go test -c` of `package` from the module cache (offline), pinned by
+    the Go module in `module_dir`."""
+    go = shutil.which("go")
+    if go is None:
+        pytest.fail(f"go not found on PATH; {INSTALL_HINT}")
+    env = dict(os.environ, GOFLAGS="-mod=readonly", GOPROXY="off")
+    rc, out, _ = _run([go, "test", "-c", "-o", binary, package], 600, cwd=module_dir, env=env,
+                      what=f"build {what}")
+    assert rc == 0, f"building {what} failed ({INSTALL_HINT}):\n{out}"
+    return binary
+
+
+def _run_beside_kvasir_on_6379(tmp_path, server_args, command, timeout, what):
+    """Runs the shell `command` with a Kvasir server on 127.0.0.1:6379, both
+    in a network namespace of their own (suites that dial Redis's default
+    address take no port of the machine) and a PID namespace (nothing
+    outlives the run). Returns (exit code, output, the server's log); fails
+    the test if the server panicked."""
+    from conftest import _kvasir_bin
+
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        pytest.fail("unshare (util-linux) and ip (iproute2) are needed to give a suite its own :6379")
+    data = tmp_path / "data"
+    data.mkdir()
+    log = tmp_path / "kvasir.log"
+    args = " ".join(f"'{a}'" for a in server_args)
+    script = f"""
+set -e
+ip link set lo up
+'{_kvasir_bin()}' server {args} --port 6379 --bind 127.0.0.1 --dir '{data}' > '{log}' 2>&1 &
+for i in $(seq 1 200); do
+  (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null && break
+  sleep 0.05
+done
+{command}
+"""
+    rc, out, _ = _run(["unshare", "--pid", "--fork", "--kill-child", "--net", "bash", "-c", script],
+                      timeout, what=what)
+    server_log = log.read_text(errors="replace") if log.exists() else ""
+    assert "panicked" not in server_log, f"the server panicked:\n{server_log[-20000:]}"
+    return rc, out, server_log
+
+
 # ---------------------------------------------------------------- BullMQ
 
 
@@ -108,14 +152,8 @@ def _asynq_suite(tmp_path, args, what):
     """Builds asynq's internal/rdb tests (its storage layer: enqueue,
     dequeue, retry, archive, scheduling, groups, all as Lua scripts) and runs
     them against Kvasir."""
-    go = shutil.which("go")
-    if go is None:
-        pytest.fail(f"go not found on PATH; {INSTALL_HINT}")
-    binary = str(tmp_path / "rdb.test")
-    env = dict(os.environ, GOFLAGS="-mod=readonly", GOPROXY="off")
-    rc, out, _ = _run([go, "test", "-c", "-o", binary, "github.com/hibiken/asynq/internal/rdb"],
-                      300, cwd=ASYNQ_DIR, env=env, what=f"build {what}")
-    assert rc == 0, f"building asynq's tests failed ({INSTALL_HINT}):\n{out}"
+    binary = _go_test_binary(ASYNQ_DIR, "github.com/hibiken/asynq/internal/rdb",
+                             str(tmp_path / "rdb.test"), what)
     rc, out, _ = _run([binary, "-test.count=1", *args], 600, cwd=str(tmp_path), what=what)
     assert rc == 0, f"{what} failed:\n{out}"
     assert "PASS" in out.splitlines(), f"{what}: no PASS line:\n{out}"

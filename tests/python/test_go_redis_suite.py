@@ -22,14 +22,10 @@ against redis-server 7.0. Every Ginkgo spec and Go test runs except:
 
 import os
 import re
-import shutil
 import sys
 
-import pytest
-
 sys.path.insert(0, os.path.dirname(__file__))
-from conftest import _kvasir_bin  # noqa: E402
-from test_frameworks import INSTALL_HINT, ROOT, _run  # noqa: E402
+from test_frameworks import ROOT, _go_test_binary, _run_beside_kvasir_on_6379  # noqa: E402
 
 SUITE_DIR = os.path.join(ROOT, "tests", "clients", "go-redis-suite")
 
@@ -58,27 +54,11 @@ BY_DESIGN = {
 }
 
 
-def _build(tmp_path):
-    go = shutil.which("go")
-    if go is None:
-        pytest.fail(f"go not found on PATH; {INSTALL_HINT}")
-    binary = str(tmp_path / "go-redis.test")
-    env = dict(os.environ, GOFLAGS="-mod=readonly", GOPROXY="off")
-    rc, out, _ = _run([go, "test", "-c", "-o", binary, "github.com/redis/go-redis/v9"],
-                      600, cwd=SUITE_DIR, env=env, what="build go-redis's tests")
-    assert rc == 0, f"building go-redis's tests failed ({INSTALL_HINT}):\n{out}"
-    return binary
-
-
 def test_go_redis_own_suite(tmp_path):
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        pytest.fail("unshare (util-linux) and ip (iproute2) are needed to give the suite its own :6379")
-    binary = _build(tmp_path)
-    data = tmp_path / "data"
-    data.mkdir()
-    conf = data / "redis.conf"
+    binary = _go_test_binary(SUITE_DIR, "github.com/redis/go-redis/v9", str(tmp_path / "go-redis.test"),
+                             "go-redis's tests")
+    conf = tmp_path / "redis.conf"
     conf.write_text("enable-debug-command yes\nenable-module-command yes\n")
-    log = tmp_path / "kvasir.log"
     skip_specs = "|".join(f"({s})" for s in [*SAME_ON_REDIS, *BY_DESIGN])
     suite_args = [
         "-test.count=1", "-test.timeout=15m",
@@ -87,22 +67,10 @@ def test_go_redis_own_suite(tmp_path):
         *[f"-ginkgo.skip-file=/{f}" for f in NOT_SERVED_FILES],
     ]
     quoted = " ".join(f"'{a}'" for a in suite_args)
-    script = f"""
-set -e
-ip link set lo up
-'{_kvasir_bin()}' server '{conf}' --port 6379 --bind 127.0.0.1 --dir '{data}' > '{log}' 2>&1 &
-for i in $(seq 1 200); do
-  (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null && break
-  sleep 0.05
-done
-cd '{tmp_path}'
-RE_CLUSTER=true REDIS_VERSION=7.0 '{binary}' {quoted}
-"""
-    # PID namespace: when the suite ends or is killed, so is the server.
-    rc, out, secs = _run(["unshare", "--pid", "--fork", "--kill-child", "--net", "bash", "-c", script],
-                         1200, what="go-redis suite")
-    server_log = log.read_text(errors="replace") if log.exists() else ""
-    assert "panicked" not in server_log, f"the server panicked:\n{server_log[-20000:]}"
+    rc, out, server_log = _run_beside_kvasir_on_6379(
+        tmp_path, [str(conf)],
+        f"cd '{tmp_path}'\nRE_CLUSTER=true REDIS_VERSION=7.0 '{binary}' {quoted}",
+        1200, "go-redis suite")
     ran = re.search(r"Ran (\d+) of \d+ Specs", out)
     summary = re.search(r"(\d+) Passed \| (\d+) Failed", out)
     assert rc == 0, f"go-redis suite failed (exit {rc}):\n{out[-30000:]}\n--- server log:\n{server_log[-5000:]}"
