@@ -25,6 +25,22 @@ pub struct View<'a> {
     /// Whether a majority of the nodes report a node unreachable (Redis's
     /// FAIL, against PFAIL when only this node has lost it).
     pub fail_agreed: &'a dyn Fn(u64) -> bool,
+    /// How many other nodes report a node unreachable.
+    pub failure_reports: &'a dyn Fn(u64) -> usize,
+    /// The bus connections with a peer.
+    pub links: &'a dyn Fn(u64) -> Links,
+}
+
+/// A node's two bus connections with a peer (CLUSTER LINKS).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Links {
+    /// Unix ms when this node's connection to the peer was made (0: none).
+    pub to_since: u64,
+    /// Unix ms when the peer's connection to this node was accepted (0:
+    /// none).
+    pub from_since: u64,
+    /// Bytes queued for the peer and not yet written.
+    pub queued: usize,
 }
 
 impl View<'_> {
@@ -291,49 +307,135 @@ pub fn cluster_myshardid(view: &View) -> Reply {
     Reply::bulk_str(&shard_name(view.map.cluster_id, view.myself))
 }
 
-/// `CLUSTER LINKS`: for each reachable peer its two bus connections, as
-/// Redis 7 lists them: the one this node dialled ("to") and the one the
-/// peer dialled ("from"). Buffer sizes and creation times are not tracked
-/// and read 0.
+/// `CLUSTER LINKS`: for each peer its open bus connections, as Redis 7
+/// lists them: the one this node dialled ("to", which carries this node's
+/// messages: its send buffer is what is queued for the peer) and the one
+/// the peer dialled ("from").
 pub fn cluster_links(view: &View) -> Reply {
-    let link = |direction: &str, name: &str, events: &str| {
+    let link = |direction: &str, name: &str, since: u64, events: &str, queued: usize| {
         Reply::Map(vec![
             (Reply::bulk_str("direction"), Reply::bulk_str(direction)),
             (Reply::bulk_str("node"), Reply::bulk_str(name)),
-            (Reply::bulk_str("create-time"), Reply::Int(0)),
+            (Reply::bulk_str("create-time"), Reply::Int(since as i64)),
             (Reply::bulk_str("events"), Reply::bulk_str(events)),
-            (Reply::bulk_str("send-buffer-allocated"), Reply::Int(0)),
-            (Reply::bulk_str("send-buffer-used"), Reply::Int(0)),
+            (
+                Reply::bulk_str("send-buffer-allocated"),
+                Reply::Int(queued as i64),
+            ),
+            (
+                Reply::bulk_str("send-buffer-used"),
+                Reply::Int(queued as i64),
+            ),
         ])
     };
-    let links = view
-        .map
-        .nodes
-        .iter()
-        .filter(|n| n.id != view.myself && (view.node_up)(n.id))
-        .flat_map(|n| {
-            let name = view.name(n.id);
-            [link("to", &name, "rw"), link("from", &name, "r")]
-        })
-        .collect();
+    let mut links = Vec::new();
+    for n in view.map.nodes.iter().filter(|n| n.id != view.myself) {
+        let name = view.name(n.id);
+        let state = (view.links)(n.id);
+        if state.to_since != 0 {
+            links.push(link("to", &name, state.to_since, "rw", state.queued));
+        }
+        if state.from_since != 0 {
+            links.push(link("from", &name, state.from_since, "r", 0));
+        }
+    }
     Reply::Array(links)
 }
 
 /// `CLUSTER REPLICAS <node-id>`: a known node has no replicas in the Redis
 /// model Kvasir presents; an unknown one is Redis's error.
 pub fn cluster_replicas(view: &View, name: &[u8]) -> Reply {
-    let known = view
-        .map
+    match named_node(view, name) {
+        Ok(_) => Reply::Array(Vec::new()),
+        Err(e) => e,
+    }
+}
+
+/// The member named `name` (a CLUSTER NODES id), or Redis's error for an
+/// unknown node.
+fn named_node(view: &View, name: &[u8]) -> Result<u64, Reply> {
+    view.map
         .nodes
         .iter()
-        .any(|n| view.name(n.id).as_bytes() == name);
-    if known {
-        Reply::Array(Vec::new())
+        .find(|n| view.name(n.id).as_bytes() == name)
+        .map(|n| n.id)
+        .ok_or_else(|| {
+            Reply::error(format!(
+                "ERR Unknown node {}",
+                String::from_utf8_lossy(name)
+            ))
+        })
+}
+
+/// Why a member cannot be added, removed or made a replica by a CLUSTER
+/// command: membership and replication are Raft's.
+const MEMBERSHIP_FIXED: &str = "members and replicas are fixed when the cluster is bootstrapped (every node replicates every shard through Raft)";
+
+/// `CLUSTER MEET ip port [bus-port]`: Redis's errors for an address that
+/// is not one; OK for a member's own address (a handshake already done);
+/// an error for a new node, which cannot join a running Kvasir cluster.
+pub fn cluster_meet(view: &View, args: &[&[u8]]) -> Reply {
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let (ip, port) = (text(args[0]), text(args[1]));
+    let Ok(port_n) = port.parse::<i64>() else {
+        return Reply::error(format!("ERR Invalid TCP base port specified: {port}"));
+    };
+    let bus_port = match args.get(2) {
+        Some(b) => match text(b).parse::<i64>() {
+            Ok(n) => n,
+            Err(_) => {
+                return Reply::error(format!("ERR Invalid TCP bus port specified: {}", text(b)))
+            }
+        },
+        None => port_n + 10000,
+    };
+    let valid_port = |p: i64| (1..=65535).contains(&p);
+    if ip.parse::<std::net::IpAddr>().is_err() || !valid_port(port_n) || !valid_port(bus_port) {
+        return Reply::error(format!("ERR Invalid node address specified: {ip}:{port}"));
+    }
+    let member = view.map.nodes.iter().any(|n| {
+        n.client_port as i64 == port_n
+            && n.client_host.parse::<std::net::IpAddr>().ok() == ip.parse().ok()
+    });
+    if member {
+        Reply::ok()
     } else {
         Reply::error(format!(
-            "ERR Unknown node {}",
-            String::from_utf8_lossy(name)
+            "ERR {ip}:{port} cannot join a running Kvasir cluster: {MEMBERSHIP_FIXED}"
         ))
+    }
+}
+
+/// `CLUSTER FORGET node-id`.
+pub fn cluster_forget(view: &View, name: &[u8]) -> Reply {
+    match named_node(view, name) {
+        Err(e) => e,
+        Ok(id) if id == view.myself => {
+            Reply::error("ERR I tried hard but I can't forget myself...")
+        }
+        Ok(_) => Reply::error(format!(
+            "ERR a Kvasir node cannot be forgotten: {MEMBERSHIP_FIXED}"
+        )),
+    }
+}
+
+/// `CLUSTER REPLICATE node-id`.
+pub fn cluster_replicate(view: &View, name: &[u8]) -> Reply {
+    match named_node(view, name) {
+        Err(e) => e,
+        Ok(id) if id == view.myself => Reply::error("ERR Can't replicate myself"),
+        Ok(_) => Reply::error(format!(
+            "ERR a Kvasir node is no replica of another: {MEMBERSHIP_FIXED}"
+        )),
+    }
+}
+
+/// `CLUSTER COUNT-FAILURE-REPORTS node-id`: how many other nodes
+/// currently report the node unreachable.
+pub fn cluster_count_failure_reports(view: &View, name: &[u8]) -> Reply {
+    match named_node(view, name) {
+        Err(e) => e,
+        Ok(id) => Reply::Int((view.failure_reports)(id) as i64),
     }
 }
 
@@ -371,6 +473,14 @@ mod tests {
         true
     }
 
+    fn no_reports(_: u64) -> usize {
+        0
+    }
+
+    fn no_links(_: u64) -> Links {
+        Links::default()
+    }
+
     fn view_of<'a>(
         map: &'a ClusterMap,
         myself: u64,
@@ -383,6 +493,8 @@ mod tests {
             leader_of,
             node_up,
             fail_agreed: &agreed,
+            failure_reports: &no_reports,
+            links: &no_links,
         }
     }
 
@@ -638,6 +750,8 @@ mod tests {
                 leader_of: &leader,
                 node_up: &down3,
                 fail_agreed: agreed,
+                failure_reports: &no_reports,
+                links: &no_links,
             };
             cluster_nodes(&view).lines().nth(2).unwrap().to_string()
         };
@@ -753,22 +867,84 @@ mod tests {
         let m = map(3, 1, 3);
         let leader = preferred(&m);
         let down3 = |n: u64| n != 3;
-        let view = view_of(&m, 1, &leader, &down3);
+        let links = |n: u64| match n {
+            2 => Links {
+                to_since: 1_700_000_000_000,
+                from_since: 1_700_000_000_500,
+                queued: 64,
+            },
+            _ => Links::default(),
+        };
+        let view = View {
+            links: &links,
+            ..view_of(&m, 1, &leader, &down3)
+        };
         let shard_id = bulk(&cluster_myshardid(&view));
         assert_eq!(shard_id.len(), 40);
         assert!(shard_id.chars().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(shard_id, bulk(&cluster_myid(&view)));
         assert_ne!(shard_id, shard_name(5, 2));
-        // Two links (to and from) per reachable peer.
-        let links = cluster_links(&view);
-        assert_eq!(items(&links).len(), 2);
-        for (link, direction) in items(&links).iter().zip(["to", "from"]) {
+        // A link per open connection: to and from node 2, none with 3.
+        let listed = cluster_links(&view);
+        assert_eq!(items(&listed).len(), 2);
+        for (link, (direction, since, queued)) in items(&listed).iter().zip([
+            ("to", 1_700_000_000_000, 64),
+            ("from", 1_700_000_000_500, 0),
+        ]) {
             let Reply::Map(kv) = link else {
                 panic!("link is not a map")
             };
             assert_eq!(bulk(&kv[0].1), direction);
             assert_eq!(bulk(&kv[1].1), node_name(5, 2));
+            assert_eq!(kv[2].1, Reply::Int(since));
+            assert_eq!(kv[5].1, Reply::Int(queued));
         }
+        // Membership is Raft's: Redis's errors for unknown nodes and
+        // itself, a refusal for the others.
+        let me = node_name(5, 1);
+        let other = node_name(5, 2);
+        assert_eq!(
+            cluster_forget(&view, b"1"),
+            Reply::error("ERR Unknown node 1")
+        );
+        assert_eq!(
+            cluster_forget(&view, me.as_bytes()),
+            Reply::error("ERR I tried hard but I can't forget myself...")
+        );
+        assert!(matches!(
+            cluster_forget(&view, other.as_bytes()),
+            Reply::Error(_)
+        ));
+        assert_eq!(
+            cluster_replicate(&view, b"1"),
+            Reply::error("ERR Unknown node 1")
+        );
+        assert_eq!(
+            cluster_replicate(&view, me.as_bytes()),
+            Reply::error("ERR Can't replicate myself")
+        );
+        assert_eq!(
+            cluster_count_failure_reports(&view, other.as_bytes()),
+            Reply::Int(0)
+        );
+        assert_eq!(
+            cluster_meet(&view, &[b"localhost", b"8080"]),
+            Reply::error("ERR Invalid node address specified: localhost:8080")
+        );
+        assert_eq!(
+            cluster_meet(&view, &[b"127.0.0.1", b"x"]),
+            Reply::error("ERR Invalid TCP base port specified: x")
+        );
+        let member = &m.nodes[1];
+        let port = member.client_port.to_string();
+        assert_eq!(
+            cluster_meet(&view, &[member.client_host.as_bytes(), port.as_bytes()]),
+            Reply::ok()
+        );
+        assert!(matches!(
+            cluster_meet(&view, &[b"10.9.9.9", b"7000"]),
+            Reply::Error(e) if e.contains("cannot join")
+        ));
         // No replicas of a known node; Redis's error for an unknown one.
         assert_eq!(
             cluster_replicas(&view, node_name(5, 2).as_bytes()),

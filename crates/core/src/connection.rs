@@ -91,6 +91,10 @@ pub enum ClusterCmd {
     Replicas,
     Slaves,
     Sharddigest,
+    Meet,
+    Forget,
+    Replicate,
+    CountFailureReports,
     Help,
 }
 
@@ -252,6 +256,10 @@ const CLUSTER_SUBS: &[CommandSpec] = &[
     cmd("links", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "7.0.0", "Returns a list of all TCP links to and from peer nodes.", s(SessionCmd::Cluster(ClusterCmd::Links))).with_tips(&["nondeterministic_output"]),
     cmd("replicas", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "5.0.0", "Lists the replica nodes of a master node.", s(SessionCmd::Cluster(ClusterCmd::Replicas))).with_tips(&["nondeterministic_output"]),
     cmd("slaves", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Lists the replica nodes of a master node.", s(SessionCmd::Cluster(ClusterCmd::Slaves))).with_tips(&["nondeterministic_output"]),
+    cmd("meet", -4, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Forces a node to handshake with another node.", s(SessionCmd::Cluster(ClusterCmd::Meet))),
+    cmd("forget", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Removes a node from the nodes table.", s(SessionCmd::Cluster(ClusterCmd::Forget))),
+    cmd("replicate", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Configure a node as replica of a master node.", s(SessionCmd::Cluster(ClusterCmd::Replicate))),
+    cmd("count-failure-reports", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Returns the number of active failure reports active for a node.", s(SessionCmd::Cluster(ClusterCmd::CountFailureReports))).with_tips(&["nondeterministic_output"]),
     cmd("sharddigest", 3, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "7.0.15", "Kvasir: this node's replica of a shard: applied index, keys and content digest.", s(SessionCmd::Cluster(ClusterCmd::Sharddigest))),
     cmd("help", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns helpful text about the different subcommands.", s(SessionCmd::Cluster(ClusterCmd::Help))),
 ];

@@ -269,6 +269,89 @@ fn sharded_pubsub_and_cluster_introspection() {
         panic!("LINKS: {links:?}")
     };
     assert_eq!(links.len(), 4, "a link to and one from each peer");
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    for link in &links {
+        let redis::Value::Array(kv) = link else {
+            panic!("link: {link:?}")
+        };
+        let created = kv
+            .iter()
+            .position(|v| *v == redis::Value::BulkString(b"create-time".to_vec()))
+            .map(|i| kv[i + 1].clone());
+        let Some(redis::Value::Int(ms)) = created else {
+            panic!("create-time of {link:?}")
+        };
+        assert!(
+            ms > now_ms - 600_000 && ms <= now_ms,
+            "a link's create-time is when it was made, in Unix ms: {ms} (now {now_ms})"
+        );
+    }
+    // Membership belongs to Raft: Redis's errors for what is not a node
+    // or this node, a refusal for a member, 0 reports for a healthy one.
+    let peer: String = c.query(2, &["CLUSTER", "MYID"]).unwrap();
+    for (args, want) in [
+        (
+            vec!["CLUSTER", "MEET", "localhost", "8080"],
+            "ERR Invalid node address specified: localhost:8080".to_string(),
+        ),
+        (vec!["CLUSTER", "FORGET", "1"], "ERR Unknown node 1".into()),
+        (
+            vec!["CLUSTER", "FORGET", &myid],
+            "ERR I tried hard but I can't forget myself...".into(),
+        ),
+        (
+            vec!["CLUSTER", "REPLICATE", "1"],
+            "ERR Unknown node 1".into(),
+        ),
+        (
+            vec!["CLUSTER", "REPLICATE", &myid],
+            "ERR Can't replicate myself".into(),
+        ),
+        (
+            vec!["CLUSTER", "COUNT-FAILURE-REPORTS", "1"],
+            "ERR Unknown node 1".into(),
+        ),
+    ] {
+        assert_eq!(err_text(cmd(&mut n, &args)), want, "{args:?}");
+    }
+    assert!(err_text(cmd(&mut n, &["CLUSTER", "FORGET", &peer])).contains("fixed"));
+    assert!(
+        err_text(cmd(&mut n, &["CLUSTER", "MEET", "10.1.2.3", "7000"])).contains("cannot join")
+    );
+    let peer_port = c.port(2).to_string();
+    assert_eq!(
+        ok(&mut n, &["CLUSTER", "MEET", "127.0.0.1", &peer_port]),
+        redis::Value::Okay
+    );
+    assert_eq!(
+        ok(&mut n, &["CLUSTER", "COUNT-FAILURE-REPORTS", &peer]),
+        redis::Value::Int(0)
+    );
+    // Keys of a slot are listed and counted by its master only, as on a
+    // Redis Cluster (the other nodes' replicas of it are not theirs).
+    ok(&mut p, &["SET", "{news}k", "v"]);
+    let slot_arg = slot.to_string();
+    for id in 1..=NODES {
+        let mut conn = c.conn(id);
+        let (keys, count) = if id == leader {
+            (vec![redis::Value::BulkString(b"{news}k".to_vec())], 1)
+        } else {
+            (vec![], 0)
+        };
+        assert_eq!(
+            ok(&mut conn, &["CLUSTER", "GETKEYSINSLOT", &slot_arg, "10"]),
+            redis::Value::Array(keys),
+            "node {id} (leader {leader})"
+        );
+        assert_eq!(
+            ok(&mut conn, &["CLUSTER", "COUNTKEYSINSLOT", &slot_arg]),
+            redis::Value::Int(count),
+            "node {id} (leader {leader})"
+        );
+    }
     assert_eq!(
         ok(&mut n, &["CLUSTER", "REPLICAS", &myid]),
         redis::Value::Array(vec![])

@@ -30,7 +30,7 @@ use protobuf::Message as _;
 use raft::eraftpb::{Message, MessageType};
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -249,7 +249,9 @@ struct Peer {
     addr: String,
     /// Each item with its cost, computed once when queued.
     tx: mpsc::UnboundedSender<(Out, usize)>,
-    connected: Arc<AtomicBool>,
+    /// Unix ms when this node's connection to the peer was made; 0 while
+    /// it is down.
+    connected_since: Arc<AtomicU64>,
     /// Bytes (estimated) of the messages queued for the sender task.
     queued: Arc<AtomicUsize>,
 }
@@ -277,6 +279,9 @@ pub struct Transport {
     /// The cluster secret peers prove in the handshake (empty: none).
     secret: Arc<[u8]>,
     peers: HashMap<u64, Peer>,
+    /// Unix ms when each peer's connection to this node was accepted (its
+    /// first one still open); 0 while there is none.
+    accepted_since: Arc<HashMap<u64, AtomicU64>>,
     inboxes: Arc<Inboxes>,
     pub sent_messages: AtomicU64,
     pub received_messages: Arc<AtomicU64>,
@@ -711,7 +716,7 @@ impl Transport {
                 continue;
             }
             let (tx, rx) = mpsc::unbounded_channel();
-            let connected = Arc::new(AtomicBool::new(false));
+            let connected = Arc::new(AtomicU64::new(0));
             let queued = Arc::new(AtomicUsize::new(0));
             tokio::task::spawn_local(sender_loop(
                 node_id,
@@ -731,19 +736,21 @@ impl Transport {
                 Peer {
                     addr: addr.clone(),
                     tx,
-                    connected,
+                    connected_since: connected,
                     queued,
                 },
             );
         }
         let known: Vec<u64> = map.keys().copied().collect();
+        let accepted_since: Arc<HashMap<u64, AtomicU64>> =
+            Arc::new(known.iter().map(|&id| (id, AtomicU64::new(0))).collect());
         let received = Arc::new(AtomicU64::new(0));
         tokio::task::spawn_local(accept_loop(
             listener,
             node_id,
             cluster_id,
             secret.clone(),
-            known,
+            accepted_since.clone(),
             inboxes.clone(),
             on_broadcast,
             received.clone(),
@@ -753,6 +760,7 @@ impl Transport {
             cluster_id,
             secret,
             peers: map,
+            accepted_since,
             inboxes,
             sent_messages: AtomicU64::new(0),
             received_messages: received,
@@ -905,11 +913,22 @@ impl Transport {
     }
 
     pub fn is_connected(&self, node: u64) -> bool {
-        node == self.node_id
-            || self
-                .peers
-                .get(&node)
-                .is_some_and(|p| p.connected.load(Relaxed))
+        node == self.node_id || self.connected_since(node) != 0
+    }
+
+    /// Unix ms when this node's connection to `node` was made (0: down).
+    pub fn connected_since(&self, node: u64) -> u64 {
+        self.peers
+            .get(&node)
+            .map_or(0, |p| p.connected_since.load(Relaxed))
+    }
+
+    /// Unix ms when `node`'s connection to this node was accepted (0:
+    /// none is open).
+    pub fn accepted_since(&self, node: u64) -> u64 {
+        self.accepted_since
+            .get(&node)
+            .map_or(0, |t| t.load(Relaxed))
     }
 }
 
@@ -922,7 +941,7 @@ async fn sender_loop(
     addr: String,
     mut queue: Queue,
     inbox: Arc<Inboxes>,
-    connected: Arc<AtomicBool>,
+    connected: Arc<AtomicU64>,
 ) {
     let mut backoff = Duration::from_millis(20);
     let hello = handshake(cluster_id, me, to);
@@ -958,7 +977,7 @@ async fn sender_loop(
             continue;
         }
         info!(to, %addr, "connected to peer");
-        connected.store(true, Relaxed);
+        connected.store(unix_ms().max(1), Relaxed);
         backoff = Duration::from_millis(20);
         loop {
             let Some(first) = queue.recv().await else {
@@ -992,7 +1011,7 @@ async fn sender_loop(
             }
             if let Err(e) = write_pieces(&mut stream, &buf, LINK_TIMEOUT).await {
                 warn!(to, "peer connection lost: {e}");
-                connected.store(false, Relaxed);
+                connected.store(0, Relaxed);
                 inbox.unreachable(raft.into_iter().map(|(g, _)| g), to);
                 break;
             }
@@ -1055,12 +1074,45 @@ fn drain_unreachable(queue: &mut Queue, to: u64, inboxes: &Inboxes) {
 }
 
 #[allow(clippy::too_many_arguments)]
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A peer's accepted connection as CLUSTER LINKS shows it: the first one
+/// open stamps the peer's time and clears it when it closes (a snapshot's
+/// connection alongside leaves it alone).
+struct AcceptedLink<'a> {
+    since: &'a AtomicU64,
+    stamp: u64,
+}
+
+impl<'a> AcceptedLink<'a> {
+    fn open(since: &'a AtomicU64) -> AcceptedLink<'a> {
+        let stamp = unix_ms().max(1);
+        let stamp = match since.compare_exchange(0, stamp, Relaxed, Relaxed) {
+            Ok(_) => stamp,
+            Err(_) => 0,
+        };
+        AcceptedLink { since, stamp }
+    }
+}
+
+impl Drop for AcceptedLink<'_> {
+    fn drop(&mut self) {
+        if self.stamp != 0 {
+            let _ = self.since.compare_exchange(self.stamp, 0, Relaxed, Relaxed);
+        }
+    }
+}
+
 async fn accept_loop(
     listener: TcpListener,
     me: u64,
     cluster_id: u64,
     secret: Arc<[u8]>,
-    known: Vec<u64>,
+    accepted_since: Arc<HashMap<u64, AtomicU64>>,
     inbox: Arc<Inboxes>,
     on_broadcast: BroadcastHandler,
     received: Arc<AtomicU64>,
@@ -1071,7 +1123,7 @@ async fn accept_loop(
             continue;
         };
         tune(&stream);
-        let known = known.clone();
+        let accepted_since = accepted_since.clone();
         let inbox = inbox.clone();
         let on_broadcast = on_broadcast.clone();
         let received = received.clone();
@@ -1082,7 +1134,7 @@ async fn accept_loop(
                 me,
                 cluster_id,
                 &secret,
-                &known,
+                &accepted_since,
                 &inbox,
                 &on_broadcast,
                 &received,
@@ -1101,7 +1153,7 @@ async fn read_peer(
     me: u64,
     cluster_id: u64,
     secret: &[u8],
-    known: &[u64],
+    accepted_since: &HashMap<u64, AtomicU64>,
     inbox: &Inboxes,
     on_broadcast: &BroadcastHandler,
     received: &AtomicU64,
@@ -1141,7 +1193,7 @@ async fn read_peer(
             "rejected node {from}: cluster id {their_cluster:016x} is not ours ({cluster_id:016x})"
         ));
     }
-    if to != me || !known.contains(&from) {
+    if to != me || !accepted_since.contains_key(&from) {
         return Err(format!(
             "rejected: frame from node {from} to node {to}, but this is node {me} and {from} is not a member"
         ));
@@ -1151,6 +1203,7 @@ async fn read_peer(
     bus_auth::accept(&mut stream, &hello, secret)
         .await
         .map_err(|e| format!("rejected node {from}: {e}"))?;
+    let _link = accepted_since.get(&from).map(AcceptedLink::open);
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut asm = Reassembly::new(LIMITS);
     loop {

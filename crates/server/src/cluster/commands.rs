@@ -600,8 +600,12 @@ pub fn out_reply(node: &ClusterNode, r: Result<Out, RaftError>, slot: Option<u16
 
 const CLUSTER_HELP: &[&str] = &[
     "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "COUNT-FAILURE-REPORTS <node-id>",
+    "    Return number of failure reports for <node-id>.",
     "COUNTKEYSINSLOT <slot>",
     "    Return the number of keys in <slot>.",
+    "FORGET <node-id>",
+    "    Remove a node from the cluster (refused: Kvasir's members are fixed at bootstrap).",
     "GETKEYSINSLOT <slot> <count>",
     "    Return key names stored by current node in a slot.",
     "INFO",
@@ -611,6 +615,8 @@ const CLUSTER_HELP: &[&str] = &[
     "LINKS",
     "    Return information about all network links between this node and its peers.",
     "    Output format is an array where each array element is a map containing attributes of a link",
+    "MEET <ip> <port> [<bus-port>]",
+    "    Connect nodes into a working cluster (a member's own address: OK; new nodes cannot join).",
     "MYID",
     "    Return the node id.",
     "MYSHARDID",
@@ -620,6 +626,8 @@ const CLUSTER_HELP: &[&str] = &[
     "    <id> <ip:port@bus-port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
     "REPLICAS <node-id>",
     "    Return <node-id> replicas.",
+    "REPLICATE <node-id>",
+    "    Configure current node as replica to <node-id> (refused: every node replicates every shard).",
     "SHARDS",
     "    Return information about slot range mappings and the nodes associated with them.",
     "SLOTS",
@@ -640,9 +648,15 @@ fn slot_in_range(n: i64) -> Option<u16> {
     (0..SLOTS as i64).contains(&n).then_some(n as u16)
 }
 
-/// Keys of `slot` in this node's replica of its shard (up to `limit`).
+/// Keys of `slot` (up to `limit`) if this node leads the slot's shard.
 async fn keys_in_slot(node: &ClusterNode, slot: u16, limit: usize) -> Vec<Bytes> {
     let shard = node.shard_of_slot(slot);
+    // Clients see each slot on one master, its shard's leader: the other
+    // nodes' replicas of it are not theirs to list (a client that asks
+    // every node, as rueidis does, would get each key three times).
+    if !node.is_leader(shard) {
+        return Vec::new();
+    }
     node.on_store(shard, move |st| {
         let mut out = Vec::new();
         for db in 0..st.databases() {
@@ -680,6 +694,22 @@ pub fn cluster(s: &Session, sub: ClusterCmd, args: &[Bytes]) -> Outcome {
         ClusterCmd::Links => node.with_view(creply::cluster_links),
         ClusterCmd::Replicas | ClusterCmd::Slaves => {
             node.with_view(|v| creply::cluster_replicas(v, &args[2]))
+        }
+        ClusterCmd::Meet => {
+            let rest: Vec<&[u8]> = args[2..].iter().map(|a| a.as_ref()).collect();
+            if rest.len() > 3 {
+                return Reply::error(format!(
+                    "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLUSTER HELP.",
+                    String::from_utf8_lossy(&args[1])
+                ))
+                .into();
+            }
+            node.with_view(|v| creply::cluster_meet(v, &rest))
+        }
+        ClusterCmd::Forget => node.with_view(|v| creply::cluster_forget(v, &args[2])),
+        ClusterCmd::Replicate => node.with_view(|v| creply::cluster_replicate(v, &args[2])),
+        ClusterCmd::CountFailureReports => {
+            node.with_view(|v| creply::cluster_count_failure_reports(v, &args[2]))
         }
         ClusterCmd::Help => help_reply(CLUSTER_HELP),
         // These read a shard's store, on the shard's thread.

@@ -531,6 +531,15 @@ impl ClusterNode {
         let leader_of = |shard: u64| self.reachable_leader(shard);
         let node_up = |n: u64| self.raft.transport().is_connected(n);
         let fail_agreed = |n: u64| self.fail_agreed(n);
+        let failure_reports = |n: u64| self.failure_reports(n);
+        let links = |n: u64| {
+            let t = self.raft.transport();
+            kvasir_cluster::reply::Links {
+                to_since: t.connected_since(n),
+                from_since: t.accepted_since(n),
+                queued: t.queued_bytes(n),
+            }
+        };
         self.with_map(|map| {
             f(&View {
                 map,
@@ -538,6 +547,8 @@ impl ClusterNode {
                 leader_of: &leader_of,
                 node_up: &node_up,
                 fail_agreed: &fail_agreed,
+                failure_reports: &failure_reports,
+                links: &links,
             })
         })
     }
@@ -547,15 +558,19 @@ impl ClusterNode {
     pub fn fail_agreed(&self, node: u64) -> bool {
         let total = self.layout.nodes.len();
         let mine = usize::from(!self.raft.transport().is_connected(node));
-        let theirs = self
-            .down_reports
+        (mine + self.failure_reports(node)) * 2 > total
+    }
+
+    /// How many other nodes report `node` unreachable, by fresh reports
+    /// (CLUSTER COUNT-FAILURE-REPORTS).
+    pub fn failure_reports(&self, node: u64) -> usize {
+        self.down_reports
             .borrow()
             .iter()
             .filter(|(from, (down, at))| {
                 **from != node && at.elapsed() <= HINT_FRESH && down.contains(&node)
             })
-            .count();
-        (mine + theirs) * 2 > total
+            .count()
     }
 
     pub fn layout(&self) -> &ClusterMap {
