@@ -57,9 +57,26 @@ pub fn rss_bytes() -> u64 {
     pages * 4096
 }
 
+/// jemalloc's (allocated, active, resident) bytes.
+fn allocator_stats() -> (u64, u64, u64) {
+    use tikv_jemalloc_ctl::stats;
+    let _ = tikv_jemalloc_ctl::epoch::advance();
+    (
+        stats::allocated::read().unwrap_or(0) as u64,
+        stats::active::read().unwrap_or(0) as u64,
+        stats::resident::read().unwrap_or(0) as u64,
+    )
+}
+
 /// (user, system) CPU seconds of this process, from /proc.
 fn cpu_seconds() -> (f64, f64) {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    cpu_seconds_of("/proc/self/stat")
+}
+
+/// (user, system) CPU seconds of the process or thread whose `stat` file
+/// is `path`.
+fn cpu_seconds_of(path: &str) -> (f64, f64) {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
     // Fields after the parenthesised command name; utime and stime are the
     // 14th and 15th fields overall.
     let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
@@ -127,7 +144,7 @@ fn section(s: &Session, name: &str, out: &mut String) {
                 .unwrap_or(0);
             let _ = write!(
                 out,
-                "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:{}\r\nkvasir_version:{}\r\nredis_mode:{}\r\nos:{}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nio_threads_active:{}\r\n",
+                "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:{}\r\nkvasir_version:{}\r\nredis_mode:{}\r\nos:{}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nio_threads_active:{}\r\n",
                 env!("CARGO_PKG_VERSION").replace('.', ""),
                 env!("CARGO_PKG_VERSION"),
                 if server.cluster.is_some() { "cluster" } else { "standalone" },
@@ -167,24 +184,63 @@ fn section(s: &Session, name: &str, out: &mut String) {
             let startup = server.startup_memory.min(used);
             let dataset = used - startup;
             let system = total_system_memory();
+            let (allocated, active, resident) = allocator_stats();
+            let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
+            let diff = |a: u64, b: u64| a as i64 - b as i64;
+            // What the clients hold: their unread queries and their queued
+            // replies and messages (CLIENT LIST qbuf and omem).
+            let clients_mem: u64 = server
+                .clients
+                .borrow()
+                .iter()
+                .map(|c| c.queued_bytes.get() + c.qbuf.get() as u64)
+                .sum();
             let _ = write!(
                 out,
-                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_startup:{startup}\r\nused_memory_dataset:{dataset}\r\ntotal_system_memory:{system}\r\ntotal_system_memory_human:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_allocator:jemalloc-5.3.0\r\nmem_not_counted_for_evict:0\r\nlazyfree_pending_objects:0\r\nlazyfreed_objects:0\r\n",
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_overhead:{startup}\r\nused_memory_startup:{startup}\r\nused_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\nallocator_allocated:{allocated}\r\nallocator_active:{active}\r\nallocator_resident:{resident}\r\ntotal_system_memory:{system}\r\ntotal_system_memory_human:{}\r\n",
                 human(used),
                 human(rss),
                 human(peak),
                 if peak > 0 { used as f64 * 100.0 / peak as f64 } else { 0.0 },
+                if used > 0 { dataset as f64 * 100.0 / used as f64 } else { 0.0 },
                 human(system),
+            );
+            if server.cluster.is_none() {
+                // A cluster node's scripts live in each shard's store.
+                let store = server.local_store.borrow();
+                let scripts = &store.store().scripts;
+                let lua = scripts.vm_memory() as u64;
+                let eval = scripts.bodies_bytes();
+                let functions: usize = scripts.libraries.values().map(|l| l.functions.len()).sum();
+                let _ = write!(
+                    out,
+                    "used_memory_lua:{lua}\r\nused_memory_vm_eval:{lua}\r\nused_memory_lua_human:{}\r\nused_memory_scripts_eval:{eval}\r\nnumber_of_cached_scripts:{}\r\nnumber_of_functions:{functions}\r\nnumber_of_libraries:{}\r\nused_memory_vm_total:{lua}\r\nused_memory_vm_total_human:{}\r\n",
+                    human(lua),
+                    scripts.bodies.len(),
+                    scripts.libraries.len(),
+                    human(lua),
+                );
+            }
+            let _ = write!(
+                out,
+                "maxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nallocator_frag_ratio:{:.2}\r\nallocator_frag_bytes:{}\r\nallocator_rss_ratio:{:.2}\r\nallocator_rss_bytes:{}\r\nrss_overhead_ratio:{:.2}\r\nrss_overhead_bytes:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_fragmentation_bytes:{}\r\nmem_not_counted_for_evict:0\r\nmem_replication_backlog:0\r\nmem_total_replication_buffers:0\r\nmem_clients_slaves:0\r\nmem_clients_normal:{clients_mem}\r\nmem_cluster_links:0\r\nmem_aof_buffer:0\r\nmem_allocator:jemalloc-5.3.0\r\nactive_defrag_running:0\r\nlazyfree_pending_objects:0\r\nlazyfreed_objects:0\r\n",
                 config.maxmemory,
                 human(config.maxmemory),
                 config.maxmemory_policy,
-                if used > 0 { rss as f64 / used as f64 } else { 0.0 },
+                ratio(active, allocated),
+                diff(active, allocated),
+                ratio(resident, active),
+                diff(resident, active),
+                ratio(rss, resident),
+                diff(rss, resident),
+                ratio(rss, used),
+                diff(rss, used),
             );
         }
         "persistence" => {
             let _ = write!(
                 out,
-                "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n",
+                "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\naof_rewrites:0\r\naof_rewrites_consecutive_failures:0\r\naof_last_write_status:ok\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
                 server.dirty.get(),
                 u8::from(server.persistence.bgsave_in_progress.get()),
                 server.persistence.last_save.get(),
@@ -219,7 +275,7 @@ fn section(s: &Session, name: &str, out: &mut String) {
             let tracked = server.tracking.borrow().totals();
             let _ = write!(
                 out,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ntotal_error_replies:{}\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ntotal_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\ninstantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\n",
                 stats.total_connections_received,
                 stats.total_commands_processed,
                 ops.round() as u64,
@@ -234,6 +290,7 @@ fn section(s: &Session, name: &str, out: &mut String) {
                 misses,
                 server.pubsub.borrow().channel_count(),
                 server.pubsub.borrow().numpat(),
+                server.pubsub.borrow().shard_channel_count(),
                 tracked.0,
                 tracked.1,
                 tracked.2,
@@ -241,15 +298,20 @@ fn section(s: &Session, name: &str, out: &mut String) {
             );
         }
         "replication" => {
-            out.push_str(
-                "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_repl_offset:0\r\n",
+            let _ = write!(
+                out,
+                "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
+                server.repl_id,
+                config.stored.get("repl-backlog-size").unwrap_or("1048576"),
             );
         }
         "cpu" => {
             let (user, sys) = cpu_seconds();
+            // INFO runs on the main thread: its own share.
+            let (main_user, main_sys) = cpu_seconds_of("/proc/thread-self/stat");
             let _ = write!(
                 out,
-                "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\n"
+                "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:0.000000\r\nused_cpu_user_children:0.000000\r\nused_cpu_sys_main_thread:{main_sys:.6}\r\nused_cpu_user_main_thread:{main_user:.6}\r\n"
             );
         }
         "commandstats" => {

@@ -140,6 +140,9 @@ pub struct Server {
     pub started_unix_ms: u64,
     /// INFO's `run_id`: random, new at every start.
     pub run_id: String,
+    /// INFO's `master_replid`: random, new at every start, as a Redis
+    /// master without replicas has one.
+    pub repl_id: String,
     pub port: u16,
     pub peak_memory: Cell<u64>,
     /// Allocated memory when the server started (MEMORY STATS).
@@ -202,6 +205,7 @@ impl Server {
             started: Instant::now(),
             started_unix_ms: crate::local_store::unix_ms(),
             run_id: crate::info::new_run_id(),
+            repl_id: crate::info::new_run_id(),
             port,
             peak_memory: Cell::new(0),
             startup_memory: crate::info::used_memory(),

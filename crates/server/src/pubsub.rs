@@ -178,6 +178,11 @@ impl PubSub {
     pub fn channel_count(&self) -> usize {
         self.channels.len()
     }
+
+    /// Number of shard channels with a subscriber.
+    pub fn shard_channel_count(&self) -> usize {
+        self.shard_channels.len()
+    }
 }
 
 // ---------------------------------------------------------------------------

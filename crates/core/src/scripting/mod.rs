@@ -178,6 +178,21 @@ impl<K: Keyspace> Default for Scripts<K> {
 }
 
 impl<K: Keyspace> Scripts<K> {
+    /// Bytes the Lua interpreter uses (INFO used_memory_lua); 0 before
+    /// the first script or function made one.
+    pub fn vm_memory(&self) -> usize {
+        self.vm
+            .try_borrow()
+            .ok()
+            .and_then(|vm| vm.as_ref().map(|vm| vm.used_memory()))
+            .unwrap_or(0)
+    }
+
+    /// Bytes of the cached EVAL bodies (INFO used_memory_scripts_eval).
+    pub fn bodies_bytes(&self) -> usize {
+        self.bodies.values().map(|b| b.len()).sum()
+    }
+
     /// The function `name` and the library that holds it.
     /// Function names are case-insensitive, as in Redis.
     pub fn function(&self, name: &str) -> Option<(&Library, &FunctionInfo)> {

@@ -314,6 +314,11 @@ struct CallState<'s, K: Keyspace> {
 }
 
 impl<K: Keyspace> ScriptVm<K> {
+    /// Bytes the interpreter has allocated.
+    pub fn used_memory(&self) -> usize {
+        self.lua.used_memory()
+    }
+
     pub fn new() -> mlua::Result<ScriptVm<K>> {
         let lua = Lua::new_with(
             StdLib::TABLE | StdLib::STRING | StdLib::MATH,
