@@ -383,6 +383,22 @@ impl<V> Db<V> {
         }
     }
 
+    /// Bytes the index takes on its next growth, if the next new key
+    /// makes it grow: it is full, and growing allocates a table of twice
+    /// its buckets (a `u32` and a control byte each) before the old one
+    /// is freed. 0 while it has room.
+    pub fn growth_reserve(&self) -> usize {
+        if self.index.len() < self.index.capacity() {
+            return 0;
+        }
+        // hashbrown keeps a table at most 7/8 full, in a power of two of
+        // buckets (at least 4).
+        let buckets = ((self.index.capacity() + 1) * 8 / 7)
+            .next_power_of_two()
+            .max(4);
+        buckets * (std::mem::size_of::<u32>() + 1)
+    }
+
     /// Removes every key.
     pub fn clear(&mut self) {
         self.entries = ChunkedVec::default();
@@ -415,6 +431,35 @@ mod tests {
         db.iter()
             .map(|e| String::from_utf8_lossy(&e.key).into_owned())
             .collect()
+    }
+
+    /// The reserve is announced exactly before the insert that grows the
+    /// index, and is about the table it then allocates.
+    #[test]
+    fn growth_reserve_comes_before_the_index_grows() {
+        let mut db: Db<Value> = Db::new();
+        let mut grew = 0;
+        for i in 0..20_000u32 {
+            let reserve = db.growth_reserve();
+            let before = db.index.capacity();
+            db.set(format!("k{i}").as_bytes(), Value::Int(1), None);
+            let after = db.index.capacity();
+            assert_eq!(
+                reserve > 0,
+                after != before,
+                "key {i}: capacity {before} -> {after}"
+            );
+            if after != before && after >= 64 {
+                grew += 1;
+                let buckets = (after * 8 / 7).next_power_of_two();
+                let approx = buckets * 5;
+                assert!(
+                    reserve >= approx * 9 / 10 && reserve <= approx * 11 / 10 + 40,
+                    "{reserve} vs {approx}"
+                );
+            }
+        }
+        assert!(grew >= 8, "{grew}");
     }
 
     #[test]

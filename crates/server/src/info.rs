@@ -40,11 +40,27 @@ const ALL_SECTIONS: &[&str] = &[
     "keyspace",
 ];
 
-/// Bytes allocated by the process's allocator (jemalloc's `stats.allocated`,
-/// what Redis reports as used_memory).
+/// Bytes the process has allocated and not freed (Redis's used_memory):
+/// jemalloc's `stats.allocated` less what its thread caches hold. The
+/// allocator counts a freed block kept in a thread cache, and a batch of
+/// blocks a cache took ahead of use, as allocated, so that figure moves in
+/// steps of tens of KB and does not drop when keys are deleted: under a
+/// tight `maxmemory` eviction then saw no memory come back and evicted
+/// every key. Redis counts its allocations itself (zmalloc); this reads
+/// the same quantity from the allocator.
 pub fn used_memory() -> u64 {
     let _ = tikv_jemalloc_ctl::epoch::advance();
-    tikv_jemalloc_ctl::stats::allocated::read().unwrap_or(0) as u64
+    let allocated = tikv_jemalloc_ctl::stats::allocated::read().unwrap_or(0) as u64;
+    allocated.saturating_sub(thread_cached_bytes())
+}
+
+/// Bytes in jemalloc's thread caches, over every arena.
+fn thread_cached_bytes() -> u64 {
+    // SAFETY: the name is a NUL-terminated mallctl name whose value is a
+    // size_t, read after the caller advanced the statistics epoch.
+    let cached =
+        unsafe { tikv_jemalloc_ctl::raw::read::<usize>(b"stats.arenas.4096.tcache_bytes\0") };
+    cached.unwrap_or(0) as u64
 }
 
 pub fn rss_bytes() -> u64 {

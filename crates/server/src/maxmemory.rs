@@ -53,6 +53,11 @@ pub struct MemoryGuard {
     /// the invalidations of tracked keys that caused precede the reply of
     /// the command that made room, as in Redis.
     evicted: Cell<bool>,
+    /// The index growth (database, bytes) an eviction round already made
+    /// room for: if that round could not keep the index from growing (no
+    /// key of its database was evicted), it may grow, rather than every
+    /// command evicting again for it.
+    growth_tried: Cell<Option<(usize, usize)>>,
 }
 
 impl Default for MemoryGuard {
@@ -65,6 +70,7 @@ impl Default for MemoryGuard {
             futile: Cell::new(false),
             settings: Cell::new(None),
             evicted: Cell::new(false),
+            growth_tried: Cell::new(None),
         }
     }
 }
@@ -91,15 +97,23 @@ impl MemoryGuard {
 
     /// Whether used memory is above `maxmemory` (0: no limit).
     pub fn over(&self, maxmemory: u64) -> bool {
-        maxmemory != 0 && self.used() > maxmemory
+        self.over_with(maxmemory, 0)
     }
 
-    /// Takes `bytes` off the reading until the next refresh: what an
+    /// Whether used memory and `growth` more bytes are above `maxmemory`.
+    fn over_with(&self, maxmemory: u64, growth: usize) -> bool {
+        maxmemory != 0 && self.used() + growth as u64 > maxmemory
+    }
+
+    /// Takes `bytes` off the reading until its next refresh: what an
     /// eviction just freed (estimated), so the commands right after it do
-    /// not evict again for the same excess.
+    /// not evict again for the same excess. The reading keeps its age: a
+    /// credit that restarted it kept a stale figure alive for as long as
+    /// commands came within REFRESH of each other (an eviction round that
+    /// freed nothing, at every command, after a FLUSHALL had freed
+    /// everything: OOM on an empty server).
     fn credit(&self, bytes: u64) {
         self.used.set(self.used.get().saturating_sub(bytes));
-        self.read_at.set(Some(Instant::now()));
     }
 
     /// Drops the parsed settings (after CONFIG SET).
@@ -137,7 +151,18 @@ impl crate::Server {
     /// Redis does).
     pub fn refuses_for_memory(self: &Rc<Self>, flags: impl FnOnce() -> Flags) -> bool {
         let maxmemory = self.config.borrow().maxmemory;
-        if !self.memory_guard.over(maxmemory) {
+        if maxmemory == 0 {
+            return false;
+        }
+        let growth = self.index_growth();
+        let growth_bytes = growth.map_or(0, |(_, bytes)| bytes);
+        if !self.memory_guard.over_with(maxmemory, growth_bytes) {
+            return false;
+        }
+        // Evict or refuse only on a fresh reading: the cached one may
+        // predate a FLUSHALL or a deletion of the last millisecond.
+        self.memory_guard.read_at.set(None);
+        if !self.memory_guard.over_with(maxmemory, growth_bytes) {
             return false;
         }
         if self.client_pause.in_force() {
@@ -147,7 +172,10 @@ impl crate::Server {
         }
         let (policy, samples, _) = self.eviction();
         if policy.evicts() {
-            self.evict(policy, samples, maxmemory);
+            if growth.is_some() {
+                self.memory_guard.growth_tried.set(growth);
+            }
+            self.evict(policy, samples, maxmemory, growth_bytes);
             // As Redis's EVICT_RUNNING: a round that stopped at its bound
             // (or, in cluster mode, is on its way through the log) admits
             // the command; a policy that ran out of keys while memory is
@@ -160,6 +188,38 @@ impl crate::Server {
         flags().contains(Flags::DENYOOM)
     }
 
+    /// The index growth the next new key of a database would cause
+    /// (standalone, under an evicting policy): (database, bytes), the
+    /// largest, unless an eviction round was already run for it. Counted
+    /// against `maxmemory` so that keys are evicted before the index
+    /// doubles past the limit, as Redis does not expand a dict that would
+    /// take used memory over it.
+    fn index_growth(&self) -> Option<(usize, usize)> {
+        if self.cluster.is_some() || !self.eviction().0.evicts() {
+            return None;
+        }
+        let store = self.local_store.borrow();
+        let store = store.store();
+        let largest = (0..store.databases())
+            .map(|db| {
+                (
+                    db,
+                    kvasir_core::keyspace::Keyspace::growth_reserve(store.keyspace(), db),
+                )
+            })
+            .max_by_key(|&(_, bytes)| bytes)
+            .filter(|&(_, bytes)| bytes > 0);
+        let guard = &self.memory_guard;
+        match largest {
+            None => {
+                guard.growth_tried.set(None);
+                None
+            }
+            Some(g) if guard.growth_tried.get() == Some(g) => None,
+            some => some,
+        }
+    }
+
     /// Evicts at once if used memory is above `maxmemory` (after CONFIG
     /// SET lowers it: Redis evicts then, not at the next command).
     pub fn evict_if_over(self: &Rc<Self>) {
@@ -169,7 +229,7 @@ impl crate::Server {
         }
         let (policy, samples, _) = self.eviction();
         if policy.evicts() {
-            self.evict(policy, samples, maxmemory);
+            self.evict(policy, samples, maxmemory, 0);
         }
     }
 
@@ -182,7 +242,7 @@ impl crate::Server {
     /// Orders the eviction of enough keys to bring used memory down to
     /// `maxmemory`: at once on the standalone store, by a task that asks
     /// each led shard's thread in cluster mode.
-    fn evict(self: &Rc<Self>, policy: Policy, samples: usize, maxmemory: u64) {
+    fn evict(self: &Rc<Self>, policy: Policy, samples: usize, maxmemory: u64, growth: usize) {
         let guard = &self.memory_guard;
         if self.cluster.is_none() {
             // Decided again by this round: a verdict left from an earlier
@@ -190,7 +250,7 @@ impl crate::Server {
             // below) must not refuse the command that follows.
             guard.futile.set(false);
         }
-        let over = guard.used().saturating_sub(maxmemory) as usize;
+        let over = (guard.used() + growth as u64).saturating_sub(maxmemory) as usize;
         if over == 0 {
             return;
         }

@@ -499,7 +499,11 @@ impl Session {
             }
             _ = kill => return false,
         }
-        if out.capacity() > 4 * 1024 * 1024 {
+        // A buffer a large reply (or a burst of invalidations) grew is
+        // given back once written, as Redis frees its reply list: kept, it
+        // counted in used memory for the connection's lifetime, and under
+        // maxmemory eviction emptied the keyspace to pay for it.
+        if out.capacity() > 2 * READ_CHUNK {
             *out = BytesMut::with_capacity(READ_CHUNK);
         }
         true

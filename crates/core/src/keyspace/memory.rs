@@ -253,6 +253,10 @@ impl Keyspace for MemoryKeyspace {
         self.dbs[db].get(key).map_or(0, Db::entry_size)
     }
 
+    fn growth_reserve(&self, db: usize) -> usize {
+        self.dbs.get(db).map_or(0, Db::growth_reserve)
+    }
+
     #[inline]
     fn write_fn(f: &PerEngine<WriteFn<MemoryKeyspace>>) -> WriteFn<Self> {
         f.memory

@@ -179,6 +179,14 @@ pub trait Keyspace: Sized + 'static {
     /// Approximate bytes the entry of `key` occupies (MEMORY USAGE); 0
     /// when missing.
     fn entry_size(&self, db: usize, key: &[u8]) -> usize;
+    /// Bytes the next new key of `db` would make the engine allocate at
+    /// once beyond the key itself (an index that doubles): under
+    /// `maxmemory` keys are evicted rather than let it grow past the
+    /// limit, as Redis does not expand a dict that would (its
+    /// `dictExpandAllowed`).
+    fn growth_reserve(&self, _db: usize) -> usize {
+        0
+    }
 
     /// Brackets the writes of one log entry (or of one standalone
     /// command), so an engine with its own durability can make them one
