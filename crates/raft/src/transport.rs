@@ -1073,7 +1073,6 @@ fn drain_unreachable(queue: &mut Queue, to: u64, inboxes: &Inboxes) {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -1107,6 +1106,7 @@ impl Drop for AcceptedLink<'_> {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn accept_loop(
     listener: TcpListener,
     me: u64,
