@@ -675,10 +675,11 @@ fn info_everything_has_the_fields_redis_has() {
             .filter(|l| !l.starts_with('#') && l.contains(':'))
             .map(|l| l.split(':').next().unwrap_or("").to_string())
             .filter(|f| {
-                !f.starts_with("cmdstat_")
-                    && !f.starts_with("errorstat_")
-                    && !f.starts_with("latency_percentiles_usec_")
-                    && !(f.starts_with("db") && f[2..].bytes().all(|b| b.is_ascii_digit()))
+                let per_item = ["cmdstat_", "errorstat_", "latency_percentiles_usec_"]
+                    .iter()
+                    .any(|p| f.starts_with(p));
+                let per_db = f.starts_with("db") && f[2..].bytes().all(|b| b.is_ascii_digit());
+                !per_item && !per_db
             })
             .collect()
     };
