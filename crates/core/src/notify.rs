@@ -217,7 +217,7 @@ pub fn write<K: crate::keyspace::Keyspace>(
     };
     let before: Vec<bool> = keys.iter().map(|&i| live(store, &args[i])).collect();
     let reply = f(store, db, args, ctx)?;
-    if spec.changed_nothing(&reply) {
+    if spec.changed_nothing(args, &reply) {
         return Ok(reply);
     }
     let after: Vec<bool> = keys.iter().map(|&i| live(store, &args[i])).collect();

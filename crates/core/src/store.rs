@@ -137,8 +137,11 @@ pub struct Store<K: Keyspace = MemoryKeyspace> {
     /// scripts reach the store shared; never replicated or imaged.
     pub(crate) script_call: std::cell::Cell<bool>,
     /// A script run since this was last cleared called a read-only
-    /// command (CLIENT TRACKING then tracks the script's keys, as Redis).
-    pub script_read: std::cell::Cell<bool>,
+    /// command: how many of its writes ([`Store::reported_writes`]) came
+    /// before its last read. CLIENT TRACKING tracks the script's declared
+    /// keys at that read, as Redis does at each read the script makes, so
+    /// the writes before it invalidate first and those after it then.
+    pub script_read: std::cell::Cell<Option<usize>>,
     /// Used memory was over `maxmemory` when the script started (a
     /// standalone server sets it; under Raft it stays false, as memory
     /// differs by replica): its first command that may grow the data is
@@ -244,7 +247,7 @@ impl<K: Keyspace> Store<K> {
             notify: 0,
             events: Vec::new(),
             script_call: std::cell::Cell::new(false),
-            script_read: std::cell::Cell::new(false),
+            script_read: std::cell::Cell::new(None),
             script_oom: std::cell::Cell::new(false),
             monitored: std::cell::Cell::new(false),
             script_calls: Default::default(),

@@ -44,7 +44,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("mset", -3, W_OOM, (1, -1, 2), ACL_W, G, "1.0.1", "Atomically creates or modifies the string values of one or more keys.", crate::write_handler!(mset)).events(crate::notify::Events::Named("set")).keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::OW_UPDATE]).with_tips(&["request_policy:multi_shard", "response_policy:all_succeeded"]),
     cmd("msetnx", -3, W_OOM, (1, -1, 2), ACL_W, G, "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist.", crate::write_handler!(msetnx)).idle_on_empty().events(crate::notify::Events::Named("set")).keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::OW_INSERT]).with_tips(&["request_policy:multi_shard", "response_policy:agg_min"]),
     cmd("psetex", 4, W_OOM, ONE_KEY, ACL_W, G, "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", crate::write_handler!(psetex)).events(crate::notify::Events::Custom(crate::notify::setex)).keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::OW_UPDATE]),
-    cmd("set", -3, W_OOM, ONE_KEY, ACL_W, G, "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", crate::write_handler!(set)).events(crate::notify::Events::Custom(crate::notify::set)).keys_access(crate::table::KeyAccess::ByArgs(crate::string::set_key_access)),
+    cmd("set", -3, W_OOM, ONE_KEY, ACL_W, G, "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", crate::write_handler!(set)).unchanged_when(set_unchanged).events(crate::notify::Events::Custom(crate::notify::set)).keys_access(crate::table::KeyAccess::ByArgs(crate::string::set_key_access)),
     cmd("setex", 4, W_OOM, ONE_KEY, ACL_W, G, "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", crate::write_handler!(setex)).events(crate::notify::Events::Custom(crate::notify::setex)).keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::OW_UPDATE]),
     cmd("setnx", 3, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Set the string value of a key only when the key doesn't exist.", crate::write_handler!(setnx)).idle_on_empty().events(crate::notify::Events::Named("set")).keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::OW_INSERT]),
     cmd("setrange", 4, W_OOM, ONE_KEY, ACL_W, G, "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", crate::write_handler!(setrange)).keys_access(crate::table::KeyAccess::Write),
@@ -59,6 +59,21 @@ pub fn set_key_access(args: &[Bytes]) -> crate::table::KeyAccess {
         crate::table::KeyAccess::ReadWrite
     } else {
         crate::table::KeyAccess::Write
+    }
+}
+
+/// Whether a SET changed nothing, from its reply: without GET a nil reply
+/// is an NX or XX condition that failed; with GET, NX failed if the key
+/// existed (an old value came back) and XX if it did not (nil). Redis
+/// signals no modification then: watchers stay clean and tracking
+/// readers are not told.
+pub fn set_unchanged(args: &[Bytes], reply: &Reply) -> bool {
+    let has = |opt: &[u8]| args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(opt));
+    match (has(b"get"), reply) {
+        (false, Reply::Nil) => true,
+        (true, Reply::Nil) => has(b"xx"),
+        (true, Reply::Bulk(_)) => has(b"nx"),
+        _ => false,
     }
 }
 

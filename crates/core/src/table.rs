@@ -161,6 +161,10 @@ pub struct CommandSpec {
     /// members...): Redis signals no modification then, so watchers stay
     /// clean and nobody blocked on the key is served.
     pub idle_on_empty_reply: bool,
+    /// For a command whose empty reply does not tell (SET answers nil both
+    /// for NX that did not set and for GET of a key that did not exist):
+    /// whether this run's arguments and reply mean nothing changed.
+    pub unchanged_when: Option<fn(&[Bytes], &Reply) -> bool>,
     /// The keyspace events a successful run produces
     /// (`notify-keyspace-events`, [`crate::notify`]).
     pub events: crate::notify::Events,
@@ -406,8 +410,12 @@ impl CommandSpec {
         }
     }
 
-    /// Whether a successful reply of this command means nothing changed.
-    pub fn changed_nothing(&self, reply: &Reply) -> bool {
+    /// Whether a successful reply of this command to `args` means nothing
+    /// changed.
+    pub fn changed_nothing(&self, args: &[Bytes], reply: &Reply) -> bool {
+        if let Some(unchanged) = self.unchanged_when {
+            return unchanged(args, reply);
+        }
         self.idle_on_empty_reply
             && match reply {
                 Reply::Int(n) => *n == 0 || *n == -1,
@@ -415,6 +423,14 @@ impl CommandSpec {
                 Reply::Array(items) => items.is_empty(),
                 _ => false,
             }
+    }
+
+    /// This entry, whose runs changed nothing when `unchanged` says so.
+    pub const fn unchanged_when(self, unchanged: fn(&[Bytes], &Reply) -> bool) -> CommandSpec {
+        CommandSpec {
+            unchanged_when: Some(unchanged),
+            ..self
+        }
     }
 
     /// This entry, first released in Redis `version` (COMMAND DOCS).
@@ -689,6 +705,7 @@ pub const fn cmd(
         key_finder: None,
         keyless: Keyless::No,
         idle_on_empty_reply: false,
+        unchanged_when: None,
         events: crate::notify::Events::Default,
         key_access: if flags.contains(Flags::WRITE) {
             KeyAccess::ReadWrite
@@ -729,6 +746,7 @@ pub const fn container(
         key_finder: None,
         keyless: Keyless::No,
         idle_on_empty_reply: false,
+        unchanged_when: None,
         events: crate::notify::Events::Default,
         key_access: KeyAccess::Read,
         pattern_reads: None,

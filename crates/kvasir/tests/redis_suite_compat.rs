@@ -701,6 +701,58 @@ fn info_everything_has_the_fields_redis_has() {
     assert_eq!(replid.len(), 40, "{replication}");
 }
 
+/// A distributed lock over client-side caching (rueidis's rueidislock,
+/// which hung on Kvasir): holders take the lock with a script that runs
+/// `SET NX PX` and then `GET`, release it with one that runs `GET` then
+/// `DEL`, and waiters, tracking with NOLOOP, wait for the invalidation of
+/// the lock key. Redis tracks a script's keys at each read it makes and
+/// invalidates at each write, and a failed `SET NX` changes nothing; on
+/// Kvasir a script's keys were tracked before its writes were heard of
+/// (a waiter's own failed `SET NX` then silently untracked it) and a
+/// failed `SET NX` invalidated readers.
+#[test]
+fn a_lock_waiter_tracking_with_noloop_hears_of_the_release() {
+    let pair = Pair::start(&[]);
+    let acquire = r#"local r = redis.call("SET",KEYS[1],ARGV[1],"NX","PX",ARGV[2]);redis.call("GET",KEYS[1]);return r"#;
+    let release = r#"if redis.call("GET",KEYS[1]) == ARGV[1] then return redis.call("DEL",KEYS[1]) end;return 0"#;
+    same_transcript_on_both(&pair, |port| {
+        let mut out = Vec::new();
+        for mode in [&["NOLOOP"][..], &[]] {
+            let lock = format!("lock:{}", mode.len());
+            let mut a = common::RawConn::to_port(port);
+            let mut b = common::RawConn::to_port(port);
+            let mut pending = |c: &mut common::RawConn| {
+                let mut got = String::new();
+                while let Some(push) = c.read_reply_within(Duration::from_millis(150)) {
+                    got.push_str(&String::from_utf8_lossy(&push));
+                }
+                got
+            };
+            for c in [&mut a, &mut b] {
+                c.cmd_str(&["HELLO", "3"]);
+                let mut tracking = vec!["CLIENT", "TRACKING", "ON", "OPTOUT"];
+                tracking.extend_from_slice(mode);
+                out.push(c.cmd_str(&tracking));
+            }
+            out.push(a.cmd_str(&["EVAL", acquire, "1", &lock, "a", "100000"]));
+            out.push(format!("a: {}", pending(&mut a)));
+            out.push(b.cmd_str(&["EVAL", acquire, "1", &lock, "b", "100000"]));
+            out.push(format!("b: {}", pending(&mut b)));
+            out.push(a.cmd_str(&["EVAL", release, "1", &lock, "a"]));
+            out.push(format!("a: {}", pending(&mut a)));
+            out.push(format!("b: {}", pending(&mut b)));
+            out.push(b.cmd_str(&["EVAL", acquire, "1", &lock, "b", "100000"]));
+            out.push(format!("a: {}", pending(&mut a)));
+            out.push(format!("b: {}", pending(&mut b)));
+            // A SET NX that finds the key set changes nothing: B, who
+            // holds and tracks the lock, hears nothing of it.
+            out.push(a.cmd_str(&["SET", &lock, "a", "NX"]));
+            out.push(format!("b: {}", pending(&mut b)));
+        }
+        out
+    });
+}
+
 #[test]
 fn scripts_pass_thousands_of_arguments_and_sha1hex_checks_its_arity() {
     let pair = Pair::start(&[]);

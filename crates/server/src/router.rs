@@ -39,7 +39,7 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
     let caller = crate::acl::script_caller(s, spec);
     let tracks_script = spec.group == "scripting" && s.info.tracking.borrow().on;
     if tracks_script {
-        s.server.local_store.borrow().store().script_read.set(false);
+        s.server.local_store.borrow().store().script_read.set(None);
     }
     if spec.group == "scripting" {
         let over = s.server.over_maxmemory();
@@ -75,9 +75,6 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
             s.server.order(LOCAL_SHARD, ShardCmd::Expire { db, keys });
         }
     }
-    if tracks_script && s.server.local_store.borrow().store().script_read.get() {
-        crate::tracking::remember_script_keys(s, spec, args);
-    }
     if matches!(result, Err(CmdError::ScriptPaused)) {
         return finish_paused_script(&s.server, spec, s.db, args, s.info.id);
     }
@@ -92,7 +89,31 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
             crate::events::invalidate_tracked(&s.server.tracking, Written::Command(spec, args));
             crate::events::serve_flushed(&s.server, spec, s.db);
         }
-        _ => hear_of_writes(&s.server, spec, s.db, args, result.as_ref().ok()),
+        _ => {
+            // A tracking caller's script: its declared keys are tracked at
+            // its last read, between the writes before and after it.
+            let last_read = if tracks_script {
+                s.server.local_store.borrow().store().script_read.take()
+            } else {
+                None
+            };
+            let remember = || {
+                let keys: Vec<Bytes> = spec
+                    .keys_of(args)
+                    .into_iter()
+                    .filter_map(|i| args.get(i).cloned())
+                    .collect();
+                s.server.tracking.borrow_mut().remember(&s.info, &keys);
+            };
+            hear_of_writes(
+                &s.server,
+                spec,
+                s.db,
+                args,
+                result.as_ref().ok(),
+                last_read.map(|at| (at, &remember as &dyn Fn())),
+            );
+        }
     }
     match result {
         Ok(reply) => reply.into(),
@@ -106,23 +127,40 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
 /// standalone store ran: what it reported modifying (a script's
 /// commands' writes, even if it then failed; SMOVE's), else its keys if it
 /// is a write that changed something (`reply` is None for an error).
+/// `read_at`: a script read after this many of its writes, and what
+/// tracks its keys then (Redis tracks at each read of a script, and
+/// invalidates at each write: a lock's `SET NX` then `GET` leaves its
+/// caller tracking the key, a `GET` then `DEL` does not).
 fn hear_of_writes(
     server: &Server,
     spec: &'static CommandSpec,
     db: usize,
     args: &[Bytes],
     reply: Option<&Reply>,
+    read_at: Option<(usize, &dyn Fn())>,
 ) {
+    let mut remember_at = read_at;
+    let mut remember_if_at = |i: usize| {
+        if let Some((at, remember)) = remember_at {
+            if i >= at {
+                remember();
+                remember_at = None;
+            }
+        }
+    };
     if spec.reports_writes {
         let writes = server.local_store.borrow().store().take_reported_writes();
-        for (db, spec, args) in writes {
+        for (i, (db, spec, args)) in writes.into_iter().enumerate() {
+            remember_if_at(i);
             crate::events::after_write(server, db, Written::Command(spec, &args));
         }
+        remember_if_at(usize::MAX);
     } else if let Some(reply) = reply {
-        if matches!(spec.handler, Handler::Write(_)) && !spec.changed_nothing(reply) {
+        if matches!(spec.handler, Handler::Write(_)) && !spec.changed_nothing(args, reply) {
             crate::events::after_write(server, db, Written::Command(spec, args));
         }
     }
+    remember_if_at(usize::MAX);
 }
 
 /// A script that paused past `busy-reply-threshold`: a task of its own
@@ -160,7 +198,7 @@ fn finish_paused_script(
         // The script's writes are its client's own (CLIENT TRACKING
         // NOLOOP), as when a command ends at once.
         server.tracking.borrow().current.set(client);
-        hear_of_writes(&server, spec, db, &args, Some(&reply));
+        hear_of_writes(&server, spec, db, &args, Some(&reply), None);
         server.tracking.borrow().current.set(0);
         let _ = tx.send(reply);
     });

@@ -605,18 +605,6 @@ pub fn remember_read(s: &crate::session::Session, spec: &CommandSpec, args: &[By
     s.server.tracking.borrow_mut().remember(&s.info, &keys);
 }
 
-/// After a script ran for a tracking session: if it called a read-only
-/// command, its declared keys are remembered, as Redis tracks them
-/// (standalone: in cluster mode scripts run on the shards' threads).
-pub fn remember_script_keys(s: &crate::session::Session, spec: &CommandSpec, args: &[Bytes]) {
-    let keys: Vec<Bytes> = spec
-        .keys_of(args)
-        .into_iter()
-        .filter_map(|i| args.get(i).cloned())
-        .collect();
-    s.server.tracking.borrow_mut().remember(&s.info, &keys);
-}
-
 /// Runs the pending broadcast once the current work yields (Redis sends
 /// it in beforeSleep), so the writes of one batch go out together.
 pub fn schedule_broadcast(tracking: &SharedTracking) {

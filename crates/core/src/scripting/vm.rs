@@ -1511,7 +1511,10 @@ impl<K: Keyspace> CallState<'_, K> {
         if spec.is_write() {
             self.wrote = true;
         } else if spec.flags.contains(crate::table::Flags::READONLY) {
-            self.access.store().script_read.set(true);
+            let store = self.access.store();
+            store
+                .script_read
+                .set(Some(store.reported_writes.borrow().len()));
         }
         self.calls += 1;
         let ctx = Ctx {
@@ -1548,7 +1551,7 @@ impl<K: Keyspace> CallState<'_, K> {
         self.note_stat(spec, parent, timer, &result);
         // A command that reports its own writes (SMOVE) already did.
         if let Ok(reply) = &result {
-            if spec.is_write() && !spec.reports_writes && !spec.changed_nothing(reply) {
+            if spec.is_write() && !spec.reports_writes && !spec.changed_nothing(&argv, reply) {
                 self.access
                     .store()
                     .reported_writes
