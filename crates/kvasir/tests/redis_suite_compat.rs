@@ -721,7 +721,7 @@ fn a_lock_waiter_tracking_with_noloop_hears_of_the_release() {
             let lock = format!("lock:{}", mode.len());
             let mut a = common::RawConn::to_port(port);
             let mut b = common::RawConn::to_port(port);
-            let mut pending = |c: &mut common::RawConn| {
+            let pending = |c: &mut common::RawConn| {
                 let mut got = String::new();
                 while let Some(push) = c.read_reply_within(Duration::from_millis(150)) {
                     got.push_str(&String::from_utf8_lossy(&push));
