@@ -5,8 +5,10 @@
 # themselves build and run offline:
 #   - go-redis v9 for tests/clients/go, asynq v0.26.0 for
 #     tests/clients/asynq and go-redis's own test suite (its module with its
-#     test dependencies) for tests/clients/go-redis-suite: `go mod download`
-#     into the Go module cache (GOMODCACHE, ~/go/pkg/mod by default);
+#     test dependencies) for tests/clients/go-redis-suite, and rueidis's
+#     suites (the client, rueidislock, rueidiscompat) for
+#     tests/clients/rueidis-suite: `go mod download` into the Go module
+#     cache (GOMODCACHE, ~/go/pkg/mod by default);
 #   - ioredis, node-redis and BullMQ for tests/clients/node: `npm ci` into
 #     tests/clients/node/node_modules (gitignored; npm keeps its download cache in ~/.npm);
 #   - Jedis and Lettuce for tests/clients/java: `mvn package` (dependencies
@@ -69,6 +71,25 @@ done
         GOFLAGS="${GOFLAGS:-} -mod=readonly" go mod download
         GOFLAGS="${GOFLAGS:-} -mod=readonly" GOPROXY=off go test -c -o /dev/null github.com/redis/go-redis/v9
         echo "install-client-deps: go-redis suite downloaded"
+    fi
+)
+# rueidis's own test suites (tests/python/test_rueidis_suite.py): the client,
+# its lock package and its go-redis-compatible adapter, with their test
+# dependencies, built from the module cache.
+(
+    cd "$CLIENTS/rueidis-suite"
+    packages="github.com/redis/rueidis github.com/redis/rueidis/rueidislock github.com/redis/rueidis/rueidiscompat"
+    build_all() {
+        for p in $packages; do
+            GOFLAGS="${GOFLAGS:-} -mod=readonly" GOPROXY=off go test -c -o /dev/null "$p" || return 1
+        done
+    }
+    if build_all >/dev/null 2>&1; then
+        echo "install-client-deps: rueidis suites already cached"
+    else
+        GOFLAGS="${GOFLAGS:-} -mod=readonly" go mod download
+        build_all
+        echo "install-client-deps: rueidis suites downloaded"
     fi
 )
 
