@@ -657,3 +657,38 @@ fn cluster_invalidates_on_the_node_the_client_is_connected_to() {
     assert_eq!(w.call(&["DEL", key]), F::Int(1));
     assert_eq!(a.next(), invalidate(&[key]));
 }
+
+/// Lowering `tracking-table-max-keys` forgets the oldest tracked keys at
+/// once and tells their readers, as Redis's trackingLimitUsedSlots (the
+/// Tcl suite's "Tracking gets notification on tracking table key
+/// eviction" waited for it forever: Kvasir trimmed only on a new read).
+#[test]
+fn lowering_the_tracking_table_limit_invalidates_the_oldest_keys() {
+    let kvasir = Kvasir::start(&[]);
+    let mut reader = kvasir.raw_conn();
+    let mut writer = kvasir.raw_conn();
+    reader.cmd_str(&["HELLO", "3"]);
+    assert_eq!(reader.cmd_str(&["CLIENT", "TRACKING", "on"]), "+OK\r\n");
+    writer.cmd_str(&["MSET", "key1", "1", "key2", "2"]);
+    reader.cmd_str(&["GET", "key1"]);
+    reader.cmd_str(&["GET", "key2"]);
+    assert_eq!(
+        writer.cmd_str(&["CONFIG", "SET", "tracking-table-max-keys", "1"]),
+        "+OK\r\n"
+    );
+    let push = reader
+        .read_reply_within(Duration::from_secs(5))
+        .expect("an invalidation once the table is over its new limit");
+    assert_eq!(
+        String::from_utf8_lossy(&push),
+        ">2\r\n$10\r\ninvalidate\r\n*1\r\n$4\r\nkey1\r\n",
+        "the oldest key goes"
+    );
+    // key2 is still tracked: its next write is heard of.
+    writer.cmd_str(&["SET", "key2", "3"]);
+    let push = reader
+        .read_reply_within(Duration::from_secs(5))
+        .expect("key2 still tracked");
+    assert!(String::from_utf8_lossy(&push).contains("key2"));
+    let _ = writer.cmd_str(&["CONFIG", "SET", "tracking-table-max-keys", "0"]);
+}

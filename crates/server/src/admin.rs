@@ -880,7 +880,11 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
             let maxmemory_changed = next.maxmemory != s.server.config.borrow().maxmemory;
             let access_mode = crate::maxmemory::eviction_settings(&next).2;
             s.server.memory_guard.forget_settings();
-            s.server.tracking.borrow_mut().max_keys = next.tracking_table_max_keys();
+            {
+                let mut tracking = s.server.tracking.borrow_mut();
+                tracking.max_keys = next.tracking_table_max_keys();
+                tracking.trim();
+            }
             s.server
                 .clients
                 .borrow()

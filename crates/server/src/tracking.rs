@@ -442,12 +442,18 @@ impl Tracking {
                 self.items += 1;
             }
         }
+        self.trim();
+    }
+
+    /// Forgets the oldest keys over `tracking-table-max-keys`, as Redis's
+    /// trackingLimitUsedSlots: readers are told, so that no cached copy
+    /// outlives its entry here. After a read, and when CONFIG SET lowers
+    /// the limit.
+    pub fn trim(&mut self) {
         while self.max_keys > 0 && self.keys.len() > self.max_keys {
             let Some((_, oldest)) = self.by_age.pop_first() else {
                 break;
             };
-            // As Redis's trackingLimitUsedSlots: readers are told, so
-            // that no cached copy outlives its entry here.
             self.invalidate_key(&oldest, false);
         }
     }
