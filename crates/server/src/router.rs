@@ -97,14 +97,7 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
             } else {
                 None
             };
-            let remember = || {
-                let keys: Vec<Bytes> = spec
-                    .keys_of(args)
-                    .into_iter()
-                    .filter_map(|i| args.get(i).cloned())
-                    .collect();
-                s.server.tracking.borrow_mut().remember(&s.info, &keys);
-            };
+            let remember = || crate::tracking::remember_keys_of(s, spec, args);
             hear_of_writes(
                 &s.server,
                 spec,

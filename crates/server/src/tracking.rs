@@ -603,6 +603,12 @@ pub fn remember_read(s: &crate::session::Session, spec: &CommandSpec, args: &[By
     {
         return;
     }
+    remember_keys_of(s, spec, args);
+}
+
+/// Remembers the key arguments of `spec` in `args` as read by the session
+/// (a read-only command, or a script at its last read).
+pub fn remember_keys_of(s: &crate::session::Session, spec: &CommandSpec, args: &[Bytes]) {
     let keys: Vec<Bytes> = spec
         .keys_of(args)
         .into_iter()
