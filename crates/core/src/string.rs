@@ -55,7 +55,7 @@ pub const COMMANDS: &[CommandSpec] = &[
 /// SET's key needs read permission only with GET, which returns the old
 /// value.
 pub fn set_key_access(args: &[Bytes]) -> crate::table::KeyAccess {
-    if args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get")) {
+    if set_has_option(args, b"get") {
         crate::table::KeyAccess::ReadWrite
     } else {
         crate::table::KeyAccess::Write
@@ -68,13 +68,17 @@ pub fn set_key_access(args: &[Bytes]) -> crate::table::KeyAccess {
 /// signals no modification then: watchers stay clean and tracking
 /// readers are not told.
 pub fn set_unchanged(args: &[Bytes], reply: &Reply) -> bool {
-    let has = |opt: &[u8]| args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(opt));
-    match (has(b"get"), reply) {
+    match (set_has_option(args, b"get"), reply) {
         (false, Reply::Nil) => true,
-        (true, Reply::Nil) => has(b"xx"),
-        (true, Reply::Bulk(_)) => has(b"nx"),
+        (true, Reply::Nil) => set_has_option(args, b"xx"),
+        (true, Reply::Bulk(_)) => set_has_option(args, b"nx"),
         _ => false,
     }
+}
+
+/// Whether SET's options (after key and value) include `opt`.
+fn set_has_option(args: &[Bytes], opt: &[u8]) -> bool {
+    args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(opt))
 }
 
 /// Redis's default proto-max-bulk-len: APPEND and SETRANGE refuse to grow a

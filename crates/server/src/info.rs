@@ -49,18 +49,36 @@ const ALL_SECTIONS: &[&str] = &[
 /// every key. Redis counts its allocations itself (zmalloc); this reads
 /// the same quantity from the allocator.
 pub fn used_memory() -> u64 {
-    let _ = tikv_jemalloc_ctl::epoch::advance();
-    let allocated = tikv_jemalloc_ctl::stats::allocated::read().unwrap_or(0) as u64;
-    allocated.saturating_sub(thread_cached_bytes())
+    AllocatorStats::read().used()
 }
 
-/// Bytes in jemalloc's thread caches, over every arena.
-fn thread_cached_bytes() -> u64 {
-    // SAFETY: the name is a NUL-terminated mallctl name whose value is a
-    // size_t, read after the caller advanced the statistics epoch.
-    let cached =
-        unsafe { tikv_jemalloc_ctl::raw::read::<usize>(b"stats.arenas.4096.tcache_bytes\0") };
-    cached.unwrap_or(0) as u64
+/// One reading of jemalloc's statistics (one epoch advance).
+struct AllocatorStats {
+    allocated: u64,
+    active: u64,
+    resident: u64,
+    /// Bytes in the thread caches, over every arena.
+    thread_cached: u64,
+}
+
+impl AllocatorStats {
+    fn read() -> AllocatorStats {
+        use tikv_jemalloc_ctl::stats;
+        let _ = tikv_jemalloc_ctl::epoch::advance();
+        // SAFETY: a NUL-terminated mallctl name whose value is a size_t.
+        let cached =
+            unsafe { tikv_jemalloc_ctl::raw::read::<usize>(b"stats.arenas.4096.tcache_bytes\0") };
+        AllocatorStats {
+            allocated: stats::allocated::read().unwrap_or(0) as u64,
+            active: stats::active::read().unwrap_or(0) as u64,
+            resident: stats::resident::read().unwrap_or(0) as u64,
+            thread_cached: cached.unwrap_or(0) as u64,
+        }
+    }
+
+    fn used(&self) -> u64 {
+        self.allocated.saturating_sub(self.thread_cached)
+    }
 }
 
 pub fn rss_bytes() -> u64 {
@@ -71,17 +89,6 @@ pub fn rss_bytes() -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     pages * 4096
-}
-
-/// jemalloc's (allocated, active, resident) bytes.
-fn allocator_stats() -> (u64, u64, u64) {
-    use tikv_jemalloc_ctl::stats;
-    let _ = tikv_jemalloc_ctl::epoch::advance();
-    (
-        stats::allocated::read().unwrap_or(0) as u64,
-        stats::active::read().unwrap_or(0) as u64,
-        stats::resident::read().unwrap_or(0) as u64,
-    )
 }
 
 /// (user, system) CPU seconds of this process, from /proc.
@@ -191,7 +198,8 @@ fn section(s: &Session, name: &str, out: &mut String) {
             );
         }
         "memory" => {
-            let used = used_memory();
+            let alloc = AllocatorStats::read();
+            let used = alloc.used();
             let peak = server.peak_memory.get().max(used);
             server.peak_memory.set(peak);
             let rss = rss_bytes();
@@ -200,7 +208,12 @@ fn section(s: &Session, name: &str, out: &mut String) {
             let startup = server.startup_memory.min(used);
             let dataset = used - startup;
             let system = total_system_memory();
-            let (allocated, active, resident) = allocator_stats();
+            let AllocatorStats {
+                allocated,
+                active,
+                resident,
+                ..
+            } = alloc;
             let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
             let diff = |a: u64, b: u64| a as i64 - b as i64;
             // What the clients hold: their unread queries and their queued
