@@ -103,6 +103,15 @@ impl CmdError {
     }
 }
 
+/// Redis's addReplySubcommandSyntaxError: a subcommand given the wrong
+/// arguments (`sub` cut at 128 bytes, as Redis).
+pub fn subcommand_syntax(container: &str, sub: &[u8]) -> CmdError {
+    CmdError::other(format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {container} HELP.",
+        String::from_utf8_lossy(&sub[..sub.len().min(128)])
+    ))
+}
+
 /// Builds the `unknown command` error exactly as Redis 7 words it:
 /// `ERR unknown command 'foo', with args beginning with: 'a' 'b' `. Like
 /// Redis, the quoted arguments stop once they reach 128 bytes, the last one

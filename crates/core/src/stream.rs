@@ -15,7 +15,7 @@
 //! after a write serves what was added after it blocked.
 
 use crate::args::{eq_ic, parse_i64};
-use crate::error::{BlockOn, CmdError, CmdResult};
+use crate::error::{subcommand_syntax, BlockOn, CmdError, CmdResult};
 use crate::keyspace::stream_ops::{
     ConsumerGroup, ConsumerInfo, StreamEntry, StreamId, Trim, STREAM_NODE_MAX_ENTRIES,
 };
@@ -125,13 +125,6 @@ fn nogroup_for_key(group: &[u8], key: &[u8]) -> CmdError {
 
 fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-fn subcommand_syntax(container: &str, sub: &[u8]) -> CmdError {
-    CmdError::other(format!(
-        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {container} HELP.",
-        String::from_utf8_lossy(&sub[..sub.len().min(128)])
-    ))
 }
 
 // ---------------------------------------------------------------------------

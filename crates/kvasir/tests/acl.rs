@@ -405,6 +405,24 @@ fn redis_conf_user_lines_make_users() {
         stderr.contains("Error in user declaration 'bob'") && stderr.contains("+nosuch"),
         "{stderr}"
     );
+    // A user declared twice stops the start, default included (Redis's
+    // text; the suite's "loading duplicate users in config on startup").
+    for user in ["foo", "default"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvasir"))
+            .args(["server", "--port", "0", "--bind", "127.0.0.1", "--dir"])
+            .arg(&dir)
+            .args(["--user", user, "--user", user])
+            .output()
+            .expect("run kvasir");
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "Error in user declaration '{user}': Duplicate user found"
+            )),
+            "{stderr}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -463,7 +481,8 @@ fn subscribers_are_closed_when_their_channels_are_revoked() {
 
 /// `aclfile`: users read at start, ACL SAVE writes ACL LIST's lines, ACL
 /// LOAD replaces every user or, with any bad line, none (Redis's error
-/// text); side by side with redis-server.
+/// text) and closes the connections of every user but default; side by
+/// side with redis-server.
 #[test]
 fn acl_file_load_and_save_answer_as_redis_does() {
     let initial = "user alice on >pw ~a* +get\nuser default on nopass ~* &* +@all\n";
@@ -481,11 +500,18 @@ fn acl_file_load_and_save_answer_as_redis_does() {
         out.push(c.cmd_str(&["ACL", "USERS"]));
         let mut bob_conn = RawConn::to_port(port);
         out.push(bob_conn.cmd_str(&["AUTH", "bob", "x"]));
+        // alice stays in the file: Redis 7.0 closes her connections too
+        // (every user but default is freed on a load).
+        let mut alice_conn = RawConn::to_port(port);
+        out.push(alice_conn.cmd_str(&["AUTH", "alice", "pw"]));
         std::fs::write(&file, initial).expect("write users.acl");
         out.push(c.cmd_str(&["ACL", "LOAD"]));
         out.push(c.cmd_str(&["ACL", "USERS"]));
         let (_, closed) = bob_conn.read_until_close(Duration::from_secs(5));
         out.push(format!("bob's connection closed: {closed}"));
+        let (_, closed) = alice_conn.read_until_close(Duration::from_secs(5));
+        out.push(format!("alice's connection closed: {closed}"));
+        out.push(c.cmd_str(&["PING"]));
         out
     };
     let redis_dir = common::temp_dir();

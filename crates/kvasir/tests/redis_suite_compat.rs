@@ -7,7 +7,8 @@
 //! maxmemory evicting at once, `client-output-buffer-limit` closing a
 //! subscriber that does not read, function names ignoring case, DEBUG
 //! DIGEST-VALUE of a copy, BITFIELD GET under a read-only key pattern, a
-//! redundant ACL subcommand rule, and the latency percentiles setting.
+//! redundant ACL subcommand rule, the latency percentiles setting, and
+//! FUNCTION LOAD's library API and errors.
 
 mod common;
 
@@ -466,6 +467,100 @@ fn function_names_ignore_case() {
             ),
         ]
     });
+}
+
+/// FUNCTION LOAD runs a library's code with Redis 7.0's library API only
+/// (`redis.register_function`, `log`, the version; any other global is an
+/// error) and answers register_function's misuse, a bad shebang and a long
+/// load with Redis's texts; FCALL, FUNCTION FLUSH and RESTORE check their
+/// arguments in Redis's order (unit/functions).
+#[test]
+fn function_load_errors_and_library_api_as_redis() {
+    let pair = Pair::start(&[]);
+    let load = |c: &mut redis::Connection, body: &str| {
+        go(
+            c,
+            &[
+                "FUNCTION",
+                "LOAD",
+                "REPLACE",
+                &format!("#!lua name=lib\n{body}"),
+            ],
+        )
+    };
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let mut out = vec![];
+        for body in [
+            "redis.register_function(nil, function() return 1 end)",
+            "redis.register_function{function_name=1, callback=2}",
+            "redis.register_function{function_name=function() end, callback=function() end}",
+            "redis.register_function('f1')",
+            "redis.register_function()",
+            "redis.register_function('f1', function() return 1 end, {}, 'd', 'x')",
+            "redis.register_function('', function() return 1 end)",
+            "redis.register_function('f1', function() end)\nredis.register_function('f1', function() end)",
+            "redis.register_function{function_name='f1', callback=function() end, flags={'bad'}}",
+            "redis.register_function{function_name='f1', callback=function() end, foo=1}",
+            "local a = 1\nwhile 1 do a = a + 1 end",
+            "redis.log(redis.LOG_NOTICE, 'x')\nredis.register_function{function_name='v', \
+             callback=function() return string.format('%s', redis.REDIS_VERSION) end}",
+        ] {
+            out.push(load(&mut c, body));
+        }
+        out.push(go(&mut c, &["FCALL", "v", "0"]));
+        out.push(load(
+            &mut c,
+            "local lib = redis\n\
+             lib.register_function('f5', function() lib.register_function('x', function() end) end)\n\
+             lib.register_function('f6', function() lib.redis = 1 end)",
+        ));
+        for f in ["f5", "f6"] {
+            out.push(go(&mut c, &["FCALL", f, "0"]));
+        }
+        out.push(go(&mut c, &["FCALL", "nosuch", "x"]));
+        out.push(go(&mut c, &["FCALL", "f5", "x"]));
+        out.push(go(&mut c, &["FCALL_RO", "f5", "x"]));
+        out.push(go(&mut c, &["FCALL_RO", "f5", "0"]));
+        for shebang in ["#! name=t", "#!lua name=\"quoted\"", "#!LUA NAME=upper"] {
+            out.push(go(
+                &mut c,
+                &[
+                    "FUNCTION",
+                    "LOAD",
+                    &format!("{shebang}\nredis.register_function('q', function() end)"),
+                ],
+            ));
+            out.push(go(&mut c, &["FUNCTION", "FLUSH"]));
+        }
+        out.push(go(&mut c, &["FUNCTION", "FLUSH", "SYNC", "extra"]));
+        out.push(go(&mut c, &["FUNCTION", "RESTORE", "a", "b", "c"]));
+        out
+    });
+    // Globals other than the library API: Redis adds "ERR " before the
+    // Lua position, Kvasir does not; both name the variable.
+    for (name, port) in pair.ports() {
+        let mut c = connect(port);
+        for (body, missing) in [
+            ("return math.random()", "math"),
+            ("return redis.call('ping')", "call"),
+            ("return redis.setresp(3)", "setresp"),
+            ("mt = getmetatable(_G)", "getmetatable"),
+            ("redis.math.random()", "math"),
+        ] {
+            let Err(e) = load(&mut c, body) else {
+                panic!("{name}: {body} loaded");
+            };
+            assert!(
+                e.starts_with("ERR Error registering functions: ")
+                    && e.contains(&format!(
+                        "Script attempted to access nonexistent global variable '{missing}'"
+                    ))
+                    && !e.contains("traceback"),
+                "{name}: {body}: {e}"
+            );
+        }
+    }
 }
 
 #[test]

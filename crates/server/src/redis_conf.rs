@@ -179,6 +179,13 @@ pub fn apply(config: &mut Config, directives: &[Directive]) -> Result<(), String
                 config.bind = value.clone();
                 Ok(())
             }
+            "user" if config.acl_users.iter().any(|u| u.first() == d.args.first()) => {
+                Err(bad(&format!(
+                    "Error in user declaration '{}': Duplicate user found. A user can only be \
+                     defined once in config files",
+                    d.args[0]
+                )))
+            }
             "user" if !d.args.is_empty() => {
                 config.acl_users.push(d.args.clone());
                 // Checked now, so a bad rule stops the start with its reason.
@@ -209,6 +216,11 @@ pub fn apply(config: &mut Config, directives: &[Directive]) -> Result<(), String
             "daemonize" if value.eq_ignore_ascii_case("yes") => Err(bad(
                 "daemonize yes is not supported: run Kvasir under a supervisor",
             )),
+            // A multi-argument parameter given no value (`save ` as Redis's
+            // own test harness writes it) is set empty, as `save ""`.
+            "save" if d.args.is_empty() => config
+                .set("save", "")
+                .map_err(|_| bad("Invalid save parameters")),
             _ if d.args.is_empty() => Err(bad("Bad directive or wrong number of arguments")),
             name => match config.set(name, &value) {
                 Ok(()) => Ok(()),
@@ -306,6 +318,21 @@ mod tests {
         assert!(e.contains(">>> 'no-such-thing 1'"), "{e}");
         let bad = from_command_line(&words(&["--maxmemory", "lots"])).expect("parsed");
         assert!(apply(&mut c, &bad).is_err());
+    }
+
+    /// `save` with nothing after it (the line Redis's test harness writes
+    /// for `save ""`) clears the save points, as Redis reads it.
+    #[test]
+    fn a_save_line_without_value_clears_the_save_points() {
+        let dir = std::env::temp_dir().join(format!("kvasir-conf-save-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("redis.conf");
+        std::fs::write(&path, "save 900 1\nsave \nport 7000\n").expect("write");
+        let d = read_file(path.to_str().expect("utf-8 path"), 0).expect("read");
+        let mut c = Config::default();
+        apply(&mut c, &d).expect("applied");
+        assert_eq!(c.save, "");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 

@@ -182,13 +182,21 @@ const FUNCTION_SUBCOMMANDS: &[CommandSpec] = &[
     ),
 ];
 
+/// FCALL's KEYS and ARGV, checked after the function is found (Redis's
+/// order and its text for a numkeys that is not a number).
+fn function_keys(args: &[Bytes]) -> Result<(&[Bytes], &[Bytes]), CmdError> {
+    crate::args::parse_i64(&args[2])
+        .map_err(|_| CmdError::other("ERR Bad number of keys provided"))?;
+    super::eval::split_keys(args)
+}
+
 fn fcall<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
-    let (keys, argv) = super::eval::split_keys(args)?;
     let name = String::from_utf8_lossy(&args[1]).into_owned();
     let flags = match store.scripts.function(&name) {
         Some((_, f)) => f.flags,
         None => return Err(CmdError::other("ERR Function not found")),
     };
+    let (keys, argv) = function_keys(args)?;
     if flags.contains(ScriptFlags::ALLOW_OOM) {
         // `allow-oom` runs any command over maxmemory (Redis's
         // scriptVerifyOOM).
@@ -208,14 +216,14 @@ fn fcall<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx
 }
 
 fn fcall_ro<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
-    let (keys, argv) = super::eval::split_keys(args)?;
     let name = String::from_utf8_lossy(&args[1]).into_owned();
-    match store.scripts.function(&name) {
-        Some((_, f)) if !f.flags.contains(ScriptFlags::NO_WRITES) => {
-            return Err(super::ro_write_flag_error())
-        }
-        Some(_) => {}
-        None => return Err(CmdError::other("ERR Function not found")),
+    let Some((_, function)) = store.scripts.function(&name) else {
+        return Err(CmdError::other("ERR Function not found"));
+    };
+    let read_only = function.flags.contains(ScriptFlags::NO_WRITES);
+    let (keys, argv) = function_keys(args)?;
+    if !read_only {
+        return Err(super::ro_write_flag_error());
     }
     let run = Run {
         db,
@@ -230,32 +238,33 @@ fn fcall_ro<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx)
         .into_result()
 }
 
-/// The library name of a `#!lua name=<lib>` first line.
+/// The library name of a `#!lua name=<lib>` first line, split and
+/// checked as Redis 7.0's functionExtractLibMetaData (quotes as in
+/// redis.conf: `name="foo"` is foo).
 fn library_name(code: &[u8]) -> Result<String, CmdError> {
     if !code.starts_with(b"#!") {
         return Err(CmdError::other("ERR Missing library metadata"));
     }
-    let Some(end) = code.iter().position(|&c| c == b'\n') else {
-        return Err(CmdError::other("ERR Invalid library metadata"));
-    };
-    let line = String::from_utf8_lossy(&code[2..end]);
-    let mut parts = line.split(' ').filter(|p| !p.is_empty());
-    let engine = parts.next().unwrap_or("");
-    if !engine.eq_ignore_ascii_case("lua") {
-        return Err(CmdError::other(format!("ERR Engine '{engine}' not found")));
-    }
+    let invalid = || CmdError::other("ERR Invalid library metadata");
+    let end = code.iter().position(|&c| c == b'\n').ok_or_else(invalid)?;
+    let parts = kvasir_resp::parse::split_args(&code[..end]).ok_or_else(invalid)?;
+    let (engine, metadata) = parts.split_first().ok_or_else(invalid)?;
+    let engine = String::from_utf8_lossy(engine.get(2..).unwrap_or_default());
     let mut name = None;
-    for part in parts {
-        match part.strip_prefix("name=") {
-            Some(_) if name.is_some() => {
-                return Err(CmdError::other(
-                    "ERR Invalid metadata value, name argument was given multiple times",
-                ))
+    for part in metadata {
+        match part.get(..5) {
+            Some(prefix) if prefix.eq_ignore_ascii_case(b"name=") => {
+                if name.is_some() {
+                    return Err(CmdError::other(
+                        "ERR Invalid metadata value, name argument was given multiple times",
+                    ));
+                }
+                name = Some(String::from_utf8_lossy(&part[5..]).into_owned());
             }
-            Some(n) => name = Some(n.to_string()),
-            None => {
+            _ => {
                 return Err(CmdError::other(format!(
-                    "ERR Invalid metadata value given: {part}"
+                    "ERR Invalid metadata value given: {}",
+                    String::from_utf8_lossy(part)
                 )))
             }
         }
@@ -263,6 +272,9 @@ fn library_name(code: &[u8]) -> Result<String, CmdError> {
     let name = name.ok_or_else(|| CmdError::other("ERR Library name was not given"))?;
     if name.is_empty() || !name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') {
         return Err(CmdError::other("ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long"));
+    }
+    if !engine.eq_ignore_ascii_case("lua") {
+        return Err(CmdError::other(format!("ERR Engine '{engine}' not found")));
     }
     Ok(name)
 }
@@ -373,6 +385,9 @@ fn function_flush<K: Keyspace>(
     args: &[Bytes],
     _ctx: &Ctx,
 ) -> CmdResult {
+    if args.len() > 3 {
+        return Err(crate::error::subcommand_syntax("FUNCTION", &args[1]));
+    }
     super::check_flush_mode(args, "ERR FUNCTION FLUSH only supports SYNC|ASYNC option")?;
     store.scripts.set_libraries(Default::default());
     Ok(Reply::ok())
@@ -517,6 +532,9 @@ fn function_restore<K: Keyspace>(
     args: &[Bytes],
     _ctx: &Ctx,
 ) -> CmdResult {
+    if args.len() > 4 {
+        return Err(crate::error::subcommand_syntax("FUNCTION", &args[1]));
+    }
     #[derive(PartialEq)]
     enum Policy {
         Flush,

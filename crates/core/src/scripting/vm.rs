@@ -206,11 +206,40 @@ rawsetmeta(G0, {
   end,
   __metatable = false,
 })
-rawsetmeta(G, {
+local gmeta = {
   __index = G0,
   __newindex = function() rawerror('Attempt to modify a readonly table', 2) end,
   __metatable = false,
-})
+}
+rawsetmeta(G, gmeta)
+-- A library's code (FUNCTION LOAD) sees Redis 7.0's library API instead
+-- of the globals: a `redis` with register_function, log and the version
+-- only; reading anything else is an error. Functions it defines see the
+-- globals when they run. Rust sets `register_function` in `load_redis`
+-- during a load.
+local function strict(t)
+  return rawsetmeta(t, {
+    __index = function(_, n)
+      rawerror("Script attempted to access nonexistent global variable '" .. rawtostring(n) .. "'", 2)
+    end,
+    __metatable = false,
+  })
+end
+local real_redis = hidden.redis_real
+local load_redis = strict({})
+for _, k in ipairs({'log', 'LOG_DEBUG', 'LOG_VERBOSE', 'LOG_NOTICE', 'LOG_WARNING',
+                    'REDIS_VERSION', 'REDIS_VERSION_NUM'}) do
+  rawset_(load_redis, k, real_redis[k])
+end
+hidden.load_redis = load_redis
+hidden.register_outside_load = function()
+  rawerror('redis.register_function can only be called on FUNCTION LOAD command', 0)
+end
+rawset_(load_redis, 'register_function', hidden.register_outside_load)
+local load_env = strict({redis = readonly(load_redis)})
+hidden.library_env = function(on)
+  if on then gmeta.__index = load_env else gmeta.__index = G0 end
+end
 "#;
 
 /// A shard's interpreter with its compiled scripts. Its `redis.call` and
@@ -229,11 +258,13 @@ pub struct ScriptVm<K: Keyspace> {
     hook: HookState,
     /// The run's `redis.setresp` choice: 2 or 3.
     resp: Arc<AtomicU64>,
-    /// The real `redis` table (scripts see a read-only proxy) and its
-    /// `call` and `pcall`, which library loading hides.
-    redis: Table,
-    call: Function,
-    pcall: Function,
+    /// The `redis` a library's code sees while it loads (its
+    /// `register_function` is set during a load), the function that
+    /// switches the globals to that library API and back, and the
+    /// `register_function` called outside a load.
+    load_redis: Table,
+    library_env: Function,
+    register_outside_load: Function,
     /// The run in progress (a `RefCell<CallState>`), null between runs;
     /// see [`with_current_run`].
     current: Arc<AtomicPtr<()>>,
@@ -384,9 +415,9 @@ impl<K: Keyspace> ScriptVm<K> {
             rng,
             hook: HookState::default(),
             resp,
-            redis,
-            call,
-            pcall,
+            load_redis: hidden.raw_get("load_redis")?,
+            library_env: hidden.raw_get("library_env")?,
+            register_outside_load: hidden.raw_get("register_outside_load")?,
             current,
             script_body,
             function_body,
@@ -470,7 +501,7 @@ impl<K: Keyspace> ScriptVm<K> {
         let registered: RefCell<BTreeMap<String, (Function, FunctionInfo)>> =
             RefCell::new(BTreeMap::new());
         let problem: RefCell<Option<String>> = RefCell::new(None);
-        let redis = &self.redis;
+        let (load_redis, library_env) = (&self.load_redis, &self.library_env);
         let result = self.lua.scope(|scope| {
             let register = scope.create_function(|_, args: MultiValue| {
                 match register_args(args) {
@@ -479,9 +510,9 @@ impl<K: Keyspace> ScriptVm<K> {
                         // Within one library names may differ by case
                         // alone, as Redis 7.0 lets them ('a' and 'A').
                         match reg.entry(name) {
-                            std::collections::btree_map::Entry::Occupied(e) => {
+                            std::collections::btree_map::Entry::Occupied(_) => {
                                 *problem.borrow_mut() =
-                                    Some(format!("Function {} already exists", e.key()));
+                                    Some("Function already exists in the library".to_string());
                             }
                             std::collections::btree_map::Entry::Vacant(e) => {
                                 e.insert((f, info));
@@ -495,32 +526,42 @@ impl<K: Keyspace> ScriptVm<K> {
                     None => Ok(()),
                 }
             })?;
-            redis.raw_set("register_function", register)?;
-            // A library's code runs outside any script run: there is no
-            // redis.call there (Redis's load-time `redis` lacks it too).
-            redis.raw_set("call", Value::Nil)?;
-            redis.raw_set("pcall", Value::Nil)?;
+            load_redis.raw_set("register_function", register)?;
+            library_env.call::<()>(true)?;
             // A library's code is bounded like a script (Redis gives it
-            // 500 ms): never paused, stopped by instruction count.
+            // 500 ms; a count, not a clock, so that every replica loads
+            // the same libraries): never paused, stopped by instruction
+            // count.
             self.hook
                 .start(crate::store::DEFAULT_SCRIPT_MAX_INSTRUCTIONS, None);
             let r = {
                 let _hook = HookGuard::set(&self.hook);
                 chunk.call::<()>(())
             };
-            redis.raw_set("register_function", Value::Nil)?;
-            redis.raw_set("call", &self.call)?;
-            redis.raw_set("pcall", &self.pcall)?;
+            library_env.call::<()>(false)?;
+            load_redis.raw_set("register_function", &self.register_outside_load)?;
             Ok(r)
         });
         let outcome = result.and_then(|r| r);
         if let Some(text) = problem.into_inner() {
-            return Err(CmdError::other(format!("ERR {text}")));
+            return Err(CmdError::other(format!(
+                "ERR Error registering functions: ERR {text}"
+            )));
         }
         if let Err(e) = outcome {
+            let text = match self.hook.stopped() {
+                Some(_) => "ERR FUNCTION LOAD timeout".to_string(),
+                // Redis shows the error without mlua's traceback.
+                None => {
+                    let text = lua_error_text(&e);
+                    match text.split_once("\nstack traceback:") {
+                        Some((message, _)) => message.to_string(),
+                        None => text,
+                    }
+                }
+            };
             return Err(CmdError::other(format!(
-                "ERR Error registering functions: {}",
-                lua_error_text(&e)
+                "ERR Error registering functions: {text}"
             )));
         }
         let registered = registered.into_inner();
@@ -1714,85 +1755,106 @@ pub fn lua_error_text(e: &mlua::Error) -> String {
 }
 
 /// `redis.register_function('name', f)` or
-/// `redis.register_function{function_name=, callback=, flags=, description=}`.
+/// `redis.register_function{function_name=, callback=, flags=, description=}`,
+/// checked in Redis 7.0's order and with its texts.
 fn register_args(args: MultiValue) -> Result<(String, Function, FunctionInfo), String> {
-    let mut it = args.into_iter();
-    let first = it.next().unwrap_or(Value::Nil);
-    let (name, callback, flags, description) = match first {
-        Value::String(name) => {
-            let f = match it.next() {
-                Some(Value::Function(f)) => f,
-                _ => {
-                    return Err(
-                        "callback argument given to redis.register_function must be a function"
-                            .into(),
-                    )
-                }
-            };
-            (name.to_string_lossy(), f, None, None)
+    // Lua's tostring of a string or a number (lua_isstring), as Redis reads
+    // names and descriptions.
+    fn text(v: &Value) -> Option<String> {
+        match v {
+            Value::String(s) => Some(s.to_string_lossy()),
+            Value::Integer(n) => Some(n.to_string()),
+            Value::Number(n) => Some(format_double(*n)),
+            _ => None,
         }
-        Value::Table(t) => {
-            for pair in t.clone().pairs::<Value, Value>() {
-                let (k, _) = pair.map_err(|e| e.to_string())?;
-                let key = match &k {
-                    Value::String(s) => s.to_string_lossy(),
-                    _ => String::new(),
+    }
+    let mut args: Vec<Value> = args.into_iter().collect();
+    let (name, callback, flags, description) = match args.len() {
+        1 => {
+            let Value::Table(t) = args.remove(0) else {
+                return Err(
+                    "calling redis.register_function with a single argument is only \
+                            applicable to Lua table (representing named arguments)."
+                        .into(),
+                );
+            };
+            let (mut name, mut callback, mut flags, mut description) = (None, None, None, None);
+            for pair in t.pairs::<Value, Value>() {
+                let (k, v) = pair.map_err(|e| e.to_string())?;
+                let Some(key) = text(&k) else {
+                    return Err(
+                        "named argument key given to redis.register_function is not a string"
+                            .into(),
+                    );
                 };
-                if !["function_name", "callback", "flags", "description"].contains(&key.as_str()) {
-                    return Err("unknown argument given to redis.register_function".to_string());
+                match key.to_ascii_lowercase().as_str() {
+                    "function_name" => match text(&v) {
+                        Some(n) => name = Some(n),
+                        None => return Err("function_name argument given to redis.register_function must be a string".into()),
+                    },
+                    "description" => match text(&v) {
+                        Some(d) => description = Some(d),
+                        None => return Err("description argument given to redis.register_function must be a string".into()),
+                    },
+                    "callback" => match v {
+                        Value::Function(f) => callback = Some(f),
+                        _ => return Err("callback argument given to redis.register_function must be a function".into()),
+                    },
+                    "flags" => match v {
+                        Value::Table(fl) => flags = Some(parse_function_flags(fl)?),
+                        _ => return Err("flags argument to redis.register_function must be a table representing function flags".into()),
+                    },
+                    _ => return Err("unknown argument given to redis.register_function".into()),
                 }
             }
-            let name = match t.raw_get::<Value>("function_name") {
-                Ok(Value::String(s)) => s.to_string_lossy(),
-                _ => return Err("redis.register_function must get a function name argument".into()),
+            let Some(name) = name else {
+                return Err("redis.register_function must get a function name argument".into());
             };
-            let f = match t.raw_get::<Value>("callback") {
-                Ok(Value::Function(f)) => f,
-                _ => return Err("redis.register_function must get a callback argument".into()),
+            let Some(callback) = callback else {
+                return Err("redis.register_function must get a callback argument".into());
             };
-            let flags = match t.raw_get::<Value>("flags") {
-                Ok(Value::Table(fl)) => Some(fl),
-                Ok(Value::Nil) => None,
-                _ => return Err("flags argument to redis.register_function must be a table representing function flags".into()),
+            (name, callback, flags, description)
+        }
+        2 => {
+            let Some(name) = text(&args[0]) else {
+                return Err("first argument to redis.register_function must be a string".into());
             };
-            let description =
-                match t.raw_get::<Value>("description") {
-                    Ok(Value::String(s)) => Some(s.to_string_lossy()),
-                    Ok(Value::Nil) => None,
-                    _ => return Err(
-                        "description argument given to redis.register_function must be a string"
-                            .into(),
-                    ),
-                };
-            (name, f, flags, description)
+            let Value::Function(f) = args.remove(1) else {
+                return Err("second argument to redis.register_function must be a function".into());
+            };
+            (name, f, None, None)
         }
         _ => return Err("wrong number of arguments to redis.register_function".into()),
     };
     if name.is_empty() || !name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') {
-        return Err("Function names can only contain letters, numbers, or underscores(_) and must be at least one character long".into());
-    }
-    let mut parsed = ScriptFlags::default();
-    if let Some(fl) = flags {
-        for v in fl.sequence_values::<Value>() {
-            let v = v.map_err(|e| e.to_string())?;
-            let flag = match &v {
-                Value::String(s) => ScriptFlags::from_name(&s.to_string_lossy()),
-                _ => None,
-            };
-            match flag {
-                Some(f) => parsed.0 |= f.0,
-                None => return Err("unknown flag given".into()),
-            }
-        }
+        // Redis 7.0 says "Library" of a function's name too.
+        return Err("Library names can only contain letters, numbers, or underscores(_) and must be at least one character long".into());
     }
     Ok((
         name,
         callback,
         FunctionInfo {
             description,
-            flags: parsed,
+            flags: flags.unwrap_or_default(),
         },
     ))
+}
+
+/// register_function's `flags` table: names of script flags.
+fn parse_function_flags(fl: Table) -> Result<ScriptFlags, String> {
+    let mut parsed = ScriptFlags::default();
+    for v in fl.sequence_values::<Value>() {
+        let v = v.map_err(|e| e.to_string())?;
+        let flag = match &v {
+            Value::String(s) => ScriptFlags::from_name(&s.to_string_lossy()),
+            _ => None,
+        };
+        match flag {
+            Some(f) => parsed.0 |= f.0,
+            None => return Err("unknown flag given".into()),
+        }
+    }
+    Ok(parsed)
 }
 
 /// The step hook (see [`hook`]) on the main state, where libraries load,

@@ -101,8 +101,8 @@ impl Acl {
 
     /// Replaces every user with the file's (a file without `default` gets
     /// the default one, allowed everything); nothing changes if any line is
-    /// bad. Returns the names of the users that are gone.
-    pub fn load_file(&mut self, path: &str, all_channels: bool) -> Result<Vec<String>, String> {
+    /// bad.
+    pub fn load_file(&mut self, path: &str, all_channels: bool) -> Result<(), String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("Error loading ACLs, opening file '{path}': {e}"))?;
         let mut users = file::parse(&text, path, all_channels)?;
@@ -113,7 +113,7 @@ impl Acl {
         for user in users {
             gone.retain(|n| *n != user.name);
             match self.users.get(&user.name) {
-                // Connections keep their user and see its new rules.
+                // The default user's connections stay and see its new rules.
                 Some(existing) => *existing.borrow_mut() = Arc::new(user),
                 None => {
                     self.users
@@ -124,7 +124,7 @@ impl Acl {
         for name in &gone {
             self.users.remove(name);
         }
-        Ok(gone)
+        Ok(())
     }
 
     /// ACL LIST's lines.
@@ -380,17 +380,25 @@ pub fn run(s: &mut Session, sub: AclCmd, args: &[Bytes]) -> Result<Reply, CmdErr
         AclCmd::Load => {
             let path = acl_file(s)?;
             let all_channels = all_channels_by_default(s);
-            let gone = s
+            // Redis 7.0 frees every user but `default` on a load and closes
+            // their connections (this one after its reply), whether or not
+            // the file changed them.
+            let reloaded: Vec<String> = s
                 .server
+                .acl
+                .borrow()
+                .users
+                .keys()
+                .filter(|n| *n != "default")
+                .cloned()
+                .collect();
+            s.server
                 .acl
                 .borrow_mut()
                 .load_file(&path, all_channels)
                 .map_err(|e| CmdError::other(format!("ERR {e}")))?;
-            kill_clients_of(s, &gone);
-            let names: Vec<String> = s.server.acl.borrow().users.keys().cloned().collect();
-            for name in names {
-                kill_revoked_subscribers(s, &name);
-            }
+            kill_clients_of(s, &reloaded);
+            kill_revoked_subscribers(s, "default");
             Ok(Reply::ok())
         }
         AclCmd::Save => {
