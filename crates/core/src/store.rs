@@ -198,13 +198,14 @@ pub struct Store<K: Keyspace = MemoryKeyspace> {
 /// One write a command reported: database, table entry, arguments.
 pub type ReportedWrite = (usize, &'static crate::table::CommandSpec, Vec<Bytes>);
 
-/// One command a script ran, for INFO commandstats: its table entry, its
-/// parent (for a subcommand), microseconds, and whether it failed.
+/// One command a script ran, for INFO commandstats and errorstats: its
+/// table entry, its parent (for a subcommand), microseconds, and its error
+/// reply if it failed.
 pub type ScriptCallStat = (
     &'static crate::table::CommandSpec,
     Option<&'static crate::table::CommandSpec>,
     u64,
-    bool,
+    Option<String>,
 );
 
 /// Accounts a key that lazy expiry removed: `expired_keys` and its

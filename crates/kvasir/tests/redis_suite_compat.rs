@@ -563,6 +563,86 @@ fn function_load_errors_and_library_api_as_redis() {
     }
 }
 
+/// The errors of commands run by EXEC and by scripts count in INFO
+/// errorstats and as failed calls of those commands; a script's error
+/// reply that carries a command's error on is not counted twice, one of
+/// its own is (unit/info "errorstats: failed call within MULTI/EXEC",
+/// "... within LUA", unit/scripting "Consistent eval error reporting").
+#[test]
+fn errors_inside_exec_and_scripts_count_in_errorstats() {
+    let pair = Pair::start(&[]);
+    let cases: &[(&[&[&str]], &[&str])] = &[
+        (
+            &[&[
+                "EVAL",
+                "redis.pcall('XGROUP', 'CREATECONSUMER', 's1', 'g', 'c') return",
+                "0",
+            ]],
+            &["xgroup|createconsumer", "eval"],
+        ),
+        (
+            &[&["EVAL", "return redis.call('select', 99)", "0"]],
+            &["select", "eval"],
+        ),
+        (
+            &[&["EVAL", "local t = redis.pcall('select', 99) return 1", "0"]],
+            &["select", "eval"],
+        ),
+        (
+            &[&["EVAL", "return redis.pcall('select', 99)", "0"]],
+            &["select", "eval"],
+        ),
+        (
+            &[&["EVAL", "return redis.error_reply('My Error')", "0"]],
+            &["eval"],
+        ),
+        (&[&["EVAL", "error('boom')", "0"]], &["eval"]),
+        (
+            &[
+                &["MULTI"],
+                &["SET", "a", "b"],
+                &["AUTH", "a"],
+                &["EXEC"],
+                &["EXEC"],
+            ],
+            &["set", "auth", "exec"],
+        ),
+        (
+            &[&["MULTI"], &["SET", "a", "b"], &["INCR", "a"], &["EXEC"]],
+            &["set", "incr", "exec"],
+        ),
+    ];
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let mut out = vec![];
+        for (commands, counted) in cases {
+            go(&mut c, &["CONFIG", "RESETSTAT"]).expect("resetstat");
+            for command in *commands {
+                out.push(go(&mut c, command));
+            }
+            let errors = info(&mut c, "errorstats");
+            let mut lines: Vec<String> = errors
+                .lines()
+                .filter(|l| l.starts_with("errorstat_"))
+                .map(str::to_string)
+                .collect();
+            let stats = info(&mut c, "stats");
+            lines.extend(
+                stats
+                    .lines()
+                    .filter(|l| l.starts_with("total_error_replies"))
+                    .map(str::to_string),
+            );
+            let commandstats = info(&mut c, "commandstats");
+            for cmd in *counted {
+                lines.push(call_counts(&commandstats, cmd));
+            }
+            out.push(Ok(Value::BulkString(lines.join(" ").into_bytes())));
+        }
+        out
+    });
+}
+
 #[test]
 fn digest_value_of_a_copy_equals_its_source() {
     let pair = Pair::start(&["--enable-debug-command", "yes"]);

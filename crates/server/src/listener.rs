@@ -99,6 +99,10 @@ pub struct Stats {
     pub net_input_bytes: u64,
     pub net_output_bytes: u64,
     pub total_error_replies: u64,
+    /// Errors of commands scripts ran, already counted: a script's error
+    /// reply that carries one on (redis.call's error, pcall's error table
+    /// returned) is not counted again, as Redis flags such replies.
+    pub script_errors_counted: std::collections::VecDeque<String>,
     /// Keyed by the address of the command's table entry.
     pub commands: HashMap<usize, CmdStat, foldhash::fast::RandomState>,
     /// Keyed by the error code (`ERR`, `WRONGTYPE`).

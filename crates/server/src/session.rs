@@ -19,6 +19,9 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
+/// A command's table entry and, for a subcommand, its container's.
+type CommandEntry = (&'static CommandSpec, Option<&'static CommandSpec>);
+
 /// Replies up to this size wait for the loop's other ready connections
 /// before they are written (see `serve`); larger ones go out at once, while
 /// they are still in the cache (LRANGE of hundreds of elements lost 30%
@@ -74,6 +77,10 @@ pub struct Session {
     /// The parked command, whose final reply may still fail it (errorstats,
     /// failed_calls), as Redis's updateStatsOnUnblock counts.
     parked_command: Option<(&'static CommandSpec, Option<&'static CommandSpec>)>,
+    /// The commands of each EXEC in flight, in the order of its reply
+    /// (`None` where the ACL recheck refused one): their errors count in
+    /// errorstats and as failed calls when the EXEC's reply is accounted.
+    exec_commands: std::cell::RefCell<std::collections::VecDeque<Vec<Option<CommandEntry>>>>,
     /// Pushes that go out before the reply of the command being run (the
     /// invalidations of keys evicted to make room for it).
     early_pushes: Vec<Reply>,
@@ -217,6 +224,7 @@ pub async fn run<C: ClientConn>(server: Rc<Server>, mut conn: C, addr: SocketAdd
         reply_mode: ReplyMode::default(),
         parked_silent: false,
         parked_command: None,
+        exec_commands: Default::default(),
         early_pushes: Vec::new(),
         open_batch: None,
     };
@@ -851,12 +859,7 @@ impl Session {
         let mut stats = self.server.stats.borrow_mut();
         count_error(&mut stats, text);
         if let Some((spec, _)) = command {
-            if let Some(entry) = stats
-                .commands
-                .get_mut(&(spec as *const CommandSpec as usize))
-            {
-                entry.failed += 1;
-            }
+            count_failed(&mut stats, spec);
         }
     }
 
@@ -870,10 +873,38 @@ impl Session {
     ) {
         let micros = elapsed.as_micros() as u64;
         let rejected = self.rejected.replace(false);
+        let exec_commands = spec
+            .filter(|(s, _)| {
+                matches!(
+                    s.handler,
+                    Handler::Session(kvasir_core::connection::SessionCmd::Exec)
+                )
+            })
+            .and_then(|_| self.exec_commands.borrow_mut().pop_front());
         {
             let mut stats = self.server.stats.borrow_mut();
+            let from_script = spec.is_some_and(|(s, p)| p.unwrap_or(s).group == "scripting");
             if let Reply::Error(text) = reply {
-                count_error(&mut stats, text);
+                if !(from_script && counted_in_script(&mut stats, text)) {
+                    count_error(&mut stats, text);
+                }
+            }
+            if from_script {
+                stats.script_errors_counted.clear();
+            }
+            // The errors of EXEC's commands, as Redis counts each command
+            // of the block as a call of its own.
+            if let (Some(commands), Reply::Array(items)) = (exec_commands, reply) {
+                if commands.len() == items.len() {
+                    for (command, item) in commands.into_iter().zip(items) {
+                        if let Reply::Error(text) = item {
+                            count_error(&mut stats, text);
+                            if let Some((spec, _)) = command {
+                                count_failed(&mut stats, spec);
+                            }
+                        }
+                    }
+                }
             }
             if rejected {
                 // Not run: no call, no latency, no MONITOR or slow log line.
@@ -1010,9 +1041,39 @@ pub(crate) fn account_script_calls(
         return;
     }
     let mut stats = server.stats.borrow_mut();
-    for (spec, parent, micros, failed) in calls {
+    for (spec, parent, micros, error) in calls {
         stats.total_commands_processed += 1;
-        count_call(&mut stats, spec, parent, micros, failed);
+        count_call(&mut stats, spec, parent, micros, error.is_some());
+        if let Some(text) = error {
+            count_error(&mut stats, &text);
+            // Bounded: only the last few can still be a script's reply.
+            if stats.script_errors_counted.len() >= 16 {
+                stats.script_errors_counted.pop_front();
+            }
+            stats.script_errors_counted.push_back(text);
+        }
+    }
+}
+
+/// Whether a script's error reply `text` carries the error of a command
+/// it ran, already counted in errorstats (forgotten once matched).
+fn counted_in_script(stats: &mut crate::listener::Stats, text: &str) -> bool {
+    let found = stats
+        .script_errors_counted
+        .iter()
+        .position(|inner| text.starts_with(inner.as_str()));
+    found
+        .map(|i| stats.script_errors_counted.remove(i))
+        .is_some()
+}
+
+/// A counted call of `spec` that ended in an error.
+fn count_failed(stats: &mut crate::listener::Stats, spec: &'static CommandSpec) {
+    if let Some(entry) = stats
+        .commands
+        .get_mut(&(spec as *const CommandSpec as usize))
+    {
+        entry.failed += 1;
     }
 }
 
@@ -1057,7 +1118,15 @@ fn count_call(
 impl Session {
     /// Counts the commands EXEC runs, as Redis does (each is a call in
     /// commandstats and in total_commands_processed).
-    pub fn account_queued(&self, queued: &[crate::transaction::Queued]) {
+    /// `refused`: the positions in EXEC's reply of the commands the ACL
+    /// recheck refused.
+    pub fn account_queued(&self, queued: &[crate::transaction::Queued], refused: &[usize]) {
+        let mut in_reply: Vec<Option<CommandEntry>> =
+            queued.iter().map(|q| Some((q.spec, q.parent))).collect();
+        for &i in refused {
+            in_reply.insert(i.min(in_reply.len()), None);
+        }
+        self.exec_commands.borrow_mut().push_back(in_reply);
         let mut stats = self.server.stats.borrow_mut();
         for q in queued {
             stats.total_commands_processed += 1;

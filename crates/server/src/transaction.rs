@@ -220,7 +220,8 @@ pub fn exec(s: &mut Session) -> Outcome {
     }
     // Checked again: the user's rules may have changed since queueing.
     let (queue, refused) = recheck_acl(s, queue);
-    s.account_queued(&queue);
+    let refused_at: Vec<usize> = refused.iter().map(|(i, _)| *i).collect();
+    s.account_queued(&queue, &refused_at);
     let keyspace_only = queue
         .iter()
         .all(|q| matches!(q.spec.handler, Handler::Write(_) | Handler::Read(_)));

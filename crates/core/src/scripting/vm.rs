@@ -1622,9 +1622,9 @@ impl<K: Keyspace> CallState<'_, K> {
             return;
         };
         let failed = match result {
-            Ok(Reply::Error(_)) => true,
-            Ok(_) | Err(CmdError::WouldBlock(_)) => false,
-            Err(_) => true,
+            Ok(Reply::Error(text)) => Some(text.to_string()),
+            Ok(_) | Err(CmdError::WouldBlock(_)) => None,
+            Err(e) => Some(e.text().into_owned()),
         };
         let micros = started.elapsed().as_micros() as u64;
         self.access
