@@ -1289,6 +1289,22 @@ fn save_bgsave_and_a_restart_from_dump_rdb() {
             "ok"
         );
         assert!(err(&mut c, &["BGSAVE", "NOW"]).contains("syntax error"));
+        // BGREWRITEAOF (no append-only file here) writes the snapshot, with
+        // Redis's reply; inside MULTI too.
+        std::fs::remove_file(&rdb).expect("rm");
+        let started: String = q(&mut c, &["BGREWRITEAOF"]);
+        assert_eq!(started, "Background append only file rewriting started");
+        assert!(common::eventually(Duration::from_secs(10), || {
+            info_field(&mut c, "persistence", "rdb_bgsave_in_progress") == "0"
+        }));
+        assert!(rdb.exists(), "BGREWRITEAOF wrote no dump.rdb");
+        let _: () = q(&mut c, &["MULTI"]);
+        let _: () = q(&mut c, &["BGREWRITEAOF"]);
+        let replies: Vec<String> = q(&mut c, &["EXEC"]);
+        assert!(
+            replies[0].starts_with("Background append only file rewriting"),
+            "{replies:?}"
+        );
     }
     {
         let server = start_in(&dir, &[]);

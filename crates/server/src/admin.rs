@@ -73,13 +73,15 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
             .map_err(CmdError::other),
         C::Bgsave => match (args.get(1), &cluster) {
             (Some(a), _) if !eq_ic(a, "schedule") => Err(CmdError::Syntax),
-            (_, Some(node)) => crate::persistence::bgsave_cluster(&s.server, node)
-                .map(|()| Reply::simple("Background saving started"))
-                .map_err(CmdError::other),
-            (_, None) => crate::persistence::bgsave(&s.server)
+            _ => crate::persistence::bgsave_of_mode(&s.server, &cluster)
                 .map(|()| Reply::simple("Background saving started"))
                 .map_err(CmdError::other),
         },
+        // Kvasir keeps no append-only file: what a rewrite gives a Redis
+        // user, a compact image of the data on disk, is a snapshot here.
+        C::Bgrewriteaof => crate::persistence::rewrite_as_snapshot(&s.server, &cluster)
+            .map(Reply::simple)
+            .map_err(CmdError::other),
         C::Shutdown => shutdown(s, &args[1..]),
         C::Wait => return wait(s, &args[1], &args[2]),
         C::Waitaof => return waitaof(s, &args[1..]),

@@ -156,6 +156,40 @@ pub fn bgsave(server: &std::rc::Rc<Server>) -> Result<(), String> {
     Ok(())
 }
 
+/// BGREWRITEAOF: a background snapshot (Kvasir's compact image of the
+/// data), or one scheduled after the save in progress, with Redis's
+/// replies.
+pub fn rewrite_as_snapshot(
+    server: &std::rc::Rc<Server>,
+    cluster: &Option<std::rc::Rc<crate::cluster::ClusterNode>>,
+) -> Result<&'static str, String> {
+    if !server.persistence.bgsave_in_progress.get() {
+        bgsave_of_mode(server, cluster)?;
+        return Ok("Background append only file rewriting started");
+    }
+    let (server, cluster) = (server.clone(), cluster.clone());
+    tokio::task::spawn_local(async move {
+        while server.persistence.bgsave_in_progress.get() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        if let Err(e) = bgsave_of_mode(&server, &cluster) {
+            warn!("Scheduled background rewrite: {e}");
+        }
+    });
+    Ok("Background append only file rewriting scheduled")
+}
+
+/// A background save of a standalone server or of a cluster node.
+pub fn bgsave_of_mode(
+    server: &std::rc::Rc<Server>,
+    cluster: &Option<std::rc::Rc<crate::cluster::ClusterNode>>,
+) -> Result<(), String> {
+    match cluster {
+        Some(node) => bgsave_cluster(server, node),
+        None => bgsave(server),
+    }
+}
+
 /// Records how a background save ended.
 fn bgsave_done(server: &Server, dirty: u64, written: Result<(), String>) {
     let state = &server.persistence;
