@@ -643,6 +643,42 @@ fn errors_inside_exec_and_scripts_count_in_errorstats() {
     });
 }
 
+/// A blocked command goes in the slow log when it is served, not when it
+/// blocks (unit/slowlog "Rewritten commands are logged as their original
+/// command": a BLPOP served by an EXEC that reset the log is its newest
+/// entry).
+#[test]
+fn a_blocked_command_is_logged_when_served() {
+    let pair = Pair::start(&["--slowlog-log-slower-than", "0"]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let mut popper = common::RawConn::to_port(port);
+        popper.send(&common::encode_cmd(&[b"BLPOP", b"l", b"0"]));
+        let blocked = common::eventually(Duration::from_secs(5), || {
+            info(&mut c, "clients").contains("blocked_clients:1")
+        });
+        assert!(blocked, "BLPOP did not block on port {port}");
+        let mut out = vec![go(&mut c, &["MULTI"])];
+        out.push(go(&mut c, &["LPUSH", "l", "foo"]));
+        out.push(go(&mut c, &["SLOWLOG", "RESET"]));
+        out.push(go(&mut c, &["EXEC"]));
+        let popped = popper.read_reply();
+        out.push(Ok(Value::BulkString(popped)));
+        let log = go(&mut c, &["SLOWLOG", "GET"]).expect("slowlog");
+        let Value::Array(entries) = log else {
+            panic!("SLOWLOG GET: {log:?}");
+        };
+        // Each entry's arguments, newest first (ids, times and clients
+        // differ).
+        for entry in entries {
+            if let Value::Array(fields) = entry {
+                out.push(Ok(fields[3].clone()));
+            }
+        }
+        out
+    });
+}
+
 #[test]
 fn digest_value_of_a_copy_equals_its_source() {
     let pair = Pair::start(&["--enable-debug-command", "yes"]);

@@ -76,7 +76,10 @@ pub struct Session {
     parked_silent: bool,
     /// The parked command, whose final reply may still fail it (errorstats,
     /// failed_calls), as Redis's updateStatsOnUnblock counts.
-    parked_command: Option<(&'static CommandSpec, Option<&'static CommandSpec>)>,
+    parked_command: Option<(CommandEntry, Vec<Bytes>)>,
+    /// The command being accounted has just blocked: the slow log gets
+    /// it when it is served, as Redis logs a blocked command.
+    blocking_now: std::cell::Cell<bool>,
     /// The commands of each EXEC in flight, in the order of its reply
     /// (`None` where the ACL recheck refused one): their errors count in
     /// errorstats and as failed calls when the EXEC's reply is accounted.
@@ -224,6 +227,7 @@ pub async fn run<C: ClientConn>(server: Rc<Server>, mut conn: C, addr: SocketAdd
         reply_mode: ReplyMode::default(),
         parked_silent: false,
         parked_command: None,
+        blocking_now: std::cell::Cell::new(false),
         exec_commands: Default::default(),
         early_pushes: Vec::new(),
         open_batch: None,
@@ -732,14 +736,16 @@ impl Session {
                 None
             }
             Outcome::Block(on) => {
+                self.blocking_now.set(true);
                 self.account(args, spec, &Reply::ok(), elapsed);
-                self.parked_command = spec;
+                self.parked_command = spec.map(|entry| (entry, args.to_vec()));
                 let (spec, _) = spec?;
                 Some(self.park(spec, args.to_vec(), *on))
             }
             Outcome::Parked(parked) => {
+                self.blocking_now.set(true);
                 self.account(args, spec, &Reply::ok(), elapsed);
-                self.parked_command = spec;
+                self.parked_command = spec.map(|entry| (entry, args.to_vec()));
                 self.info.blocked.set(true);
                 Some(parked)
             }
@@ -852,15 +858,16 @@ impl Session {
     /// was destroyed, UNBLOCKED...) counts in errorstats and as a failed
     /// call; the call itself was counted when it blocked.
     fn account_unblocked(&mut self, reply: &Reply) {
-        let command = self.parked_command.take();
-        let Reply::Error(text) = reply else {
+        let Some((entry, args)) = self.parked_command.take() else {
             return;
         };
-        let mut stats = self.server.stats.borrow_mut();
-        count_error(&mut stats, text);
-        if let Some((spec, _)) = command {
-            count_failed(&mut stats, spec);
+        if let Reply::Error(text) = reply {
+            let mut stats = self.server.stats.borrow_mut();
+            count_error(&mut stats, text);
+            count_failed(&mut stats, entry.0);
         }
+        // Served now: its time here is the serving, not the wait.
+        self.log_slow(Some(entry), &args, 0);
     }
 
     /// Updates commandstats, errorstats and the slow log.
@@ -873,6 +880,7 @@ impl Session {
     ) {
         let micros = elapsed.as_micros() as u64;
         let rejected = self.rejected.replace(false);
+        let blocked = self.blocking_now.replace(false);
         let exec_commands = spec
             .filter(|(s, _)| {
                 matches!(
@@ -927,14 +935,7 @@ impl Session {
             let top = parent.unwrap_or(spec);
             crate::monitor::feed(&self.server, &self.info, self.db, top, spec, args);
         }
-        let (threshold, max_len, latency_ms) = {
-            let c = self.server.config.borrow();
-            (
-                c.slowlog_log_slower_than,
-                c.slowlog_max_len,
-                c.latency_monitor_threshold,
-            )
-        };
+        let latency_ms = self.server.config.borrow().latency_monitor_threshold;
         if latency_ms > 0 && micros / 1000 >= latency_ms {
             let fast = spec.is_some_and(|(s, p)| p.unwrap_or(s).flags.contains(Flags::FAST));
             self.server.latency.borrow_mut().add(
@@ -943,6 +944,18 @@ impl Session {
                 (crate::local_store::unix_ms() / 1000) as i64,
             );
         }
+        if !blocked {
+            self.log_slow(spec, args, micros);
+        }
+    }
+
+    /// Puts a command that took `micros` in the slow log if that is long
+    /// enough.
+    fn log_slow(&self, spec: Option<CommandEntry>, args: &[Bytes], micros: u64) {
+        let (threshold, max_len) = {
+            let c = self.server.config.borrow();
+            (c.slowlog_log_slower_than, c.slowlog_max_len)
+        };
         // EXEC is not logged on a standalone server: its commands are,
         // each on its own (`transaction.rs`), as Redis logs them.
         let skip = spec.is_some_and(|(s, p)| {
