@@ -312,6 +312,24 @@ fn client_pause_write_lets_scripts_that_declare_no_writes_run() {
             .is_err(),
             "{name}: FUNCTION LOAD ran during the pause"
         );
+        // A transaction of declared read-only scripts runs too (unit/pause
+        // "Test read-only scripts in mutli-exec are not blocked by pause
+        // RO"; its EXEC was held).
+        let mut other = connect(port);
+        other
+            .set_read_timeout(Some(Duration::from_millis(400)))
+            .expect("timeout");
+        go(&mut other, &["MULTI"]).expect("multi");
+        go(&mut other, &["EVAL", body, "0"]).expect("queued");
+        go(&mut other, &["FCALL", "ro", "0"]).expect("queued");
+        assert_eq!(
+            go(&mut other, &["EXEC"]),
+            Ok(Value::Array(vec![
+                Value::BulkString(b"declared".to_vec()),
+                Value::BulkString(b"ro".to_vec())
+            ])),
+            "{name}: EXEC of no-writes scripts during a WRITE pause"
+        );
         let mut other = connect(port);
         other
             .set_read_timeout(Some(Duration::from_millis(400)))

@@ -103,11 +103,16 @@ fn holds(s: &Session, spec: &CommandSpec, args: &[Bytes], all: bool) -> bool {
         return true;
     }
     let replicates = Flags::WRITE.union(Flags::MAY_REPLICATE);
-    if spec.flags.intersects(replicates) && s.invocation_flags(spec, args).intersects(replicates) {
+    let may_replicate = |spec: &CommandSpec, args: &[Bytes]| {
+        spec.flags.intersects(replicates) && s.invocation_flags(spec, args).intersects(replicates)
+    };
+    if may_replicate(spec, args) {
         return true;
     }
+    // Redis's mstate.cmd_flags: each queued command's flags as it was
+    // called (a `no-writes` script's are its declared ones).
     matches!(spec.handler, Handler::Session(SessionCmd::Exec))
-        && s.txn.queued_flags().intersects(replicates)
+        && s.txn.queued().any(|q| may_replicate(q.spec, &q.args))
 }
 
 /// Whether a pause holds this call of `spec` for this connection now.

@@ -52,13 +52,9 @@ impl Transaction {
         self.queue.is_some()
     }
 
-    /// The flags of every queued command together (Redis's
-    /// `mstate.cmd_flags`).
-    pub fn queued_flags(&self) -> Flags {
-        self.queue
-            .iter()
-            .flatten()
-            .fold(Flags::NONE, |f, q| f.union(q.spec.flags))
+    /// The commands queued since MULTI.
+    pub fn queued(&self) -> impl Iterator<Item = &Queued> {
+        self.queue.iter().flatten()
     }
 
     pub fn unwatch_all(&mut self, server: &Server, client: u64) {
