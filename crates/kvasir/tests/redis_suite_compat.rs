@@ -697,6 +697,50 @@ fn a_blocked_command_is_logged_when_served() {
     });
 }
 
+/// The memory of a large request is given back once its key is deleted:
+/// the slow log kept its arguments as slices of the request's buffer (so
+/// the whole 2 MB buffer), and the connection kept the grown buffer
+/// (unit/lazyfree "UNLINK can reclaim memory in background": used memory
+/// must fall below twice what it was before).
+#[test]
+fn a_large_request_leaves_no_memory_behind() {
+    let pair = Pair::start(&[]);
+    for (name, port) in pair.ports() {
+        let mut c = connect(port);
+        let used = |c: &mut redis::Connection| -> u64 {
+            let text = info(c, "memory");
+            text.lines()
+                .find_map(|l| l.strip_prefix("used_memory:"))
+                .and_then(|v| v.trim().parse().ok())
+                .expect("used_memory")
+        };
+        let before = used(&mut c);
+        let mut sadd = redis::cmd("SADD");
+        sadd.arg("myset");
+        for i in 0..100_000 {
+            sadd.arg(i);
+        }
+        let added: i64 = sadd.query(&mut c).expect("sadd");
+        assert_eq!(added, 100_000);
+        let peak = used(&mut c);
+        assert!(peak > before + 1_000_000, "{name}: {before} -> {peak}");
+        let unlinked: i64 = redis::cmd("UNLINK")
+            .arg("myset")
+            .query(&mut c)
+            .expect("unlink");
+        assert_eq!(unlinked, 1);
+        let mut after = peak;
+        let freed = common::eventually(Duration::from_secs(5), || {
+            after = used(&mut c);
+            after < peak && after < before * 2
+        });
+        assert!(
+            freed,
+            "{name}: used memory {before} before, {peak} at the peak, {after} after UNLINK"
+        );
+    }
+}
+
 #[test]
 fn digest_value_of_a_copy_equals_its_source() {
     let pair = Pair::start(&["--enable-debug-command", "yes"]);

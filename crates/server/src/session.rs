@@ -267,6 +267,8 @@ impl Session {
 
     async fn serve<C: ClientConn>(&mut self, conn: &mut C) {
         let mut inbuf = BytesMut::with_capacity(READ_CHUNK);
+        // A request larger than a few chunks made `inbuf` reserve for it.
+        let mut grown = false;
         let mut out = BytesMut::with_capacity(READ_CHUNK);
         // Created once: polling a fresh `notified()` every read would
         // register a waiter (a lock) per request.
@@ -370,6 +372,7 @@ impl Session {
                     Ok(Parsed::Incomplete { min_total }) => {
                         if min_total > inbuf.len() {
                             inbuf.reserve((min_total - inbuf.len()).min(MAX_RESERVE));
+                            grown |= min_total > 2 * READ_CHUNK;
                         }
                         break;
                     }
@@ -384,6 +387,14 @@ impl Session {
             if !self.pending.is_empty() {
                 self.drain_pending(&mut out).await;
                 waited = true;
+            }
+            // A buffer a large request grew is given back once it is
+            // parsed, as Redis shrinks an idle query buffer: kept, the
+            // allocation (which the request's arguments shared) stayed
+            // counted in used memory for the connection's lifetime.
+            if inbuf.is_empty() && (grown || inbuf.capacity() > 2 * READ_CHUNK) {
+                inbuf = BytesMut::with_capacity(READ_CHUNK);
+                grown = false;
             }
             self.info.qbuf.set(inbuf.len());
             if inbuf.len() > qbuf_limit {

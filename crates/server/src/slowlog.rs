@@ -62,7 +62,10 @@ impl SlowLog {
                 );
                 kept.push(Bytes::from(s));
             } else {
-                kept.push(a.clone());
+                // A copy: the argument shares the allocation of the whole
+                // request it came in (megabytes for a large one), which
+                // the entry would otherwise keep for its lifetime.
+                kept.push(Bytes::copy_from_slice(a));
             }
         }
         self.entries.push_front(Entry {
