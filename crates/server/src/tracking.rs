@@ -298,7 +298,9 @@ pub fn caching(state: &mut ClientTracking, arg: &[u8]) -> Result<(), TrackingErr
 /// (eviction order under `tracking-table-max-keys`).
 struct TrackedKey {
     seq: u64,
-    readers: BTreeSet<u64>,
+    /// Ascending client ids: a sorted vector (most keys have one or two
+    /// readers; a B-tree set cost ~100 bytes per key more).
+    readers: Vec<u64>,
 }
 
 /// A BCAST prefix: its subscribers and the keys written since the last
@@ -435,10 +437,11 @@ impl Tracking {
                 self.by_age.insert(self.next_seq, k.clone());
                 TrackedKey {
                     seq: self.next_seq,
-                    readers: BTreeSet::new(),
+                    readers: Vec::new(),
                 }
             });
-            if entry.readers.insert(info.id) {
+            if let Err(at) = entry.readers.binary_search(&info.id) {
+                entry.readers.insert(at, info.id);
                 self.items += 1;
             }
         }
