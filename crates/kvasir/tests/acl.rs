@@ -566,6 +566,12 @@ fn script_calls_are_checked_against_the_callers_user() {
             &["EVAL", "return redis.acl_check_cmd('get','k1')", "0"],
             &["EVAL", "return redis.acl_check_cmd('get','zz')", "0"],
             &["EVAL", "return redis.acl_check_cmd('nosuch')", "0"],
+            // Numbers as redis.call takes them (the 1 was dropped, and SET
+            // with two arguments was called invalid); no arguments, a table.
+            &["EVAL", "return redis.acl_check_cmd('set','k1',1)", "0"],
+            &["EVAL", "return redis.acl_check_cmd('set','zz',1.5)", "0"],
+            &["EVAL", "return redis.acl_check_cmd()", "0"],
+            &["EVAL", "return redis.acl_check_cmd('set','k1',{})", "0"],
             &["MULTI"],
             &["EVAL", "return redis.call('set','k2','v')", "0"],
             &["EXEC"],

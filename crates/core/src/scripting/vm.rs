@@ -893,14 +893,29 @@ fn acl_check_function<K: Keyspace>(
     current: &Arc<AtomicPtr<()>>,
 ) -> mlua::Result<Function> {
     let current = current.clone();
-    lua.create_function(move |_, args: MultiValue| {
-        let argv: Vec<Bytes> = args
-            .into_iter()
-            .filter_map(|v| match v {
-                Value::String(s) => Some(Bytes::copy_from_slice(&s.as_bytes())),
+    lua.create_function(move |lua, args: MultiValue| {
+        // Arguments as redis.call takes them: strings, numbers as Lua
+        // writes them.
+        if args.is_empty() {
+            return Err(mlua::Error::RuntimeError(
+                "Please specify at least one argument for this redis lib call".into(),
+            ));
+        }
+        let mut argv: Vec<Bytes> = Vec::with_capacity(args.len());
+        for v in args {
+            let text = match v {
+                v @ (Value::String(_) | Value::Integer(_) | Value::Number(_)) => {
+                    lua.coerce_string(v)?
+                }
                 _ => None,
-            })
-            .collect();
+            };
+            let Some(text) = text else {
+                return Err(mlua::Error::RuntimeError(
+                    "Lua redis lib command arguments must be strings or integers".into(),
+                ));
+            };
+            argv.push(Bytes::copy_from_slice(&text.as_bytes()));
+        }
         let Ok((spec, parent)) = resolve(&argv) else {
             return Err(mlua::Error::RuntimeError(
                 "Invalid command passed to redis.acl_check_cmd()".into(),
