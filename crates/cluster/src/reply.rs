@@ -406,6 +406,20 @@ pub fn cluster_meet(view: &View, args: &[&[u8]]) -> Reply {
     }
 }
 
+/// `CLUSTER RESET [HARD|SOFT]`: Redis's syntax check, then a refusal (a
+/// node leaves its cluster and forgets its slots only through a new
+/// bootstrap).
+pub fn cluster_reset(args: &[bytes::Bytes]) -> Reply {
+    match args {
+        [] => {}
+        [mode] if mode.eq_ignore_ascii_case(b"hard") || mode.eq_ignore_ascii_case(b"soft") => {}
+        _ => return Reply::error("ERR syntax error"),
+    }
+    Reply::error(format!(
+        "ERR a Kvasir node cannot be reset: {MEMBERSHIP_FIXED}"
+    ))
+}
+
 /// `CLUSTER FORGET node-id`.
 pub fn cluster_forget(view: &View, name: &[u8]) -> Reply {
     match named_node(view, name) {

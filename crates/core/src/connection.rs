@@ -95,6 +95,7 @@ pub enum ClusterCmd {
     Meet,
     Forget,
     Replicate,
+    Reset,
     CountFailureReports,
     Help,
 }
@@ -260,6 +261,7 @@ const CLUSTER_SUBS: &[CommandSpec] = &[
     cmd("meet", -4, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Forces a node to handshake with another node.", s(SessionCmd::Cluster(ClusterCmd::Meet))),
     cmd("forget", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Removes a node from the nodes table.", s(SessionCmd::Cluster(ClusterCmd::Forget))),
     cmd("replicate", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Configure a node as replica of a master node.", s(SessionCmd::Cluster(ClusterCmd::Replicate))),
+    cmd("reset", -2, Flags::ADMIN.union(Flags::STALE).union(Flags::NOSCRIPT), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Resets a node.", s(SessionCmd::Cluster(ClusterCmd::Reset))),
     cmd("count-failure-reports", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Returns the number of active failure reports active for a node.", s(SessionCmd::Cluster(ClusterCmd::CountFailureReports))).with_tips(&["nondeterministic_output"]),
     cmd("sharddigest", 3, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "7.0.15", "Kvasir: this node's replica of a shard: applied index, keys and content digest.", s(SessionCmd::Cluster(ClusterCmd::Sharddigest))),
     cmd("help", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns helpful text about the different subcommands.", s(SessionCmd::Cluster(ClusterCmd::Help))),

@@ -314,10 +314,18 @@ fn sharded_pubsub_and_cluster_introspection() {
             vec!["CLUSTER", "COUNT-FAILURE-REPORTS", "1"],
             "ERR Unknown node 1".into(),
         ),
+        (vec!["CLUSTER", "RESET", "now"], "ERR syntax error".into()),
+        (
+            vec!["EVAL", "return redis.call('cluster', 'reset', 'hard')", "0"],
+            "ERR This Redis command is not allowed from script script: \
+             2f652605b43a0cb0db77a1f3fd70d798a811612a, on @user_script:1."
+                .into(),
+        ),
     ] {
         assert_eq!(err_text(cmd(&mut n, &args)), want, "{args:?}");
     }
     assert!(err_text(cmd(&mut n, &["CLUSTER", "FORGET", &peer])).contains("fixed"));
+    assert!(err_text(cmd(&mut n, &["CLUSTER", "RESET", "HARD"])).contains("cannot be reset"));
     assert!(
         err_text(cmd(&mut n, &["CLUSTER", "MEET", "10.1.2.3", "7000"])).contains("cannot join")
     );

@@ -628,6 +628,8 @@ const CLUSTER_HELP: &[&str] = &[
     "    Return <node-id> replicas.",
     "REPLICATE <node-id>",
     "    Configure current node as replica to <node-id> (refused: every node replicates every shard).",
+    "RESET [HARD|SOFT]",
+    "    Reset current node (refused: members are fixed when the cluster is bootstrapped).",
     "SHARDS",
     "    Return information about slot range mappings and the nodes associated with them.",
     "SLOTS",
@@ -708,6 +710,7 @@ pub fn cluster(s: &Session, sub: ClusterCmd, args: &[Bytes]) -> Outcome {
         }
         ClusterCmd::Forget => node.with_view(|v| creply::cluster_forget(v, &args[2])),
         ClusterCmd::Replicate => node.with_view(|v| creply::cluster_replicate(v, &args[2])),
+        ClusterCmd::Reset => creply::cluster_reset(&args[2..]),
         ClusterCmd::CountFailureReports => {
             node.with_view(|v| creply::cluster_count_failure_reports(v, &args[2]))
         }
