@@ -741,6 +741,53 @@ fn a_large_request_leaves_no_memory_behind() {
     }
 }
 
+/// rdb_changes_since_last_save (what save points count) grows with the
+/// writes of EXEC's and scripts' commands and not with writes that change
+/// nothing (a DEL of a missing key, a SET NX that finds the key), as
+/// Redis's dirty counter; Kvasir counts commands where Redis counts
+/// elements, so each step here changes one element per command.
+#[test]
+fn changes_since_last_save_count_what_changed() {
+    let pair = Pair::start(&["--save", ""]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let changes = |c: &mut redis::Connection| -> Outcome {
+            let text = info(c, "persistence");
+            let n = text
+                .lines()
+                .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+                .unwrap_or("")
+                .trim()
+                .to_string();
+            Ok(Value::BulkString(n.into_bytes()))
+        };
+        let mut out = vec![changes(&mut c)];
+        for step in [
+            &[
+                &["MULTI"][..],
+                &["SET", "a", "1"],
+                &["SET", "b", "2"],
+                &["EXEC"],
+            ][..],
+            &[&[
+                "EVAL",
+                "redis.call('set','c','3') redis.call('set','d','4')",
+                "0",
+            ]],
+            &[&["DEL", "nosuch"]],
+            &[&["SET", "a", "again", "NX"]],
+            &[&["SET", "a", "new"]],
+            &[&["SADD", "s", "m"], &["SADD", "s", "m"]],
+        ] {
+            for command in step {
+                go(&mut c, command).expect("command");
+            }
+            out.push(changes(&mut c));
+        }
+        out
+    });
+}
+
 #[test]
 fn digest_value_of_a_copy_equals_its_source() {
     let pair = Pair::start(&["--enable-debug-command", "yes"]);

@@ -937,7 +937,8 @@ impl Session {
                 count_call(&mut stats, spec, parent, micros, reply.is_error());
             }
         }
-        if let Some((spec, _)) = spec {
+        // Standalone, the write hooks count changes (`events::after_write`).
+        if let Some((spec, _)) = spec.filter(|_| self.server.cluster.is_some()) {
             if spec.flags.contains(Flags::WRITE) && !reply.is_error() {
                 self.server.dirty.set(self.server.dirty.get() + 1);
             }
