@@ -581,6 +581,16 @@ fn debug_is_refused_by_default_and_serves_test_suites_when_enabled() {
     let values: Vec<String> = q(&mut c, &["DEBUG", "DIGEST-VALUE", "k", "nokey"]);
     assert_eq!(values[1], "0".repeat(40));
     assert_ne!(values[0], values[1]);
+    // QUICKLIST-PACKED-THRESHOLD: Redis's size check (lists have no plain
+    // nodes here to change).
+    let _: () = q(&mut c, &["DEBUG", "QUICKLIST-PACKED-THRESHOLD", "1b"]);
+    let _: () = q(&mut c, &["DEBUG", "QUICKLIST-PACKED-THRESHOLD", "0"]);
+    for bad in ["5gb", "lots"] {
+        assert_eq!(
+            err(&mut c, &["DEBUG", "QUICKLIST-PACKED-THRESHOLD", bad]),
+            "ERR argument must be a memory value bigger than 1 and smaller than 4gb"
+        );
+    }
     // RELOAD: saved, emptied, loaded back: the same contents.
     let _: () = q(&mut c, &["DEBUG", "RELOAD"]);
     let after: String = q(&mut c, &["DEBUG", "DIGEST"]);

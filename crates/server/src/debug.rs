@@ -1,7 +1,8 @@
 //! DEBUG, behind Redis 7.0's `enable-debug-command` (no by default; `yes`,
 //! or `local` for loopback connections, set at start): SLEEP, OBJECT,
 //! DIGEST, DIGEST-VALUE, RELOAD, SET-ACTIVE-EXPIRE, CHANGE-REPL-ID, LOG,
-//! ERROR, PROTOCOL and HELP, as the test suites of Redis clients use them. The subcommands
+//! ERROR, PROTOCOL, QUICKLIST-PACKED-THRESHOLD (checked, no effect) and
+//! HELP, as the test suites of Redis clients use them. The subcommands
 //! that crash or corrupt the server on purpose (SEGFAULT, PANIC, ASSERT,
 //! OOM...) are not built: no input may crash Kvasir. OBJECT, DIGEST-VALUE
 //! and RELOAD read the standalone store; in cluster mode they answer an
@@ -116,6 +117,20 @@ pub fn run(s: &mut Session, args: &[Bytes]) -> Result<Reply, CmdError> {
                 return Err(CmdError::other(STANDALONE_ONLY));
             }
             object(s, &rest[0])
+        }
+        // Redis stores list elements above this size in nodes of their
+        // own; Kvasir's lists have no such nodes, so the size is checked
+        // as Redis checks it and changes nothing.
+        _ if eq_ic(sub, "quicklist-packed-threshold") && rest.len() == 1 => {
+            match std::str::from_utf8(&rest[0])
+                .ok()
+                .and_then(crate::config::parse_memory)
+            {
+                Some(size) if size <= (1u64 << 32) - (1 << 20) => Ok(Reply::ok()),
+                _ => Err(CmdError::other(
+                    "ERR argument must be a memory value bigger than 1 and smaller than 4gb",
+                )),
+            }
         }
         _ if eq_ic(sub, "reload") => {
             if !standalone {
@@ -260,6 +275,8 @@ const HELP: &[&str] = &[
     "    Reply with a test value of the specified type. <type> can be: string,",
     "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
     "    true, false.",
+    "QUICKLIST-PACKED-THRESHOLD <size>",
+    "    Accepted for Redis's tests: Kvasir's lists have no plain nodes.",
     "RELOAD [option ...]",
     "    Save the RDB on disk and reload it back to memory. Valid <option> values:",
     "    * MERGE: Merge the content of the RDB file into the current dataset.",
