@@ -149,13 +149,45 @@ pub struct Loaded {
     pub functions: u64,
 }
 
-/// Loads an RDB file image into `store` (which should be empty: keys in
-/// the file replace keys of the same name). An error names what is wrong;
-/// the store may then hold part of the file.
+/// What a load does with a key or function library the store already has
+/// (DEBUG RELOAD NOFLUSH, with or without MERGE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Existing {
+    /// The file's replaces it (MERGE; and any load into an empty store).
+    Replace,
+    /// The load fails, as Redis's does on a duplicate.
+    Refuse,
+}
+
+/// Loads an RDB file image into `store` (which should be empty: keys and
+/// libraries in the file replace those of the same name, the store's
+/// other libraries go). An error names what is wrong; the store may then
+/// hold part of the file.
 pub fn read<K: Keyspace>(
     bytes: &[u8],
     store: &mut Store<K>,
     now_ms: u64,
+) -> Result<Loaded, String> {
+    read_into(bytes, store, now_ms, None)
+}
+
+/// Loads an RDB file image on top of what `store` holds: `existing` says
+/// what a key or library of the same name does; the store's other
+/// libraries stay.
+pub fn read_merging<K: Keyspace>(
+    bytes: &[u8],
+    store: &mut Store<K>,
+    now_ms: u64,
+    existing: Existing,
+) -> Result<Loaded, String> {
+    read_into(bytes, store, now_ms, Some(existing))
+}
+
+fn read_into<K: Keyspace>(
+    bytes: &[u8],
+    store: &mut Store<K>,
+    now_ms: u64,
+    merging: Option<Existing>,
 ) -> Result<Loaded, String> {
     let bad = |what: &str| format!("Bad file format reading the RDB file: {what}");
     if bytes.len() < 9 || &bytes[..5] != MAGIC {
@@ -245,6 +277,12 @@ pub fn read<K: Keyspace>(
                 match expire_at.take() {
                     Some(at) if at <= now_ms => loaded.expired += 1,
                     at => {
+                        if merging == Some(Existing::Refuse) && store.db(db).get(&key).is_some() {
+                            return Err(format!(
+                                "RDB has duplicated key '{}' in DB {db}",
+                                String::from_utf8_lossy(&key)
+                            ));
+                        }
                         store.db_mut(db).set(&key, value, at);
                         store.keyspace().restore_access(db, &key, idle, freq);
                         loaded.keys += 1;
@@ -258,8 +296,16 @@ pub fn read<K: Keyspace>(
     }
     if !libraries.is_empty() {
         loaded.functions = libraries.len() as u64;
-        crate::scripting::function::restore_libraries(store, libraries)
-            .map_err(|e| format!("Failed loading the RDB's function libraries: {e:?}"))?;
+        let restored = match merging {
+            None => crate::scripting::function::restore_libraries(store, libraries),
+            Some(existing) => crate::scripting::function::merge_libraries(
+                store,
+                libraries,
+                existing == Existing::Replace,
+            ),
+        };
+        restored
+            .map_err(|e| format!("Failed loading the RDB's function libraries: {}", e.text()))?;
     }
     Ok(loaded)
 }

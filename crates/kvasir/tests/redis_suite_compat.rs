@@ -788,6 +788,46 @@ fn changes_since_last_save_count_what_changed() {
     });
 }
 
+/// DEBUG RELOAD NOFLUSH fails on a key or function library the store
+/// already has, MERGE lets the file's win, and a plain RELOAD replaces
+/// the libraries too (unit/functions "test debug reload different
+/// options", "... with nosave and noflush").
+#[test]
+fn debug_reload_noflush_and_merge_as_redis() {
+    let pair = Pair::start(&["--enable-debug-command", "yes", "--save", ""]);
+    let library = |name: &str| {
+        format!(
+            "#!lua name={name}\nredis.register_function('{name}', function() return 'hello' end)"
+        )
+    };
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let mut out = vec![];
+        for command in [
+            &["FUNCTION", "LOAD", &library("test")][..],
+            &["SET", "x", "1"],
+            &["DEBUG", "RELOAD"],
+            &["DEBUG", "RELOAD", "NOFLUSH"],
+            &["DEBUG", "RELOAD", "NOFLUSH", "MERGE"],
+            &["FUNCTION", "LIST"],
+            &["GET", "x"],
+            &["FUNCTION", "DELETE", "test"],
+            &["FUNCTION", "LOAD", &library("test1")],
+            &["DEBUG", "RELOAD"],
+            &["FUNCTION", "LOAD", &library("test2")],
+            &["DEBUG", "RELOAD", "NOSAVE", "NOFLUSH", "MERGE"],
+            &["FCALL", "test1", "0"],
+            &["FCALL", "test2", "0"],
+            &["DEBUG", "RELOAD", "MERGE"],
+            &["FCALL", "test2", "0"],
+            &["DEBUG", "RELOAD", "NOW"],
+        ] {
+            out.push(go(&mut c, command));
+        }
+        out
+    });
+}
+
 #[test]
 fn digest_value_of_a_copy_equals_its_source() {
     let pair = Pair::start(&["--enable-debug-command", "yes"]);

@@ -228,12 +228,15 @@ fn object(s: &Session, key: &[u8]) -> Result<Reply, CmdError> {
 /// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: saves dump.rdb (unless
 /// NOSAVE), empties the store (unless NOFLUSH) and loads the file back.
 fn reload(s: &Session, rest: &[Bytes]) -> Result<Reply, CmdError> {
-    let (mut save, mut flush) = (true, true);
+    use kvasir_core::rdb_file::Existing;
+    let (mut save, mut flush, mut merge) = (true, true, false);
     for opt in rest {
         if eq_ic(opt, "nosave") {
             save = false;
-        } else if eq_ic(opt, "noflush") || eq_ic(opt, "merge") {
+        } else if eq_ic(opt, "noflush") {
             flush = false;
+        } else if eq_ic(opt, "merge") {
+            merge = true;
         } else {
             return Err(CmdError::other(
                 "ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.",
@@ -251,8 +254,17 @@ fn reload(s: &Session, rest: &[Bytes]) -> Result<Reply, CmdError> {
             }
         });
     }
-    crate::persistence::load_file(&s.server)
-        .map_err(|e| CmdError::other(format!("ERR Error trying to load the RDB dump: {e}")))?;
+    // Without a flush, a key or library the file also has fails the load
+    // (Redis: "RDB has duplicated key"), unless MERGE lets the file's win.
+    let merging = match (flush, merge) {
+        (true, _) => None,
+        (false, true) => Some(Existing::Replace),
+        (false, false) => Some(Existing::Refuse),
+    };
+    crate::persistence::load_file_merging(&s.server, merging).map_err(|e| {
+        tracing::warn!("DEBUG RELOAD: {e}");
+        CmdError::other("ERR Error trying to load the RDB dump")
+    })?;
     Ok(Reply::ok())
 }
 

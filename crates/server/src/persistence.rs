@@ -294,9 +294,18 @@ pub fn load_at_start(server: &Server) -> Result<(), String> {
     load_file(server)
 }
 
-/// Loads the snapshot file into the standalone store (DEBUG RELOAD, and
-/// the start).
+/// Loads the snapshot file into the standalone store (the start).
 pub fn load_file(server: &Server) -> Result<(), String> {
+    load_file_merging(server, None)
+}
+
+/// Loads the snapshot file on top of the store (DEBUG RELOAD): `merging`
+/// says what a key or library already there does; None: the file's
+/// libraries replace the store's.
+pub fn load_file_merging(
+    server: &Server,
+    merging: Option<kvasir_core::rdb_file::Existing>,
+) -> Result<(), String> {
     let path = rdb_path(server);
     let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let started = std::time::Instant::now();
@@ -304,7 +313,10 @@ pub fn load_file(server: &Server) -> Result<(), String> {
     let loaded = server
         .local_store
         .borrow_mut()
-        .with_store(|store| kvasir_core::rdb_file::read(&bytes, store, now_ms))
+        .with_store(|store| match merging {
+            None => kvasir_core::rdb_file::read(&bytes, store, now_ms),
+            Some(existing) => kvasir_core::rdb_file::read_merging(&bytes, store, now_ms, existing),
+        })
         .map_err(|e| format!("{} ({})", e, path.display()))?;
     info!(
         keys = loaded.keys,

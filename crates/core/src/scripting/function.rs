@@ -338,6 +338,21 @@ pub fn restore_libraries<K: Keyspace>(
     Ok(())
 }
 
+/// Adds `codes`' libraries to the store's (a library of the same name is
+/// replaced if `replace`, else the whole merge fails and nothing changes).
+pub fn merge_libraries<K: Keyspace>(
+    store: &mut Store<K>,
+    codes: Vec<Bytes>,
+    replace: bool,
+) -> Result<(), CmdError> {
+    let mut libraries = store.scripts.libraries.clone();
+    for code in codes {
+        add_library(store, &mut libraries, code, replace)?;
+    }
+    store.scripts.set_libraries(libraries);
+    Ok(())
+}
+
 fn function_load<K: Keyspace>(
     store: &mut Store<K>,
     _db: usize,
