@@ -828,6 +828,31 @@ fn debug_reload_noflush_and_merge_as_redis() {
     });
 }
 
+/// A read-only script (EVAL_RO, `no-writes`) may not call commands that
+/// may replicate either (PUBLISH, PFCOUNT), as Redis refuses them
+/// (unit/pause "Test may-replicate commands are rejected in RO scripts").
+#[test]
+fn read_only_scripts_refuse_commands_that_may_replicate() {
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let mut out = vec![];
+        for body in [
+            "return redis.call('publish','ch','msg')",
+            "return redis.call('pfcount','h')",
+            "return redis.call('get','k')",
+        ] {
+            out.push(go(&mut c, &["EVAL_RO", body, "0"]));
+            out.push(go(
+                &mut c,
+                &["EVAL", &format!("#!lua flags=no-writes\n{body}"), "0"],
+            ));
+            out.push(go(&mut c, &["EVAL", body, "0"]));
+        }
+        out
+    });
+}
+
 #[test]
 fn digest_value_of_a_copy_equals_its_source() {
     let pair = Pair::start(&["--enable-debug-command", "yes"]);

@@ -1548,7 +1548,12 @@ impl<K: Keyspace> CallState<'_, K> {
                 return Err(CmdError::other(refused));
             }
         }
-        if spec.is_write() && self.read_only {
+        // As Redis's scriptVerifyWriteCommandAllow, a read-only script may
+        // not call what may replicate either (PUBLISH): it is what lets such
+        // scripts run during CLIENT PAUSE WRITE.
+        if self.read_only
+            && (spec.is_write() || spec.flags.contains(crate::table::Flags::MAY_REPLICATE))
+        {
             return Err(CmdError::other(
                 "ERR Write commands are not allowed from read-only scripts.",
             ));
