@@ -794,7 +794,17 @@ fn changes_since_last_save_count_what_changed() {
 /// options", "... with nosave and noflush").
 #[test]
 fn debug_reload_noflush_and_merge_as_redis() {
-    let pair = Pair::start(&["--enable-debug-command", "yes", "--save", ""]);
+    // Each server saves its dump.rdb in a folder of its own.
+    let flags = ["--enable-debug-command", "yes", "--save", ""];
+    let (kvasir_dir, redis_dir) = (common::temp_dir(), common::temp_dir());
+    let kvasir = Kvasir::start_in(&kvasir_dir, &flags);
+    let (redis, redis_port) = start_redis_in(Some(&redis_dir), &flags);
+    let pair = Pair {
+        kvasir_port: kvasir.port,
+        _kvasir: kvasir,
+        _redis: redis,
+        redis_port,
+    };
     let library = |name: &str| {
         format!(
             "#!lua name={name}\nredis.register_function('{name}', function() return 'hello' end)"
@@ -826,6 +836,10 @@ fn debug_reload_noflush_and_merge_as_redis() {
         }
         out
     });
+    drop(pair);
+    for dir in [kvasir_dir, redis_dir] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 /// A read-only script (EVAL_RO, `no-writes`) may not call commands that
