@@ -268,13 +268,15 @@ fn allkeys_lru_keeps_the_keys_in_use() {
     let evicted = info_field(&mut conn, "stats", "evicted_keys");
     assert!(evicted >= 3_000, "evicted {evicted}");
     // The policy samples 5 keys per pick (maxmemory-samples) into a pool
-    // of the 16 best candidates, as Redis, and keys used in the same second
-    // tie (the stamps count seconds, as Redis's LRU clock), so a few hot
-    // keys may go when a round finds no old key; a random pick would have
-    // taken about half of them.
+    // of the 16 best candidates, as Redis: with thousands of idle keys
+    // left, a pick finds one (redis-server 7.0.15 keeps all 500 hot keys
+    // in this scenario). Kvasir kept 430-470 when each eviction round drew
+    // the positions of the round before (seeds one step apart): deleting
+    // a key moves the newest entry into its slot, so the same positions
+    // came to hold new keys. A random pick would take about half of them.
     let hot = read_hot(&mut conn);
     assert!(
-        hot >= 470,
+        hot >= 495,
         "only {hot} of 500 hot keys survived {evicted} evictions"
     );
     let mut pipe = redis::pipe();

@@ -162,10 +162,17 @@ impl MemoryGuard {
         self.settings.set(None);
     }
 
+    /// The seed of an eviction round's draws. Mixed, not a plain step:
+    /// a round's n-th draw is a function of `seed + n * step` with the
+    /// same step, so seeds one step apart made each round draw the
+    /// previous round's positions again, shifted by one; since deleting a
+    /// key moves the newest entry into its slot, those positions came to
+    /// hold new keys, and allkeys-lru evicted recently written and read
+    /// keys while thousands of idle ones remained.
     fn next_seed(&self) -> u64 {
-        let s = self.rng.get().wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let s = self.rng.get().wrapping_add(1);
         self.rng.set(s);
-        s
+        kvasir_core::store::Ctx { now_ms: 0, seed: 0 }.random(s)
     }
 }
 
