@@ -171,19 +171,10 @@ pub fn read<K: Keyspace>(
     read_into(bytes, store, now_ms, None)
 }
 
-/// Loads an RDB file image on top of what `store` holds: `existing` says
-/// what a key or library of the same name does; the store's other
-/// libraries stay.
-pub fn read_merging<K: Keyspace>(
-    bytes: &[u8],
-    store: &mut Store<K>,
-    now_ms: u64,
-    existing: Existing,
-) -> Result<Loaded, String> {
-    read_into(bytes, store, now_ms, Some(existing))
-}
-
-fn read_into<K: Keyspace>(
+/// Loads an RDB file image on top of what `store` holds: `merging` says
+/// what a key or library of the same name does (None: as [`read`], the
+/// file's libraries replace the store's).
+pub fn read_into<K: Keyspace>(
     bytes: &[u8],
     store: &mut Store<K>,
     now_ms: u64,

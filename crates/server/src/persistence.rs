@@ -313,10 +313,7 @@ pub fn load_file_merging(
     let loaded = server
         .local_store
         .borrow_mut()
-        .with_store(|store| match merging {
-            None => kvasir_core::rdb_file::read(&bytes, store, now_ms),
-            Some(existing) => kvasir_core::rdb_file::read_merging(&bytes, store, now_ms, existing),
-        })
+        .with_store(|store| kvasir_core::rdb_file::read_into(&bytes, store, now_ms, merging))
         .map_err(|e| format!("{} ({})", e, path.display()))?;
     info!(
         keys = loaded.keys,
