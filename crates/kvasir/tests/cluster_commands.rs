@@ -894,3 +894,79 @@ fn a_pipeline_for_one_slot_is_not_interleaved_with_other_connections() {
     );
     assert_eq!(replies[5], redis::Value::BulkString(b"2".to_vec()));
 }
+
+/// `proposals_total` of a node's `INFO raft`: proposals handed to the
+/// Raft loops (the loop packs a round's proposals to one group into one
+/// log entry; each proposal still costs its encoding, hand-off, apply
+/// call and reply).
+fn proposals_total(c: &Cluster, id: u64) -> u64 {
+    let info: String = c.query(id, &["INFO", "raft"]).expect("INFO raft");
+    info.lines()
+        .find_map(|l| l.strip_prefix("proposals_total:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("proposals_total in INFO raft")
+}
+
+/// The slot range (first, last) of the shard that holds `slot`, from the
+/// `groupN:...slots=a-b` lines of a node's `INFO raft`.
+fn shard_range_of(c: &Cluster, id: u64, slot: u16) -> (u16, u16) {
+    let info: String = c.query(id, &["INFO", "raft"]).expect("INFO raft");
+    info.lines()
+        .filter_map(|l| l.split("slots=").nth(1)?.split(',').next())
+        .filter_map(|r| {
+            let (a, b) = r.split_once('-')?;
+            Some((a.parse().ok()?, b.parse().ok()?))
+        })
+        .find(|&(a, b)| (a..=b).contains(&slot))
+        .expect("the shard of the slot in INFO raft")
+}
+
+/// A pipeline of writes to many slots of one shard is proposed as one
+/// command batch (as real cluster clients send it: a pipeline split per
+/// node, its keys in random slots), not one proposal per slot, and every
+/// command gets its own reply in order.
+#[test]
+fn a_pipeline_over_slots_of_one_shard_is_one_proposal() {
+    let mut c = Cluster::start(&[]);
+    let leader = c.wait_leader_of_slot(key_slot(b"pipe"), Duration::from_secs(20));
+    let (first, last) = shard_range_of(&c, leader, key_slot(b"pipe"));
+    let mut keys: Vec<String> = Vec::new();
+    for i in 0..10_000 {
+        let k = format!("k{i}");
+        let slot = key_slot(k.as_bytes());
+        let new_slot = keys.iter().all(|o| key_slot(o.as_bytes()) != slot);
+        if (first..=last).contains(&slot) && new_slot {
+            keys.push(k);
+        }
+        if keys.len() == 8 {
+            break;
+        }
+    }
+    assert_eq!(keys.len(), 8, "8 keys of distinct slots in {first}-{last}");
+    let mut conn = c.conn(leader);
+    // The first pipeline waits for the node to settle (a fresh leader's
+    // own entries); the measured one follows.
+    let _: () = redis::cmd("SET")
+        .arg(&keys[0])
+        .arg("0")
+        .query(&mut conn)
+        .expect("SET");
+    let before = proposals_total(&c, leader);
+    let mut pipe = redis::pipe();
+    for (i, k) in keys.iter().enumerate() {
+        pipe.cmd("SET").arg(k).arg(i).cmd("INCR").arg(k);
+    }
+    let replies: Vec<redis::Value> = pipe.query(&mut conn).expect("pipeline");
+    let after = proposals_total(&c, leader);
+    for (i, pair) in replies.chunks(2).enumerate() {
+        assert_eq!(pair[0], redis::Value::Okay, "SET {}", keys[i]);
+        assert_eq!(pair[1], redis::Value::Int(i as i64 + 1), "INCR {}", keys[i]);
+    }
+    // One proposal for the pipeline; one per slot would be 8. A
+    // background proposal of the node (an expiry batch) may come on top.
+    assert!(
+        after - before <= 2,
+        "{} proposals for a pipeline over 8 slots of one shard",
+        after - before
+    );
+}

@@ -88,7 +88,7 @@ pub struct Session {
     /// invalidations of keys evicted to make room for it).
     early_pushes: Vec<Reply>,
     /// Cluster mode: this connection's pipelined commands gathered into one
-    /// entry per slot, not proposed yet ([`crate::cluster::batch`]).
+    /// entry per shard, not proposed yet ([`crate::cluster::batch`]).
     pub open_batch: Option<Rc<crate::cluster::batch::BatchRound>>,
 }
 
@@ -446,7 +446,7 @@ impl Session {
                 Handler::Write(_) => {
                     kind == PendingKind::Writes && !spec.flags.contains(Flags::BLOCKING)
                 }
-                // A read of a slot the open batch round writes goes in it,
+                // A read of a shard the open batch round writes goes in it,
                 // behind the writes it must see.
                 Handler::Read(_) => {
                     kind == PendingKind::Reads

@@ -69,13 +69,13 @@ pub fn dispatch(
     };
     let caller = crate::acl::script_caller(s, spec);
     if !blocking && caller.is_none() && !s.readonly {
-        // A slot new to the round only where this node leads now: a
+        // A shard new to the round only where this node leads now: a
         // redirect or a wait for an election is answered as for a lone
         // command.
         let leads =
             |node: &Rc<ClusterNode>| matches!(node.route(slot, true, false), Route::Leader(_));
         if let Some(round) = s.open_batch.clone() {
-            if round.accepts(slot, s.db, write) && (round.has_slot(slot) || leads(node)) {
+            if round.accepts(slot, s.db, write) && (round.has_shard_of(slot) || leads(node)) {
                 return round.push(slot, args);
             }
         }
@@ -189,6 +189,12 @@ fn submit(
         Route::NoLeader(_) => Ok(held(node, slot, write, readonly, cmd)),
         other => Err(other),
     }
+}
+
+/// The refusal a write for `slot` gets from this node (MOVED...), for
+/// the commands of a batch [`submit_for_batch`] refused.
+pub(super) fn refusal(node: &ClusterNode, slot: u16) -> Reply {
+    not_submitted(node.route(slot, true, false))
 }
 
 /// The reply for a route [`submit`] did not take.
