@@ -1383,37 +1383,3 @@ fn save_points_snapshot_in_the_background_and_on_sigterm() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
-
-/// `appendonly yes` is refused, at start and by CONFIG SET, with what to
-/// use instead: accepting it and keeping no append-only file would lose
-/// writes the user meant to keep.
-#[test]
-fn appendonly_yes_is_refused_with_the_alternatives() {
-    let server = Kvasir::start(&[]);
-    let mut c = server.conn();
-    let refused = err(&mut c, &["CONFIG", "SET", "appendonly", "yes"]);
-    assert!(
-        refused.starts_with("ERR CONFIG SET failed (possibly related to argument 'appendonly') - Kvasir keeps no append-only file")
-            && refused.contains("--wal fsync"),
-        "{refused}"
-    );
-    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "no"]);
-    let value: Vec<String> = q(&mut c, &["CONFIG", "GET", "appendonly"]);
-    assert_eq!(value, vec!["appendonly", "no"]);
-    drop(server);
-
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvasir"))
-        .args([
-            "server",
-            "--port",
-            "0",
-            "--bind",
-            "127.0.0.1",
-            "--appendonly",
-            "yes",
-        ])
-        .output()
-        .expect("run kvasir");
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Kvasir keeps no append-only file"));
-}

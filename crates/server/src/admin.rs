@@ -77,8 +77,14 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
                 .map(|()| Reply::simple("Background saving started"))
                 .map_err(CmdError::other),
         },
-        // Kvasir keeps no append-only file: what a rewrite gives a Redis
-        // user, a compact image of the data on disk, is a snapshot here.
+        // With the append-only file on: a new base and incremental file.
+        // Without it (and in cluster mode), what a rewrite gives a Redis
+        // user, a compact image of the data on disk, is a snapshot.
+        C::Bgrewriteaof if cluster.is_none() && s.server.config.borrow().appendonly => {
+            crate::aof_persistence::rewrite(&s.server)
+                .map(|()| Reply::simple("Background append only file rewriting started"))
+                .map_err(CmdError::other)
+        }
         C::Bgrewriteaof => crate::persistence::rewrite_as_snapshot(&s.server, &cluster)
             .map(Reply::simple)
             .map_err(CmdError::other),
@@ -868,6 +874,17 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
                     }
                 }
             }
+            if s.server.cluster.is_some() && next.appendonly {
+                return Err(CmdError::other(format!(
+                    "ERR CONFIG SET failed (possibly related to argument 'appendonly') - {}",
+                    crate::aof::NOT_IN_CLUSTER
+                )));
+            }
+            let aof_changed = {
+                let now = s.server.config.borrow();
+                next.appendonly != now.appendonly
+                    || next.aof_settings().fsync != now.aof_settings().fsync
+            };
             let limits = next.encoding_limits();
             if s.server.cluster.is_some() && limits != s.server.config.borrow().encoding_limits() {
                 // The thresholds are replicated state (they decide when a
@@ -927,6 +944,13 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
                 .with_store(|store| store.limits = limits);
             if maxmemory_changed {
                 s.server.evict_if_over();
+            }
+            if aof_changed {
+                crate::aof_persistence::apply_settings(&s.server).map_err(|e| {
+                    CmdError::other(format!(
+                        "ERR CONFIG SET failed (possibly related to argument 'appendonly') - {e}"
+                    ))
+                })?;
             }
             Ok(Reply::ok())
         }

@@ -20,6 +20,17 @@ impl Config {
     }
 
     /// `latency-tracking-info-percentiles`: what INFO latencystats reports.
+    /// Where the append-only file lives and how it is synced.
+    pub fn aof_settings(&self) -> crate::aof::AofSettings {
+        let get = |name: &str, default: &str| self.stored.get(name).unwrap_or(default).to_string();
+        crate::aof::AofSettings {
+            folder: std::path::Path::new(&self.dir).join(get("appenddirname", "appendonlydir")),
+            name: get("appendfilename", "appendonly.aof"),
+            fsync: crate::aof::AppendFsync::parse(&get("appendfsync", "everysec"))
+                .unwrap_or(crate::aof::AppendFsync::EverySec),
+        }
+    }
+
     pub fn latency_percentiles(&self) -> String {
         self.stored
             .get("latency-tracking-info-percentiles")
@@ -27,11 +38,6 @@ impl Config {
             .to_string()
     }
 }
-
-/// Why `appendonly yes` is refused.
-const NO_AOF: &str = "Kvasir keeps no append-only file: a standalone server persists with RDB \
-     snapshots (save points, SAVE, BGSAVE); to have every write on disk before it is \
-     acknowledged, run a cluster with --wal fsync";
 
 /// Every setting of a node. Field names are the TOML keys (kebab-case, as
 /// in redis.conf); CONFIG GET uses the same names.
@@ -62,6 +68,9 @@ pub struct Config {
     /// Standalone snapshot points, `seconds changes ...` as redis.conf's
     /// `save` (empty: none, the default).
     pub save: String,
+    /// `appendonly yes`: a standalone server logs every write to the
+    /// append-only file (`crate::aof`); cluster nodes have the Raft log.
+    pub appendonly: bool,
     /// The redis.conf the server started with (CONFIG REWRITE), absolute.
     #[serde(skip)]
     pub config_file: Option<String>,
@@ -137,6 +146,7 @@ impl Default for Config {
             slowlog_max_len: 128,
             latency_monitor_threshold: 0,
             save: String::new(),
+            appendonly: false,
             config_file: None,
             acl_users: Vec::new(),
             timeout: 0,
@@ -292,7 +302,10 @@ impl Config {
                 "notify-keyspace-events",
                 kvasir_core::notify::format_flags(self.notify_keyspace_events),
             ),
-            ("appendonly", "no".to_string()),
+            (
+                "appendonly",
+                if self.appendonly { "yes" } else { "no" }.to_string(),
+            ),
             ("save", self.save.clone()),
         ]
     }
@@ -363,13 +376,17 @@ impl Config {
                 self.notify_keyspace_events = kvasir_core::notify::parse_flags(value)
                     .ok_or_else(|| SetError::Invalid(kvasir_core::notify::INVALID.into()))?
             }
-            // Accepting `yes` and keeping nothing would lose the writes the
-            // user meant to keep: refused, with what to use instead.
             "appendonly" => match value.to_ascii_lowercase().as_str() {
-                "no" => {}
-                "yes" => return Err(SetError::Invalid(NO_AOF.into())),
+                "no" => self.appendonly = false,
+                "yes" => self.appendonly = true,
                 _ => return Err(SetError::Invalid("argument must be 'yes' or 'no'".into())),
             },
+            "appendfsync" => {
+                if crate::aof::AppendFsync::parse(value).is_none() {
+                    return Err(SetError::Invalid("argument(s) must be one of the following: always, everysec, no".into()));
+                }
+                self.stored.set(name, &value.to_ascii_lowercase());
+            }
             "save" => {
                 if save_points(value).is_none() {
                     return Err(SetError::Invalid("Invalid save parameters".into()));

@@ -1,11 +1,11 @@
 //! DEBUG, behind Redis 7.0's `enable-debug-command` (no by default; `yes`,
 //! or `local` for loopback connections, set at start): SLEEP, OBJECT,
-//! DIGEST, DIGEST-VALUE, RELOAD, SET-ACTIVE-EXPIRE, CHANGE-REPL-ID, LOG,
+//! DIGEST, DIGEST-VALUE, RELOAD, LOADAOF, SET-ACTIVE-EXPIRE, CHANGE-REPL-ID, LOG,
 //! ERROR, PROTOCOL, QUICKLIST-PACKED-THRESHOLD (checked, no effect) and
 //! HELP, as the test suites of Redis clients use them. The subcommands
 //! that crash or corrupt the server on purpose (SEGFAULT, PANIC, ASSERT,
-//! OOM...) are not built: no input may crash Kvasir. OBJECT, DIGEST-VALUE
-//! and RELOAD read the standalone store; in cluster mode they answer an
+//! OOM...) are not built: no input may crash Kvasir. OBJECT, DIGEST-VALUE,
+//! RELOAD and LOADAOF read the standalone store; in cluster mode they answer an
 //! error.
 
 use crate::session::Session;
@@ -131,6 +131,13 @@ pub fn run(s: &mut Session, args: &[Bytes]) -> Result<Reply, CmdError> {
                     "ERR argument must be a memory value bigger than 1 and smaller than 4gb",
                 )),
             }
+        }
+        _ if eq_ic(sub, "loadaof") => {
+            if !standalone {
+                return Err(CmdError::other(STANDALONE_ONLY));
+            }
+            crate::aof_persistence::reload(&s.server).map_err(CmdError::other)?;
+            Ok(Reply::ok())
         }
         _ if eq_ic(sub, "reload") => {
             if !standalone {
@@ -279,6 +286,8 @@ const HELP: &[&str] = &[
     "    Output a hex signature representing the current DB content.",
     "DIGEST-VALUE <key> [<key> ...]",
     "    Output a hex signature of the values of all the specified keys.",
+    "LOADAOF",
+    "    Flush the AOF buffers on disk and reload the AOF in memory.",
     "LOG <message>",
     "    Write <message> to the server log.",
     "OBJECT <key>",

@@ -269,12 +269,24 @@ fn section(s: &Session, name: &str, out: &mut String) {
         "persistence" => {
             let _ = write!(
                 out,
-                "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\naof_rewrites:0\r\naof_rewrites_consecutive_failures:0\r\naof_last_write_status:ok\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
+                "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\naof_rewrites:{}\r\naof_rewrites_consecutive_failures:0\r\naof_last_write_status:{}\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
                 server.dirty.get(),
                 u8::from(server.persistence.bgsave_in_progress.get()),
                 server.persistence.last_save.get(),
                 if server.persistence.last_bgsave_ok.get() { "ok" } else { "err" },
+                u8::from(server.config.borrow().appendonly),
+                u8::from(crate::aof_persistence::rewrite_in_progress(server)),
+                server.persistence.aof_rewrites.get(),
+                if crate::aof_persistence::write_error(server).is_some() { "err" } else { "ok" },
             );
+            if let Some(aof) = server.local_store.borrow().aof.as_ref() {
+                let _ = write!(
+                    out,
+                    "aof_current_size:{}\r\naof_base_size:0\r\naof_pending_rewrite:0\r\naof_buffer_length:{}\r\naof_pending_bio_fsync:0\r\naof_delayed_fsync:0\r\n",
+                    aof.size(),
+                    aof.buffered(),
+                );
+            }
         }
         "stats" => {
             let stats = server.stats.borrow();

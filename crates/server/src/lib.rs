@@ -40,6 +40,8 @@
 
 pub mod acl;
 pub mod admin;
+pub mod aof;
+pub mod aof_persistence;
 pub mod blocking;
 pub mod client_conn;
 pub mod client_pause;

@@ -293,8 +293,14 @@ async fn serve(config: Config) -> std::io::Result<()> {
     server.cluster = cluster;
     server.watches = watches;
     server.blocking = blocking;
-    if server.cluster.is_none() {
-        crate::persistence::load_at_start(&server).map_err(std::io::Error::other)?;
+    let appendonly = server.config.borrow().appendonly;
+    match (&server.cluster, appendonly) {
+        (None, true) => crate::aof_persistence::start(&server).map_err(std::io::Error::other)?,
+        (None, false) => {
+            crate::persistence::load_at_start(&server).map_err(std::io::Error::other)?
+        }
+        (Some(_), true) => return Err(std::io::Error::other(crate::aof::NOT_IN_CLUSTER)),
+        (Some(_), false) => {}
     }
     let server = Rc::new(server);
     *cell.borrow_mut() = Rc::downgrade(&server);
@@ -328,6 +334,9 @@ async fn serve(config: Config) -> std::io::Result<()> {
     }
     tokio::task::spawn_local(crate::router::expire_loop(server.clone()));
     tokio::task::spawn_local(clients_cron(server.clone()));
+    if server.cluster.is_none() {
+        tokio::task::spawn_local(crate::aof_persistence::everysec_cron(server.clone()));
+    }
     tokio::task::spawn_local(sample_rates(server.clone()));
     info!("Ready to accept connections tcp");
 

@@ -20,6 +20,12 @@ pub struct LocalStore {
     /// requests (as Redis caches its clock per event-loop iteration): the
     /// clock is read once per read(2), not once per command.
     clock_ms: u64,
+    /// The append-only file (`appendonly yes`): every write is logged
+    /// with the time and seed it ran with.
+    pub aof: Option<crate::aof::AofLog>,
+    /// A script that paused past `busy-reply-threshold`: logged once it
+    /// ends (a killed one wrote nothing and is not logged).
+    paused_write: Option<(Ctx, usize, Vec<Bytes>)>,
 }
 
 /// Unix time in milliseconds.
@@ -36,6 +42,8 @@ impl LocalStore {
             store: Store::new(databases),
             seed: unix_ms() ^ 0x5eed_0f6b_7661_7372,
             clock_ms: unix_ms(),
+            aof: None,
+            paused_write: None,
         }
     }
 
@@ -96,6 +104,9 @@ impl LocalStore {
         self.store.cache_hll_counts = false;
         self.store.note_expired_reads = false;
         self.store.record_script_stats = false;
+        if self.aof.is_some() && (spec.is_write() || spec.reports_writes) {
+            self.log_executed(spec, db, args, &ctx, &result);
+        }
         if read {
             // A paused read-only script's counts are dropped: only a read
             // that ended may store them.
@@ -106,6 +117,96 @@ impl LocalStore {
             }
         }
         result
+    }
+
+    /// Logs a command that ran (see [`LocalStore::execute_pausable`]): not
+    /// a command that changed nothing (an error of a plain command, a
+    /// blocking pop that found nothing); a paused script once it ends.
+    fn log_executed(
+        &mut self,
+        spec: &CommandSpec,
+        db: usize,
+        args: &[Bytes],
+        ctx: &Ctx,
+        result: &CmdResult,
+    ) {
+        match result {
+            Err(CmdError::ScriptPaused) => {
+                self.paused_write = Some((*ctx, db, args.to_vec()));
+                return;
+            }
+            Err(CmdError::WouldBlock(_)) => return,
+            Err(_) if !spec.reports_writes => return,
+            Ok(reply) if !spec.reports_writes && spec.changed_nothing(args, reply) => return,
+            _ => {}
+        }
+        let args = self.loggable(args);
+        if let Some(aof) = self.aof.as_mut() {
+            aof.command(ctx, db, &args);
+        }
+    }
+
+    /// EVALSHA as EVAL with the script's body: the log replays on a
+    /// server whose script cache is empty (redis-server's loader too).
+    fn loggable(&self, args: &[Bytes]) -> Vec<Bytes> {
+        let name = args[0].to_ascii_lowercase();
+        if name == b"evalsha" || name == b"evalsha_ro" {
+            let sha = args
+                .get(1)
+                .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
+            if let Some(body) = sha.and_then(|sha| self.store.scripts.bodies.get(&sha).cloned()) {
+                let mut out = Vec::with_capacity(args.len());
+                out.push(Bytes::from_static(if name == b"evalsha" {
+                    b"EVAL"
+                } else {
+                    b"EVAL_RO"
+                }));
+                out.push(body);
+                out.extend_from_slice(&args[2..]);
+                return out;
+            }
+        }
+        args.to_vec()
+    }
+
+    /// Replays one write of the append-only file with the time and seed it
+    /// ran with (the time of loading for a file without them).
+    pub fn replay(&mut self, write: crate::aof::Replayed) {
+        use crate::aof::Replayed;
+        let now = Ctx {
+            now_ms: unix_ms(),
+            seed: self.seed,
+        };
+        match write {
+            Replayed::Command { ctx, db, args } => {
+                let ctx = ctx.unwrap_or(now);
+                if let Ok((spec, _)) = kvasir_core::table::resolve(&args) {
+                    if db < self.store.databases() {
+                        let _ = machine::execute(&mut self.store, spec, db, &args, &ctx);
+                    }
+                }
+            }
+            Replayed::Block { ctx, db, cmds } => {
+                let cmd = ShardCmd::Commands {
+                    db,
+                    cmds,
+                    multi: true,
+                };
+                let _ = machine::apply(&mut self.store, &cmd, &ctx.unwrap_or(now), |_, _| {});
+            }
+        }
+        self.seed = self.seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        // Replayed writes raise no events and feed no script statistics.
+        self.store.events.clear();
+        self.store.take_reported_writes();
+    }
+
+    /// Writes what the log holds to its file (before replies go out).
+    pub fn flush_aof(&mut self) -> Result<(), String> {
+        match self.aof.as_mut() {
+            Some(aof) if aof.has_pending() => aof.flush(),
+            _ => Ok(()),
+        }
     }
 
     /// The keys the last read found expired, by database, for the server
@@ -139,8 +240,21 @@ impl LocalStore {
     /// None while it runs on (or if none is paused).
     pub fn resume_script(&mut self) -> Option<Reply> {
         self.store.record_script_stats = true;
+        let killed = self.store.scripts.paused_killed();
         let reply = self.store.resume_script();
         self.store.record_script_stats = false;
+        if reply.is_some() {
+            if let Some((ctx, db, args)) = self.paused_write.take() {
+                // A killed script wrote nothing (SCRIPT KILL refuses
+                // after a write).
+                if !killed {
+                    let args = self.loggable(&args);
+                    if let Some(aof) = self.aof.as_mut() {
+                        aof.command(&ctx, db, &args);
+                    }
+                }
+            }
+        }
         reply
     }
 
@@ -154,9 +268,23 @@ impl LocalStore {
     /// `on_write` hears of each write that succeeded.
     /// Nothing is applied while a script is paused in the middle: the
     /// caller checks [`LocalStore::busy`] first.
-    pub fn apply(&mut self, cmd: &ShardCmd, on_write: impl FnMut(usize, Written)) -> Applied {
+    pub fn apply(&mut self, cmd: &ShardCmd, mut on_write: impl FnMut(usize, Written)) -> Applied {
         let ctx = self.next_ctx();
-        machine::apply(&mut self.store, cmd, &ctx, on_write)
+        if self.aof.is_none() {
+            return machine::apply(&mut self.store, cmd, &ctx, on_write);
+        }
+        // Keys expired or evicted are logged as the DEL of those removed.
+        let mut removed: Vec<(usize, Vec<Bytes>)> = Vec::new();
+        let applied = machine::apply(&mut self.store, cmd, &ctx, |db, w| {
+            if let Written::Removed(keys) = &w {
+                removed.push((db, keys.to_vec()));
+            }
+            on_write(db, w)
+        });
+        if let Some(aof) = self.aof.as_mut() {
+            log_applied(aof, cmd, &ctx, removed);
+        }
+        applied
     }
 
     /// Runs `f` with exclusive access to the store (FLUSHALL-like admin
@@ -177,5 +305,39 @@ impl LocalStore {
 
     pub fn with_store<R>(&mut self, f: impl FnOnce(&mut Store) -> R) -> R {
         f(&mut self.store)
+    }
+}
+
+/// Logs a shard command the store applied: an EXEC block as MULTI ...
+/// EXEC, expired or evicted keys as the DEL of those it removed.
+fn log_applied(
+    aof: &mut crate::aof::AofLog,
+    cmd: &ShardCmd,
+    ctx: &Ctx,
+    removed: Vec<(usize, Vec<Bytes>)>,
+) {
+    match cmd {
+        ShardCmd::Commands { db, cmds, multi } => {
+            if *multi {
+                aof.block(ctx, *db, cmds);
+            } else {
+                for args in cmds {
+                    aof.command(ctx, *db, args);
+                }
+            }
+        }
+        ShardCmd::AsUser { cmd, .. } => log_applied(aof, cmd, ctx, removed),
+        // Expire, Evict (WatchedExec and WatchDigests are cluster mode's).
+        _ => {
+            for (db, keys) in removed {
+                if keys.is_empty() {
+                    continue;
+                }
+                let mut args = Vec::with_capacity(keys.len() + 1);
+                args.push(Bytes::from_static(b"DEL"));
+                args.extend(keys);
+                aof.command(ctx, db, &args);
+            }
+        }
     }
 }

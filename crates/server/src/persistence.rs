@@ -22,6 +22,8 @@ pub struct SaveState {
     pub last_bgsave_ok: Cell<bool>,
     /// SHUTDOWN decided about saving already (signals did not).
     pub saved_for_exit: Cell<bool>,
+    /// Append-only file rewrites that succeeded (INFO aof_rewrites).
+    pub aof_rewrites: Cell<u64>,
 }
 
 impl SaveState {
@@ -31,6 +33,7 @@ impl SaveState {
             bgsave_in_progress: Cell::new(false),
             last_bgsave_ok: Cell::new(true),
             saved_for_exit: Cell::new(false),
+            aof_rewrites: Cell::new(0),
         }
     }
 }
@@ -355,6 +358,7 @@ pub fn has_save_points(server: &Server) -> bool {
 /// On SIGTERM or SIGINT (standalone): saves when `save` points are set, as
 /// redis-server does; an error if that failed.
 pub fn save_on_signal(server: &Server) -> Result<(), String> {
+    crate::aof_persistence::sync_at_exit(server)?;
     if server.cluster.is_some()
         || server.persistence.saved_for_exit.get()
         || !has_save_points(server)

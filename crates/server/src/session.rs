@@ -509,6 +509,9 @@ impl Session {
         if out.is_empty() {
             return true;
         }
+        // No reply goes out before the writes it may tell of are in the
+        // append-only file.
+        crate::aof_persistence::before_reply(&self.server);
         self.server.stats.borrow_mut().net_output_bytes += out.len() as u64;
         // A client that does not read is still closed when killed (CLIENT
         // KILL, its output limit).
@@ -855,6 +858,12 @@ impl Session {
                 if refused {
                     self.rejected.set(true);
                     return Reply::error(crate::maxmemory::OOM).into();
+                }
+                if spec.is_write() {
+                    if let Some(error) = crate::aof_persistence::write_error(&self.server) {
+                        self.rejected.set(true);
+                        return Reply::error(error).into();
+                    }
                 }
                 crate::tracking::remember_read(self, spec, args);
                 crate::router::submit(self, spec, args)

@@ -255,6 +255,12 @@ impl<K: Keyspace> Scripts<K> {
         })
     }
 
+    /// Whether the paused run was killed (it then ends at its next slice
+    /// without having written anything).
+    pub fn paused_killed(&self) -> bool {
+        self.paused.borrow().as_ref().is_some_and(|run| run.killed)
+    }
+
     /// SCRIPT KILL (`by_function_kill` false) or FUNCTION KILL: marks the
     /// paused run to end with an error before it runs again. Redis's
     /// errors when none runs, when it wrote already (it must then finish,

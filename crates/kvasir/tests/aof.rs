@@ -1,0 +1,346 @@
+//! The append-only file of a standalone server (`appendonly yes`): what a
+//! client was answered survives kill -9 and replays to the same state
+//! (random picks, relative expiry times and scripts included), in Redis
+//! 7's multi-part folder that redis-server loads too, rewritten by
+//! BGREWRITEAOF, started and stopped by CONFIG SET, and a write cut short
+//! by a crash is truncated at load.
+
+mod common;
+
+use common::redis_server::start_redis_in;
+use common::{err, q, temp_dir, Kvasir};
+use std::time::Duration;
+
+/// A server in `dir` (DEBUG DIGEST allowed).
+fn start(dir: &std::path::Path, extra: &[&str]) -> Kvasir {
+    let mut args = vec!["--enable-debug-command", "yes"];
+    args.extend_from_slice(extra);
+    Kvasir::start_in(dir, &args)
+}
+
+fn digest(c: &mut redis::Connection) -> String {
+    q(c, &["DEBUG", "DIGEST"])
+}
+
+fn info_field(c: &mut redis::Connection, field: &str) -> String {
+    let info: String = q(c, &["INFO", "persistence"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("{field} in INFO persistence"))
+        .trim()
+        .to_string()
+}
+
+/// Writes whose result depends on the time or a random pick, scripts,
+/// transactions, several databases.
+fn write_mix(c: &mut redis::Connection) {
+    let _: () = q(c, &["SET", "plain", "v"]);
+    let _: i64 = q(c, &["SADD", "set", "a", "b", "c", "d", "e", "f"]);
+    let _: Option<String> = q(c, &["SPOP", "set"]);
+    let _: Vec<String> = q(c, &["SPOP", "set", "2"]);
+    let _: i64 = q(c, &["EXPIRE", "plain", "1000"]);
+    let _: () = q(c, &["SET", "short", "v", "PX", "50"]);
+    let _: i64 = q(c, &["HSET", "hash", "f1", "1", "f2", "2"]);
+    let _: Option<String> = q(c, &["HRANDFIELD", "hash"]);
+    let _: i64 = q(c, &["ZADD", "zset", "1", "a", "2", "b", "3", "c"]);
+    let _: Vec<String> = q(c, &["ZPOPMIN", "zset"]);
+    let _: i64 = q(c, &["RPUSH", "list", "1", "2", "3"]);
+    let _: Option<String> = q(c, &["LMOVE", "list", "list2", "LEFT", "RIGHT"]);
+    let _: String = q(
+        c,
+        &[
+            "EVAL",
+            "redis.call('SET', KEYS[1], math.random(1000000)); return redis.call('INCR', KEYS[2])",
+            "2",
+            "scripted",
+            "counter",
+        ],
+    );
+    let sha: String = q(
+        c,
+        &[
+            "SCRIPT",
+            "LOAD",
+            "return redis.call('INCRBY', KEYS[1], ARGV[1])",
+        ],
+    );
+    let _: i64 = q(c, &["EVALSHA", &sha, "1", "counter", "5"]);
+    let _: String = q(
+        c,
+        &[
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=lib\nredis.register_function('bump', function(keys) return redis.call('INCR', keys[1]) end)",
+        ],
+    );
+    let _: i64 = q(c, &["FCALL", "bump", "1", "counter"]);
+    let (_, _): (i64, i64) = redis::pipe()
+        .atomic()
+        .cmd("INCR")
+        .arg("counter")
+        .cmd("SADD")
+        .arg("set")
+        .arg("z")
+        .query(c)
+        .expect("MULTI/EXEC");
+    let _: () = q(c, &["SELECT", "3"]);
+    let _: () = q(c, &["SET", "in-db-3", "v"]);
+    let _: i64 = q(c, &["DEL", "missing"]);
+    let _: () = q(c, &["SELECT", "0"]);
+    let _: i64 = q(c, &["DEL", "list2"]);
+    // The short key expires and the active cycle deletes it.
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+#[test]
+fn acknowledged_writes_survive_kill_9_and_replay_to_the_same_state() {
+    for fsync in ["always", "everysec", "no"] {
+        let dir = temp_dir();
+        let server = start(&dir, &["--appendonly", "yes", "--appendfsync", fsync]);
+        let mut c = server.conn();
+        write_mix(&mut c);
+        let before = digest(&mut c);
+        let plain_deadline: i64 = q(&mut c, &["PEXPIRETIME", "plain"]);
+        let members: Vec<String> = q(&mut c, &["SMEMBERS", "set"]);
+        assert_eq!(info_field(&mut c, "aof_enabled"), "1");
+        drop(c);
+        drop(server); // kill -9
+
+        let server = start(&dir, &["--appendonly", "yes"]);
+        let mut c = server.conn();
+        assert_eq!(
+            digest(&mut c),
+            before,
+            "appendfsync {fsync}: state after replay"
+        );
+        let deadline: i64 = q(&mut c, &["PEXPIRETIME", "plain"]);
+        assert_eq!(
+            deadline, plain_deadline,
+            "EXPIRE replays to its first deadline"
+        );
+        let after: Vec<String> = q(&mut c, &["SMEMBERS", "set"]);
+        assert_eq!(common::sorted(after), common::sorted(members));
+        let short: i64 = q(&mut c, &["EXISTS", "short"]);
+        assert_eq!(short, 0);
+        // Writes go on in the same log after a restart.
+        let _: () = q(&mut c, &["SET", "after-restart", "1"]);
+        let before = digest(&mut c);
+        drop(c);
+        drop(server);
+        let server = start(&dir, &["--appendonly", "yes"]);
+        let mut c = server.conn();
+        assert_eq!(
+            digest(&mut c),
+            before,
+            "appendfsync {fsync}: second restart"
+        );
+        drop(c);
+        drop(server);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// Kvasir's folder is Redis 7's: redis-server loads it, and Kvasir loads
+/// one redis-server wrote.
+#[test]
+fn redis_server_and_kvasir_load_each_others_append_only_folder() {
+    let dir = temp_dir();
+    let server = start(&dir, &["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = server.conn();
+    let _: () = q(&mut c, &["SET", "k", "from-kvasir"]);
+    let _: i64 = q(&mut c, &["RPUSH", "l", "a", "b", "c"]);
+    let _: i64 = q(&mut c, &["HSET", "h", "f", "v"]);
+    let _: () = q(&mut c, &["SELECT", "2"]);
+    let _: i64 = q(&mut c, &["INCRBY", "n", "41"]);
+    drop(c);
+    drop(server);
+    let folder = dir.join("appendonlydir");
+    let manifest =
+        std::fs::read_to_string(folder.join("appendonly.aof.manifest")).expect("manifest");
+    assert_eq!(
+        manifest,
+        "file appendonly.aof.1.base.rdb seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n"
+    );
+
+    let (redis, port) = start_redis_in(Some(&dir), &["--appendonly", "yes"]);
+    let mut r = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .and_then(|c| c.get_connection())
+        .expect("connect to redis-server");
+    let k: String = q(&mut r, &["GET", "k"]);
+    assert_eq!(k, "from-kvasir");
+    let l: Vec<String> = q(&mut r, &["LRANGE", "l", "0", "-1"]);
+    assert_eq!(l, vec!["a", "b", "c"]);
+    let _: () = q(&mut r, &["SELECT", "2"]);
+    let n: i64 = q(&mut r, &["GET", "n"]);
+    assert_eq!(n, 41);
+    // redis-server appends to the same incremental file.
+    let _: i64 = q(&mut r, &["INCR", "n"]);
+    let _: () = q(&mut r, &["SELECT", "0"]);
+    let _: () = q(&mut r, &["SET", "k", "from-redis"]);
+    let _: Result<(), _> = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<()>(&mut r);
+    drop(redis);
+
+    let server = start(&dir, &["--appendonly", "yes"]);
+    let mut c = server.conn();
+    let k: String = q(&mut c, &["GET", "k"]);
+    assert_eq!(k, "from-redis");
+    let h: String = q(&mut c, &["HGET", "h", "f"]);
+    assert_eq!(h, "v");
+    let _: () = q(&mut c, &["SELECT", "2"]);
+    let n: i64 = q(&mut c, &["GET", "n"]);
+    assert_eq!(n, 42);
+    drop(c);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bgrewriteaof_replaces_the_base_and_a_restart_loads_it() {
+    let dir = temp_dir();
+    let server = start(&dir, &["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = server.conn();
+    for i in 0..200 {
+        let _: i64 = q(&mut c, &["INCR", &format!("k{}", i % 20)]);
+    }
+    let reply: String = q(&mut c, &["BGREWRITEAOF"]);
+    assert_eq!(reply, "Background append only file rewriting started");
+    let _: () = q(&mut c, &["SET", "during-or-after", "1"]);
+    assert!(
+        common::eventually(Duration::from_secs(10), || {
+            info_field(&mut c, "aof_rewrites") == "1"
+                && info_field(&mut c, "aof_rewrite_in_progress") == "0"
+        }),
+        "the rewrite did not finish"
+    );
+    let _: () = q(&mut c, &["SET", "after", "1"]);
+    let before = digest(&mut c);
+    drop(c);
+    drop(server);
+    let folder = dir.join("appendonlydir");
+    let manifest =
+        std::fs::read_to_string(folder.join("appendonly.aof.manifest")).expect("manifest");
+    assert_eq!(
+        manifest,
+        "file appendonly.aof.2.base.rdb seq 2 type b\nfile appendonly.aof.2.incr.aof seq 2 type i\n"
+    );
+    assert!(!folder.join("appendonly.aof.1.incr.aof").exists());
+    assert!(!folder.join("appendonly.aof.1.base.rdb").exists());
+    // The 200 INCRs are in the base now, not in the incremental file.
+    let incr = std::fs::read(folder.join("appendonly.aof.2.incr.aof")).expect("incr");
+    assert!(
+        incr.len() < 400,
+        "{} bytes in the new incremental file",
+        incr.len()
+    );
+
+    let server = start(&dir, &["--appendonly", "yes"]);
+    let mut c = server.conn();
+    assert_eq!(digest(&mut c), before);
+    let k0: i64 = q(&mut c, &["GET", "k0"]);
+    assert_eq!(k0, 10);
+    drop(c);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_write_cut_short_by_a_crash_is_truncated_at_load() {
+    let dir = temp_dir();
+    let server = start(&dir, &["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = server.conn();
+    let _: () = q(&mut c, &["SET", "whole", "1"]);
+    drop(c);
+    drop(server);
+    let incr = dir.join("appendonlydir").join("appendonly.aof.1.incr.aof");
+    let whole = std::fs::metadata(&incr).expect("incr").len();
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&incr)
+            .expect("open");
+        f.write_all(b"#KV 1 1\r\n*3\r\n$3\r\nSET\r\n$3\r\ncut\r\n$10\r\nshor")
+            .expect("append");
+    }
+    let server = start(&dir, &["--appendonly", "yes"]);
+    let mut c = server.conn();
+    let w: i64 = q(&mut c, &["GET", "whole"]);
+    assert_eq!(w, 1);
+    let cut: Option<String> = q(&mut c, &["GET", "cut"]);
+    assert_eq!(cut, None);
+    assert_eq!(std::fs::metadata(&incr).expect("incr").len(), whole);
+    // What comes after is logged after the whole writes.
+    let _: () = q(&mut c, &["SET", "next", "1"]);
+    drop(c);
+    drop(server);
+    let server = start(&dir, &["--appendonly", "yes"]);
+    let mut c = server.conn();
+    let n: i64 = q(&mut c, &["GET", "next"]);
+    assert_eq!(n, 1);
+    drop(c);
+    drop(server);
+
+    // Garbage in the middle of the file stops the start with an error.
+    std::fs::write(&incr, b"this is not a command\r\n").expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvasir"))
+        .args([
+            "server",
+            "--port",
+            "0",
+            "--bind",
+            "127.0.0.1",
+            "--appendonly",
+            "yes",
+            "--dir",
+        ])
+        .arg(&dir)
+        .output()
+        .expect("run kvasir");
+    assert!(!out.status.success());
+    let text =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Bad file format reading the append only file"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn config_set_appendonly_starts_and_stops_the_log() {
+    let dir = temp_dir();
+    let server = start(&dir, &[]);
+    let mut c = server.conn();
+    let _: () = q(&mut c, &["SET", "before", "1"]);
+    assert_eq!(info_field(&mut c, "aof_enabled"), "0");
+    let refused = err(&mut c, &["CONFIG", "SET", "appendonly", "maybe"]);
+    assert!(
+        refused.contains("argument must be 'yes' or 'no'"),
+        "{refused}"
+    );
+    let refused = err(&mut c, &["CONFIG", "SET", "appendfsync", "sometimes"]);
+    assert!(refused.contains("always, everysec, no"), "{refused}");
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "yes"]);
+    let value: Vec<String> = q(&mut c, &["CONFIG", "GET", "appendonly"]);
+    assert_eq!(value, vec!["appendonly", "yes"]);
+    let _: () = q(&mut c, &["SET", "logged", "1"]);
+    drop(c);
+    drop(server);
+    // The data from before the log started is in its base.
+    let server = start(&dir, &["--appendonly", "yes"]);
+    let mut c = server.conn();
+    let both: Vec<Option<i64>> = q(&mut c, &["MGET", "before", "logged"]);
+    assert_eq!(both, vec![Some(1), Some(1)]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "no"]);
+    assert_eq!(info_field(&mut c, "aof_enabled"), "0");
+    let _: () = q(&mut c, &["SET", "unlogged", "1"]);
+    drop(c);
+    drop(server);
+    let server = start(&dir, &["--appendonly", "yes"]);
+    let mut c = server.conn();
+    let unlogged: Option<i64> = q(&mut c, &["GET", "unlogged"]);
+    assert_eq!(unlogged, None);
+    drop(c);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,699 @@
+//! The append-only file of a standalone server (`appendonly yes`), in
+//! Redis 7's multi-part layout: `<dir>/<appenddirname>/` holds a base (an
+//! RDB image, `<appendfilename>.<n>.base.rdb`), incremental files of the
+//! writes since, as RESP commands (`<appendfilename>.<n>.incr.aof`), and a
+//! manifest naming them in order (`<appendfilename>.manifest`), so
+//! redis-server loads the folder too and Kvasir loads one redis-server
+//! wrote.
+//!
+//! Each write Kvasir logs is preceded by an annotation line `#KV <ms>
+//! <seed>` (Redis's loader skips lines starting with `#`): the time and
+//! seed the write ran with. Replaying a command with its own time and seed
+//! gives the state it gave then (the state machine is deterministic, as
+//! every Raft replica relies on), so Kvasir logs what clients sent (EXPIRE
+//! 10, SPOP, a script) rather than rewriting each into its effect.
+//! Commands without an annotation (a file redis-server wrote) replay at the
+//! time of loading.
+//!
+//! Writes go to the file before any reply leaves the server (the session
+//! flushes the log first), so a process killed with -9 loses nothing it
+//! answered; `appendfsync always` also fsyncs there, `everysec` once a
+//! second off the data thread, `no` leaves it to the kernel.
+
+use bytes::{Bytes, BytesMut};
+use kvasir_core::Ctx;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Why a cluster node refuses `appendonly yes`.
+pub const NOT_IN_CLUSTER: &str = "appendonly yes is for a standalone server: a cluster node's writes are in its Raft log (run it with --wal fsync to have each on disk before it is acknowledged)";
+
+/// `appendfsync`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppendFsync {
+    Always,
+    EverySec,
+    No,
+}
+
+impl AppendFsync {
+    pub fn parse(value: &str) -> Option<AppendFsync> {
+        match value.to_ascii_lowercase().as_str() {
+            "always" => Some(AppendFsync::Always),
+            "everysec" => Some(AppendFsync::EverySec),
+            "no" => Some(AppendFsync::No),
+            _ => None,
+        }
+    }
+}
+
+/// Where the files live and how writes reach the disk.
+#[derive(Clone, Debug)]
+pub struct AofSettings {
+    /// `<dir>/<appenddirname>`.
+    pub folder: PathBuf,
+    /// `appendfilename`.
+    pub name: String,
+    pub fsync: AppendFsync,
+}
+
+/// A file the manifest names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManifestFile {
+    pub name: String,
+    pub seq: u64,
+    /// `b` base, `i` incremental, `h` history (left from a rewrite).
+    pub kind: char,
+}
+
+/// `<appendfilename>.manifest`: the files to load, base first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Manifest {
+    pub files: Vec<ManifestFile>,
+}
+
+impl Manifest {
+    /// Redis's format: one `file <name> seq <n> type <b|i|h>` line per
+    /// file, keys in any order, `#` comments.
+    pub fn parse(text: &str) -> Result<Manifest, String> {
+        let mut files = Vec::new();
+        for line in text.lines() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let words = kvasir_resp::parse::split_args(line.as_bytes())
+                .ok_or("Invalid AOF manifest file format")?;
+            if words.len() % 2 != 0 {
+                return Err("Invalid AOF manifest file format".into());
+            }
+            let (mut name, mut seq, mut kind) = (None, None, None);
+            for pair in words.chunks(2) {
+                let value = String::from_utf8_lossy(&pair[1]).into_owned();
+                match pair[0].as_slice() {
+                    b"file" => name = Some(value),
+                    b"seq" => seq = value.parse::<u64>().ok(),
+                    b"type" => kind = value.chars().next().filter(|c| "bih".contains(*c)),
+                    _ => {}
+                }
+            }
+            match (name, seq, kind) {
+                (Some(name), Some(seq), Some(kind)) if !name.contains('/') => {
+                    files.push(ManifestFile { name, seq, kind })
+                }
+                _ => return Err("Invalid AOF manifest file format".into()),
+            }
+        }
+        if files.iter().filter(|f| f.kind == 'b').count() > 1 {
+            return Err("Found duplicate base file information".into());
+        }
+        Ok(Manifest { files })
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for f in &self.files {
+            out.push_str(&format!("file {} seq {} type {}\n", f.name, f.seq, f.kind));
+        }
+        out
+    }
+
+    pub fn base(&self) -> Option<&ManifestFile> {
+        self.files.iter().find(|f| f.kind == 'b')
+    }
+
+    pub fn incrs(&self) -> impl Iterator<Item = &ManifestFile> {
+        self.files.iter().filter(|f| f.kind == 'i')
+    }
+
+    fn last_incr_seq(&self) -> u64 {
+        self.incrs().map(|f| f.seq).max().unwrap_or(0)
+    }
+}
+
+fn base_name(name: &str, seq: u64) -> String {
+    format!("{name}.{seq}.base.rdb")
+}
+
+fn incr_name(name: &str, seq: u64) -> String {
+    format!("{name}.{seq}.incr.aof")
+}
+
+fn manifest_path(settings: &AofSettings) -> PathBuf {
+    settings.folder.join(format!("{}.manifest", settings.name))
+}
+
+/// Writes `bytes` to `path` through a temporary file, fsynced, renamed,
+/// and the folder fsynced: a crash leaves the old file or the new one.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_file_name(format!(
+        "temp-{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("aof")
+    ));
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// One write as the log replays it.
+#[derive(Debug, PartialEq)]
+pub enum Replayed {
+    Command {
+        ctx: Option<Ctx>,
+        db: usize,
+        args: Vec<Bytes>,
+    },
+    /// MULTI ... EXEC.
+    Block {
+        ctx: Option<Ctx>,
+        db: usize,
+        cmds: Vec<Vec<Bytes>>,
+    },
+}
+
+/// Reads the writes of one incremental file in order. A last command cut
+/// short (a crash in the middle of a write) ends the file: its length up
+/// to the last whole command is returned for the caller to truncate to,
+/// as Redis does with `aof-load-truncated yes`.
+pub fn replay_file(
+    bytes: &[u8],
+    db: &mut usize,
+    mut each: impl FnMut(Replayed) -> Result<(), String>,
+) -> Result<Option<usize>, String> {
+    let limits = kvasir_resp::parse::Limits::default();
+    let mut buf = BytesMut::from(bytes);
+    let total = bytes.len();
+    let mut ctx: Option<Ctx> = None;
+    let mut block: Option<(Option<Ctx>, usize, Vec<Vec<Bytes>>)> = None;
+    // The end of the last whole write: an open MULTI is not one.
+    let mut whole = 0;
+    loop {
+        if buf.is_empty() {
+            break;
+        }
+        let at = total - buf.len();
+        if buf[0] == b'#' {
+            let Some(end) = buf.iter().position(|&c| c == b'\n') else {
+                return Ok(Some(whole));
+            };
+            let line = buf.split_to(end + 1);
+            if let Some(stamp) = line.strip_prefix(b"#KV ") {
+                ctx = Some(parse_stamp(stamp).ok_or_else(|| bad_format(at))?);
+            }
+            continue;
+        }
+        if buf[0] != b'*' {
+            return Err(bad_format(at));
+        }
+        let args = match kvasir_resp::parse::parse_command(&mut buf, &limits) {
+            Ok(kvasir_resp::parse::Parsed::Command(args)) if !args.is_empty() => args,
+            Ok(kvasir_resp::parse::Parsed::Command(_)) => return Err(bad_format(at)),
+            Ok(kvasir_resp::parse::Parsed::Incomplete { .. }) => return Ok(Some(whole)),
+            Err(_) => return Err(bad_format(at)),
+        };
+        let name = args[0].to_ascii_lowercase();
+        match name.as_slice() {
+            b"select" if block.is_none() => {
+                *db = std::str::from_utf8(args.get(1).map(|a| &a[..]).unwrap_or(b""))
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or_else(|| bad_format(at))?;
+            }
+            b"multi" => block = Some((ctx.take(), *db, Vec::new())),
+            b"exec" => {
+                let (ctx, db, cmds) = block.take().ok_or_else(|| bad_format(at))?;
+                each(Replayed::Block { ctx, db, cmds })?;
+            }
+            _ => match block.as_mut() {
+                Some((_, _, cmds)) => cmds.push(args),
+                None => each(Replayed::Command {
+                    ctx: ctx.take(),
+                    db: *db,
+                    args,
+                })?,
+            },
+        }
+        if block.is_none() {
+            whole = total - buf.len();
+        }
+    }
+    Ok((whole < total).then_some(whole))
+}
+
+fn parse_stamp(stamp: &[u8]) -> Option<Ctx> {
+    let text = std::str::from_utf8(stamp).ok()?.trim();
+    let (ms, seed) = text.split_once(' ')?;
+    Some(Ctx {
+        now_ms: ms.parse().ok()?,
+        seed: seed.parse().ok()?,
+    })
+}
+
+fn bad_format(offset: usize) -> String {
+    format!("Bad file format reading the append only file (at byte {offset})")
+}
+
+/// The log the data thread appends to.
+pub struct AofLog {
+    settings: AofSettings,
+    manifest: Manifest,
+    /// The last incremental file, which writes go to.
+    file: File,
+    /// Logged, not written to the file yet.
+    buf: Vec<u8>,
+    /// The database the file's last SELECT chose.
+    db: Option<usize>,
+    /// Bytes written since the last fsync.
+    unsynced: bool,
+    /// The last write or fsync error, until one succeeds.
+    pub error: Option<String>,
+    /// The incremental files a running rewrite's base will replace.
+    rewrite_from: Option<u64>,
+}
+
+/// A base image to write: the rewrite that takes it and what it replaces.
+pub struct PendingBase {
+    pub path: PathBuf,
+    pub seq: u64,
+}
+
+impl AofLog {
+    /// Opens the folder's manifest, if there is one.
+    pub fn read_manifest(settings: &AofSettings) -> Result<Option<Manifest>, String> {
+        match std::fs::read_to_string(manifest_path(settings)) {
+            Ok(text) => Manifest::parse(&text).map(Some),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("reading the AOF manifest: {e}")),
+        }
+    }
+
+    /// The files of `manifest` in loading order: the base (if any), then
+    /// each incremental file.
+    pub fn files(settings: &AofSettings, manifest: &Manifest) -> (Option<PathBuf>, Vec<PathBuf>) {
+        let base = manifest.base().map(|f| settings.folder.join(&f.name));
+        let incrs = manifest
+            .incrs()
+            .map(|f| settings.folder.join(&f.name))
+            .collect();
+        (base, incrs)
+    }
+
+    /// Continues the log a loaded manifest describes: writes go to its
+    /// last incremental file (created if the manifest has none).
+    pub fn resume(settings: AofSettings, mut manifest: Manifest) -> Result<AofLog, String> {
+        let seq = manifest.last_incr_seq();
+        let name = if seq == 0 {
+            let name = incr_name(&settings.name, 1);
+            manifest.files.push(ManifestFile {
+                name: name.clone(),
+                seq: 1,
+                kind: 'i',
+            });
+            write_atomically(&manifest_path(&settings), manifest.render().as_bytes())
+                .map_err(|e| format!("writing the AOF manifest: {e}"))?;
+            name
+        } else {
+            incr_name(&settings.name, seq)
+        };
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(settings.folder.join(&name))
+            .map_err(|e| format!("opening {name}: {e}"))?;
+        Ok(AofLog {
+            settings,
+            manifest,
+            file,
+            buf: Vec::new(),
+            db: None,
+            unsynced: false,
+            error: None,
+            rewrite_from: None,
+        })
+    }
+
+    /// Creates the folder with `base` (an RDB image of the data now) as
+    /// its base and an empty incremental file: what `appendonly yes`
+    /// starts from on a server without a log. Files of an older log in the
+    /// folder are replaced (their sequence numbers continue).
+    pub fn create(settings: AofSettings, base: &[u8]) -> Result<AofLog, String> {
+        std::fs::create_dir_all(&settings.folder)
+            .map_err(|e| format!("creating {}: {e}", settings.folder.display()))?;
+        let old = AofLog::read_manifest(&settings)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let base_seq = old.base().map(|b| b.seq).unwrap_or(0) + 1;
+        let bname = base_name(&settings.name, base_seq);
+        write_atomically(&settings.folder.join(&bname), base)
+            .map_err(|e| format!("writing {bname}: {e}"))?;
+        let incr_seq = old.last_incr_seq() + 1;
+        let iname = incr_name(&settings.name, incr_seq);
+        File::create(settings.folder.join(&iname)).map_err(|e| format!("creating {iname}: {e}"))?;
+        let manifest = Manifest {
+            files: vec![
+                ManifestFile {
+                    name: bname,
+                    seq: base_seq,
+                    kind: 'b',
+                },
+                ManifestFile {
+                    name: iname,
+                    seq: incr_seq,
+                    kind: 'i',
+                },
+            ],
+        };
+        write_atomically(&manifest_path(&settings), manifest.render().as_bytes())
+            .map_err(|e| format!("writing the AOF manifest: {e}"))?;
+        for f in &old.files {
+            let _ = std::fs::remove_file(settings.folder.join(&f.name));
+        }
+        AofLog::resume(settings, manifest)
+    }
+
+    pub fn fsync_policy(&self) -> AppendFsync {
+        self.settings.fsync
+    }
+
+    pub fn set_fsync_policy(&mut self, fsync: AppendFsync) {
+        self.settings.fsync = fsync;
+    }
+
+    fn stamp(&mut self, ctx: &Ctx, db: usize) {
+        if self.db != Some(db) {
+            push_command(&mut self.buf, &[b"SELECT", db.to_string().as_bytes()]);
+            self.db = Some(db);
+        }
+        let _ = writeln!(self.buf, "#KV {} {}\r", ctx.now_ms, ctx.seed);
+    }
+
+    /// Logs one command that ran with `ctx` in `db`.
+    pub fn command(&mut self, ctx: &Ctx, db: usize, args: &[Bytes]) {
+        self.stamp(ctx, db);
+        push_command(&mut self.buf, args);
+    }
+
+    /// Logs a block of commands that ran as one (EXEC).
+    pub fn block(&mut self, ctx: &Ctx, db: usize, cmds: &[Vec<Bytes>]) {
+        self.stamp(ctx, db);
+        push_command(&mut self.buf, &[b"MULTI"]);
+        for args in cmds {
+            push_command(&mut self.buf, args);
+        }
+        push_command(&mut self.buf, &[b"EXEC"]);
+    }
+
+    /// Whether something is logged and not written yet.
+    pub fn has_pending(&self) -> bool {
+        !self.buf.is_empty() || (self.unsynced && self.settings.fsync == AppendFsync::Always)
+    }
+
+    /// Writes what is logged to the file (before replies go out), and
+    /// with `appendfsync always` fsyncs it.
+    pub fn flush(&mut self) -> Result<(), String> {
+        if !self.buf.is_empty() {
+            if let Err(e) = self.file.write_all(&self.buf) {
+                let why = format!("Errors writing to the AOF file: {e}");
+                self.error = Some(why.clone());
+                return Err(why);
+            }
+            self.buf.clear();
+            self.unsynced = true;
+        }
+        if self.settings.fsync == AppendFsync::Always && self.unsynced {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Fsyncs what was written.
+    pub fn sync(&mut self) -> Result<(), String> {
+        match self.file.sync_data() {
+            Ok(()) => {
+                self.unsynced = false;
+                self.error = None;
+                Ok(())
+            }
+            Err(e) => {
+                let why = format!("Errors writing to the AOF file: {e}");
+                self.error = Some(why.clone());
+                Err(why)
+            }
+        }
+    }
+
+    /// For `everysec`: a handle on the file to fsync off the data thread,
+    /// if anything was written since the last fsync.
+    pub fn take_unsynced(&mut self) -> Option<File> {
+        if !self.unsynced {
+            return None;
+        }
+        let file = self.file.try_clone().ok()?;
+        self.unsynced = false;
+        Some(file)
+    }
+
+    /// Starts a rewrite (BGREWRITEAOF): writes from now on go to a new
+    /// incremental file, listed in the manifest after the old ones, so a
+    /// crash before the new base is in place loses nothing. The caller
+    /// writes the base image taken at this instant to the path returned,
+    /// then calls [`AofLog::finish_rewrite`].
+    pub fn begin_rewrite(&mut self) -> Result<PendingBase, String> {
+        if self.rewrite_from.is_some() {
+            return Err("Background append only file rewriting already in progress".into());
+        }
+        self.flush()?;
+        self.sync()?;
+        let seq = self.manifest.last_incr_seq() + 1;
+        let name = incr_name(&self.settings.name, seq);
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.settings.folder.join(&name))
+            .map_err(|e| format!("opening {name}: {e}"))?;
+        let mut manifest = self.manifest.clone();
+        manifest.files.push(ManifestFile {
+            name,
+            seq,
+            kind: 'i',
+        });
+        write_atomically(&manifest_path(&self.settings), manifest.render().as_bytes())
+            .map_err(|e| format!("writing the AOF manifest: {e}"))?;
+        self.manifest = manifest;
+        self.file = file;
+        self.db = None;
+        self.rewrite_from = Some(seq);
+        let base_seq = self.manifest.base().map(|b| b.seq).unwrap_or(0) + 1;
+        Ok(PendingBase {
+            path: self
+                .settings
+                .folder
+                .join(format!("temp-{}", base_name(&self.settings.name, base_seq))),
+            seq: base_seq,
+        })
+    }
+
+    /// Ends a rewrite: on success the new base replaces the old base and
+    /// the incremental files before the rewrite began, which are deleted.
+    pub fn finish_rewrite(&mut self, base: PendingBase, written: bool) -> Result<(), String> {
+        let Some(from) = self.rewrite_from.take() else {
+            return Ok(());
+        };
+        if !written {
+            let _ = std::fs::remove_file(&base.path);
+            return Ok(());
+        }
+        let bname = base_name(&self.settings.name, base.seq);
+        std::fs::rename(&base.path, self.settings.folder.join(&bname))
+            .map_err(|e| format!("installing {bname}: {e}"))?;
+        let old: Vec<ManifestFile> = self
+            .manifest
+            .files
+            .iter()
+            .filter(|f| f.kind == 'b' || (f.kind == 'i' && f.seq < from) || f.kind == 'h')
+            .cloned()
+            .collect();
+        let mut files = vec![ManifestFile {
+            name: bname,
+            seq: base.seq,
+            kind: 'b',
+        }];
+        files.extend(
+            self.manifest
+                .incrs()
+                .filter(|f| f.seq >= from)
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+        let manifest = Manifest { files };
+        write_atomically(&manifest_path(&self.settings), manifest.render().as_bytes())
+            .map_err(|e| format!("writing the AOF manifest: {e}"))?;
+        self.manifest = manifest;
+        for f in old {
+            let _ = std::fs::remove_file(self.settings.folder.join(&f.name));
+        }
+        Ok(())
+    }
+
+    pub fn rewrite_in_progress(&self) -> bool {
+        self.rewrite_from.is_some()
+    }
+
+    /// Bytes of the files the manifest names (INFO aof_current_size).
+    pub fn size(&self) -> u64 {
+        self.manifest
+            .files
+            .iter()
+            .filter_map(|f| std::fs::metadata(self.settings.folder.join(&f.name)).ok())
+            .map(|m| m.len())
+            .sum::<u64>()
+            + self.buf.len() as u64
+    }
+
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+/// Appends `args` as a RESP array of bulk strings.
+fn push_command<A: AsRef<[u8]>>(out: &mut Vec<u8>, args: &[A]) {
+    let _ = write!(out, "*{}\r\n", args.len());
+    for a in args {
+        let a = a.as_ref();
+        let _ = write!(out, "${}\r\n", a.len());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn manifest_round_trip_and_errors() {
+        let text = "file appendonly.aof.1.base.rdb seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n";
+        let m = Manifest::parse(text).unwrap();
+        assert_eq!(m.render(), text);
+        assert_eq!(m.base().unwrap().name, "appendonly.aof.1.base.rdb");
+        assert!(Manifest::parse("file x seq one type b\n").is_err());
+        assert!(Manifest::parse("file ../x seq 1 type i\n").is_err());
+        assert!(Manifest::parse("file a seq 1 type b\nfile b seq 2 type b\n").is_err());
+        // Keys in any order, comments skipped (Redis writes and reads both).
+        let m = Manifest::parse("# c\ntype i seq 3 file f.3.incr.aof\n").unwrap();
+        assert_eq!(m.incrs().next().unwrap().seq, 3);
+    }
+
+    #[test]
+    fn logged_writes_replay_with_their_time_and_seed() {
+        let dir = std::env::temp_dir().join(format!("kvasir-aof-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let settings = AofSettings {
+            folder: dir.clone(),
+            name: "appendonly.aof".into(),
+            fsync: AppendFsync::Always,
+        };
+        let mut log = AofLog::create(settings.clone(), b"REDIS0009").unwrap();
+        let t1 = Ctx {
+            now_ms: 1000,
+            seed: 7,
+        };
+        log.command(&t1, 0, &[b("SET"), b("k"), b("v")]);
+        log.block(&t1, 2, &[vec![b("INCR"), b("n")], vec![b("SPOP"), b("s")]]);
+        log.command(&t1, 2, &[b("DEL"), b("k")]);
+        log.flush().unwrap();
+        let m = AofLog::read_manifest(&settings).unwrap().unwrap();
+        let (base, incrs) = AofLog::files(&settings, &m);
+        assert_eq!(std::fs::read(base.unwrap()).unwrap(), b"REDIS0009");
+        let bytes = std::fs::read(&incrs[0]).unwrap();
+        let mut seen = Vec::new();
+        let mut db = 0;
+        let cut = replay_file(&bytes, &mut db, |r| {
+            seen.push(r);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(cut, None);
+        assert_eq!(seen.len(), 3);
+        assert_eq!(
+            seen[1],
+            Replayed::Block {
+                ctx: Some(t1),
+                db: 2,
+                cmds: vec![vec![b("INCR"), b("n")], vec![b("SPOP"), b("s")]],
+            }
+        );
+        assert_eq!(
+            seen[2],
+            Replayed::Command {
+                ctx: Some(t1),
+                db: 2,
+                args: vec![b("DEL"), b("k")],
+            }
+        );
+        // A write cut short ends the file at the last whole one.
+        let mut cut_bytes = bytes.clone();
+        cut_bytes.extend_from_slice(b"#KV 1 2\r\n*3\r\n$3\r\nSET\r\n$1\r\nk");
+        let mut n = 0;
+        let cut = replay_file(&cut_bytes, &mut 0, |_| {
+            n += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!((cut, n), (Some(bytes.len()), 3));
+        // So does an open MULTI.
+        let mut open = bytes.clone();
+        open.extend_from_slice(b"*1\r\n$5\r\nMULTI\r\n*2\r\n$4\r\nINCR\r\n$1\r\nn\r\n");
+        assert_eq!(
+            replay_file(&open, &mut 0, |_| Ok(())).unwrap(),
+            Some(bytes.len())
+        );
+        // Garbage is an error, not a silent stop.
+        assert!(replay_file(b"hello\r\n", &mut 0, |_| Ok(())).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_rewrite_replaces_the_base_and_the_older_files() {
+        let dir = std::env::temp_dir().join(format!("kvasir-aof-rw-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let settings = AofSettings {
+            folder: dir.clone(),
+            name: "appendonly.aof".into(),
+            fsync: AppendFsync::No,
+        };
+        let ctx = Ctx { now_ms: 1, seed: 1 };
+        let mut log = AofLog::create(settings.clone(), b"BASE1").unwrap();
+        log.command(&ctx, 0, &[b("SET"), b("a"), b("1")]);
+        let pending = log.begin_rewrite().unwrap();
+        assert!(log.begin_rewrite().is_err());
+        log.command(&ctx, 0, &[b("SET"), b("b"), b("2")]);
+        log.flush().unwrap();
+        // Before the base is in place the manifest has both files.
+        let m = AofLog::read_manifest(&settings).unwrap().unwrap();
+        assert_eq!(m.incrs().count(), 2);
+        std::fs::write(&pending.path, b"BASE2").unwrap();
+        log.finish_rewrite(pending, true).unwrap();
+        let m = AofLog::read_manifest(&settings).unwrap().unwrap();
+        let (base, incrs) = AofLog::files(&settings, &m);
+        assert_eq!(std::fs::read(base.unwrap()).unwrap(), b"BASE2");
+        assert_eq!(incrs.len(), 1);
+        assert!(String::from_utf8_lossy(&std::fs::read(&incrs[0]).unwrap()).contains("$1\r\nb\r\n"));
+        assert!(!dir.join("appendonly.aof.1.base.rdb").exists());
+        assert!(!dir.join("appendonly.aof.1.incr.aof").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

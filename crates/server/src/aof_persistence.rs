@@ -1,0 +1,281 @@
+//! The standalone server's use of the append-only file ([`crate::aof`]):
+//! loading it at start, writing it before replies go out, the `everysec`
+//! fsync, BGREWRITEAOF, and `CONFIG SET appendonly`.
+
+use crate::aof::{replay_file, AofLog, AppendFsync};
+use crate::listener::Server;
+use std::rc::Rc;
+use std::time::Duration;
+use tracing::{info, warn};
+
+/// At start with `appendonly yes`: loads the log the manifest describes,
+/// or, without one, starts a log from the data now (dump.rdb, if there is
+/// one, is loaded first, as Redis 7 does).
+pub fn start(server: &Server) -> Result<(), String> {
+    let settings = server.config.borrow().aof_settings();
+    let Some(manifest) = AofLog::read_manifest(&settings)? else {
+        crate::persistence::load_at_start(server)?;
+        let base = crate::persistence::image(server);
+        let log = AofLog::create(settings, &base)?;
+        server.local_store.borrow_mut().aof = Some(log);
+        info!("Creating AOF base file and incremental file");
+        return Ok(());
+    };
+    load(server, &settings, &manifest)?;
+    let log = AofLog::resume(settings, manifest)?;
+    server.local_store.borrow_mut().aof = Some(log);
+    Ok(())
+}
+
+/// DEBUG LOADAOF: the log written out, the data emptied and loaded again
+/// from the folder.
+pub fn reload(server: &Server) -> Result<(), String> {
+    if !server.config.borrow().appendonly {
+        return Err("ERR DEBUG LOADAOF needs appendonly yes".into());
+    }
+    sync_at_exit(server)?;
+    let settings = server.config.borrow().aof_settings();
+    let manifest = AofLog::read_manifest(&settings)?.ok_or("ERR no AOF manifest to load")?;
+    server.local_store.borrow_mut().with_store(|store| {
+        for i in 0..store.databases() {
+            store.db_mut(i).clear();
+        }
+    });
+    load(server, &settings, &manifest)?;
+    warn!("Append Only File loaded by DEBUG LOADAOF");
+    Ok(())
+}
+
+/// Loads the base and the incremental files `manifest` names.
+fn load(
+    server: &Server,
+    settings: &crate::aof::AofSettings,
+    manifest: &crate::aof::Manifest,
+) -> Result<(), String> {
+    let started = std::time::Instant::now();
+    let (base, incrs) = AofLog::files(settings, manifest);
+    let mut db = 0;
+    if let Some(path) = base {
+        let bytes =
+            std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        if bytes.starts_with(b"REDIS") {
+            let now_ms = crate::local_store::unix_ms();
+            server
+                .local_store
+                .borrow_mut()
+                .with_store(|store| kvasir_core::rdb_file::read_into(&bytes, store, now_ms, None))
+                .map_err(|e| format!("{e} ({})", path.display()))?;
+        } else {
+            // A base of commands (aof-use-rdb-preamble no).
+            replay(server, &path, &bytes, &mut db, false)?;
+        }
+    }
+    let last = incrs.len().saturating_sub(1);
+    for (i, path) in incrs.iter().enumerate() {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            // The last file may not exist yet (a crash right after a
+            // rewrite listed it).
+            Err(e) if i == last && e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        replay(server, path, &bytes, &mut db, i == last)?;
+    }
+    info!(
+        "DB loaded from append only file: {:.3} seconds",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Replays one file; a last file cut short in the middle of a write is
+/// truncated to its last whole write (Redis's `aof-load-truncated yes`).
+fn replay(
+    server: &Server,
+    path: &std::path::Path,
+    bytes: &[u8],
+    db: &mut usize,
+    last: bool,
+) -> Result<(), String> {
+    let cut = {
+        let mut local = server.local_store.borrow_mut();
+        replay_file(bytes, db, |write| {
+            local.replay(write);
+            Ok(())
+        })
+        .map_err(|e| format!("{e} ({})", path.display()))?
+    };
+    if let Some(len) = cut {
+        if !last {
+            return Err(format!(
+                "Unexpected end of file reading the append only file {}",
+                path.display()
+            ));
+        }
+        warn!(
+            "!!! Warning: short read while loading the AOF file {}!!! Truncating the AOF at offset {len}",
+            path.display()
+        );
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| format!("truncating {}: {e}", path.display()))?;
+        file.set_len(len as u64)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| format!("truncating {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Writes what the log holds before replies go out (the session calls
+/// this before every write to a client): a reply never tells of a write
+/// the file does not have.
+pub fn before_reply(server: &Server) {
+    if !server.config.borrow().appendonly {
+        return;
+    }
+    if let Err(e) = server.local_store.borrow_mut().flush_aof() {
+        warn!("{e}");
+    }
+}
+
+/// The error writes are refused with while the log cannot be written.
+pub fn write_error(server: &Server) -> Option<String> {
+    if !server.config.borrow().appendonly {
+        return None;
+    }
+    let local = server.local_store.borrow();
+    let error = local.aof.as_ref()?.error.as_ref()?;
+    Some(format!("MISCONF {error}"))
+}
+
+/// `appendfsync everysec`: once a second, what was written is fsynced on
+/// a blocking thread.
+pub async fn everysec_cron(server: Rc<Server>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let file = {
+            let mut local = server.local_store.borrow_mut();
+            let Some(aof) = local.aof.as_mut() else {
+                continue;
+            };
+            if aof.fsync_policy() != AppendFsync::EverySec {
+                continue;
+            }
+            if let Err(e) = aof.flush() {
+                warn!("{e}");
+                continue;
+            }
+            aof.take_unsynced()
+        };
+        if let Some(file) = file {
+            match tokio::task::spawn_blocking(move || file.sync_data()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    let why = format!("Errors writing to the AOF file: {e}");
+                    warn!("{why}");
+                    if let Some(aof) = server.local_store.borrow_mut().aof.as_mut() {
+                        aof.error = Some(why);
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+/// Before exiting (SHUTDOWN, a signal): everything logged on disk.
+pub fn sync_at_exit(server: &Server) -> Result<(), String> {
+    let mut local = server.local_store.borrow_mut();
+    match local.aof.as_mut() {
+        Some(aof) => aof.flush().and_then(|()| aof.sync()),
+        None => Ok(()),
+    }
+}
+
+/// `CONFIG SET appendonly` and `appendfsync` on a running server: `yes`
+/// starts a log from the data now, `no` closes it.
+pub fn apply_settings(server: &Server) -> Result<(), String> {
+    let (on, settings) = {
+        let config = server.config.borrow();
+        (config.appendonly, config.aof_settings())
+    };
+    let running = server.local_store.borrow().aof.is_some();
+    match (on, running) {
+        (true, false) => {
+            let base = crate::persistence::image(server);
+            match AofLog::create(settings, &base) {
+                Ok(log) => server.local_store.borrow_mut().aof = Some(log),
+                Err(e) => {
+                    // Not on, then: the setting says what is.
+                    server.config.borrow_mut().appendonly = false;
+                    return Err(e);
+                }
+            }
+            info!("Append only file created from the data now");
+        }
+        (false, true) => {
+            sync_at_exit(server)?;
+            server.local_store.borrow_mut().aof = None;
+        }
+        (true, true) => {
+            if let Some(aof) = server.local_store.borrow_mut().aof.as_mut() {
+                aof.set_fsync_policy(settings.fsync);
+            }
+        }
+        (false, false) => {}
+    }
+    Ok(())
+}
+
+/// BGREWRITEAOF with a log: a new base from the data now, written on a
+/// blocking thread; the writes meanwhile go to a new incremental file.
+pub fn rewrite(server: &Rc<Server>) -> Result<(), String> {
+    let pending = {
+        let mut local = server.local_store.borrow_mut();
+        let Some(aof) = local.aof.as_mut() else {
+            return Err("ERR append only file is off".into());
+        };
+        aof.begin_rewrite().map_err(|e| format!("ERR {e}"))?
+    };
+    let base = crate::persistence::image(server);
+    let server = server.clone();
+    tokio::task::spawn_local(async move {
+        let path = pending.path.clone();
+        let written = tokio::task::spawn_blocking(move || {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&path)?;
+            f.write_all(&base)?;
+            f.sync_all()
+        })
+        .await;
+        let ok = matches!(written, Ok(Ok(())));
+        if !ok {
+            warn!("Background AOF rewrite failed: {written:?}");
+        }
+        let mut local = server.local_store.borrow_mut();
+        if let Some(aof) = local.aof.as_mut() {
+            match aof.finish_rewrite(pending, ok) {
+                Ok(()) if ok => info!("Background AOF rewrite finished successfully"),
+                Ok(()) => {}
+                Err(e) => warn!("Background AOF rewrite failed: {e}"),
+            }
+        }
+        drop(local);
+        server
+            .persistence
+            .aof_rewrites
+            .set(server.persistence.aof_rewrites.get() + ok as u64);
+    });
+    Ok(())
+}
+
+/// Whether a rewrite is running (INFO aof_rewrite_in_progress).
+pub fn rewrite_in_progress(server: &Server) -> bool {
+    server
+        .local_store
+        .borrow()
+        .aof
+        .as_ref()
+        .is_some_and(|a| a.rewrite_in_progress())
+}
