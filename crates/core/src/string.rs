@@ -33,7 +33,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("decrby", 3, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.", crate::write_handler!(decrby)).events(crate::notify::Events::Named("incrby")),
     cmd("get", 2, RF, ONE_KEY, ACL_RF, G, "1.0.0", "Returns the string value of a key.", crate::read_handler!(get)),
     cmd("getdel", 2, WF, ONE_KEY, ACL_WF, G, "6.2.0", "Returns the string value of a key after deleting the key.", crate::write_handler!(getdel)).idle_on_empty().events(crate::notify::Events::Custom(crate::notify::del)).with_key_specs(&[crate::table::ks::RW_ACCESS_DELETE]),
-    cmd("getex", -2, WF, ONE_KEY, ACL_WF, G, "6.2.0", "Returns the string value of a key after setting its expiration time.", crate::write_handler!(getex)).events(crate::notify::Events::Custom(crate::notify::getex)),
+    cmd("getex", -2, WF, ONE_KEY, ACL_WF, G, "6.2.0", "Returns the string value of a key after setting its expiration time.", crate::write_handler!(getex)).events(crate::notify::Events::Custom(crate::notify::getex)).unchanged_when(getex_changed_nothing),
     cmd("getrange", 4, R, ONE_KEY, ACL_R, G, "2.4.0", "Returns a substring of the string stored at a key.", crate::read_handler!(getrange)),
     cmd("getset", 3, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Returns the previous string value of a key after setting it to a new value.", crate::write_handler!(getset)).events(crate::notify::Events::Named("set")),
     cmd("incr", 2, WF_OOM, ONE_KEY, ACL_WF, G, "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", crate::write_handler!(incr)).events(crate::notify::Events::Named("incrby")),
@@ -374,6 +374,11 @@ fn getdel<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ct
 /// GETEX key [EX s | PX ms | EXAT ts | PXAT ms-ts | PERSIST]. As in Redis,
 /// syntax errors come first, a missing key answers nil before the expiry
 /// value is checked, and an absolute time already past deletes the key.
+/// GETEX without an option only reads; on a missing key nothing changes.
+fn getex_changed_nothing(args: &[Bytes], reply: &Reply) -> bool {
+    args.len() == 2 || matches!(reply, Reply::Nil)
+}
+
 fn getex<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
     let key = &args[1];
     let opts = parse_options(&args[2..], OptsFor::GetEx)?;

@@ -324,6 +324,9 @@ fn config_set_appendonly_starts_and_stops_the_log() {
     let value: Vec<String> = q(&mut c, &["CONFIG", "GET", "appendonly"]);
     assert_eq!(value, vec!["appendonly", "yes"]);
     let _: () = q(&mut c, &["SET", "logged", "1"]);
+    // WAITAOF: this server's copy is fsynced; it has no replicas.
+    let synced: Vec<i64> = q(&mut c, &["WAITAOF", "1", "0", "0"]);
+    assert_eq!(synced, vec![1, 0]);
     drop(c);
     drop(server);
     // The data from before the log started is in its base.
@@ -342,5 +345,91 @@ fn config_set_appendonly_starts_and_stops_the_log() {
     assert_eq!(unlogged, None);
     drop(c);
     drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// RESP as a client sends it (what redis-server writes in its files).
+fn resp(args: &[&str]) -> String {
+    let mut out = format!("*{}\r\n", args.len());
+    for a in args {
+        out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    out
+}
+
+fn start_fails(dir: &std::path::Path, extra: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvasir"))
+        .args([
+            "server",
+            "--port",
+            "0",
+            "--bind",
+            "127.0.0.1",
+            "--appendonly",
+            "yes",
+            "--dir",
+        ])
+        .arg(dir)
+        .args(extra)
+        .output()
+        .expect("run kvasir");
+    assert!(!out.status.success(), "the start should have failed");
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+/// Files redis-server wrote load as it loads them: a Redis 6 single
+/// `appendonly.aof` is moved into the folder as its base; writes without
+/// Kvasir's time stamp replay with nothing expiring during the load (a
+/// PEXPIREAT in the past does not delete the key the next command
+/// appends to: both go once the load ends); an unknown command, or a cut
+/// file with `aof-load-truncated no`, stops the start with Redis's words.
+#[test]
+fn files_redis_wrote_load_as_redis_loads_them() {
+    let dir = temp_dir();
+    let old = [
+        resp(&["SET", "k1", "v1"]),
+        resp(&["RPUSH", "list", "foo"]),
+        resp(&["PEXPIREAT", "list", "1000"]),
+        resp(&["RPUSH", "list", "bar"]),
+    ]
+    .concat();
+    std::fs::write(dir.join("appendonly.aof"), &old).expect("old file");
+    let server = start(&dir, &["--appendonly", "yes"]);
+    let mut c = server.conn();
+    let k1: String = q(&mut c, &["GET", "k1"]);
+    assert_eq!(k1, "v1");
+    let len: i64 = q(&mut c, &["LLEN", "list"]);
+    assert_eq!(len, 0, "the list expired once loaded, with both elements");
+    // GETEX without an option writes nothing to the log.
+    let incr = dir.join("appendonlydir").join("appendonly.aof.1.incr.aof");
+    let before = std::fs::metadata(&incr).expect("incr").len();
+    let _: Option<String> = q(&mut c, &["GETEX", "k1"]);
+    assert_eq!(std::fs::metadata(&incr).expect("incr").len(), before);
+    drop(c);
+    drop(server);
+    assert!(!dir.join("appendonly.aof").exists());
+    let manifest = std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest"))
+        .expect("manifest");
+    assert_eq!(
+        manifest,
+        "file appendonly.aof seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n"
+    );
+
+    std::fs::write(&incr, resp(&["BLA", "foo"])).expect("write");
+    let text = start_fails(&dir, &[]);
+    assert!(
+        text.contains("Unknown command 'BLA' reading the append only file"),
+        "{text}"
+    );
+    let cut = resp(&["SET", "a", "b"]) + "*3\r\n$3\r\nSET\r\n";
+    std::fs::write(&incr, cut).expect("write");
+    let text = start_fails(&dir, &["--aof-load-truncated", "no"]);
+    assert!(
+        text.contains("Unexpected end of file reading the append only file"),
+        "{text}"
+    );
+    std::fs::write(dir.join("appendonlydir/appendonly.aof.manifest"), "").expect("write");
+    let text = start_fails(&dir, &[]);
+    assert!(text.contains("Found an empty AOF manifest"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }

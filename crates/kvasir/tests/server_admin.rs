@@ -1061,8 +1061,8 @@ fn wait_without_replicas_like_redis() {
     }
 }
 
-/// WAITAOF (Redis 7.2) on a standalone server, which keeps no append-only
-/// file (a Redis with `appendonly no` and no replicas): [0, 0], after the
+/// WAITAOF (Redis 7.2) on a standalone server with `appendonly no` (as a
+/// Redis with no append-only file and no replicas): [0, 0], after the
 /// timeout when a replica is asked for, at once inside MULTI; numlocal is
 /// refused; Redis 7.2's argument errors.
 #[test]

@@ -81,6 +81,16 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
         // Without it (and in cluster mode), what a rewrite gives a Redis
         // user, a compact image of the data on disk, is a snapshot.
         C::Bgrewriteaof if cluster.is_none() && s.server.config.borrow().appendonly => {
+            if s.txn.executing {
+                // As Redis: inside EXEC the rewrite starts after the block.
+                let server = s.server.clone();
+                tokio::task::spawn_local(async move {
+                    if let Err(e) = crate::aof_persistence::rewrite(&server) {
+                        tracing::warn!("Scheduled background AOF rewrite: {e}");
+                    }
+                });
+                return Reply::simple("Background append only file rewriting scheduled").into();
+            }
             crate::aof_persistence::rewrite(&s.server)
                 .map(|()| Reply::simple("Background append only file rewriting started"))
                 .map_err(CmdError::other)
@@ -241,11 +251,12 @@ fn reply_after(timeout_ms: u64, reply: Reply) -> Outcome {
 
 /// WAITAOF numlocal numreplicas timeout (Redis 7.2): [local, replicas]
 /// copies synced to disk of every write the client was answered for.
-/// Kvasir keeps no append-only file; its counterpart is the Raft log of a
-/// cluster node with `--wal fsync`, where a write is answered only once
-/// this node and a majority fsynced it: there the answer is at once
-/// [1, the other replicas of a majority]. A standalone server (RDB
-/// snapshots only) is a Redis with `appendonly no` and no replicas.
+/// A standalone server with `appendonly yes` fsyncs its log and answers
+/// [1, 0] (it has no replicas); without it, it is a Redis with
+/// `appendonly no`. The counterpart in cluster mode is the Raft log of a
+/// node with `--wal fsync`, where a write is answered only once this node
+/// and a majority fsynced it: there the answer is at once [1, the other
+/// replicas of a majority].
 fn waitaof(s: &mut Session, args: &[Bytes]) -> Outcome {
     let parsed = (|| {
         let local = parse_i64(&args[0])?;
@@ -267,18 +278,23 @@ fn waitaof(s: &mut Session, args: &[Bytes]) -> Outcome {
         Ok(p) => p,
         Err(e) => return e.to_reply().into(),
     };
-    let synced = s.server.cluster.is_some()
-        && crate::cluster::parse_wal(&s.server.config.borrow().wal)
-            == Ok(kvasir_raft::WalMode::Fsync);
+    let synced = match s.server.cluster {
+        Some(_) => {
+            crate::cluster::parse_wal(&s.server.config.borrow().wal)
+                == Ok(kvasir_raft::WalMode::Fsync)
+        }
+        None => crate::aof_persistence::sync_now(&s.server),
+    };
     if want_local > 0 && !synced {
         return Reply::error(
             "ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.",
         )
         .into();
     }
-    let (local, replicas) = match synced {
-        true => (1, replicas_acked(s)),
-        false => (0, 0),
+    let (local, replicas) = match (synced, &s.server.cluster) {
+        (true, Some(_)) => (1, replicas_acked(s)),
+        (true, None) => (1, 0),
+        (false, _) => (0, 0),
     };
     let reply = Reply::Array(vec![Reply::Int(local), Reply::Int(replicas)]);
     if (want_local <= local && want_replicas <= replicas) || s.txn.executing {

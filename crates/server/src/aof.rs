@@ -74,47 +74,89 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// Redis's format: one `file <name> seq <n> type <b|i|h>` line per
-    /// file, keys in any order, `#` comments.
+    /// Redis's format and checks (aof.c, aofLoadManifestFromFile): one
+    /// `file <name> seq <n> type <b|i|h>` line per file, keys in any
+    /// order, `#` comments; blank lines, lines of 1024 bytes or more, an
+    /// empty manifest, a name with a path, two bases, incremental
+    /// sequence numbers that do not increase and unknown types are errors.
     pub fn parse(text: &str) -> Result<Manifest, String> {
-        let mut files = Vec::new();
-        for line in text.lines() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
+        const LINE_MAX: usize = 1024;
+        let mut files: Vec<ManifestFile> = Vec::new();
+        if text.is_empty() {
+            return Err("Found an empty AOF manifest".into());
+        }
+        let invalid = || "Invalid AOF manifest file format".to_string();
+        let mut max_incr = 0;
+        for line in text.split_inclusive('\n') {
+            if line.starts_with('#') {
                 continue;
             }
-            let words = kvasir_resp::parse::split_args(line.as_bytes())
-                .ok_or("Invalid AOF manifest file format")?;
-            if words.len() % 2 != 0 {
-                return Err("Invalid AOF manifest file format".into());
+            if line.len() >= LINE_MAX || !line.ends_with('\n') {
+                return Err("The AOF manifest file contains too long line".into());
             }
-            let (mut name, mut seq, mut kind) = (None, None, None);
+            let line = line.trim_matches(|c| " \t\r\n".contains(c));
+            if line.is_empty() {
+                return Err(invalid());
+            }
+            let words = kvasir_resp::parse::split_args(line.as_bytes()).ok_or_else(invalid)?;
+            if words.len() < 6 || words.len() % 2 != 0 {
+                return Err(invalid());
+            }
+            let (mut name, mut seq, mut kind) = (None, 0u64, None);
             for pair in words.chunks(2) {
                 let value = String::from_utf8_lossy(&pair[1]).into_owned();
-                match pair[0].as_slice() {
-                    b"file" => name = Some(value),
-                    b"seq" => seq = value.parse::<u64>().ok(),
-                    b"type" => kind = value.chars().next().filter(|c| "bih".contains(*c)),
+                match pair[0].to_ascii_lowercase().as_slice() {
+                    b"file" => {
+                        if value.contains('/') {
+                            return Err("File can't be a path, just a filename".into());
+                        }
+                        name = Some(value)
+                    }
+                    // atoll: the leading digits, 0 for none.
+                    b"seq" => {
+                        let digits: String =
+                            value.chars().take_while(|c| c.is_ascii_digit()).collect();
+                        seq = digits.parse().unwrap_or(0);
+                    }
+                    b"type" => kind = value.chars().next(),
                     _ => {}
                 }
             }
-            match (name, seq, kind) {
-                (Some(name), Some(seq), Some(kind)) if !name.contains('/') => {
-                    files.push(ManifestFile { name, seq, kind })
-                }
-                _ => return Err("Invalid AOF manifest file format".into()),
+            let (Some(name), Some(kind)) = (name, kind) else {
+                return Err(invalid());
+            };
+            if seq == 0 {
+                return Err(invalid());
             }
-        }
-        if files.iter().filter(|f| f.kind == 'b').count() > 1 {
-            return Err("Found duplicate base file information".into());
+            match kind {
+                'b' if files.iter().any(|f| f.kind == 'b') => {
+                    return Err("Found duplicate base file information".into())
+                }
+                'b' | 'h' => {}
+                'i' => {
+                    if seq <= max_incr {
+                        return Err("Found a non-monotonic sequence number".into());
+                    }
+                    max_incr = seq;
+                }
+                _ => return Err("Unknown AOF file type".into()),
+            }
+            files.push(ManifestFile { name, seq, kind });
         }
         Ok(Manifest { files })
     }
 
+    /// Names with spaces or other special bytes are quoted as Redis's
+    /// sdscatrepr does, so that its loader splits the line back.
     pub fn render(&self) -> String {
         let mut out = String::new();
         for f in &self.files {
-            out.push_str(&format!("file {} seq {} type {}\n", f.name, f.seq, f.kind));
+            out.push_str(&format!(
+                "file {} seq {} type {}\n",
+                quote_name(&f.name),
+                f.seq,
+                f.kind
+            ));
         }
         out
     }
@@ -130,6 +172,29 @@ impl Manifest {
     fn last_incr_seq(&self) -> u64 {
         self.incrs().map(|f| f.seq).max().unwrap_or(0)
     }
+}
+
+fn quote_name(name: &str) -> String {
+    let plain = name
+        .bytes()
+        .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\'' && b != b'\\');
+    if plain {
+        return name.to_string();
+    }
+    let mut out = String::from("\"");
+    for b in name.bytes() {
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            b'"' => out.push_str("\\\""),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            b if b.is_ascii_graphic() || b == b' ' => out.push(b as char),
+            b => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn base_name(name: &str, seq: u64) -> String {
@@ -258,7 +323,7 @@ fn parse_stamp(stamp: &[u8]) -> Option<Ctx> {
 }
 
 fn bad_format(offset: usize) -> String {
-    format!("Bad file format reading the append only file (at byte {offset})")
+    format!("Bad file format reading the append only file (at byte {offset}) in")
 }
 
 /// The log the data thread appends to.
@@ -267,6 +332,9 @@ pub struct AofLog {
     manifest: Manifest,
     /// The last incremental file, which writes go to.
     file: File,
+    /// Its length after the last whole write: a write that failed half
+    /// way is cut back to it, so a retry does not leave half a command.
+    file_len: u64,
     /// Logged, not written to the file yet.
     buf: Vec<u8>,
     /// The database the file's last SELECT chose.
@@ -293,6 +361,12 @@ impl AofLog {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(format!("reading the AOF manifest: {e}")),
         }
+    }
+
+    /// Writes `manifest` (atomically) into the folder.
+    pub fn write_manifest(settings: &AofSettings, manifest: &Manifest) -> Result<(), String> {
+        write_atomically(&manifest_path(settings), manifest.render().as_bytes())
+            .map_err(|e| format!("writing the AOF manifest: {e}"))
     }
 
     /// The files of `manifest` in loading order: the base (if any), then
@@ -328,10 +402,15 @@ impl AofLog {
             .append(true)
             .open(settings.folder.join(&name))
             .map_err(|e| format!("opening {name}: {e}"))?;
+        let file_len = file
+            .metadata()
+            .map_err(|e| format!("opening {name}: {e}"))?
+            .len();
         Ok(AofLog {
             settings,
             manifest,
             file,
+            file_len,
             buf: Vec::new(),
             db: None,
             unsynced: false,
@@ -422,11 +501,16 @@ impl AofLog {
     pub fn flush(&mut self) -> Result<(), String> {
         if !self.buf.is_empty() {
             if let Err(e) = self.file.write_all(&self.buf) {
+                let _ = self.file.set_len(self.file_len);
                 let why = format!("Errors writing to the AOF file: {e}");
                 self.error = Some(why.clone());
                 return Err(why);
             }
+            self.file_len += self.buf.len() as u64;
             self.buf.clear();
+            if self.settings.fsync != AppendFsync::Always {
+                self.error = None;
+            }
             self.unsynced = true;
         }
         if self.settings.fsync == AppendFsync::Always && self.unsynced {
@@ -475,6 +559,9 @@ impl AofLog {
         self.sync()?;
         let seq = self.manifest.last_incr_seq() + 1;
         let name = incr_name(&self.settings.name, seq);
+        // Empty, even if a rewrite that crashed left one of that name.
+        File::create(self.settings.folder.join(&name))
+            .map_err(|e| format!("creating {name}: {e}"))?;
         let file = OpenOptions::new()
             .create(true)
             .append(true)
@@ -490,6 +577,7 @@ impl AofLog {
             .map_err(|e| format!("writing the AOF manifest: {e}"))?;
         self.manifest = manifest;
         self.file = file;
+        self.file_len = 0;
         self.db = None;
         self.rewrite_from = Some(seq);
         let base_seq = self.manifest.base().map(|b| b.seq).unwrap_or(0) + 1;
@@ -595,6 +683,33 @@ mod tests {
         // Keys in any order, comments skipped (Redis writes and reads both).
         let m = Manifest::parse("# c\ntype i seq 3 file f.3.incr.aof\n").unwrap();
         assert_eq!(m.incrs().next().unwrap().seq, 3);
+        // Redis's other refusals.
+        let err = |t: &str| Manifest::parse(t).unwrap_err();
+        assert_eq!(err(""), "Found an empty AOF manifest");
+        assert_eq!(
+            err("file a seq 1 type b\n\n"),
+            "Invalid AOF manifest file format"
+        );
+        assert_eq!(err("file a seq 1 type x\n"), "Unknown AOF file type");
+        assert_eq!(
+            err("file a seq 2 type i\nfile b seq 1 type i\n"),
+            "Found a non-monotonic sequence number"
+        );
+        let long = format!("file {} seq 1 type i\n", "a".repeat(1100));
+        assert_eq!(err(&long), "The AOF manifest file contains too long line");
+        // A name with spaces is quoted and read back.
+        let spaced = Manifest {
+            files: vec![ManifestFile {
+                name: "my file.1.incr.aof".into(),
+                seq: 1,
+                kind: 'i',
+            }],
+        };
+        assert_eq!(
+            spaced.render(),
+            "file \"my file.1.incr.aof\" seq 1 type i\n"
+        );
+        assert_eq!(Manifest::parse(&spaced.render()).unwrap(), spaced);
     }
 
     #[test]

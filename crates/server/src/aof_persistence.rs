@@ -13,7 +13,11 @@ use tracing::{info, warn};
 /// one, is loaded first, as Redis 7 does).
 pub fn start(server: &Server) -> Result<(), String> {
     let settings = server.config.borrow().aof_settings();
-    let Some(manifest) = AofLog::read_manifest(&settings)? else {
+    let manifest = match AofLog::read_manifest(&settings)? {
+        Some(manifest) => Some(manifest),
+        None => upgrade_single_file(server, &settings)?,
+    };
+    let Some(manifest) = manifest else {
         crate::persistence::load_at_start(server)?;
         let base = crate::persistence::image(server);
         let log = AofLog::create(settings, &base)?;
@@ -25,6 +29,39 @@ pub fn start(server: &Server) -> Result<(), String> {
     let log = AofLog::resume(settings, manifest)?;
     server.local_store.borrow_mut().aof = Some(log);
     Ok(())
+}
+
+/// A Redis 6 server's single `dir/appendonly.aof` (no folder, no
+/// manifest) becomes the base of a multi-part folder, as Redis 7 upgrades
+/// it: the file moves into the folder under its own name.
+fn upgrade_single_file(
+    server: &Server,
+    settings: &crate::aof::AofSettings,
+) -> Result<Option<crate::aof::Manifest>, String> {
+    let dir = std::path::PathBuf::from(&server.config.borrow().dir);
+    let old = dir.join(&settings.name);
+    if !old.is_file() {
+        return Ok(None);
+    }
+    std::fs::create_dir_all(&settings.folder)
+        .map_err(|e| format!("creating {}: {e}", settings.folder.display()))?;
+    let manifest = crate::aof::Manifest {
+        files: vec![crate::aof::ManifestFile {
+            name: settings.name.clone(),
+            seq: 1,
+            kind: 'b',
+        }],
+    };
+    std::fs::rename(&old, settings.folder.join(&settings.name)).map_err(|e| {
+        format!(
+            "moving {} into {}: {e}",
+            old.display(),
+            settings.folder.display()
+        )
+    })?;
+    AofLog::write_manifest(settings, &manifest)?;
+    info!("Successfully migrated an old-style AOF into the AOF directory");
+    Ok(Some(manifest))
 }
 
 /// DEBUG LOADAOF: the log written out, the data emptied and loaded again
@@ -56,8 +93,7 @@ fn load(
     let (base, incrs) = AofLog::files(settings, manifest);
     let mut db = 0;
     if let Some(path) = base {
-        let bytes =
-            std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let bytes = std::fs::read(&path).map_err(|e| cannot_open(&path, e))?;
         if bytes.starts_with(b"REDIS") {
             let now_ms = crate::local_store::unix_ms();
             server
@@ -77,7 +113,7 @@ fn load(
             // The last file may not exist yet (a crash right after a
             // rewrite listed it).
             Err(e) if i == last && e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            Err(e) => return Err(cannot_open(path, e)),
         };
         replay(server, path, &bytes, &mut db, i == last)?;
     }
@@ -86,6 +122,15 @@ fn load(
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Redis's words for a file the manifest names that does not read.
+fn cannot_open(path: &std::path::Path, e: std::io::Error) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    format!("Fatal error: can't open the append log file {name} for reading: {e}")
 }
 
 /// Replays one file; a last file cut short in the middle of a write is
@@ -99,16 +144,19 @@ fn replay(
 ) -> Result<(), String> {
     let cut = {
         let mut local = server.local_store.borrow_mut();
-        replay_file(bytes, db, |write| {
-            local.replay(write);
-            Ok(())
-        })
-        .map_err(|e| format!("{e} ({})", path.display()))?
+        replay_file(bytes, db, |write| local.replay(write))
+            .map_err(|e| format!("{e} {}", path.display()))?
     };
     if let Some(len) = cut {
-        if !last {
+        let truncate = server
+            .config
+            .borrow()
+            .stored
+            .get("aof-load-truncated")
+            .is_none_or(|v| v.eq_ignore_ascii_case("yes"));
+        if !last || !truncate {
             return Err(format!(
-                "Unexpected end of file reading the append only file {}",
+                "Unexpected end of file reading the append only file {}. You can: 1) Make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>. 2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server.",
                 path.display()
             ));
         }
@@ -149,8 +197,9 @@ pub fn write_error(server: &Server) -> Option<String> {
     Some(format!("MISCONF {error}"))
 }
 
-/// `appendfsync everysec`: once a second, what was written is fsynced on
-/// a blocking thread.
+/// Once a second: what the server logged on its own (expired and evicted
+/// keys, while no client is answered) is written, and with `appendfsync
+/// everysec` what was written is fsynced on a blocking thread.
 pub async fn everysec_cron(server: Rc<Server>) {
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -159,11 +208,11 @@ pub async fn everysec_cron(server: Rc<Server>) {
             let Some(aof) = local.aof.as_mut() else {
                 continue;
             };
-            if aof.fsync_policy() != AppendFsync::EverySec {
-                continue;
-            }
             if let Err(e) = aof.flush() {
                 warn!("{e}");
+                continue;
+            }
+            if aof.fsync_policy() != AppendFsync::EverySec {
                 continue;
             }
             aof.take_unsynced()
@@ -190,6 +239,16 @@ pub fn sync_at_exit(server: &Server) -> Result<(), String> {
     match local.aof.as_mut() {
         Some(aof) => aof.flush().and_then(|()| aof.sync()),
         None => Ok(()),
+    }
+}
+
+/// WAITAOF: everything logged fsynced now; false without a log (or when
+/// the fsync failed).
+pub fn sync_now(server: &Server) -> bool {
+    let mut local = server.local_store.borrow_mut();
+    match local.aof.as_mut() {
+        Some(aof) => aof.flush().and_then(|()| aof.sync()).is_ok(),
+        None => false,
     }
 }
 

@@ -293,27 +293,31 @@ async fn serve(config: Config) -> std::io::Result<()> {
     server.cluster = cluster;
     server.watches = watches;
     server.blocking = blocking;
+    // "PID: n" as in redis-server's start banner, which tools (Redis's
+    // own test harness among them) wait for; before the data is loaded,
+    // so that a load that fails is seen as this process's failure.
+    info!(
+        "Kvasir {} started, PID: {}",
+        env!("CARGO_PKG_VERSION"),
+        std::process::id()
+    );
     let appendonly = server.config.borrow().appendonly;
-    match (&server.cluster, appendonly) {
-        (None, true) => crate::aof_persistence::start(&server).map_err(std::io::Error::other)?,
-        (None, false) => {
-            crate::persistence::load_at_start(&server).map_err(std::io::Error::other)?
-        }
-        (Some(_), true) => return Err(std::io::Error::other(crate::aof::NOT_IN_CLUSTER)),
-        (Some(_), false) => {}
+    let loaded = match (&server.cluster, appendonly) {
+        (None, true) => crate::aof_persistence::start(&server),
+        (None, false) => crate::persistence::load_at_start(&server),
+        (Some(_), true) => Err(crate::aof::NOT_IN_CLUSTER.to_string()),
+        (Some(_), false) => Ok(()),
+    };
+    if let Err(e) = loaded {
+        // In the log too, as redis-server reports it.
+        tracing::error!("{e}");
+        return Err(std::io::Error::other(e));
     }
     let server = Rc::new(server);
     *cell.borrow_mut() = Rc::downgrade(&server);
     if server.cluster.is_none() {
         crate::pubsub::deliver_script_publishes(&server);
     }
-    // "PID: n" as in redis-server's start banner, which tools (Redis's
-    // own test harness among them) wait for.
-    info!(
-        "Kvasir {} started, PID: {}",
-        env!("CARGO_PKG_VERSION"),
-        std::process::id()
-    );
     info!(
         "Kvasir {} running mode={}, port={}.",
         env!("CARGO_PKG_VERSION"),

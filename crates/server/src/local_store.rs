@@ -170,21 +170,36 @@ impl LocalStore {
     }
 
     /// Replays one write of the append-only file with the time and seed it
-    /// ran with (the time of loading for a file without them).
-    pub fn replay(&mut self, write: crate::aof::Replayed) {
+    /// ran with. A write without them (a file redis-server wrote) replays
+    /// at time 0: nothing expires while a file loads, as in Redis, whose
+    /// files hold absolute times only (PEXPIREAT, SET PXAT).
+    pub fn replay(&mut self, write: crate::aof::Replayed) -> Result<(), String> {
         use crate::aof::Replayed;
-        let now = Ctx {
-            now_ms: unix_ms(),
+        let unstamped = Ctx {
+            now_ms: 0,
             seed: self.seed,
         };
         match write {
             Replayed::Command { ctx, db, args } => {
-                let ctx = ctx.unwrap_or(now);
-                if let Ok((spec, _)) = kvasir_core::table::resolve(&args) {
-                    if db < self.store.databases() {
-                        let _ = machine::execute(&mut self.store, spec, db, &args, &ctx);
+                let ctx = ctx.unwrap_or(unstamped);
+                let name = String::from_utf8_lossy(&args[0]).into_owned();
+                let spec = match kvasir_core::table::resolve(&args) {
+                    Ok((spec, _)) => spec,
+                    Err(CmdError::WrongArity(_)) => {
+                        return Err(format!(
+                            "Wrong number of arguments for '{name}' reading the append only file"
+                        ))
                     }
+                    Err(_) => {
+                        return Err(format!(
+                            "Unknown command '{name}' reading the append only file"
+                        ))
+                    }
+                };
+                if db >= self.store.databases() {
+                    return Err(format!("Invalid database {db} in the append only file"));
                 }
+                let _ = machine::execute(&mut self.store, spec, db, &args, &ctx);
             }
             Replayed::Block { ctx, db, cmds } => {
                 let cmd = ShardCmd::Commands {
@@ -192,13 +207,14 @@ impl LocalStore {
                     cmds,
                     multi: true,
                 };
-                let _ = machine::apply(&mut self.store, &cmd, &ctx.unwrap_or(now), |_, _| {});
+                let _ = machine::apply(&mut self.store, &cmd, &ctx.unwrap_or(unstamped), |_, _| {});
             }
         }
         self.seed = self.seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
         // Replayed writes raise no events and feed no script statistics.
         self.store.events.clear();
         self.store.take_reported_writes();
+        Ok(())
     }
 
     /// Writes what the log holds to its file (before replies go out).
