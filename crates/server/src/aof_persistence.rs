@@ -178,9 +178,22 @@ fn replay(
 /// Writes what the log holds before replies go out (the session calls
 /// this before every write to a client): a reply never tells of a write
 /// the file does not have.
-pub fn before_reply(server: &Server) {
+///
+/// With `appendfsync always` the connection first lets the others that
+/// are ready run their commands: one fsync then covers the writes of all
+/// of them, as Redis's one fsync per event-loop round does.
+pub async fn before_reply(server: &Server) {
     if !server.config.borrow().appendonly {
         return;
+    }
+    let must_sync = server
+        .local_store
+        .borrow()
+        .aof
+        .as_ref()
+        .is_some_and(|aof| aof.fsync_policy() == AppendFsync::Always && aof.has_pending());
+    if must_sync {
+        tokio::task::yield_now().await;
     }
     if let Err(e) = server.local_store.borrow_mut().flush_aof() {
         warn!("{e}");
