@@ -243,6 +243,53 @@ fn bgrewriteaof_replaces_the_base_and_a_restart_loads_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The log rewrites itself once it grew past `auto-aof-rewrite-min-size`
+/// and by `auto-aof-rewrite-percentage` % of its size after the last
+/// rewrite; the data survives a restart from the new base.
+#[test]
+fn the_log_rewrites_itself_as_it_grows() {
+    let dir = temp_dir();
+    let server = start(
+        &dir,
+        &[
+            "--appendonly",
+            "yes",
+            "--auto-aof-rewrite-min-size",
+            "4kb",
+            "--auto-aof-rewrite-percentage",
+            "100",
+        ],
+    );
+    let mut c = server.conn();
+    assert_eq!(info_field(&mut c, "aof_rewrites"), "0");
+    let value = "x".repeat(100);
+    for i in 0..200 {
+        let _: () = q(&mut c, &["SET", &format!("k{}", i % 10), &value]);
+    }
+    assert!(
+        common::eventually(Duration::from_secs(10), || {
+            info_field(&mut c, "aof_rewrites") != "0"
+                && info_field(&mut c, "aof_rewrite_in_progress") == "0"
+        }),
+        "no automatic rewrite after {} bytes",
+        info_field(&mut c, "aof_current_size")
+    );
+    // The 200 SETs of 10 keys are 10 keys in the new base.
+    let size: u64 = info_field(&mut c, "aof_current_size")
+        .parse()
+        .expect("size");
+    assert!(size < 4096, "{size} bytes after the rewrite");
+    let before = digest(&mut c);
+    drop(c);
+    drop(server);
+    let server = start(&dir, &["--appendonly", "yes"]);
+    let mut c = server.conn();
+    assert_eq!(digest(&mut c), before);
+    drop(c);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_write_cut_short_by_a_crash_is_truncated_at_load() {
     let dir = temp_dir();

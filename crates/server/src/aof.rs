@@ -345,6 +345,9 @@ pub struct AofLog {
     pub error: Option<String>,
     /// The incremental files a running rewrite's base will replace.
     rewrite_from: Option<u64>,
+    /// The log's size after it was created, loaded or last rewritten:
+    /// what `auto-aof-rewrite-percentage` measures growth against.
+    pub rewrite_base_size: u64,
 }
 
 /// A base image to write: the rewrite that takes it and what it replaces.
@@ -406,7 +409,7 @@ impl AofLog {
             .metadata()
             .map_err(|e| format!("opening {name}: {e}"))?
             .len();
-        Ok(AofLog {
+        let mut log = AofLog {
             settings,
             manifest,
             file,
@@ -416,7 +419,10 @@ impl AofLog {
             unsynced: false,
             error: None,
             rewrite_from: None,
-        })
+            rewrite_base_size: 0,
+        };
+        log.rewrite_base_size = log.size();
+        Ok(log)
     }
 
     /// Creates the folder with `base` (an RDB image of the data now) as
@@ -629,7 +635,24 @@ impl AofLog {
         for f in old {
             let _ = std::fs::remove_file(self.settings.folder.join(&f.name));
         }
+        self.rewrite_base_size = self.size();
         Ok(())
+    }
+
+    /// Whether the log grew enough for an automatic rewrite: past
+    /// `min_size` bytes and by `percentage` % of its size after the last
+    /// rewrite (Redis's auto-aof-rewrite-percentage and -min-size; a
+    /// percentage of 0 never rewrites).
+    pub fn wants_rewrite(&self, percentage: u64, min_size: u64) -> bool {
+        if percentage == 0 || self.rewrite_in_progress() {
+            return false;
+        }
+        let size = self.size();
+        if size <= min_size {
+            return false;
+        }
+        let base = self.rewrite_base_size.max(1);
+        (size.saturating_mul(100) / base).saturating_sub(100) >= percentage
     }
 
     pub fn rewrite_in_progress(&self) -> bool {

@@ -225,6 +225,15 @@ pub async fn everysec_cron(server: Rc<Server>) {
                 warn!("{e}");
                 continue;
             }
+            let (percentage, min_size) = auto_rewrite_settings(&server);
+            if aof.wants_rewrite(percentage, min_size) {
+                drop(local);
+                info!("Starting automatic rewriting of AOF on growth");
+                if let Err(e) = rewrite(&server) {
+                    warn!("Automatic AOF rewrite: {e}");
+                }
+                continue;
+            }
             if aof.fsync_policy() != AppendFsync::EverySec {
                 continue;
             }
@@ -244,6 +253,22 @@ pub async fn everysec_cron(server: Rc<Server>) {
             }
         }
     }
+}
+
+/// `auto-aof-rewrite-percentage` and `auto-aof-rewrite-min-size`.
+fn auto_rewrite_settings(server: &Server) -> (u64, u64) {
+    let config = server.config.borrow();
+    let percentage = config
+        .stored
+        .get("auto-aof-rewrite-percentage")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let min_size = config
+        .stored
+        .get("auto-aof-rewrite-min-size")
+        .and_then(crate::config::parse_memory)
+        .unwrap_or(64 << 20);
+    (percentage, min_size)
 }
 
 /// Before exiting (SHUTDOWN, a signal): everything logged on disk.

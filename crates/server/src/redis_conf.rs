@@ -167,6 +167,9 @@ fn fatal(origin: &str, text: &str, why: &str) -> String {
 /// Applies directives in order, as a start would: what CONFIG SET refuses
 /// as immutable is set here.
 pub fn apply(config: &mut Config, directives: &[Directive]) -> Result<(), String> {
+    // Redis reads `save` lines as a list: the first replaces the defaults,
+    // the next ones add their points (`save ""` empties it).
+    let mut save_seen = false;
     for d in directives {
         let value = d.args.join(" ");
         let bad = |why: &str| fatal(&d.origin, &d.text, why);
@@ -221,6 +224,12 @@ pub fn apply(config: &mut Config, directives: &[Directive]) -> Result<(), String
             "save" if d.args.is_empty() => config
                 .set("save", "")
                 .map_err(|_| bad("Invalid save parameters")),
+            "save" if std::mem::replace(&mut save_seen, true) && !value.trim().is_empty() => {
+                let points = format!("{} {value}", config.save);
+                config
+                    .set("save", points.trim())
+                    .map_err(|_| bad("Invalid save parameters"))
+            }
             _ if d.args.is_empty() => Err(bad("Bad directive or wrong number of arguments")),
             name => match config.set(name, &value) {
                 Ok(()) => Ok(()),
@@ -332,6 +341,28 @@ mod tests {
         let mut c = Config::default();
         apply(&mut c, &d).expect("applied");
         assert_eq!(c.save, "");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Several `save` lines add up, as in Redis; `save ""` empties the
+    /// list and later lines add to it again; the command line goes on
+    /// from the file's.
+    #[test]
+    fn save_lines_accumulate() {
+        let dir = std::env::temp_dir().join(format!("kvasir-conf-saves-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("redis.conf");
+        std::fs::write(&path, "save 900 1\nsave 300 10\n").expect("write");
+        let mut d = read_file(path.to_str().expect("utf-8 path"), 0).expect("read");
+        d.extend(from_command_line(&words(&["--save", "60", "10000"])).expect("flags"));
+        let mut c = Config::default();
+        apply(&mut c, &d).expect("applied");
+        assert_eq!(c.save, "900 1 300 10 60 10000");
+        std::fs::write(&path, "save 900 1\nsave \"\"\nsave 30 5\n").expect("write");
+        let d = read_file(path.to_str().expect("utf-8 path"), 0).expect("read");
+        let mut c = Config::default();
+        apply(&mut c, &d).expect("applied");
+        assert_eq!(c.save, "30 5");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
