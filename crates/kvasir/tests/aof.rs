@@ -18,6 +18,14 @@ fn start(dir: &std::path::Path, extra: &[&str]) -> Kvasir {
     Kvasir::start_in(dir, &args)
 }
 
+/// Kills `server` with -9 and starts one in `dir` again with the log on.
+fn kill_and_restart(dir: &std::path::Path, server: Kvasir) -> (Kvasir, redis::Connection) {
+    drop(server);
+    let server = start(dir, &["--appendonly", "yes"]);
+    let c = server.conn();
+    (server, c)
+}
+
 fn digest(c: &mut redis::Connection) -> String {
     q(c, &["DEBUG", "DIGEST"])
 }
@@ -103,11 +111,7 @@ fn acknowledged_writes_survive_kill_9_and_replay_to_the_same_state() {
         let plain_deadline: i64 = q(&mut c, &["PEXPIRETIME", "plain"]);
         let members: Vec<String> = q(&mut c, &["SMEMBERS", "set"]);
         assert_eq!(info_field(&mut c, "aof_enabled"), "1");
-        drop(c);
-        drop(server); // kill -9
-
-        let server = start(&dir, &["--appendonly", "yes"]);
-        let mut c = server.conn();
+        let (server, mut c) = kill_and_restart(&dir, server);
         assert_eq!(
             digest(&mut c),
             before,
@@ -125,10 +129,7 @@ fn acknowledged_writes_survive_kill_9_and_replay_to_the_same_state() {
         // Writes go on in the same log after a restart.
         let _: () = q(&mut c, &["SET", "after-restart", "1"]);
         let before = digest(&mut c);
-        drop(c);
-        drop(server);
-        let server = start(&dir, &["--appendonly", "yes"]);
-        let mut c = server.conn();
+        let (server, mut c) = kill_and_restart(&dir, server);
         assert_eq!(
             digest(&mut c),
             before,
@@ -280,10 +281,7 @@ fn the_log_rewrites_itself_as_it_grows() {
         .expect("size");
     assert!(size < 4096, "{size} bytes after the rewrite");
     let before = digest(&mut c);
-    drop(c);
-    drop(server);
-    let server = start(&dir, &["--appendonly", "yes"]);
-    let mut c = server.conn();
+    let (server, mut c) = kill_and_restart(&dir, server);
     assert_eq!(digest(&mut c), before);
     drop(c);
     drop(server);
@@ -318,10 +316,7 @@ fn a_write_cut_short_by_a_crash_is_truncated_at_load() {
     assert_eq!(std::fs::metadata(&incr).expect("incr").len(), whole);
     // What comes after is logged after the whole writes.
     let _: () = q(&mut c, &["SET", "next", "1"]);
-    drop(c);
-    drop(server);
-    let server = start(&dir, &["--appendonly", "yes"]);
-    let mut c = server.conn();
+    let (server, mut c) = kill_and_restart(&dir, server);
     let n: i64 = q(&mut c, &["GET", "next"]);
     assert_eq!(n, 1);
     drop(c);
@@ -329,23 +324,7 @@ fn a_write_cut_short_by_a_crash_is_truncated_at_load() {
 
     // Garbage in the middle of the file stops the start with an error.
     std::fs::write(&incr, b"this is not a command\r\n").expect("write");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvasir"))
-        .args([
-            "server",
-            "--port",
-            "0",
-            "--bind",
-            "127.0.0.1",
-            "--appendonly",
-            "yes",
-            "--dir",
-        ])
-        .arg(&dir)
-        .output()
-        .expect("run kvasir");
-    assert!(!out.status.success());
-    let text =
-        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    let text = start_fails(&dir, &[]);
     assert!(
         text.contains("Bad file format reading the append only file"),
         "{text}"
@@ -384,10 +363,7 @@ fn config_set_appendonly_starts_and_stops_the_log() {
     let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "no"]);
     assert_eq!(info_field(&mut c, "aof_enabled"), "0");
     let _: () = q(&mut c, &["SET", "unlogged", "1"]);
-    drop(c);
-    drop(server);
-    let server = start(&dir, &["--appendonly", "yes"]);
-    let mut c = server.conn();
+    let (server, mut c) = kill_and_restart(&dir, server);
     let unlogged: Option<i64> = q(&mut c, &["GET", "unlogged"]);
     assert_eq!(unlogged, None);
     drop(c);

@@ -24,7 +24,7 @@ use bytes::{Bytes, BytesMut};
 use kvasir_core::Ctx;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Why a cluster node refuses `appendonly yes`.
 pub const NOT_IN_CLUSTER: &str = "appendonly yes is for a standalone server: a cluster node's writes are in its Raft log (run it with --wal fsync to have each on disk before it is acknowledged)";
@@ -174,6 +174,8 @@ impl Manifest {
     }
 }
 
+/// A file name as Redis's manifest writes it: as it is, or quoted as
+/// `sdscatrepr` does when it has spaces or other special bytes.
 fn quote_name(name: &str) -> String {
     let plain = name
         .bytes()
@@ -181,19 +183,8 @@ fn quote_name(name: &str) -> String {
     if plain {
         return name.to_string();
     }
-    let mut out = String::from("\"");
-    for b in name.bytes() {
-        match b {
-            b'\\' => out.push_str("\\\\"),
-            b'"' => out.push_str("\\\""),
-            b'\n' => out.push_str("\\n"),
-            b'\r' => out.push_str("\\r"),
-            b'\t' => out.push_str("\\t"),
-            b if b.is_ascii_graphic() || b == b' ' => out.push(b as char),
-            b => out.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-    out.push('"');
+    let mut out = String::new();
+    crate::monitor::quote(name.as_bytes(), &mut out);
     out
 }
 
@@ -205,27 +196,22 @@ fn incr_name(name: &str, seq: u64) -> String {
     format!("{name}.{seq}.incr.aof")
 }
 
-fn manifest_path(settings: &AofSettings) -> PathBuf {
-    settings.folder.join(format!("{}.manifest", settings.name))
+/// The incremental file `name`, for appending (emptied first with
+/// `truncate`).
+fn open_incr(settings: &AofSettings, name: &str, truncate: bool) -> Result<File, String> {
+    let path = settings.folder.join(name);
+    if truncate {
+        File::create(&path).map_err(|e| format!("creating {name}: {e}"))?;
+    }
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| format!("opening {name}: {e}"))
 }
 
-/// Writes `bytes` to `path` through a temporary file, fsynced, renamed,
-/// and the folder fsynced: a crash leaves the old file or the new one.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_file_name(format!(
-        "temp-{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("aof")
-    ));
-    {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        File::open(dir)?.sync_all()?;
-    }
-    Ok(())
+fn manifest_path(settings: &AofSettings) -> PathBuf {
+    settings.folder.join(format!("{}.manifest", settings.name))
 }
 
 /// One write as the log replays it.
@@ -249,13 +235,12 @@ pub enum Replayed {
 /// to the last whole command is returned for the caller to truncate to,
 /// as Redis does with `aof-load-truncated yes`.
 pub fn replay_file(
-    bytes: &[u8],
+    mut buf: BytesMut,
     db: &mut usize,
     mut each: impl FnMut(Replayed) -> Result<(), String>,
 ) -> Result<Option<usize>, String> {
     let limits = kvasir_resp::parse::Limits::default();
-    let mut buf = BytesMut::from(bytes);
-    let total = bytes.len();
+    let total = buf.len();
     let mut ctx: Option<Ctx> = None;
     let mut block: Option<(Option<Ctx>, usize, Vec<Vec<Bytes>>)> = None;
     // The end of the last whole write: an open MULTI is not one.
@@ -352,8 +337,11 @@ pub struct AofLog {
 
 /// A base image to write: the rewrite that takes it and what it replaces.
 pub struct PendingBase {
+    /// Written (atomically) by the caller; the manifest names it only
+    /// once the rewrite finishes.
     pub path: PathBuf,
-    pub seq: u64,
+    name: String,
+    seq: u64,
 }
 
 impl AofLog {
@@ -368,7 +356,7 @@ impl AofLog {
 
     /// Writes `manifest` (atomically) into the folder.
     pub fn write_manifest(settings: &AofSettings, manifest: &Manifest) -> Result<(), String> {
-        write_atomically(&manifest_path(settings), manifest.render().as_bytes())
+        crate::persistence::write_file(&manifest_path(settings), manifest.render().as_bytes())
             .map_err(|e| format!("writing the AOF manifest: {e}"))
     }
 
@@ -394,17 +382,12 @@ impl AofLog {
                 seq: 1,
                 kind: 'i',
             });
-            write_atomically(&manifest_path(&settings), manifest.render().as_bytes())
-                .map_err(|e| format!("writing the AOF manifest: {e}"))?;
+            AofLog::write_manifest(&settings, &manifest)?;
             name
         } else {
             incr_name(&settings.name, seq)
         };
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(settings.folder.join(&name))
-            .map_err(|e| format!("opening {name}: {e}"))?;
+        let file = open_incr(&settings, &name, false)?;
         let file_len = file
             .metadata()
             .map_err(|e| format!("opening {name}: {e}"))?
@@ -438,7 +421,7 @@ impl AofLog {
             .unwrap_or_default();
         let base_seq = old.base().map(|b| b.seq).unwrap_or(0) + 1;
         let bname = base_name(&settings.name, base_seq);
-        write_atomically(&settings.folder.join(&bname), base)
+        crate::persistence::write_file(&settings.folder.join(&bname), base)
             .map_err(|e| format!("writing {bname}: {e}"))?;
         let incr_seq = old.last_incr_seq() + 1;
         let iname = incr_name(&settings.name, incr_seq);
@@ -457,8 +440,7 @@ impl AofLog {
                 },
             ],
         };
-        write_atomically(&manifest_path(&settings), manifest.render().as_bytes())
-            .map_err(|e| format!("writing the AOF manifest: {e}"))?;
+        AofLog::write_manifest(&settings, &manifest)?;
         for f in &old.files {
             let _ = std::fs::remove_file(settings.folder.join(&f.name));
         }
@@ -566,32 +548,24 @@ impl AofLog {
         let seq = self.manifest.last_incr_seq() + 1;
         let name = incr_name(&self.settings.name, seq);
         // Empty, even if a rewrite that crashed left one of that name.
-        File::create(self.settings.folder.join(&name))
-            .map_err(|e| format!("creating {name}: {e}"))?;
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.settings.folder.join(&name))
-            .map_err(|e| format!("opening {name}: {e}"))?;
+        let file = open_incr(&self.settings, &name, true)?;
         let mut manifest = self.manifest.clone();
         manifest.files.push(ManifestFile {
             name,
             seq,
             kind: 'i',
         });
-        write_atomically(&manifest_path(&self.settings), manifest.render().as_bytes())
-            .map_err(|e| format!("writing the AOF manifest: {e}"))?;
+        AofLog::write_manifest(&self.settings, &manifest)?;
         self.manifest = manifest;
         self.file = file;
         self.file_len = 0;
         self.db = None;
         self.rewrite_from = Some(seq);
         let base_seq = self.manifest.base().map(|b| b.seq).unwrap_or(0) + 1;
+        let name = base_name(&self.settings.name, base_seq);
         Ok(PendingBase {
-            path: self
-                .settings
-                .folder
-                .join(format!("temp-{}", base_name(&self.settings.name, base_seq))),
+            path: self.settings.folder.join(&name),
+            name,
             seq: base_seq,
         })
     }
@@ -606,9 +580,6 @@ impl AofLog {
             let _ = std::fs::remove_file(&base.path);
             return Ok(());
         }
-        let bname = base_name(&self.settings.name, base.seq);
-        std::fs::rename(&base.path, self.settings.folder.join(&bname))
-            .map_err(|e| format!("installing {bname}: {e}"))?;
         let old: Vec<ManifestFile> = self
             .manifest
             .files
@@ -617,7 +588,7 @@ impl AofLog {
             .cloned()
             .collect();
         let mut files = vec![ManifestFile {
-            name: bname,
+            name: base.name,
             seq: base.seq,
             kind: 'b',
         }];
@@ -629,8 +600,7 @@ impl AofLog {
                 .collect::<Vec<_>>(),
         );
         let manifest = Manifest { files };
-        write_atomically(&manifest_path(&self.settings), manifest.render().as_bytes())
-            .map_err(|e| format!("writing the AOF manifest: {e}"))?;
+        AofLog::write_manifest(&self.settings, &manifest)?;
         self.manifest = manifest;
         for f in old {
             let _ = std::fs::remove_file(self.settings.folder.join(&f.name));
@@ -759,7 +729,7 @@ mod tests {
         let bytes = std::fs::read(&incrs[0]).unwrap();
         let mut seen = Vec::new();
         let mut db = 0;
-        let cut = replay_file(&bytes, &mut db, |r| {
+        let cut = replay_file(BytesMut::from(&bytes[..]), &mut db, |r| {
             seen.push(r);
             Ok(())
         })
@@ -786,7 +756,7 @@ mod tests {
         let mut cut_bytes = bytes.clone();
         cut_bytes.extend_from_slice(b"#KV 1 2\r\n*3\r\n$3\r\nSET\r\n$1\r\nk");
         let mut n = 0;
-        let cut = replay_file(&cut_bytes, &mut 0, |_| {
+        let cut = replay_file(BytesMut::from(&cut_bytes[..]), &mut 0, |_| {
             n += 1;
             Ok(())
         })
@@ -796,11 +766,11 @@ mod tests {
         let mut open = bytes.clone();
         open.extend_from_slice(b"*1\r\n$5\r\nMULTI\r\n*2\r\n$4\r\nINCR\r\n$1\r\nn\r\n");
         assert_eq!(
-            replay_file(&open, &mut 0, |_| Ok(())).unwrap(),
+            replay_file(BytesMut::from(&open[..]), &mut 0, |_| Ok(())).unwrap(),
             Some(bytes.len())
         );
         // Garbage is an error, not a silent stop.
-        assert!(replay_file(b"hello\r\n", &mut 0, |_| Ok(())).is_err());
+        assert!(replay_file(BytesMut::from(&b"hello\r\n"[..]), &mut 0, |_| Ok(())).is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

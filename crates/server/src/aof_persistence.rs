@@ -73,11 +73,10 @@ pub fn reload(server: &Server) -> Result<(), String> {
     sync_at_exit(server)?;
     let settings = server.config.borrow().aof_settings();
     let manifest = AofLog::read_manifest(&settings)?.ok_or("ERR no AOF manifest to load")?;
-    server.local_store.borrow_mut().with_store(|store| {
-        for i in 0..store.databases() {
-            store.db_mut(i).clear();
-        }
-    });
+    server
+        .local_store
+        .borrow_mut()
+        .with_store(|store| store.flush_all());
     load(server, &settings, &manifest)?;
     warn!("Append Only File loaded by DEBUG LOADAOF");
     Ok(())
@@ -103,7 +102,7 @@ fn load(
                 .map_err(|e| format!("{e} ({})", path.display()))?;
         } else {
             // A base of commands (aof-use-rdb-preamble no).
-            replay(server, &path, &bytes, &mut db, false)?;
+            replay(server, &path, bytes, &mut db, false)?;
         }
     }
     let last = incrs.len().saturating_sub(1);
@@ -115,7 +114,7 @@ fn load(
             Err(e) if i == last && e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(cannot_open(path, e)),
         };
-        replay(server, path, &bytes, &mut db, i == last)?;
+        replay(server, path, bytes, &mut db, i == last)?;
     }
     info!(
         "DB loaded from append only file: {:.3} seconds",
@@ -138,14 +137,19 @@ fn cannot_open(path: &std::path::Path, e: std::io::Error) -> String {
 fn replay(
     server: &Server,
     path: &std::path::Path,
-    bytes: &[u8],
+    bytes: Vec<u8>,
     db: &mut usize,
     last: bool,
 ) -> Result<(), String> {
     let cut = {
         let mut local = server.local_store.borrow_mut();
-        replay_file(bytes, db, |write| local.replay(write))
-            .map_err(|e| format!("{e} {}", path.display()))?
+        // The file's buffer itself is parsed (no copy of a large log).
+        replay_file(
+            bytes::BytesMut::from(bytes::Bytes::from(bytes)),
+            db,
+            |write| local.replay(write),
+        )
+        .map_err(|e| format!("{e} {}", path.display()))?
     };
     if let Some(len) = cut {
         let truncate = server
@@ -182,9 +186,15 @@ fn replay(
 /// With `appendfsync always` the connection first lets the others that
 /// are ready run their commands: one fsync then covers the writes of all
 /// of them, as Redis's one fsync per event-loop round does.
-pub async fn before_reply(server: &Server) {
+///
+/// False when the replies must not go out: with `appendfsync always` a
+/// write or fsync that failed would otherwise acknowledge what the disk
+/// may not have (the connection is closed instead; writes are refused
+/// with MISCONF meanwhile). Other policies promise no fsync before the
+/// reply, and reply as Redis does.
+pub async fn before_reply(server: &Server) -> bool {
     if !server.config.borrow().appendonly {
-        return;
+        return true;
     }
     let must_sync = server
         .local_store
@@ -195,8 +205,12 @@ pub async fn before_reply(server: &Server) {
     if must_sync {
         tokio::task::yield_now().await;
     }
-    if let Err(e) = server.local_store.borrow_mut().flush_aof() {
-        warn!("{e}");
+    match server.local_store.borrow_mut().flush_aof() {
+        Ok(()) => true,
+        Err(e) => {
+            warn!("{e}");
+            !must_sync
+        }
     }
 }
 
@@ -338,17 +352,10 @@ pub fn rewrite(server: &Rc<Server>) -> Result<(), String> {
     let base = crate::persistence::image(server);
     let server = server.clone();
     tokio::task::spawn_local(async move {
-        let path = pending.path.clone();
-        let written = tokio::task::spawn_blocking(move || {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&path)?;
-            f.write_all(&base)?;
-            f.sync_all()
-        })
-        .await;
-        let ok = matches!(written, Ok(Ok(())));
-        if !ok {
-            warn!("Background AOF rewrite failed: {written:?}");
+        let written = crate::persistence::write_off_thread(pending.path.clone(), base).await;
+        let ok = written.is_ok();
+        if let Err(e) = written {
+            warn!("Background AOF rewrite failed: {e}");
         }
         let mut local = server.local_store.borrow_mut();
         if let Some(aof) = local.aof.as_mut() {

@@ -140,33 +140,14 @@ impl LocalStore {
             Ok(reply) if !spec.reports_writes && spec.changed_nothing(args, reply) => return,
             _ => {}
         }
-        let args = self.loggable(args);
-        if let Some(aof) = self.aof.as_mut() {
-            aof.command(ctx, db, &args);
-        }
+        self.log_command(ctx, db, args);
     }
 
-    /// EVALSHA as EVAL with the script's body: the log replays on a
-    /// server whose script cache is empty (redis-server's loader too).
-    fn loggable(&self, args: &[Bytes]) -> Vec<Bytes> {
-        let name = args[0].to_ascii_lowercase();
-        if name == b"evalsha" || name == b"evalsha_ro" {
-            let sha = args
-                .get(1)
-                .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
-            if let Some(body) = sha.and_then(|sha| self.store.scripts.bodies.get(&sha).cloned()) {
-                let mut out = Vec::with_capacity(args.len());
-                out.push(Bytes::from_static(if name == b"evalsha" {
-                    b"EVAL"
-                } else {
-                    b"EVAL_RO"
-                }));
-                out.push(body);
-                out.extend_from_slice(&args[2..]);
-                return out;
-            }
+    /// Appends a command that ran with `ctx` to the log, if there is one.
+    fn log_command(&mut self, ctx: &Ctx, db: usize, args: &[Bytes]) {
+        if let Some(aof) = self.aof.as_mut() {
+            aof.command(ctx, db, &loggable(&self.store, args));
         }
-        args.to_vec()
     }
 
     /// Replays one write of the append-only file with the time and seed it
@@ -264,10 +245,7 @@ impl LocalStore {
                 // A killed script wrote nothing (SCRIPT KILL refuses
                 // after a write).
                 if !killed {
-                    let args = self.loggable(&args);
-                    if let Some(aof) = self.aof.as_mut() {
-                        aof.command(&ctx, db, &args);
-                    }
+                    self.log_command(&ctx, db, &args);
                 }
             }
         }
@@ -321,6 +299,32 @@ impl LocalStore {
 
     pub fn with_store<R>(&mut self, f: impl FnOnce(&mut Store) -> R) -> R {
         f(&mut self.store)
+    }
+}
+
+/// EVALSHA as EVAL with the script's body: the log replays on a server
+/// whose script cache is empty (redis-server's loader too). Other
+/// commands as they are, uncopied.
+fn loggable<'a>(store: &Store, args: &'a [Bytes]) -> std::borrow::Cow<'a, [Bytes]> {
+    let eval = if args[0].eq_ignore_ascii_case(b"evalsha") {
+        "EVAL"
+    } else if args[0].eq_ignore_ascii_case(b"evalsha_ro") {
+        "EVAL_RO"
+    } else {
+        return std::borrow::Cow::Borrowed(args);
+    };
+    let sha = args
+        .get(1)
+        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
+    match sha.and_then(|sha| store.scripts.bodies.get(&sha).cloned()) {
+        Some(body) => {
+            let mut out = Vec::with_capacity(args.len());
+            out.push(Bytes::from_static(eval.as_bytes()));
+            out.push(body);
+            out.extend_from_slice(&args[2..]);
+            std::borrow::Cow::Owned(out)
+        }
+        None => std::borrow::Cow::Borrowed(args),
     }
 }
 

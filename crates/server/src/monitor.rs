@@ -158,7 +158,7 @@ fn render(db: usize, addr: &str, command: &str, args: &[Bytes]) -> String {
 }
 
 /// Appends `arg` in double quotes as Redis's `sdscatrepr` writes it.
-fn quote(arg: &[u8], out: &mut String) {
+pub(crate) fn quote(arg: &[u8], out: &mut String) {
     out.push('"');
     for &b in arg {
         match b {

@@ -72,9 +72,14 @@ pub fn image(server: &Server) -> Vec<u8> {
     out
 }
 
-/// Writes `bytes` to `path` through a temporary file, fsynced, renamed.
-fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let temp = path.with_file_name(format!("temp-{}.rdb", std::process::id()));
+/// Writes `bytes` to `path` through a temporary file, fsynced, renamed,
+/// the folder fsynced: a crash leaves the old file or the new one. (The
+/// append-only file's base and manifest are written so too.)
+pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    // Named after the target: two files of one folder may be written at
+    // once (an AOF rewrite's base off-thread, its manifest here).
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let temp = path.with_file_name(format!("temp-{}-{name}", std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&temp)?;
         f.write_all(bytes)?;
@@ -133,7 +138,7 @@ fn mark_saved(server: &Server, dirty: u64) {
 }
 
 /// A blocking thread's write, its failure (or the thread's) as text.
-async fn write_off_thread(path: PathBuf, bytes: Vec<u8>) -> Result<(), String> {
+pub(crate) async fn write_off_thread(path: PathBuf, bytes: Vec<u8>) -> Result<(), String> {
     match tokio::task::spawn_blocking(move || write_file(&path, &bytes)).await {
         Ok(written) => written.map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),

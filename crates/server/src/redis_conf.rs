@@ -329,19 +329,27 @@ mod tests {
         assert!(apply(&mut c, &bad).is_err());
     }
 
+    /// The directives of `text` read as a redis.conf file (`flags` after
+    /// it, as a command line), applied to a default config.
+    fn applied_conf(name: &str, text: &str, flags: &[&str]) -> Config {
+        let dir = std::env::temp_dir().join(format!("kvasir-conf-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("redis.conf");
+        std::fs::write(&path, text).expect("write");
+        let mut d = read_file(path.to_str().expect("utf-8 path"), 0).expect("read");
+        d.extend(from_command_line(&words(flags)).expect("flags"));
+        let mut c = Config::default();
+        apply(&mut c, &d).expect("applied");
+        let _ = std::fs::remove_dir_all(&dir);
+        c
+    }
+
     /// `save` with nothing after it (the line Redis's test harness writes
     /// for `save ""`) clears the save points, as Redis reads it.
     #[test]
     fn a_save_line_without_value_clears_the_save_points() {
-        let dir = std::env::temp_dir().join(format!("kvasir-conf-save-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let path = dir.join("redis.conf");
-        std::fs::write(&path, "save 900 1\nsave \nport 7000\n").expect("write");
-        let d = read_file(path.to_str().expect("utf-8 path"), 0).expect("read");
-        let mut c = Config::default();
-        apply(&mut c, &d).expect("applied");
+        let c = applied_conf("save", "save 900 1\nsave \nport 7000\n", &[]);
         assert_eq!(c.save, "");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Several `save` lines add up, as in Redis; `save ""` empties the
@@ -349,21 +357,14 @@ mod tests {
     /// from the file's.
     #[test]
     fn save_lines_accumulate() {
-        let dir = std::env::temp_dir().join(format!("kvasir-conf-saves-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let path = dir.join("redis.conf");
-        std::fs::write(&path, "save 900 1\nsave 300 10\n").expect("write");
-        let mut d = read_file(path.to_str().expect("utf-8 path"), 0).expect("read");
-        d.extend(from_command_line(&words(&["--save", "60", "10000"])).expect("flags"));
-        let mut c = Config::default();
-        apply(&mut c, &d).expect("applied");
+        let c = applied_conf(
+            "saves",
+            "save 900 1\nsave 300 10\n",
+            &["--save", "60", "10000"],
+        );
         assert_eq!(c.save, "900 1 300 10 60 10000");
-        std::fs::write(&path, "save 900 1\nsave \"\"\nsave 30 5\n").expect("write");
-        let d = read_file(path.to_str().expect("utf-8 path"), 0).expect("read");
-        let mut c = Config::default();
-        apply(&mut c, &d).expect("applied");
+        let c = applied_conf("saves-reset", "save 900 1\nsave \"\"\nsave 30 5\n", &[]);
         assert_eq!(c.save, "30 5");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 

@@ -511,7 +511,9 @@ impl Session {
         }
         // No reply goes out before the writes it may tell of are in the
         // append-only file.
-        crate::aof_persistence::before_reply(&self.server).await;
+        if !crate::aof_persistence::before_reply(&self.server).await {
+            return false;
+        }
         self.server.stats.borrow_mut().net_output_bytes += out.len() as u64;
         // A client that does not read is still closed when killed (CLIENT
         // KILL, its output limit).
