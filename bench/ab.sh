@@ -58,10 +58,10 @@ wait_ping() { # port pid log
 
 read -r P_NEW P_BASE P_REDIS <<<"$(free_ports 3)"
 mkdir -p "$WORK/new" "$WORK/base" "$WORK/redis"
-"$NEW_BIN" server --port "$P_NEW" --bind 127.0.0.1 --dir "$WORK/new" >"$WORK/new.log" 2>&1 &
+"$NEW_BIN" server --port "$P_NEW" --bind 127.0.0.1 --save "" --dir "$WORK/new" >"$WORK/new.log" 2>&1 &
 PIDS+=($!)
 wait_ping "$P_NEW" "$!" "$WORK/new.log"
-"$WORK/kvasir-base" server --port "$P_BASE" --bind 127.0.0.1 --dir "$WORK/base" >"$WORK/base.log" 2>&1 &
+"$WORK/kvasir-base" server --port "$P_BASE" --bind 127.0.0.1 --save "" --dir "$WORK/base" >"$WORK/base.log" 2>&1 &
 PIDS+=($!)
 wait_ping "$P_BASE" "$!" "$WORK/base.log"
 redis-server --port "$P_REDIS" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \

@@ -25,7 +25,7 @@ for _ in $(seq "$REPEAT"); do
         if [ "$b" = redis ]; then
             redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 &
         else
-            "$b" server --port "$port" --bind 127.0.0.1 >/dev/null 2>&1 &
+            "$b" server --port "$port" --bind 127.0.0.1 --save "" >/dev/null 2>&1 &
         fi
         pid=$!
         for _ in $(seq 100); do

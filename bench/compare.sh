@@ -107,7 +107,7 @@ free_port() {
 
 start_kvasir() {
     mkdir -p "$WORK/kvasir"
-    "$KVASIR_BIN" server --port 0 --bind 127.0.0.1 --dir "$WORK/kvasir" >"$WORK/kvasir.log" 2>&1 &
+    "$KVASIR_BIN" server --port 0 --bind 127.0.0.1 --save "" --dir "$WORK/kvasir" >"$WORK/kvasir.log" 2>&1 &
     PID[kvasir]=$!
     local p=""
     for _ in $(seq 1 300); do

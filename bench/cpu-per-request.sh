@@ -12,7 +12,7 @@ work=$(mktemp -d); cd $work
 for r in $(seq $REPEAT); do
  for spec in $SPECS; do
   label=${spec%%=*}; bin=${spec#*=}; port=$(free_port)
-  if [ "$bin" = redis ]; then redis-server --port $port --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 & else $bin server --port $port --bind 127.0.0.1 --dir $work >/dev/null 2>&1 & fi
+  if [ "$bin" = redis ]; then redis-server --port $port --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 & else $bin server --port $port --bind 127.0.0.1 --save '' --dir $work >/dev/null 2>&1 & fi
   pid=$!; for i in $(seq 50); do redis-cli -p $port ping >/dev/null 2>&1 && break; sleep 0.1; done
   [ -n "${SETUP:-}" ] && redis-cli -p $port $SETUP >/dev/null
   c0=$(cpu $pid)

@@ -52,7 +52,7 @@ for spec in "$@"; do
     bin=${spec#*=}
     port=$(free_port)
     mkdir -p "$WORK/$label"
-    "$bin" server --port "$port" --bind 127.0.0.1 --dir "$WORK/$label" >"$WORK/$label.log" 2>&1 &
+    "$bin" server --port "$port" --bind 127.0.0.1 --save "" --dir "$WORK/$label" >"$WORK/$label.log" 2>&1 &
     PIDS="$PIDS $!"
     PORT[$label]=$port
     LABELS="$LABELS $label"

@@ -47,7 +47,7 @@ start() { # index args...
     local i=$1
     shift
     mkdir -p "$WORK/${LABELS[$i]}"
-    "$BIN" server --port "${PORTS[$i]}" --bind 127.0.0.1 --dir "$WORK/${LABELS[$i]}" "$@" \
+    "$BIN" server --port "${PORTS[$i]}" --bind 127.0.0.1 --save "" --dir "$WORK/${LABELS[$i]}" "$@" \
         >"$WORK/${LABELS[$i]}.log" 2>&1 &
     PIDS+=($!)
 }

@@ -75,11 +75,11 @@ wait_ping() { # port pid log
 LABELS=(kvasir-t1 kvasir-t2 redis redis-io2)
 read -r -a PORTS <<<"$(free_ports 4)"
 for i in 0 1 2 3; do mkdir -p "$WORK/${LABELS[$i]}"; done
-"$KVASIR_BIN" server --port "${PORTS[0]}" --bind 127.0.0.1 --dir "$WORK/kvasir-t1" \
+"$KVASIR_BIN" server --port "${PORTS[0]}" --bind 127.0.0.1 --save "" --dir "$WORK/kvasir-t1" \
     --threads 1 >"$WORK/kvasir-t1.log" 2>&1 &
 PIDS+=($!)
 wait_ping "${PORTS[0]}" "$!" "$WORK/kvasir-t1.log"
-"$KVASIR_BIN" server --port "${PORTS[1]}" --bind 127.0.0.1 --dir "$WORK/kvasir-t2" \
+"$KVASIR_BIN" server --port "${PORTS[1]}" --bind 127.0.0.1 --save "" --dir "$WORK/kvasir-t2" \
     --threads 2 >"$WORK/kvasir-t2.log" 2>&1 &
 PIDS+=($!)
 wait_ping "${PORTS[1]}" "$!" "$WORK/kvasir-t2.log"

@@ -194,7 +194,7 @@ start_kvasir1() {
     p=$(free_ports 1)
     mkdir -p "$WORK/kvasir1"
     # shellcheck disable=SC2086 # KVASIR1_ARGS is a list of flags
-    "$KVASIR" server --port "$p" --bind 127.0.0.1 --dir "$WORK/kvasir1" $KVASIR1_ARGS \
+    "$KVASIR" server --port "$p" --bind 127.0.0.1 --save "" --dir "$WORK/kvasir1" $KVASIR1_ARGS \
         >"$WORK/kvasir1.log" 2>&1 &
     PIDS="$PIDS $!"
     KVASIR_PORT=$p

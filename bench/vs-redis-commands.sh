@@ -86,7 +86,7 @@ command_of() { # case
 # --- the single servers --------------------------------------------------------
 read -r KP RP <<<"$(free_ports 2)"
 mkdir -p "$WORK/kvasir" "$WORK/redis"
-"$KVASIR" server --port "$KP" --bind 127.0.0.1 --dir "$WORK/kvasir" >"$WORK/kvasir.log" 2>&1 &
+"$KVASIR" server --port "$KP" --bind 127.0.0.1 --save "" --dir "$WORK/kvasir" >"$WORK/kvasir.log" 2>&1 &
 EXTRA_PIDS="$EXTRA_PIDS $!"
 redis-server --port "$RP" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
     --dir "$WORK/redis" --logfile "$WORK/redis.log" &

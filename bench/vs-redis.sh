@@ -67,7 +67,7 @@ ping_ok() { [ "$(redis-cli -h 127.0.0.1 -p "$1" PING 2>/dev/null)" = "PONG" ]; }
 
 # --- Kvasir: --port 0, read the port it logs ---------------------------------
 mkdir -p "$WORK/kvasir"
-"$KVASIR_BIN" server --port 0 --bind 127.0.0.1 --dir "$WORK/kvasir" \
+"$KVASIR_BIN" server --port 0 --bind 127.0.0.1 --save "" --dir "$WORK/kvasir" \
     >"$WORK/kvasir.log" 2>&1 &
 KVASIR_PID=$!
 KP=""

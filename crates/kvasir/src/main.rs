@@ -184,23 +184,18 @@ fn split_server_args(argv: Vec<String>) -> (Vec<String>, RedisStyleArgs) {
             rest.next();
         }
     }
-    let mut in_redis_flag = false;
     while let Some(word) = rest.next() {
+        // Bare words are redis-server's too (`loglevel verbose` after the
+        // file is a parameter of its own).
         let Some(name) = word.strip_prefix("--") else {
-            if in_redis_flag {
-                style.flags.push(word.clone());
-            } else {
-                kept.push(word.clone());
-            }
+            style.flags.push(word.clone());
             continue;
         };
         let base = name.split('=').next().unwrap_or(name);
         if name.is_empty() || base == "help" || base == "version" {
             kept.push(word.clone());
-            in_redis_flag = false;
         } else if known.contains(base) {
             kept.push(word.clone());
-            in_redis_flag = false;
             // Every `kvasir server` flag takes one value; `--bind` takes
             // redis-server's list of addresses as one.
             if !name.contains('=') {
@@ -215,7 +210,6 @@ fn split_server_args(argv: Vec<String>) -> (Vec<String>, RedisStyleArgs) {
             }
         } else {
             style.flags.push(word.clone());
-            in_redis_flag = true;
         }
     }
     (kept, style)
@@ -231,15 +225,21 @@ fn load_config(args: &ServerArgs, redis_style: &RedisStyleArgs) -> Result<Config
         }
         None => Config::default(),
     };
-    // As redis-server: the file first, the command line over it.
+    // As redis-server: the file first, the command line over it, read as
+    // one list (a `save` flag adds to the file's `save` lines).
+    let mut directives = Vec::new();
     if let Some(file) = &redis_style.file {
-        let directives = kvasir_server::redis_conf::read_file(file, 0)?;
-        kvasir_server::redis_conf::apply(&mut config, &directives)?;
+        directives = kvasir_server::redis_conf::read_file(file, 0)?;
         // Absolute: the server moves into its data folder.
         config.config_file = std::fs::canonicalize(file)
             .ok()
             .map(|p| p.to_string_lossy().into_owned());
     }
+    directives.extend(kvasir_server::redis_conf::from_command_line(
+        &redis_style.flags,
+    )?);
+    kvasir_server::redis_conf::apply(&mut config, &directives)?;
+    // Kvasir's own flags; Redis's names are in the list above.
     if let Some(v) = args.port {
         config.port = v;
     }
@@ -303,8 +303,6 @@ fn load_config(args: &ServerArgs, redis_style: &RedisStyleArgs) -> Result<Config
     if let Some(v) = args.snapshot_entries {
         config.snapshot_entries = v;
     }
-    let flags = kvasir_server::redis_conf::from_command_line(&redis_style.flags)?;
-    kvasir_server::redis_conf::apply(&mut config, &flags)?;
     check_cluster_flags(&config, args.cluster_port)?;
     if config.databases == 0 || config.databases > 1_000_000 {
         return Err("databases must be between 1 and 1000000".into());

@@ -1383,3 +1383,237 @@ fn save_points_snapshot_in_the_background_and_on_sigterm() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Sends `sig` to the server's process.
+fn signal(server: &Kvasir, sig: libc::c_int) {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(server.child.id() as libc::pid_t, sig);
+    }
+}
+
+/// Waits (bounded) for a log line containing `text`.
+fn wait_log(server: &Kvasir, text: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(line) = server.log.recv_timeout(Duration::from_millis(100)) {
+            if line.contains(text) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// As redis-server: a server given no `save` has the points
+/// `3600 1 300 100 60 10000` and saves when stopped; a final save that
+/// fails keeps it running (SHUTDOWN answers an error, a signal is logged),
+/// unless FORCE; under DEBUG PAUSE-CRON a signal waits and SHUTDOWN ABORT
+/// cancels it.
+#[test]
+fn a_failed_final_save_keeps_the_server_running() {
+    let dir = common::temp_dir();
+    let mut server = Kvasir::start_in(&dir, &["--enable-debug-command", "yes"]);
+    let mut c = server.conn();
+    let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "save"]);
+    assert_eq!(got, vec!["save", "3600 1 300 100 60 10000"]);
+    let _: () = q(&mut c, &["SET", "kept", "1"]);
+    signal(&server, libc::SIGTERM);
+    assert!(server.wait_exit(Duration::from_secs(10)).is_some());
+    drop(server);
+    let mut server = Kvasir::start_in(&dir, &["--enable-debug-command", "yes"]);
+    let mut c = server.conn();
+    let v: Option<String> = q(&mut c, &["GET", "kept"]);
+    assert_eq!(
+        v.as_deref(),
+        Some("1"),
+        "the default save points saved nothing at SIGTERM"
+    );
+
+    // A folder named dump.rdb: every save fails.
+    let rdb = dir.join("dump.rdb");
+    std::fs::remove_file(&rdb).expect("remove dump.rdb");
+    std::fs::create_dir(&rdb).expect("dump.rdb folder");
+    let _: () = q(&mut c, &["SET", "more", "2"]);
+    assert_eq!(
+        err(&mut c, &["SHUTDOWN"]),
+        "ERR Errors trying to SHUTDOWN. Check logs."
+    );
+    assert!(wait_log(
+        &server,
+        "Error trying to save the DB, can't exit."
+    ));
+    assert_eq!(
+        err(&mut c, &["SHUTDOWN", "SAVE", "NOSAVE"]),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        err(&mut c, &["SHUTDOWN", "ABORT", "NOW"]),
+        "ERR syntax error"
+    );
+    signal(&server, libc::SIGTERM);
+    assert!(wait_log(&server, "Received SIGTERM scheduling shutdown"));
+    assert!(wait_log(
+        &server,
+        "Error trying to save the DB, can't exit."
+    ));
+    let pong: String = q(&mut c, &["PING"]);
+    assert_eq!(pong, "PONG");
+    assert!(server.is_running());
+
+    // A signal waits while the periodic work is paused; ABORT cancels it.
+    let _: () = q(&mut c, &["DEBUG", "PAUSE-CRON", "1"]);
+    signal(&server, libc::SIGTERM);
+    assert!(wait_log(&server, "Received SIGTERM scheduling shutdown"));
+    let _: () = q(&mut c, &["SHUTDOWN", "ABORT"]);
+    assert!(wait_log(&server, "Shutdown manually aborted."));
+    let _: () = q(&mut c, &["DEBUG", "PAUSE-CRON", "0"]);
+    assert_eq!(
+        err(&mut c, &["SHUTDOWN", "ABORT"]),
+        "ERR No shutdown in progress."
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(server.is_running(), "an aborted SIGTERM stopped the server");
+
+    // The signals' settings take SHUTDOWN's words; `force` exits anyway.
+    assert!(
+        err(&mut c, &["CONFIG", "SET", "shutdown-on-sigterm", "later"])
+            .contains("must be one of the following: default, save, nosave, now, force")
+    );
+    let _: () = q(
+        &mut c,
+        &["CONFIG", "SET", "shutdown-on-sigterm", "save force"],
+    );
+    signal(&server, libc::SIGTERM);
+    assert!(wait_log(
+        &server,
+        "Error trying to save the DB. Exit anyway."
+    ));
+    assert!(server.wait_exit(Duration::from_secs(10)).is_some());
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // SHUTDOWN FORCE likewise, and NOSAVE exits without trying.
+    for (words, logged) in [
+        (&["SHUTDOWN", "FORCE"][..], "Exit anyway."),
+        (&["SHUTDOWN", "NOSAVE"][..], "ready to exit"),
+    ] {
+        let mut server = Kvasir::start(&["--save", "1 1"]);
+        let mut c = server.conn();
+        let dir: String = q::<Vec<String>>(&mut c, &["CONFIG", "GET", "dir"]).remove(1);
+        std::fs::create_dir(std::path::Path::new(&dir).join("dump.rdb")).expect("folder");
+        let _: () = q(&mut c, &["SET", "k", "v"]);
+        let _ = redis::cmd(words[0]).arg(&words[1..]).query::<()>(&mut c);
+        assert!(wait_log(&server, logged), "{words:?}");
+        assert!(
+            server.wait_exit(Duration::from_secs(10)).is_some(),
+            "{words:?}"
+        );
+    }
+}
+
+/// Whether a fresh connection to `host:port` answers PING.
+fn answers(host: &str, port: u16) -> bool {
+    redis::Client::open(format!("redis://{host}:{port}/"))
+        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+        .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+        .is_ok()
+}
+
+/// CONFIG SET port / bind listen again at once, as in Redis 7 (they were
+/// refused as immutable): a port or address that cannot be bound refuses
+/// the CONFIG SET and the server keeps listening where it was; connections
+/// already open stay. The bind list takes Redis's syntax (the stock
+/// redis.conf's `bind 127.0.0.1 -::1`, where `-` marks an address that may
+/// be missing).
+#[test]
+fn config_set_port_and_bind_listen_again() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let busy_port = busy.local_addr().expect("addr").port().to_string();
+    assert_eq!(
+        err(&mut c, &["CONFIG", "SET", "port", &busy_port]),
+        "ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port. Check server logs."
+    );
+    assert!(answers("127.0.0.1", server.port));
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let _: () = q(&mut c, &["CONFIG", "SET", "port", &port.to_string()]);
+    assert!(answers("127.0.0.1", port));
+    assert!(
+        common::eventually(Duration::from_secs(5), || !answers(
+            "127.0.0.1",
+            server.port
+        )),
+        "the old port still answers"
+    );
+    let info: String = q(&mut c, &["INFO", "server"]);
+    assert_eq!(info_fields(&info)["tcp_port"], port.to_string());
+
+    assert_eq!(
+        err(&mut c, &["CONFIG", "SET", "bind", "999.999.999.999"]),
+        "ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to specified addresses."
+    );
+    assert!(answers("127.0.0.1", port));
+    let _: () = q(&mut c, &["CONFIG", "SET", "bind", "127.0.0.2"]);
+    assert!(common::eventually(Duration::from_secs(5), || {
+        answers("127.0.0.2", port) && !answers("127.0.0.1", port)
+    }));
+    let _: () = q(&mut c, &["CONFIG", "SET", "bind", ""]);
+    assert!(common::eventually(Duration::from_secs(5), || {
+        !answers("127.0.0.2", port)
+    }));
+    let pong: String = q(&mut c, &["PING"]);
+    assert_eq!(pong, "PONG", "an open connection was closed");
+    let _: () = q(&mut c, &["CONFIG", "SET", "bind", "127.0.0.1"]);
+    assert!(common::eventually(Duration::from_secs(5), || answers(
+        "127.0.0.1",
+        port
+    )));
+    drop(busy);
+}
+
+/// As Redis: with `save` points, FLUSHALL saves the emptied dataset at
+/// once (alone or in EXEC), so a crash after it does not bring the keys
+/// back from an older dump.rdb; without them the old file stays.
+#[test]
+fn flushall_with_save_points_saves_the_empty_dataset() {
+    for (save, in_exec, keys_after_crash) in
+        [("3600 1", false, 0), ("3600 1", true, 0), ("", false, 1)]
+    {
+        let dir = common::temp_dir();
+        let server = Kvasir::start_in(&dir, &["--save", save]);
+        let mut c = server.conn();
+        let _: () = q(&mut c, &["SET", "old", "1"]);
+        let _: () = q(&mut c, &["SAVE"]);
+        let _: () = q(&mut c, &["SET", "new", "2"]);
+        if in_exec {
+            let _: Vec<Value> = redis::pipe()
+                .atomic()
+                .cmd("SET")
+                .arg("k")
+                .arg("v")
+                .cmd("FLUSHALL")
+                .query(&mut c)
+                .expect("EXEC");
+        } else {
+            let _: () = q(&mut c, &["FLUSHALL"]);
+        }
+        let info: String = q(&mut c, &["INFO", "persistence"]);
+        let changes: u64 = info_fields(&info)["rdb_changes_since_last_save"]
+            .parse()
+            .expect("number");
+        assert_eq!(changes == 0, keys_after_crash == 0, "save {save:?}: {info}");
+        drop(server); // kill -9
+        let server = Kvasir::start_in(&dir, &["--save", save]);
+        let mut c = server.conn();
+        let n: u64 = q(&mut c, &["DBSIZE"]);
+        assert_eq!(n, keys_after_crash, "save {save:?}, in EXEC {in_exec}");
+        drop(server);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -454,43 +454,111 @@ fn time() -> Reply {
 }
 
 fn shutdown(s: &mut Session, rest: &[Bytes]) -> AdminResult {
-    let mut abort = false;
-    for a in rest {
-        if eq_ic(a, "ABORT") {
-            abort = true;
-        } else if !(eq_ic(a, "NOSAVE") || eq_ic(a, "SAVE") || eq_ic(a, "NOW") || eq_ic(a, "FORCE"))
-        {
-            return Err(CmdError::Syntax);
-        }
-    }
-    if abort {
-        return Err(CmdError::other("ERR No shutdown in progress."));
-    }
+    use crate::shutdown::Request;
+    let flags = match crate::shutdown::parse_command(rest) {
+        None => return Err(CmdError::Syntax),
+        Some(Request::Abort) if s.server.shutdown_state.abort() => return Ok(Reply::ok()),
+        Some(Request::Abort) => return Err(CmdError::other("ERR No shutdown in progress.")),
+        Some(Request::Shutdown(flags)) => flags,
+    };
     // As Redis: while a script is busy only SHUTDOWN NOSAVE stops the
     // server (a script that wrote cannot be killed otherwise).
     if let Some(busy) = s.server.busy_script() {
-        if !rest.iter().any(|a| eq_ic(a, "NOSAVE")) {
+        if !flags.nosave {
             return Err(CmdError::other(busy.busy_error()));
         }
     }
     // Standalone, as redis-server: NOSAVE never saves, SAVE always does,
-    // neither saves when `save` points are set. A failed save cancels.
-    if s.server.cluster.is_none() {
-        let nosave = rest.iter().any(|a| eq_ic(a, "NOSAVE"));
-        let save = rest.iter().any(|a| eq_ic(a, "SAVE"));
-        let wants_save = !nosave && (save || crate::persistence::has_save_points(&s.server));
-        if wants_save && crate::persistence::save(&s.server).is_err() {
-            return Err(CmdError::other(
-                "ERR Errors trying to SHUTDOWN. Check logs.",
-            ));
-        }
-        s.server.persistence.saved_for_exit.set(true);
+    // neither saves when `save` points are set. A failed save cancels
+    // unless FORCE.
+    if !crate::shutdown::finish(&s.server, flags) {
+        return Err(CmdError::other(
+            "ERR Errors trying to SHUTDOWN. Check logs.",
+        ));
     }
     // Like Redis, a successful SHUTDOWN closes the connection without a reply.
     s.server.request_shutdown();
     s.close = true;
     s.silent = true;
     Ok(Reply::ok())
+}
+
+/// How CONFIG SET changes the client listeners.
+enum Relisten {
+    /// A new port: its sockets, bound already.
+    Port(Vec<tokio::net::TcpListener>),
+    /// New addresses at the same port: bound once the old ones are closed
+    /// (crate::listener::rebind); each was checked to be this host's.
+    Bind { old: String },
+}
+
+/// CONFIG SET `port` / `bind` to other values, checked before anything
+/// changes (with Redis's error texts); None if neither changed.
+fn listen_again(
+    server: &crate::listener::Server,
+    next: &crate::config::Config,
+) -> Result<Option<Relisten>, CmdError> {
+    let (name, why, old_bind) = {
+        let now = server.config.borrow();
+        if next.port != now.port {
+            (
+                "port",
+                "Unable to listen on this port. Check server logs.",
+                None,
+            )
+        } else if next.bind != now.bind {
+            (
+                "bind",
+                "Failed to bind to specified addresses.",
+                Some(now.bind.clone()),
+            )
+        } else {
+            return Ok(None);
+        }
+    };
+    let refused = |why: &str| {
+        CmdError::other(format!(
+            "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
+        ))
+    };
+    if server.cluster.is_some() {
+        // The cluster map tells clients where each node listens.
+        return Err(refused(
+            "a cluster node's client address is in the cluster map: restart the node with the new one",
+        ));
+    }
+    // A new port is bound now; new addresses are tried at a free port.
+    let port = if old_bind.is_some() { 0 } else { next.port };
+    let listeners = crate::listener::bind_all(&next.bind, port).map_err(|e| {
+        tracing::warn!("Could not listen on {} port {}: {e}", next.bind, next.port);
+        refused(why)
+    })?;
+    Ok(Some(match old_bind {
+        Some(old) => Relisten::Bind { old },
+        None => Relisten::Port(listeners),
+    }))
+}
+
+/// CONFIG REWRITE (and DEBUG CONFIG-REWRITE-FORCE-ALL, which writes every
+/// parameter, defaults included): the config file the server started with,
+/// rewritten in place through a temporary file.
+pub fn rewrite_config(server: &crate::listener::Server, force_all: bool) -> Result<(), CmdError> {
+    let path = server.config.borrow().config_file.clone();
+    let Some(path) = path else {
+        return Err(CmdError::other(
+            "ERR The server is running without a config file",
+        ));
+    };
+    let old = std::fs::read_to_string(&path).unwrap_or_default();
+    let text = crate::redis_conf::rewrite(&old, &server.config.borrow(), force_all);
+    let temp = format!("{path}.rewrite-{}", std::process::id());
+    std::fs::write(&temp, text)
+        .and_then(|()| std::fs::rename(&temp, &path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&temp);
+            tracing::warn!("CONFIG REWRITE failed: {e}");
+            CmdError::other(format!("ERR Rewriting config file: {e}"))
+        })
 }
 
 fn text_reply(text: String) -> Reply {
@@ -896,6 +964,9 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
                     crate::aof::NOT_IN_CLUSTER
                 )));
             }
+            // New listeners are bound before anything changes, so that a
+            // port in use refuses the whole CONFIG SET.
+            let listeners = listen_again(&s.server, &next)?;
             let aof_changed = {
                 let now = s.server.config.borrow();
                 next.appendonly != now.appendonly
@@ -961,6 +1032,14 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
             if maxmemory_changed {
                 s.server.evict_if_over();
             }
+            match listeners {
+                None => {}
+                Some(Relisten::Port(listeners)) => crate::listener::listen_on(&s.server, listeners),
+                Some(Relisten::Bind { old }) => {
+                    let bind = s.server.config.borrow().bind.clone();
+                    tokio::task::spawn_local(crate::listener::rebind(s.server.clone(), bind, old));
+                }
+            }
             if aof_changed {
                 crate::aof_persistence::apply_settings(&s.server).map_err(|e| {
                     CmdError::other(format!(
@@ -971,22 +1050,7 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
             Ok(Reply::ok())
         }
         ConfigCmd::Rewrite => {
-            let path = s.server.config.borrow().config_file.clone();
-            let Some(path) = path else {
-                return Err(CmdError::other(
-                    "ERR The server is running without a config file",
-                ));
-            };
-            let old = std::fs::read_to_string(&path).unwrap_or_default();
-            let text = crate::redis_conf::rewrite(&old, &s.server.config.borrow());
-            let temp = format!("{path}.rewrite-{}", std::process::id());
-            std::fs::write(&temp, text)
-                .and_then(|()| std::fs::rename(&temp, &path))
-                .map_err(|e| {
-                    let _ = std::fs::remove_file(&temp);
-                    tracing::warn!("CONFIG REWRITE failed: {e}");
-                    CmdError::other(format!("ERR Rewriting config file: {e}"))
-                })?;
+            rewrite_config(&s.server, false)?;
             Ok(Reply::ok())
         }
         ConfigCmd::Resetstat => {

@@ -66,7 +66,9 @@ pub struct Config {
     /// off).
     pub latency_monitor_threshold: u64,
     /// Standalone snapshot points, `seconds changes ...` as redis.conf's
-    /// `save` (empty: none, the default).
+    /// `save` (empty: none); redis-server's default when no `save` is
+    /// given: after an hour with one write, five minutes with 100, a
+    /// minute with 10000.
     pub save: String,
     /// `appendonly yes`: a standalone server logs every write to the
     /// append-only file (`crate::aof`); cluster nodes have the Raft log.
@@ -145,7 +147,7 @@ impl Default for Config {
             slowlog_log_slower_than: 10000,
             slowlog_max_len: 128,
             latency_monitor_threshold: 0,
-            save: String::new(),
+            save: DEFAULT_SAVE.to_string(),
             appendonly: false,
             config_file: None,
             acl_users: Vec::new(),
@@ -393,7 +395,17 @@ impl Config {
                 }
                 self.save = value.split_whitespace().collect::<Vec<_>>().join(" ");
             }
-            "port" | "bind" | "dir" | "io-threads" | "databases" => return Err(SetError::Immutable),
+            // A running server listens again (crate::listener::listen_on).
+            "port" => {
+                let port: i64 = value.parse().map_err(|_| {
+                    SetError::Invalid("argument couldn't be parsed into an integer".into())
+                })?;
+                self.port = u16::try_from(port).map_err(|_| {
+                    SetError::Invalid("argument must be between 0 and 65535 inclusive".into())
+                })?;
+            }
+            "bind" => self.bind = value.split_whitespace().collect::<Vec<_>>().join(" "),
+            "dir" | "io-threads" | "databases" => return Err(SetError::Immutable),
             "client-output-buffer-limit" => {
                 let limits = self
                     .output_limits()
@@ -445,6 +457,9 @@ fn percentiles(value: &str) -> Result<String, SetError> {
     }
     Ok(out.join(" "))
 }
+
+/// redis-server's `save` points when none are configured.
+pub const DEFAULT_SAVE: &str = "3600 1 300 100 60 10000";
 
 /// `save` points as (seconds, changes) pairs; None if malformed. An empty
 /// string (or `""`) is no points.
@@ -501,7 +516,7 @@ mod tests {
     #[test]
     fn immutable_and_unknown_settings_are_refused() {
         let mut c = Config::default();
-        assert_eq!(c.set("port", "1"), Err(SetError::Immutable));
+        assert_eq!(c.set("databases", "1"), Err(SetError::Immutable));
         assert_eq!(c.set("nope", "1"), Err(SetError::Unknown));
         assert!(c.set("maxmemory", "1gb").is_ok());
         // Entry counts are integers; only sizes take memory units.

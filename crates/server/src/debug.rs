@@ -1,6 +1,7 @@
 //! DEBUG, behind Redis 7.0's `enable-debug-command` (no by default; `yes`,
 //! or `local` for loopback connections, set at start): SLEEP, OBJECT,
-//! DIGEST, DIGEST-VALUE, RELOAD, LOADAOF, SET-ACTIVE-EXPIRE, CHANGE-REPL-ID, LOG,
+//! DIGEST, DIGEST-VALUE, RELOAD, LOADAOF, SET-ACTIVE-EXPIRE, PAUSE-CRON,
+//! CONFIG-REWRITE-FORCE-ALL, CHANGE-REPL-ID, LOG,
 //! ERROR, PROTOCOL, QUICKLIST-PACKED-THRESHOLD (checked, no effect) and
 //! HELP, as the test suites of Redis clients use them. The subcommands
 //! that crash or corrupt the server on purpose (SEGFAULT, PANIC, ASSERT,
@@ -68,6 +69,17 @@ pub fn run(s: &mut Session, args: &[Bytes]) -> Result<Reply, CmdError> {
         _ if eq_ic(sub, "set-active-expire") && rest.len() == 1 => {
             let on = kvasir_core::args::parse_i64(&rest[0]).map_err(|_| CmdError::NotInteger)?;
             s.server.active_expire.set(on != 0);
+            Ok(Reply::ok())
+        }
+        // The periodic work stops (and a signal waits) until 0, as Redis's
+        // serverCron; Redis reads the number with atoi.
+        _ if eq_ic(sub, "pause-cron") && rest.len() == 1 => {
+            let on = kvasir_core::args::parse_i64(&rest[0]).unwrap_or(0);
+            s.server.shutdown_state.pause_cron(on != 0);
+            Ok(Reply::ok())
+        }
+        _ if eq_ic(sub, "config-rewrite-force-all") && rest.is_empty() => {
+            crate::admin::rewrite_config(&s.server, true)?;
             Ok(Reply::ok())
         }
         _ if eq_ic(sub, "change-repl-id") && rest.is_empty() => Ok(Reply::ok()),
@@ -284,6 +296,9 @@ const HELP: &[&str] = &[
     "    unit tests to simulate Redis errors.",
     "DIGEST",
     "    Output a hex signature representing the current DB content.",
+    "CONFIG-REWRITE-FORCE-ALL",
+    "    Like CONFIG REWRITE but writes all configuration options, including",
+    "    keywords not listed in original configuration file or default values.",
     "DIGEST-VALUE <key> [<key> ...]",
     "    Output a hex signature of the values of all the specified keys.",
     "LOADAOF",
@@ -292,6 +307,8 @@ const HELP: &[&str] = &[
     "    Write <message> to the server log.",
     "OBJECT <key>",
     "    Show low level info about the `key` and associated value.",
+    "PAUSE-CRON <0|1>",
+    "    Stop periodic cron job processing.",
     "PROTOCOL <type>",
     "    Reply with a test value of the specified type. <type> can be: string,",
     "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",

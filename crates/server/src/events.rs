@@ -110,6 +110,11 @@ pub fn after_write(server: &Server, db: usize, written: Written) {
         // EXEC, in a script), as Redis's server.dirty.
         server.dirty.set(server.dirty.get() + 1);
     }
+    if let Written::Command(spec, _) = written {
+        if spec.keyless == Keyless::FlushAll {
+            crate::persistence::flushed_all(server);
+        }
+    }
     invalidate_tracked(&server.tracking, written);
     // The common case: nobody watches or waits, so nothing to compute on
     // the write path.

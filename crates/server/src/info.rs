@@ -174,7 +174,7 @@ fn section(s: &Session, name: &str, out: &mut String) {
                 os_name(),
                 std::process::id(),
                 server.run_id,
-                server.port,
+                server.port.get(),
                 now_us,
                 uptime,
                 uptime / 86400,

@@ -70,6 +70,7 @@ pub mod redis_conf;
 pub mod redis_params;
 pub mod router;
 pub mod session;
+pub mod shutdown;
 pub mod slowlog;
 pub mod tracking;
 pub mod transaction;

@@ -139,6 +139,8 @@ pub struct Server {
     /// Keys written inside EXEC, served to blocked clients after it.
     pub deferred_ready: RefCell<Option<Vec<ReadyKeys>>>,
     pub shutdown: Notify,
+    /// A signal waiting to be acted on; DEBUG PAUSE-CRON.
+    pub shutdown_state: crate::shutdown::ShutdownState,
     pub shutting_down: Cell<bool>,
     pub started: Instant,
     pub started_unix_ms: u64,
@@ -147,7 +149,10 @@ pub struct Server {
     /// INFO's `master_replid`: random, new at every start, as a Redis
     /// master without replicas has one.
     pub repl_id: String,
-    pub port: u16,
+    /// The client port (CONFIG SET port changes it).
+    pub port: Cell<u16>,
+    /// The client listeners' accept loops.
+    pub listening: Listening,
     pub peak_memory: Cell<u64>,
     /// Allocated memory when the server started (MEMORY STATS).
     pub startup_memory: u64,
@@ -205,12 +210,14 @@ impl Server {
             watches: Rc::new(RefCell::new(Watches::default())),
             deferred_ready: RefCell::new(None),
             shutdown: Notify::new(),
+            shutdown_state: Default::default(),
             shutting_down: Cell::new(false),
             started: Instant::now(),
             started_unix_ms: crate::local_store::unix_ms(),
             run_id: crate::info::new_run_id(),
             repl_id: crate::info::new_run_id(),
-            port,
+            port: Cell::new(port),
+            listening: Listening::default(),
             peak_memory: Cell::new(0),
             startup_memory: crate::info::used_memory(),
             persistence: crate::persistence::SaveState::new(crate::local_store::unix_ms() / 1000),
@@ -237,22 +244,126 @@ pub fn run(config: Config) -> std::io::Result<()> {
     local.block_on(&runtime, serve(config))
 }
 
-async fn bind_all(config: &Config) -> std::io::Result<Vec<TcpListener>> {
+/// Listening sockets on the addresses of `bind` at `port`, read as Redis 7
+/// reads the list: `*` is every IPv4 address, `::*` every IPv6 one, a
+/// leading `-` marks an address that may be missing; an address this host
+/// does not have or a family it does not support is skipped (logged), as
+/// redis-server skips it. With port 0 the first socket picks the port and
+/// the others follow. An empty list binds nothing.
+pub fn bind_all(bind: &str, port: u16) -> std::io::Result<Vec<TcpListener>> {
     let mut listeners = Vec::new();
-    let mut port = config.port;
-    for addr in config.bind.split_whitespace() {
-        // With port 0 the first listener picks the port; the others follow.
-        let listener = TcpListener::bind((addr, port)).await?;
-        port = listener.local_addr()?.port();
-        listeners.push(listener);
-    }
-    if listeners.is_empty() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "bind: no address given",
-        ));
+    let mut port = port;
+    for entry in bind.split_whitespace() {
+        let host = entry.strip_prefix('-').unwrap_or(entry);
+        let host = match host {
+            "*" => "0.0.0.0",
+            "::*" => "::",
+            other => other,
+        };
+        match bind_one(host, port) {
+            Ok(listener) => {
+                port = listener.local_addr()?.port();
+                listeners.push(listener);
+            }
+            Err(e) if skipped(&e) => {
+                warn!("Could not create server TCP listening socket {entry}:{port}: {e}")
+            }
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("{entry}:{port}: {e}"),
+                ))
+            }
+        }
     }
     Ok(listeners)
+}
+
+/// Errors for which redis-server leaves an address out instead of failing.
+fn skipped(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EADDRNOTAVAIL | libc::EAFNOSUPPORT | libc::EPROTONOSUPPORT | libc::ENOPROTOOPT)
+    )
+}
+
+fn bind_one(host: &str, port: u16) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    use std::net::ToSocketAddrs;
+    let mut last_error = None;
+    for addr in (host, port).to_socket_addrs()? {
+        let bound = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+            .and_then(|socket| {
+                socket.set_reuse_address(true)?;
+                // As Redis: `::` is IPv6 only, so `* ::*` binds both.
+                if addr.is_ipv6() {
+                    socket.set_only_v6(true)?;
+                }
+                socket.bind(&addr.into())?;
+                socket.listen(1024)?;
+                socket.set_nonblocking(true)?;
+                TcpListener::from_std(socket.into())
+            });
+        match bound {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last_error = Some(e),
+        }
+    }
+    Err(last_error.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{host} resolves to no address"),
+        )
+    }))
+}
+
+/// The accept loops of the client listeners, replaced as a whole when
+/// CONFIG SET changes `port` or `bind`.
+#[derive(Default)]
+pub struct Listening {
+    accepting: RefCell<Vec<tokio::task::JoinHandle<()>>>,
+    io_threads: RefCell<Option<Rc<crate::io_threads::IoThreads>>>,
+}
+
+/// Serves clients from `listeners` from now on, in place of the listeners
+/// before (connections already accepted stay).
+pub fn listen_on(server: &Rc<Server>, listeners: Vec<TcpListener>) {
+    if let Some(port) = listeners.first().and_then(|l| l.local_addr().ok()) {
+        server.port.set(port.port());
+    }
+    let io_threads = server.listening.io_threads.borrow().clone();
+    let tasks = listeners
+        .into_iter()
+        .map(|l| tokio::task::spawn_local(accept_loop(server.clone(), l, io_threads.clone())))
+        .collect();
+    for old in server.listening.accepting.replace(tasks) {
+        old.abort();
+    }
+}
+
+/// CONFIG SET bind at the same port: the old sockets must be closed before
+/// the new addresses can be bound (`*` overlaps `127.0.0.1`), so the old
+/// accept loops are stopped and waited for first; if the new list cannot be
+/// bound after all, the old one is bound again.
+pub async fn rebind(server: Rc<Server>, bind: String, old_bind: String) {
+    let old = server.listening.accepting.take();
+    for task in &old {
+        task.abort();
+    }
+    for task in old {
+        let _ = task.await;
+    }
+    let port = server.port.get();
+    match bind_all(&bind, port) {
+        Ok(listeners) => listen_on(&server, listeners),
+        Err(e) => {
+            warn!("Failed to bind {bind} port {port}: {e}; listening on {old_bind} again");
+            match bind_all(&old_bind, port) {
+                Ok(listeners) => listen_on(&server, listeners),
+                Err(e) => tracing::error!("Failed to bind {old_bind} port {port} again: {e}"),
+            }
+        }
+    }
 }
 
 async fn serve(config: Config) -> std::io::Result<()> {
@@ -263,8 +374,13 @@ async fn serve(config: Config) -> std::io::Result<()> {
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sigint = signal(SignalKind::interrupt())?;
     let acl = crate::acl::Acl::at_start(&config).map_err(std::io::Error::other)?;
-    let listeners = bind_all(&config).await?;
-    let port = listeners[0].local_addr()?.port();
+    let listeners = bind_all(&config.bind, config.port)?;
+    let Some(first) = listeners.first() else {
+        return Err(std::io::Error::other(
+            "Configured to not listen anywhere, exiting.",
+        ));
+    };
+    let port = first.local_addr()?.port();
     let cell: crate::cluster::ServerCell = Rc::new(RefCell::new(std::rc::Weak::new()));
     let watches = Rc::new(RefCell::new(Watches::default()));
     let blocking: crate::blocking::SharedBlocking = Rc::default();
@@ -333,9 +449,8 @@ async fn serve(config: Config) -> std::io::Result<()> {
             Some(Rc::new(crate::io_threads::IoThreads::start(n - 1)?))
         }
     };
-    for listener in listeners {
-        tokio::task::spawn_local(accept_loop(server.clone(), listener, io_threads.clone()));
-    }
+    *server.listening.io_threads.borrow_mut() = io_threads;
+    listen_on(&server, listeners);
     tokio::task::spawn_local(crate::router::expire_loop(server.clone()));
     tokio::task::spawn_local(clients_cron(server.clone()));
     if server.cluster.is_none() {
@@ -351,19 +466,37 @@ async fn serve(config: Config) -> std::io::Result<()> {
             None => std::future::pending().await,
         }
     };
-    tokio::select! {
-        _ = sigterm.recv() => info!("Received SIGTERM scheduling shutdown..."),
-        _ = sigint.recv() => info!("Received SIGINT scheduling shutdown..."),
-        _ = server.shutdown.notified() => info!("User requested shutdown..."),
-        Some(f) = fatal => {
-            // A node whose Raft side stopped must not keep answering
-            // clients; the errors its waiting clients were given get a
-            // moment to reach them first.
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            return Err(std::io::Error::other(format!("{f}; exiting")));
+    tokio::pin!(fatal);
+    use crate::shutdown::{Next, Signal};
+    loop {
+        let next = tokio::select! {
+            _ = sigterm.recv() => crate::shutdown::on_signal(&server, Signal::Term),
+            _ = sigint.recv() => crate::shutdown::on_signal(&server, Signal::Int),
+            // DEBUG PAUSE-CRON 0: a signal that waited is acted on now.
+            _ = crate::shutdown::resumed(&server) => crate::shutdown::run_pending(&server),
+            // SHUTDOWN did its final steps already.
+            _ = server.shutdown.notified() => {
+                info!("User requested shutdown...");
+                Next::Exit
+            }
+            Some(f) = &mut fatal => {
+                // A node whose Raft side stopped must not keep answering
+                // clients; the errors its waiting clients were given get a
+                // moment to reach them first.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                return Err(std::io::Error::other(format!("{f}; exiting")));
+            }
+        };
+        match next {
+            Next::Continue => {}
+            Next::Exit => break,
+            Next::Insist => {
+                return Err(std::io::Error::other(
+                    "a second SIGINT while a shutdown waited",
+                ))
+            }
         }
     }
-    crate::persistence::save_on_signal(&server).map_err(std::io::Error::other)?;
     info!("Kvasir is now ready to exit, bye bye...");
     Ok(())
 }
@@ -426,6 +559,9 @@ async fn sample_rates(server: Rc<Server>) {
 async fn clients_cron(server: Rc<Server>) {
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
+        if server.shutdown_state.cron_paused() {
+            continue;
+        }
         crate::persistence::save_points_cron(&server);
         // A client over its soft output limit is closed once its time is
         // up even if nothing more is queued for it.

@@ -20,8 +20,6 @@ pub struct SaveState {
     pub last_save: Cell<u64>,
     pub bgsave_in_progress: Cell<bool>,
     pub last_bgsave_ok: Cell<bool>,
-    /// SHUTDOWN decided about saving already (signals did not).
-    pub saved_for_exit: Cell<bool>,
     /// Append-only file rewrites that succeeded (INFO aof_rewrites).
     pub aof_rewrites: Cell<u64>,
 }
@@ -32,7 +30,6 @@ impl SaveState {
             last_save: Cell::new(now_secs),
             bgsave_in_progress: Cell::new(false),
             last_bgsave_ok: Cell::new(true),
-            saved_for_exit: Cell::new(false),
             aof_rewrites: Cell::new(0),
         }
     }
@@ -355,23 +352,21 @@ pub fn save_points_cron(server: &std::rc::Rc<Server>) {
     }
 }
 
+/// After FLUSHALL with `save` points, as Redis: the empty dataset is saved
+/// at once, so that a restart does not bring the flushed keys back from an
+/// older dump.rdb (and the save points count from zero again).
+pub fn flushed_all(server: &Server) {
+    if server.cluster.is_some() || !has_save_points(server) {
+        return;
+    }
+    if let Err(e) = save(server) {
+        warn!("FLUSHALL could not save the emptied dataset: {e}");
+    }
+}
+
 /// Whether `save` points are configured.
 pub fn has_save_points(server: &Server) -> bool {
     crate::config::save_points(&server.config.borrow().save).is_some_and(|p| !p.is_empty())
-}
-
-/// On SIGTERM or SIGINT (standalone): saves when `save` points are set, as
-/// redis-server does; an error if that failed.
-pub fn save_on_signal(server: &Server) -> Result<(), String> {
-    crate::aof_persistence::sync_at_exit(server)?;
-    if server.cluster.is_some()
-        || server.persistence.saved_for_exit.get()
-        || !has_save_points(server)
-    {
-        return Ok(());
-    }
-    info!("Saving the final RDB snapshot before exiting.");
-    save(server).map_err(|_| "Error trying to save the DB before exiting".to_string())
 }
 
 /// SYNC, for `redis-cli --rdb`: the snapshot image as one bulk reply, and

@@ -254,7 +254,7 @@ impl StoredParams {
         if IMMUTABLE.contains(key) {
             return Some(Err(Refused::Immutable));
         }
-        Some(check(default, value).map(|()| {
+        Some(check(key, default, value).map(|()| {
             self.0.insert(key, normalized(default, value));
         }))
     }
@@ -268,7 +268,7 @@ impl StoredParams {
         let Some((key, default)) = PARAMETERS.iter().find(|(n, _)| *n == name) else {
             return Err("Bad directive or wrong number of arguments".into());
         };
-        check(default, value).map_err(|r| match r {
+        check(key, default, value).map_err(|r| match r {
             Refused::Invalid(why) => why,
             Refused::Immutable => "can't set immutable config".into(),
         })?;
@@ -286,8 +286,35 @@ fn is_number(s: &str) -> bool {
 }
 
 /// Redis's checks by kind: booleans take yes/no, numbers an integer (or a
-/// memory value such as `64mb`), text anything.
-fn check(default: &str, value: &str) -> Result<(), Refused> {
+/// memory value such as `64mb`), text anything; the signals' shutdown
+/// settings their flag words.
+fn check(name: &str, default: &str, value: &str) -> Result<(), Refused> {
+    if matches!(name, "shutdown-on-sigterm" | "shutdown-on-sigint")
+        && crate::shutdown::Flags::from_setting(value).is_none()
+    {
+        return Err(Refused::Invalid(
+            "argument(s) must be one of the following: default, save, nosave, now, force".into(),
+        ));
+    }
+    // A memory value or a percentage of maxmemory, as Redis 7 reads it.
+    if name == "maxmemory-clients" {
+        if let Some(percent) = value.strip_suffix('%').filter(|p| !p.is_empty()) {
+            return match percent.parse::<u64>() {
+                Ok(p) if p <= 100 => Ok(()),
+                Ok(_) => Err(Refused::Invalid(
+                    "percentage argument must be less or equal to 100".into(),
+                )),
+                Err(_) => Err(Refused::Invalid(
+                    "argument must be a memory or percent value".into(),
+                )),
+            };
+        }
+        if crate::config::parse_memory(value).is_none() {
+            return Err(Refused::Invalid(
+                "argument must be a memory or percent value".into(),
+            ));
+        }
+    }
     if is_bool(default) && !is_bool(&value.to_ascii_lowercase()) {
         return Err(Refused::Invalid("argument must be 'yes' or 'no'".into()));
     }
@@ -304,6 +331,9 @@ fn check(default: &str, value: &str) -> Result<(), Refused> {
 fn normalized(default: &str, value: &str) -> String {
     if is_bool(default) {
         return value.to_ascii_lowercase();
+    }
+    if let Some(percent) = value.strip_suffix('%').and_then(|p| p.parse::<u64>().ok()) {
+        return format!("{percent}%");
     }
     if is_number(default) && !is_number(value) {
         if let Some(bytes) = crate::config::parse_memory(value) {
@@ -337,6 +367,26 @@ mod tests {
         assert_eq!(p.get("repl-backlog-size"), Some("2097152"));
         assert_eq!(p.set("slave-read-only", "no"), Some(Ok(())));
         assert_eq!(p.get("replica-read-only"), Some("no"));
+        assert_eq!(p.set("maxmemory-clients", "010%"), Some(Ok(())));
+        assert_eq!(p.get("maxmemory-clients"), Some("10%"));
+        assert_eq!(
+            p.set("maxmemory-clients", "200%"),
+            Some(Err(Refused::Invalid(
+                "percentage argument must be less or equal to 100".into()
+            )))
+        );
+        assert!(matches!(
+            p.set("maxmemory-clients", "lots"),
+            Some(Err(Refused::Invalid(_)))
+        ));
+        assert!(matches!(
+            p.set("shutdown-on-sigint", "nosave now"),
+            Some(Ok(()))
+        ));
+        assert!(matches!(
+            p.set("shutdown-on-sigint", "save nosave"),
+            Some(Err(Refused::Invalid(_)))
+        ));
         assert_eq!(p.set("daemonize", "yes"), Some(Err(Refused::Immutable)));
         assert_eq!(p.set("no-such-thing", "1"), None);
         assert_eq!(

@@ -88,6 +88,9 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
             drop(watches);
             crate::events::invalidate_tracked(&s.server.tracking, Written::Command(spec, args));
             crate::events::serve_flushed(&s.server, spec, s.db);
+            if spec.keyless == kvasir_core::table::Keyless::FlushAll {
+                crate::persistence::flushed_all(&s.server);
+            }
         }
         _ => {
             // A tracking caller's script: its declared keys are tracked at
@@ -280,7 +283,10 @@ pub async fn expire_loop(server: Rc<Server>) {
     loop {
         let hz = server.config.borrow().hz.max(1);
         tokio::time::sleep(Duration::from_millis(1000 / hz as u64)).await;
-        if !server.active_expire.get() || server.client_pause.in_force() {
+        if !server.active_expire.get()
+            || server.client_pause.in_force()
+            || server.shutdown_state.cron_paused()
+        {
             continue;
         }
         let now = crate::local_store::unix_ms();
