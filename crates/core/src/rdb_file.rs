@@ -147,6 +147,9 @@ pub struct Loaded {
     pub expired: u64,
     /// Function libraries loaded (they replace the store's).
     pub functions: u64,
+    /// Bytes of the input the image took, its checksum included (what
+    /// follows is an append-only file's tail, [`read_prefix_into`]).
+    pub image_len: usize,
 }
 
 /// What a load does with a key or function library the store already has
@@ -180,6 +183,23 @@ pub fn read_into<K: Keyspace>(
     now_ms: u64,
     merging: Option<Existing>,
 ) -> Result<Loaded, String> {
+    let loaded = read_prefix_into(bytes, store, now_ms, merging)?;
+    if loaded.image_len != bytes.len() {
+        return Err("Bad file format reading the RDB file: data after EOF".into());
+    }
+    Ok(loaded)
+}
+
+/// Loads the RDB image `bytes` starts with, which may be followed by
+/// something else (Redis 6's append-only file with an RDB preamble: the
+/// commands after it); [`Loaded::image_len`] says where the image ended.
+/// As in Redis, the checksum after the image is verified once it is read.
+pub fn read_prefix_into<K: Keyspace>(
+    bytes: &[u8],
+    store: &mut Store<K>,
+    now_ms: u64,
+    merging: Option<Existing>,
+) -> Result<Loaded, String> {
     let bad = |what: &str| format!("Bad file format reading the RDB file: {what}");
     if bytes.len() < 9 || &bytes[..5] != MAGIC {
         return Err("Wrong signature trying to load DB from file".into());
@@ -191,20 +211,7 @@ pub fn read_into<K: Keyspace>(
     if version == 0 || version > MAX_READ_VERSION {
         return Err(format!("Can't handle RDB format version {version}"));
     }
-    let mut body = &bytes[9..];
-    if version >= 5 {
-        // The checksum closes the file; zero means it was not computed.
-        let Some(split) = bytes.len().checked_sub(8).filter(|&s| s >= 9) else {
-            return Err(bad("no checksum"));
-        };
-        let mut stored = [0u8; 8];
-        stored.copy_from_slice(&bytes[split..]);
-        let stored = u64::from_le_bytes(stored);
-        if stored != 0 && rdb::crc64(0, &bytes[..split]) != stored {
-            return Err("Wrong RDB checksum. Aborting now.".into());
-        }
-        body = &bytes[9..split];
-    }
+    let body = &bytes[9..];
     let mut r = Reader::new(body);
     let mut loaded = Loaded::default();
     // Loaded keys are stamped as used now, or as the file's records say.
@@ -282,9 +289,20 @@ pub fn read_into<K: Keyspace>(
             }
         }
     }
-    if !r.is_empty() {
-        return Err(bad("data after EOF"));
+    let mut end = bytes.len() - r.remaining();
+    if version >= 5 {
+        // The checksum follows EOF; zero means it was not computed.
+        let stored = bytes
+            .get(end..end + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_le_bytes)
+            .ok_or_else(|| bad("no checksum"))?;
+        if stored != 0 && rdb::crc64(0, &bytes[..end]) != stored {
+            return Err("Wrong RDB checksum. Aborting now.".into());
+        }
+        end += 8;
     }
+    loaded.image_len = end;
     if !libraries.is_empty() {
         loaded.functions = libraries.len() as u64;
         let restored = match merging {
@@ -347,7 +365,8 @@ mod tests {
             Loaded {
                 keys: 7,
                 expired: 0,
-                functions: 1
+                functions: 1,
+                image_len: image.len(),
             }
         );
         assert!(back.scripts.libraries.contains_key("lib"));

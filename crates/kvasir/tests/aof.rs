@@ -456,3 +456,72 @@ fn files_redis_wrote_load_as_redis_loads_them() {
     assert!(text.contains("Found an empty AOF manifest"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Redis 6's `appendonly.aof` with its default `aof-use-rdb-preamble yes`:
+/// an RDB image, then the commands logged after the last rewrite. Both
+/// redis-server 7.0.15 and Kvasir upgrade it and load the image and the
+/// commands after it to the same data.
+#[test]
+fn a_redis_6_file_with_an_rdb_preamble_loads() {
+    // The preamble: an RDB image redis-server wrote.
+    let source = temp_dir();
+    let (redis, port) = start_redis_in(Some(&source), &[]);
+    let mut r = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .and_then(|c| c.get_connection())
+        .expect("connect to redis-server");
+    let _: () = q(&mut r, &["SET", "from-image", "1"]);
+    let _: i64 = q(&mut r, &["RPUSH", "list", "a", "b"]);
+    let _: i64 = q(&mut r, &["HSET", "gone", "f", "v"]);
+    let _: () = q(&mut r, &["SAVE"]);
+    drop(r);
+    drop(redis);
+    let mut file = std::fs::read(source.join("dump.rdb")).expect("dump.rdb");
+    let _ = std::fs::remove_dir_all(&source);
+    file.extend_from_slice(
+        [
+            resp(&["SELECT", "0"]),
+            resp(&["SET", "from-tail", "2"]),
+            resp(&["RPUSH", "list", "c"]),
+            resp(&["DEL", "gone"]),
+        ]
+        .concat()
+        .as_bytes(),
+    );
+
+    let check = |c: &mut redis::Connection, who: &str| {
+        let image: String = q(c, &["GET", "from-image"]);
+        let tail: String = q(c, &["GET", "from-tail"]);
+        let list: Vec<String> = q(c, &["LRANGE", "list", "0", "-1"]);
+        let gone: i64 = q(c, &["EXISTS", "gone"]);
+        assert_eq!(
+            (image.as_str(), tail.as_str(), list, gone),
+            ("1", "2", vec!["a".to_string(), "b".into(), "c".into()], 0),
+            "{who}"
+        );
+    };
+    let redis_dir = temp_dir();
+    std::fs::write(redis_dir.join("appendonly.aof"), &file).expect("write");
+    let (redis, port) = start_redis_in(Some(&redis_dir), &["--appendonly", "yes"]);
+    let mut r = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .and_then(|c| c.get_connection())
+        .expect("connect to redis-server");
+    check(&mut r, "redis-server");
+    drop(r);
+    drop(redis);
+    let _ = std::fs::remove_dir_all(&redis_dir);
+
+    let dir = temp_dir();
+    std::fs::write(dir.join("appendonly.aof"), &file).expect("write");
+    let server = start(&dir, &["--appendonly", "yes"]);
+    let mut c = server.conn();
+    check(&mut c, "kvasir");
+    // And again from the upgraded folder, with a write after the upgrade.
+    let _: () = q(&mut c, &["SET", "after", "3"]);
+    let (server, mut c) = kill_and_restart(&dir, server);
+    check(&mut c, "kvasir after a restart");
+    let after: String = q(&mut c, &["GET", "after"]);
+    assert_eq!(after, "3");
+    drop(c);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

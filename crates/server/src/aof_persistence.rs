@@ -95,14 +95,30 @@ fn load(
         let bytes = std::fs::read(&path).map_err(|e| cannot_open(&path, e))?;
         if bytes.starts_with(b"REDIS") {
             let now_ms = crate::local_store::unix_ms();
-            server
+            let loaded = server
                 .local_store
                 .borrow_mut()
-                .with_store(|store| kvasir_core::rdb_file::read_into(&bytes, store, now_ms, None))
+                .with_store(|store| {
+                    kvasir_core::rdb_file::read_prefix_into(&bytes, store, now_ms, None)
+                })
                 .map_err(|e| format!("{e} ({})", path.display()))?;
+            // Redis 6's `aof-use-rdb-preamble yes` file (upgraded to the
+            // base): the commands logged after its RDB preamble.
+            if loaded.image_len < bytes.len() {
+                let mut tail = bytes;
+                tail.drain(..loaded.image_len);
+                replay(
+                    server,
+                    &path,
+                    tail,
+                    loaded.image_len,
+                    &mut db,
+                    incrs.is_empty(),
+                )?;
+            }
         } else {
             // A base of commands (aof-use-rdb-preamble no).
-            replay(server, &path, bytes, &mut db, false)?;
+            replay(server, &path, bytes, 0, &mut db, false)?;
         }
     }
     let last = incrs.len().saturating_sub(1);
@@ -114,7 +130,7 @@ fn load(
             Err(e) if i == last && e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(cannot_open(path, e)),
         };
-        replay(server, path, bytes, &mut db, i == last)?;
+        replay(server, path, bytes, 0, &mut db, i == last)?;
     }
     info!(
         "DB loaded from append only file: {:.3} seconds",
@@ -138,6 +154,7 @@ fn replay(
     server: &Server,
     path: &std::path::Path,
     bytes: Vec<u8>,
+    offset: usize,
     db: &mut usize,
     last: bool,
 ) -> Result<(), String> {
@@ -165,14 +182,15 @@ fn replay(
             ));
         }
         warn!(
-            "!!! Warning: short read while loading the AOF file {}!!! Truncating the AOF at offset {len}",
-            path.display()
+            "!!! Warning: short read while loading the AOF file {}!!! Truncating the AOF at offset {}",
+            path.display(),
+            offset + len
         );
         let file = std::fs::OpenOptions::new()
             .write(true)
             .open(path)
             .map_err(|e| format!("truncating {}: {e}", path.display()))?;
-        file.set_len(len as u64)
+        file.set_len((offset + len) as u64)
             .and_then(|()| file.sync_all())
             .map_err(|e| format!("truncating {}: {e}", path.display()))?;
     }
