@@ -406,7 +406,12 @@ fn run_server(args: ServerArgs, redis_style: RedisStyleArgs) -> ExitCode {
     match kvasir_server::run(config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("kvasir: {e}");
+            let logged = e
+                .get_ref()
+                .is_some_and(|inner| inner.is::<kvasir_server::listener::Logged>());
+            if !logged {
+                eprintln!("kvasir: {e}");
+            }
             ExitCode::FAILURE
         }
     }

@@ -397,7 +397,14 @@ fn start_fails(dir: &std::path::Path, extra: &[&str]) -> String {
         .output()
         .expect("run kvasir");
     assert!(!out.status.success(), "the start should have failed");
-    String::from_utf8_lossy(&out.stderr).to_string()
+    // The reason is in the log (stdout), once, as redis-server logs it.
+    let log = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    log
 }
 
 /// Files redis-server wrote load as it loads them: a Redis 6 single
@@ -521,6 +528,34 @@ fn a_redis_6_file_with_an_rdb_preamble_loads() {
     check(&mut c, "kvasir after a restart");
     let after: String = q(&mut c, &["GET", "after"]);
     assert_eq!(after, "3");
+    drop(c);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Redis 7's upgrade writes the manifest before it moves the Redis 6 file
+/// into the folder; a start after a crash between the two finishes the
+/// move, as redis-server does.
+#[test]
+fn an_interrupted_upgrade_is_finished() {
+    let dir = temp_dir();
+    std::fs::write(
+        dir.join("appendonly.aof"),
+        [resp(&["SET", "k1", "v1"]), resp(&["SET", "k2", "v2"])].concat(),
+    )
+    .expect("old file");
+    std::fs::create_dir_all(dir.join("appendonlydir")).expect("folder");
+    std::fs::write(
+        dir.join("appendonlydir/appendonly.aof.manifest"),
+        "file appendonly.aof seq 1 type b\n",
+    )
+    .expect("manifest");
+    let server = start(&dir, &["--appendonly", "yes"]);
+    let mut c = server.conn();
+    let got: Vec<String> = q(&mut c, &["MGET", "k1", "k2"]);
+    assert_eq!(got, vec!["v1", "v2"]);
+    assert!(!dir.join("appendonly.aof").exists());
+    assert!(dir.join("appendonlydir/appendonly.aof").exists());
     drop(c);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);

@@ -1617,3 +1617,60 @@ fn flushall_with_save_points_saves_the_empty_dataset() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// What a connection from `source` to 127.0.0.1:`port` is answered to
+/// PING (the first line), or "" if it was closed without a word.
+fn ping_from(source: &str, port: u16) -> String {
+    use std::io::{Read, Write};
+    let socket =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    let from: std::net::SocketAddr = format!("{source}:0").parse().expect("address");
+    socket.bind(&from.into()).expect("bind the source address");
+    let to: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("address");
+    socket
+        .connect_timeout(&to.into(), Duration::from_secs(2))
+        .expect("connect");
+    let mut stream: std::net::TcpStream = socket.into();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let _ = stream.write_all(b"PING\r\n");
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = stream.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&buf[..n]);
+        if answer.ends_with(b"\r\n") {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Redis's protected mode: with `protected-mode yes` (the default) and no
+/// password for the default user, a client from anywhere but 127.0.0.1
+/// or ::1 is turned away with redis-server 7.0.15's very words (here from
+/// 127.0.0.2, a loopback address Redis does not count as local); a
+/// password or `protected-mode no` lets it in.
+#[test]
+fn protected_mode_turns_away_other_addresses_as_redis_does() {
+    let (_redis, redis_port) = common::redis_server::start_redis_in(None, &[]);
+    let redis_answer = ping_from("127.0.0.2", redis_port);
+    assert!(redis_answer.starts_with("-DENIED"), "{redis_answer}");
+
+    let server = Kvasir::start(&[]);
+    assert_eq!(ping_from("127.0.0.2", server.port), redis_answer);
+    assert_eq!(ping_from("127.0.0.1", server.port), "+PONG\r\n");
+    let mut c = server.conn();
+    let info: String = q(&mut c, &["INFO", "stats"]);
+    assert_eq!(info_fields(&info)["rejected_connections"], "1");
+    let _: () = q(&mut c, &["CONFIG", "SET", "requirepass", "secret"]);
+    assert!(ping_from("127.0.0.2", server.port).starts_with("-NOAUTH"));
+    let _: () = q(&mut c, &["AUTH", "secret"]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "requirepass", ""]);
+    assert!(ping_from("127.0.0.2", server.port).starts_with("-DENIED"));
+    let _: () = q(&mut c, &["CONFIG", "SET", "protected-mode", "no"]);
+    assert_eq!(ping_from("127.0.0.2", server.port), "+PONG\r\n");
+}

@@ -13,10 +13,18 @@ use tracing::{info, warn};
 /// one, is loaded first, as Redis 7 does).
 pub fn start(server: &Server) -> Result<(), String> {
     let settings = server.config.borrow().aof_settings();
-    let manifest = match AofLog::read_manifest(&settings)? {
-        Some(manifest) => Some(manifest),
-        None => upgrade_single_file(server, &settings)?,
+    let mut manifest = AofLog::read_manifest(&settings)?;
+    let old = std::path::PathBuf::from(&server.config.borrow().dir).join(&settings.name);
+    // Redis 7's upgrade of a Redis 6 `dir/appendonly.aof`: without a
+    // manifest, or with the one an upgrade interrupted before the move
+    // wrote (only that file, as the base, not in the folder yet).
+    let interrupted = |m: &crate::aof::Manifest| {
+        matches!(m.files.as_slice(), [only] if only.kind == 'b' && only.name == settings.name)
+            && !settings.folder.join(&settings.name).exists()
     };
+    if old.is_file() && manifest.as_ref().is_none_or(interrupted) {
+        manifest = Some(upgrade_single_file(&old, &settings)?);
+    }
     let Some(manifest) = manifest else {
         crate::persistence::load_at_start(server)?;
         let base = crate::persistence::image(server);
@@ -31,18 +39,13 @@ pub fn start(server: &Server) -> Result<(), String> {
     Ok(())
 }
 
-/// A Redis 6 server's single `dir/appendonly.aof` (no folder, no
-/// manifest) becomes the base of a multi-part folder, as Redis 7 upgrades
-/// it: the file moves into the folder under its own name.
+/// A Redis 6 server's single `dir/appendonly.aof` (`old`) becomes the
+/// base of a multi-part folder, as Redis 7 upgrades it: the file moves
+/// into the folder under its own name.
 fn upgrade_single_file(
-    server: &Server,
+    old: &std::path::Path,
     settings: &crate::aof::AofSettings,
-) -> Result<Option<crate::aof::Manifest>, String> {
-    let dir = std::path::PathBuf::from(&server.config.borrow().dir);
-    let old = dir.join(&settings.name);
-    if !old.is_file() {
-        return Ok(None);
-    }
+) -> Result<crate::aof::Manifest, String> {
     std::fs::create_dir_all(&settings.folder)
         .map_err(|e| format!("creating {}: {e}", settings.folder.display()))?;
     let manifest = crate::aof::Manifest {
@@ -52,16 +55,18 @@ fn upgrade_single_file(
             kind: 'b',
         }],
     };
-    std::fs::rename(&old, settings.folder.join(&settings.name)).map_err(|e| {
+    // The manifest first, as Redis: a crash between the two steps leaves
+    // the layout the next start continues from.
+    AofLog::write_manifest(settings, &manifest)?;
+    std::fs::rename(old, settings.folder.join(&settings.name)).map_err(|e| {
         format!(
             "moving {} into {}: {e}",
             old.display(),
             settings.folder.display()
         )
     })?;
-    AofLog::write_manifest(settings, &manifest)?;
     info!("Successfully migrated an old-style AOF into the AOF directory");
-    Ok(Some(manifest))
+    Ok(manifest)
 }
 
 /// DEBUG LOADAOF: the log written out, the data emptied and loaded again

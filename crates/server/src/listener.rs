@@ -235,6 +235,19 @@ impl Server {
     }
 }
 
+/// An error [`run`] returns that is in the server's log already (the
+/// binary need not print it again).
+#[derive(Debug)]
+pub struct Logged(pub String);
+
+impl std::fmt::Display for Logged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Logged {}
+
 /// Runs a node until it is told to stop. Blocks the calling thread.
 pub fn run(config: Config) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -425,9 +438,9 @@ async fn serve(config: Config) -> std::io::Result<()> {
         (Some(_), false) => Ok(()),
     };
     if let Err(e) = loaded {
-        // In the log too, as redis-server reports it.
+        // In the log, as redis-server reports it (and only there).
         tracing::error!("{e}");
-        return Err(std::io::Error::other(e));
+        return Err(std::io::Error::other(Logged(e)));
     }
     let server = Rc::new(server);
     *cell.borrow_mut() = Rc::downgrade(&server);
@@ -501,6 +514,43 @@ async fn serve(config: Config) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Redis 7.0's answer to a client protected mode turns away.
+const PROTECTED_MODE_DENIED: &[u8] =
+    b"-DENIED Redis is running in protected mode because protected \
+mode is enabled and no password is set for the default user. In this mode connections are only \
+accepted from the loopback interface. If you want to connect from external computers to Redis you \
+may adopt one of the following solutions: 1) Just disable protected mode sending the command \
+'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same \
+host the server is running, however MAKE SURE Redis is not publicly accessible from internet if \
+you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable \
+the protected mode by editing the Redis configuration file, and setting the protected mode option \
+to 'no', and then restarting the server. 3) If you started the server manually just for testing, \
+restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the \
+default user. NOTE: You only need to do one of the above things in order for the server to start \
+accepting connections from the outside.\r\n";
+
+/// Redis's protected mode, on a standalone server: with `protected-mode
+/// yes` (the default) and no password for the default user, only clients
+/// at 127.0.0.1 or ::1 may connect (whatever `bind` says). Cluster nodes
+/// serve clients on other machines by design and do not apply it.
+fn protected_mode_denies(server: &Server, peer: std::net::IpAddr) -> bool {
+    if server.cluster.is_some() || is_redis_local(peer) {
+        return false;
+    }
+    let on = server
+        .config
+        .borrow()
+        .stored
+        .get("protected-mode")
+        .is_some_and(|v| v == "yes");
+    on && server.acl.borrow().default_nopass()
+}
+
+/// Redis's islocalClient: exactly 127.0.0.1 or ::1.
+fn is_redis_local(ip: std::net::IpAddr) -> bool {
+    ip == std::net::Ipv4Addr::LOCALHOST || ip == std::net::Ipv6Addr::LOCALHOST
+}
+
 async fn accept_loop(
     server: Rc<Server>,
     listener: TcpListener,
@@ -522,6 +572,11 @@ async fn accept_loop(
             let _ = stream
                 .write_all(b"-ERR max number of clients reached\r\n")
                 .await;
+            continue;
+        }
+        if protected_mode_denies(&server, addr.ip()) {
+            server.stats.borrow_mut().rejected_connections += 1;
+            let _ = stream.write_all(PROTECTED_MODE_DENIED).await;
             continue;
         }
         let _ = stream.set_nodelay(true);

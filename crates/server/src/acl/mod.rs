@@ -60,6 +60,12 @@ impl Acl {
         self.default.clone()
     }
 
+    /// The default user takes any password (`nopass`): protected mode's
+    /// condition, as Redis's USER_FLAG_NOPASS.
+    pub fn default_nopass(&self) -> bool {
+        self.default.borrow().nopass
+    }
+
     /// Whether a connection that has not authenticated must: the default
     /// user has a password or is off (Redis decides this per command, so
     /// CONFIG SET requirepass "" opens waiting connections).
