@@ -1674,3 +1674,33 @@ fn protected_mode_turns_away_other_addresses_as_redis_does() {
     let _: () = q(&mut c, &["CONFIG", "SET", "protected-mode", "no"]);
     assert_eq!(ping_from("127.0.0.2", server.port), "+PONG\r\n");
 }
+
+/// Redis 7's protected configs: `dir` and `dbfilename` (where the server
+/// writes files) are refused unless `enable-protected-configs` is `yes`,
+/// or `local` for a client at 127.0.0.1.
+#[test]
+fn protected_configs_need_enable_protected_configs() {
+    let server = Kvasir::start(&[]);
+    let mut c = server.conn();
+    for name in ["dir", "dbfilename"] {
+        assert_eq!(
+            err(&mut c, &["CONFIG", "SET", name, "elsewhere"]),
+            format!("ERR CONFIG SET failed (possibly related to argument '{name}') - can't set protected config")
+        );
+    }
+    let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "dbfilename"]);
+    assert_eq!(got, vec!["dbfilename", "dump.rdb"]);
+    drop(c);
+    drop(server);
+    assert!(
+        err(&mut Kvasir::start(&[]).conn(), &["CONFIG", "SET", "enable-debug-command", "local"])
+            .contains("can't set immutable config")
+    );
+    for setting in ["yes", "local", "LOCAL"] {
+        let server = Kvasir::start(&["--enable-protected-configs", setting]);
+        let mut c = server.conn();
+        let _: () = q(&mut c, &["CONFIG", "SET", "dbfilename", "other.rdb"]);
+        let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "dbfilename"]);
+        assert_eq!(got, vec!["dbfilename", "other.rdb"], "{setting}");
+    }
+}

@@ -483,6 +483,23 @@ fn shutdown(s: &mut Session, rest: &[Bytes]) -> AdminResult {
     Ok(Reply::ok())
 }
 
+/// Redis 7's protected configs (`dir`, `dbfilename`: where the server
+/// writes files) may be set only with `enable-protected-configs yes`, or
+/// `local` from 127.0.0.1 / ::1.
+fn protected_configs_allowed(s: &Session) -> bool {
+    match s
+        .server
+        .config
+        .borrow()
+        .stored
+        .get("enable-protected-configs")
+    {
+        Some("yes") => true,
+        Some("local") => crate::listener::is_redis_local(s.info.addr.ip()),
+        _ => false,
+    }
+}
+
 /// How CONFIG SET changes the client listeners.
 enum Relisten {
     /// A new port: its sockets, bound already.
@@ -945,6 +962,9 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
                     return Err(CmdError::other(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter")));
                 }
                 seen.push(name.clone());
+                if matches!(name.as_str(), "dir" | "dbfilename") && !protected_configs_allowed(s) {
+                    return Err(CmdError::other(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - can't set protected config")));
+                }
                 match next.set(&name, &value) {
                     Ok(()) => {}
                     Err(SetError::Unknown) => {
@@ -1335,13 +1355,11 @@ fn latency_histogram(s: &Session, names: &[Bytes]) -> Reply {
 /// default), or as if the module did not exist when it is `yes`.
 fn module(s: &mut Session, sub: kvasir_core::connection::ModuleCmd) -> AdminResult {
     use kvasir_core::connection::ModuleCmd;
-    let enabled = s
-        .server
-        .config
-        .borrow()
-        .stored
-        .get("enable-module-command")
-        .is_some_and(|v| v != "no");
+    let enabled = match s.server.config.borrow().stored.get("enable-module-command") {
+        Some("yes") => true,
+        Some("local") => crate::listener::is_redis_local(s.info.addr.ip()),
+        _ => false,
+    };
     let refused = "ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
     match sub {
         ModuleCmd::List => Ok(Reply::Array(Vec::new())),

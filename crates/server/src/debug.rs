@@ -27,7 +27,7 @@ fn allowed(s: &Session) -> bool {
     let config = s.server.config.borrow();
     match config.stored.get("enable-debug-command").unwrap_or("no") {
         "yes" => true,
-        "local" => s.info.addr.ip().is_loopback(),
+        "local" => crate::listener::is_redis_local(s.info.addr.ip()),
         _ => false,
     }
 }

@@ -547,7 +547,7 @@ fn protected_mode_denies(server: &Server, peer: std::net::IpAddr) -> bool {
 }
 
 /// Redis's islocalClient: exactly 127.0.0.1 or ::1.
-fn is_redis_local(ip: std::net::IpAddr) -> bool {
+pub fn is_redis_local(ip: std::net::IpAddr) -> bool {
     ip == std::net::Ipv4Addr::LOCALHOST || ip == std::net::Ipv6Addr::LOCALHOST
 }
 

@@ -255,7 +255,7 @@ impl StoredParams {
             return Some(Err(Refused::Immutable));
         }
         Some(check(key, default, value).map(|()| {
-            self.0.insert(key, normalized(default, value));
+            self.0.insert(key, normalized(key, default, value));
         }))
     }
 }
@@ -272,7 +272,7 @@ impl StoredParams {
             Refused::Invalid(why) => why,
             Refused::Immutable => "can't set immutable config".into(),
         })?;
-        self.0.insert(key, normalized(default, value));
+        self.0.insert(key, normalized(key, default, value));
         Ok(())
     }
 }
@@ -295,6 +295,19 @@ fn check(name: &str, default: &str, value: &str) -> Result<(), Refused> {
         return Err(Refused::Invalid(
             "argument(s) must be one of the following: default, save, nosave, now, force".into(),
         ));
+    }
+    // Redis 7's enum of the settings that open a door (`local`: for
+    // clients at 127.0.0.1 / ::1 only).
+    if matches!(
+        name,
+        "enable-protected-configs" | "enable-debug-command" | "enable-module-command"
+    ) {
+        return match value.to_ascii_lowercase().as_str() {
+            "no" | "yes" | "local" => Ok(()),
+            _ => Err(Refused::Invalid(
+                "argument(s) must be one of the following: no, yes, local".into(),
+            )),
+        };
     }
     // A memory value or a percentage of maxmemory, as Redis 7 reads it.
     if name == "maxmemory-clients" {
@@ -328,8 +341,13 @@ fn check(name: &str, default: &str, value: &str) -> Result<(), Refused> {
 
 /// Booleans are reported in lower case, memory values in bytes, as Redis
 /// reports them.
-fn normalized(default: &str, value: &str) -> String {
-    if is_bool(default) {
+fn normalized(name: &str, default: &str, value: &str) -> String {
+    if matches!(name, "shutdown-on-sigterm" | "shutdown-on-sigint") {
+        if let Some(flags) = crate::shutdown::Flags::from_setting(value) {
+            return flags.render();
+        }
+    }
+    if is_bool(default) || name.starts_with("enable-") {
         return value.to_ascii_lowercase();
     }
     if let Some(percent) = value.strip_suffix('%').and_then(|p| p.parse::<u64>().ok()) {

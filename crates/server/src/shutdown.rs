@@ -56,6 +56,27 @@ impl Flags {
     }
 }
 
+impl Flags {
+    /// The setting as Redis shows it: the flag words in their order, or
+    /// `default` for none.
+    pub fn render(&self) -> String {
+        let words: Vec<&str> = [
+            (self.save, "save"),
+            (self.nosave, "nosave"),
+            (self.now, "now"),
+            (self.force, "force"),
+        ]
+        .into_iter()
+        .filter_map(|(set, word)| set.then_some(word))
+        .collect();
+        if words.is_empty() {
+            "default".into()
+        } else {
+            words.join(" ")
+        }
+    }
+}
+
 /// What SHUTDOWN was asked to do.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Request {
@@ -261,6 +282,14 @@ mod tests {
                 force: true,
                 ..Flags::default()
             })
+        );
+        assert_eq!(
+            Flags::from_setting("force now NOSAVE").map(|f| f.render()),
+            Some("nosave now force".to_string())
+        );
+        assert_eq!(
+            Flags::from_setting("default").map(|f| f.render()),
+            Some("default".to_string())
         );
         assert_eq!(Flags::from_setting(""), None);
         assert_eq!(Flags::from_setting("save nosave"), None);
