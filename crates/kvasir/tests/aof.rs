@@ -560,3 +560,48 @@ fn an_interrupted_upgrade_is_finished() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `aof-timestamp-enabled yes`: a `#TS:<seconds>` line before the first
+/// write of each second, as Redis writes it, so that redis-check-aof's
+/// `--truncate-to-timestamp` gives a point-in-time recovery of Kvasir's
+/// log too.
+#[test]
+fn timestamp_annotations_let_redis_check_aof_cut_at_a_second() {
+    let dir = temp_dir();
+    let server = start(&dir, &["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = server.conn();
+    let _: () = q(&mut c, &["CONFIG", "SET", "aof-timestamp-enabled", "yes"]);
+    let _: () = q(&mut c, &["SET", "early", "1"]);
+    let incr = dir.join("appendonlydir/appendonly.aof.1.incr.aof");
+    let text = String::from_utf8(std::fs::read(&incr).expect("incr")).expect("text");
+    let first: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("#TS:"))
+        .and_then(|t| t.trim().parse().ok())
+        .expect("a #TS line before the first write");
+    // The next second's write gets a line of its own.
+    while common::now_secs() <= first {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _: () = q(&mut c, &["SET", "late", "2"]);
+    drop(c);
+    drop(server);
+    let text = String::from_utf8(std::fs::read(&incr).expect("incr")).expect("text");
+    assert_eq!(text.matches("#TS:").count(), 2, "{text}");
+
+    let out = std::process::Command::new("redis-check-aof")
+        .arg("--truncate-to-timestamp")
+        .arg(first.to_string())
+        .arg(dir.join("appendonlydir/appendonly.aof.manifest"))
+        .output()
+        .expect("redis-check-aof (scripts/install-test-deps.sh)");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("Successfully truncated"), "{said}");
+    let server = start(&dir, &["--appendonly", "yes"]);
+    let mut c = server.conn();
+    let got: Vec<Option<String>> = q(&mut c, &["MGET", "early", "late"]);
+    assert_eq!(got, vec![Some("1".to_string()), None]);
+    drop(c);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1692,10 +1692,11 @@ fn protected_configs_need_enable_protected_configs() {
     assert_eq!(got, vec!["dbfilename", "dump.rdb"]);
     drop(c);
     drop(server);
-    assert!(
-        err(&mut Kvasir::start(&[]).conn(), &["CONFIG", "SET", "enable-debug-command", "local"])
-            .contains("can't set immutable config")
-    );
+    assert!(err(
+        &mut Kvasir::start(&[]).conn(),
+        &["CONFIG", "SET", "enable-debug-command", "local"]
+    )
+    .contains("can't set immutable config"));
     for setting in ["yes", "local", "LOCAL"] {
         let server = Kvasir::start(&["--enable-protected-configs", setting]);
         let mut c = server.conn();

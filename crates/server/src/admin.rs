@@ -989,8 +989,10 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
             let listeners = listen_again(&s.server, &next)?;
             let aof_changed = {
                 let now = s.server.config.borrow();
+                let (a, b) = (next.aof_settings(), now.aof_settings());
                 next.appendonly != now.appendonly
-                    || next.aof_settings().fsync != now.aof_settings().fsync
+                    || a.fsync != b.fsync
+                    || a.timestamps != b.timestamps
             };
             let limits = next.encoding_limits();
             if s.server.cluster.is_some() && limits != s.server.config.borrow().encoding_limits() {

@@ -355,6 +355,7 @@ pub fn apply_settings(server: &Server) -> Result<(), String> {
         (true, true) => {
             if let Some(aof) = server.local_store.borrow_mut().aof.as_mut() {
                 aof.set_fsync_policy(settings.fsync);
+                aof.set_timestamps(settings.timestamps);
             }
         }
         (false, false) => {}

@@ -28,6 +28,7 @@ impl Config {
             name: get("appendfilename", "appendonly.aof"),
             fsync: crate::aof::AppendFsync::parse(&get("appendfsync", "everysec"))
                 .unwrap_or(crate::aof::AppendFsync::EverySec),
+            timestamps: get("aof-timestamp-enabled", "no") == "yes",
         }
     }
 
