@@ -1366,10 +1366,7 @@ fn save_points_snapshot_in_the_background_and_on_sigterm() {
     );
     let _: () = q(&mut c, &["SET", "c", "3"]);
     // SIGTERM: saves, then exits.
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe {
-        libc::kill(server.child.id() as libc::pid_t, libc::SIGTERM);
-    }
+    signal(&server, libc::SIGTERM);
     assert!(server.wait_exit(Duration::from_secs(10)).is_some());
     drop(server);
     let server = Kvasir::start_in(&dir, &[]);

@@ -483,23 +483,6 @@ fn shutdown(s: &mut Session, rest: &[Bytes]) -> AdminResult {
     Ok(Reply::ok())
 }
 
-/// Redis 7's protected configs (`dir`, `dbfilename`: where the server
-/// writes files) may be set only with `enable-protected-configs yes`, or
-/// `local` from 127.0.0.1 / ::1.
-fn protected_configs_allowed(s: &Session) -> bool {
-    match s
-        .server
-        .config
-        .borrow()
-        .stored
-        .get("enable-protected-configs")
-    {
-        Some("yes") => true,
-        Some("local") => crate::listener::is_redis_local(s.info.addr.ip()),
-        _ => false,
-    }
-}
-
 /// How CONFIG SET changes the client listeners.
 enum Relisten {
     /// A new port: its sockets, bound already.
@@ -962,7 +945,14 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
                     return Err(CmdError::other(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter")));
                 }
                 seen.push(name.clone());
-                if matches!(name.as_str(), "dir" | "dbfilename") && !protected_configs_allowed(s) {
+                // Redis 7's protected configs: where the server writes files.
+                if matches!(name.as_str(), "dir" | "dbfilename")
+                    && !crate::listener::enabled_for(
+                        &s.server,
+                        "enable-protected-configs",
+                        s.info.addr.ip(),
+                    )
+                {
                     return Err(CmdError::other(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - can't set protected config")));
                 }
                 match next.set(&name, &value) {
@@ -1357,11 +1347,8 @@ fn latency_histogram(s: &Session, names: &[Bytes]) -> Reply {
 /// default), or as if the module did not exist when it is `yes`.
 fn module(s: &mut Session, sub: kvasir_core::connection::ModuleCmd) -> AdminResult {
     use kvasir_core::connection::ModuleCmd;
-    let enabled = match s.server.config.borrow().stored.get("enable-module-command") {
-        Some("yes") => true,
-        Some("local") => crate::listener::is_redis_local(s.info.addr.ip()),
-        _ => false,
-    };
+    let enabled =
+        crate::listener::enabled_for(&s.server, "enable-module-command", s.info.addr.ip());
     let refused = "ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
     match sub {
         ModuleCmd::List => Ok(Reply::Array(Vec::new())),

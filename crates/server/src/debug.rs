@@ -24,12 +24,7 @@ const STANDALONE_ONLY: &str =
 
 /// Whether this connection may run DEBUG.
 fn allowed(s: &Session) -> bool {
-    let config = s.server.config.borrow();
-    match config.stored.get("enable-debug-command").unwrap_or("no") {
-        "yes" => true,
-        "local" => crate::listener::is_redis_local(s.info.addr.ip()),
-        _ => false,
-    }
+    crate::listener::enabled_for(&s.server, "enable-debug-command", s.info.addr.ip())
 }
 
 fn unknown(sub: &[u8]) -> CmdError {

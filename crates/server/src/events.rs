@@ -104,13 +104,11 @@ pub fn after_write(server: &Server, db: usize, written: Written) {
         let flags = server.config.borrow().notify_keyspace_events;
         return crate::notify::publish(&server.pubsub.borrow(), flags, events);
     }
-    if let Written::Command(..) = written {
+    if let Written::Command(spec, _) = written {
         // rdb_changes_since_last_save and the save points count the write
         // commands that changed something, wherever they ran (alone, in
         // EXEC, in a script), as Redis's server.dirty.
         server.dirty.set(server.dirty.get() + 1);
-    }
-    if let Written::Command(spec, _) = written {
         if spec.keyless == Keyless::FlushAll {
             crate::persistence::flushed_all(server);
         }

@@ -551,6 +551,17 @@ pub fn is_redis_local(ip: std::net::IpAddr) -> bool {
     ip == std::net::Ipv4Addr::LOCALHOST || ip == std::net::Ipv6Addr::LOCALHOST
 }
 
+/// Whether a client at `ip` may do what the `enable-*` setting `name`
+/// guards (`enable-debug-command`, `-module-command`, `-protected-configs`):
+/// `yes`, or `local` for 127.0.0.1 / ::1, as Redis's allowProtectedAction.
+pub fn enabled_for(server: &Server, name: &str, ip: std::net::IpAddr) -> bool {
+    match server.config.borrow().stored.get(name) {
+        Some("yes") => true,
+        Some("local") => is_redis_local(ip),
+        _ => false,
+    }
+}
+
 async fn accept_loop(
     server: Rc<Server>,
     listener: TcpListener,
