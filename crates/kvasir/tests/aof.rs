@@ -605,3 +605,61 @@ fn timestamp_annotations_let_redis_check_aof_cut_at_a_second() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// BGREWRITEAOF runs in a child process, as in Redis: the server keeps
+/// logging to a new incremental file meanwhile; CONFIG SET appendonly no
+/// stops the child ("Killing running AOF rewrite child") and leaves no
+/// temporary file; with the log off, BGREWRITEAOF writes a base alone
+/// that DEBUG LOADAOF loads.
+#[test]
+fn the_rewrite_child_is_stopped_with_the_log_and_loadaof_reads_the_folder() {
+    let dir = temp_dir();
+    let server = start(&dir, &["--appendonly", "yes", "--save", ""]);
+    let mut c = server.conn();
+    let pid = server.child.id();
+    let mut fill = redis::pipe();
+    for i in 0..200 {
+        fill.cmd("RPUSH").arg(format!("l{}", i % 7)).arg(i).ignore();
+    }
+    let _: () = fill.query(&mut c).expect("fill");
+    let _: () = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "100000"]);
+    let started: String = q(&mut c, &["BGREWRITEAOF"]);
+    assert_eq!(started, "Background append only file rewriting started");
+    assert_eq!(info_field(&mut c, "aof_rewrite_in_progress"), "1");
+    assert_eq!(common::children_of(pid).len(), 1);
+    let _: i64 = q(&mut c, &["RPUSH", "during", "rewrite"]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "no"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut killed = false;
+    while !killed && std::time::Instant::now() < deadline {
+        if let Ok(line) = server.log.recv_timeout(Duration::from_millis(100)) {
+            killed = line.contains("Killing running AOF rewrite child");
+        }
+    }
+    assert!(killed, "no 'Killing running AOF rewrite child' in the log");
+    assert!(common::eventually(Duration::from_secs(5), || {
+        common::children_of(pid).is_empty()
+    }));
+    assert_eq!(info_field(&mut c, "aof_rewrite_in_progress"), "0");
+    let folder = dir.join("appendonlydir");
+    let leftovers: Vec<String> = std::fs::read_dir(&folder)
+        .expect("folder")
+        .filter_map(|e| e.ok()?.file_name().to_str().map(str::to_string))
+        .filter(|n| n.starts_with("temp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // Log off: a base alone, then DEBUG LOADAOF empties the data and
+    // loads it.
+    let _: () = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+    let before = digest(&mut c);
+    let _: String = q(&mut c, &["BGREWRITEAOF"]);
+    assert!(common::eventually(Duration::from_secs(10), || {
+        info_field(&mut c, "aof_rewrite_in_progress") == "0"
+    }));
+    let _: () = q(&mut c, &["SET", "not", "in the folder"]);
+    let _: () = q(&mut c, &["DEBUG", "LOADAOF"]);
+    assert_eq!(digest(&mut c), before);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

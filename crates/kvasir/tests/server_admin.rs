@@ -1289,15 +1289,32 @@ fn save_bgsave_and_a_restart_from_dump_rdb() {
             "ok"
         );
         assert!(err(&mut c, &["BGSAVE", "NOW"]).contains("syntax error"));
-        // BGREWRITEAOF (no append-only file here) writes the snapshot, with
-        // Redis's reply; inside MULTI too.
-        std::fs::remove_file(&rdb).expect("rm");
-        let started: String = q(&mut c, &["BGREWRITEAOF"]);
-        assert_eq!(started, "Background append only file rewriting started");
-        assert!(common::eventually(Duration::from_secs(10), || {
-            info_field(&mut c, "persistence", "rdb_bgsave_in_progress") == "0"
-        }));
-        assert!(rdb.exists(), "BGREWRITEAOF wrote no dump.rdb");
+        // BGREWRITEAOF with the append-only file off writes a base alone
+        // into appendonlydir, as redis-server 7 does (the second one
+        // replaces the first); inside MULTI it is scheduled.
+        for seq in 1..=2 {
+            let started: String = q(&mut c, &["BGREWRITEAOF"]);
+            assert_eq!(started, "Background append only file rewriting started");
+            assert!(common::eventually(Duration::from_secs(10), || {
+                info_field(&mut c, "persistence", "aof_rewrite_in_progress") == "0"
+            }));
+            let folder = dir.join("appendonlydir");
+            let manifest =
+                std::fs::read_to_string(folder.join("appendonly.aof.manifest")).expect("manifest");
+            assert_eq!(
+                manifest,
+                format!("file appendonly.aof.{seq}.base.rdb seq {seq} type b\n")
+            );
+            let names: Vec<String> = std::fs::read_dir(&folder)
+                .expect("folder")
+                .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                .collect();
+            assert_eq!(names.len(), 2, "{names:?}");
+            assert_eq!(
+                info_field(&mut c, "persistence", "aof_rewrites"),
+                seq.to_string()
+            );
+        }
         let _: () = q(&mut c, &["MULTI"]);
         let _: () = q(&mut c, &["BGREWRITEAOF"]);
         let replies: Vec<String> = q(&mut c, &["EXEC"]);
@@ -1701,4 +1718,176 @@ fn protected_configs_need_enable_protected_configs() {
         let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "dbfilename"]);
         assert_eq!(got, vec!["dbfilename", "other.rdb"], "{setting}");
     }
+}
+
+/// The temporary files (`temp-*`) in `dir`.
+fn temp_files(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().to_str().map(str::to_string))
+                .filter(|n| n.starts_with("temp-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// BGSAVE forks, as redis-server does: the child writes the data as it was
+/// at the fork while the server goes on serving (writes made meanwhile are
+/// not in the file), INFO shows the child's progress and the fork, a
+/// second BGSAVE is refused, and `rdb-key-save-delay` (a hidden config:
+/// CONFIG GET shows it only by its exact name) slows the child down.
+#[test]
+fn bgsave_writes_the_moment_of_the_fork_in_a_child_process() {
+    let dir = common::temp_dir();
+    let args = ["--save", "", "--enable-debug-command", "yes"];
+    let server = Kvasir::start_in(&dir, &args);
+    let mut c = server.conn();
+    let mut fill = redis::pipe();
+    for i in 0..400 {
+        fill.cmd("SET")
+            .arg(format!("k{i}"))
+            .arg(format!("v{i}"))
+            .ignore();
+    }
+    let _: () = fill.query(&mut c).expect("fill");
+    let digest: String = q(&mut c, &["DEBUG", "DIGEST"]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "2500"]);
+    let all: Vec<String> = q(&mut c, &["CONFIG", "GET", "*"]);
+    assert!(
+        !all.iter().any(|n| n == "rdb-key-save-delay"),
+        "hidden from patterns"
+    );
+    let one: Vec<String> = q(&mut c, &["CONFIG", "GET", "rdb-key-save-delay"]);
+    assert_eq!(one, vec!["rdb-key-save-delay", "2500"]);
+
+    let started: String = q(&mut c, &["BGSAVE"]);
+    assert_eq!(started, "Background saving started");
+    assert_eq!(
+        err(&mut c, &["BGSAVE"]),
+        "ERR Background save already in progress"
+    );
+    let pid = server.child.id();
+    assert_eq!(common::children_of(pid).len(), 1, "one child process");
+    let info: String = q(&mut c, &["INFO", "persistence"]);
+    let fields = info_fields(&info);
+    assert_eq!(fields["rdb_bgsave_in_progress"], "1", "{info}");
+    assert_eq!(fields["current_save_keys_total"], "400", "{info}");
+    assert_ne!(fields["rdb_current_bgsave_time_sec"], "-1", "{info}");
+    assert_eq!(info_field(&mut c, "stats", "total_forks"), "1");
+    // Served while the child writes; not in its file.
+    let _: () = q(&mut c, &["SET", "after", "fork"]);
+    let _: i64 = q(&mut c, &["DEL", "k0"]);
+    let progress: f64 = info_field(&mut c, "persistence", "current_fork_perc")
+        .parse()
+        .expect("percent");
+    assert!((0.0..100.0).contains(&progress), "{progress}");
+    assert!(common::eventually(Duration::from_secs(20), || {
+        info_field(&mut c, "persistence", "rdb_bgsave_in_progress") == "0"
+    }));
+    let info: String = q(&mut c, &["INFO", "persistence"]);
+    let fields = info_fields(&info);
+    assert_eq!(fields["rdb_last_bgsave_status"], "ok", "{info}");
+    assert_eq!(fields["rdb_saves"], "1", "{info}");
+    assert_eq!(fields["rdb_changes_since_last_save"], "2", "{info}");
+    assert!(common::eventually(Duration::from_secs(5), || {
+        common::children_of(pid).is_empty()
+    }));
+    assert!(temp_files(&dir).is_empty(), "{:?}", temp_files(&dir));
+    drop(server); // kill -9: the file is what BGSAVE wrote
+
+    let server = Kvasir::start_in(&dir, &args);
+    let mut c = server.conn();
+    let again: String = q(&mut c, &["DEBUG", "DIGEST"]);
+    assert_eq!(again, digest, "the file holds the data at the fork");
+    let after: Option<String> = q(&mut c, &["GET", "after"]);
+    assert_eq!(after, None);
+    let info: String = q(&mut c, &["INFO", "persistence"]);
+    assert_eq!(
+        info_fields(&info)["rdb_last_load_keys_loaded"],
+        "400",
+        "{info}"
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One child at a time, as in Redis: FLUSHALL stops a BGSAVE (its image
+/// holds the flushed keys), a BGREWRITEAOF during a BGSAVE is scheduled
+/// and runs after it, BGSAVE during a rewrite is refused or scheduled
+/// (SCHEDULE), and SHUTDOWN stops the child and leaves no temporary file.
+#[test]
+fn flushall_shutdown_and_scheduling_with_a_child_running() {
+    let dir = common::temp_dir();
+    let mut server = Kvasir::start_in(&dir, &["--save", ""]);
+    let mut c = server.conn();
+    let pid = server.child.id();
+    let mut fill = redis::pipe();
+    for i in 0..300 {
+        fill.cmd("SET").arg(format!("k{i}")).arg(i).ignore();
+    }
+    let _: () = fill.query(&mut c).expect("fill");
+    // 100 ms a key: a child that would run for half a minute.
+    let _: () = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "100000"]);
+    let in_progress = |c: &mut Connection, what: &str| info_field(c, "persistence", what);
+
+    let _: String = q(&mut c, &["BGSAVE"]);
+    assert!(
+        common::eventually(Duration::from_secs(5), || !temp_files(&dir).is_empty()),
+        "the child writes temp-<pid>.rdb as it goes"
+    );
+    let child = common::children_of(pid);
+    assert_eq!(temp_files(&dir), vec![format!("temp-{}.rdb", child[0])]);
+    let _: () = q(&mut c, &["FLUSHALL"]);
+    assert!(common::eventually(Duration::from_secs(5), || {
+        in_progress(&mut c, "rdb_bgsave_in_progress") == "0" && common::children_of(pid).is_empty()
+    }));
+    assert!(temp_files(&dir).is_empty(), "{:?}", temp_files(&dir));
+    assert!(!dir.join("dump.rdb").exists());
+    assert_eq!(in_progress(&mut c, "rdb_last_bgsave_status"), "ok");
+
+    // A rewrite asked for during a BGSAVE waits for it.
+    let _: () = q(&mut c, &["SET", "k", "v"]);
+    let _: String = q(&mut c, &["BGSAVE"]);
+    let scheduled: String = q(&mut c, &["BGREWRITEAOF"]);
+    assert_eq!(scheduled, "Background append only file rewriting scheduled");
+    assert_eq!(in_progress(&mut c, "aof_rewrite_scheduled"), "1");
+    let _: () = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+    for child in common::children_of(pid) {
+        // SAFETY: kill(2) of the server's child, as Redis's test does.
+        unsafe {
+            libc::kill(child as libc::pid_t, libc::SIGKILL);
+        }
+    }
+    assert!(common::eventually(Duration::from_secs(10), || {
+        in_progress(&mut c, "aof_rewrite_scheduled") == "0"
+            && in_progress(&mut c, "aof_rewrite_in_progress") == "0"
+            && in_progress(&mut c, "aof_rewrites") == "1"
+    }));
+    assert_eq!(in_progress(&mut c, "rdb_last_bgsave_status"), "err");
+
+    // BGSAVE during a rewrite: refused, or scheduled with SCHEDULE.
+    let _: () = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "1000000"]);
+    let _: String = q(&mut c, &["BGREWRITEAOF"]);
+    assert_eq!(
+        err(&mut c, &["BGSAVE"]),
+        "ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible."
+    );
+    assert_eq!(
+        err(&mut c, &["BGREWRITEAOF"]),
+        "ERR Background append only file rewriting already in progress"
+    );
+    let scheduled: String = q(&mut c, &["BGSAVE", "SCHEDULE"]);
+    assert_eq!(scheduled, "Background saving scheduled");
+    assert_eq!(common::children_of(pid).len(), 1);
+    let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<()>(&mut c);
+    assert!(server.wait_exit(Duration::from_secs(10)).is_some());
+    assert!(common::eventually(Duration::from_secs(5), || {
+        common::children_of(pid).is_empty()
+    }));
+    let folder = dir.join("appendonlydir");
+    assert!(temp_files(&folder).is_empty(), "{:?}", temp_files(&folder));
+    assert!(temp_files(&dir).is_empty(), "{:?}", temp_files(&dir));
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
 }

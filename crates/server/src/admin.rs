@@ -73,26 +73,25 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
             .map_err(CmdError::other),
         C::Bgsave => match (args.get(1), &cluster) {
             (Some(a), _) if !eq_ic(a, "schedule") => Err(CmdError::Syntax),
-            _ => crate::persistence::bgsave_of_mode(&s.server, &cluster)
-                .map(|()| Reply::simple("Background saving started"))
-                .map_err(CmdError::other),
+            (schedule, _) => {
+                crate::persistence::bgsave_of_mode(&s.server, &cluster, schedule.is_some())
+                    .map(Reply::simple)
+                    .map_err(CmdError::other)
+            }
         },
         // With the append-only file on: a new base and incremental file.
         // Without it (and in cluster mode), what a rewrite gives a Redis
         // user, a compact image of the data on disk, is a snapshot.
-        C::Bgrewriteaof if cluster.is_none() && s.server.config.borrow().appendonly => {
-            if s.txn.executing {
+        C::Bgrewriteaof if cluster.is_none() => {
+            let rewriting = crate::persistence::running_child(&s.server)
+                == Some(crate::persistence::ChildKind::Aof);
+            if s.txn.executing && !rewriting {
                 // As Redis: inside EXEC the rewrite starts after the block.
-                let server = s.server.clone();
-                tokio::task::spawn_local(async move {
-                    if let Err(e) = crate::aof_persistence::rewrite(&server) {
-                        tracing::warn!("Scheduled background AOF rewrite: {e}");
-                    }
-                });
+                s.server.persistence.aof_rewrite_scheduled.set(true);
                 return Reply::simple("Background append only file rewriting scheduled").into();
             }
             crate::aof_persistence::rewrite(&s.server)
-                .map(|()| Reply::simple("Background append only file rewriting started"))
+                .map(Reply::simple)
                 .map_err(CmdError::other)
         }
         C::Bgrewriteaof => crate::persistence::rewrite_as_snapshot(&s.server, &cluster)
@@ -920,10 +919,14 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
             let entries = s.server.config.borrow().entries();
             let mut pairs = Vec::new();
             for (name, value) in entries {
-                if args[2..]
-                    .iter()
-                    .any(|p| glob::matches(p, name.as_bytes(), true))
-                {
+                let hidden = crate::redis_params::HIDDEN.contains(&name);
+                if args[2..].iter().any(|p| {
+                    if hidden {
+                        p.eq_ignore_ascii_case(name.as_bytes())
+                    } else {
+                        glob::matches(p, name.as_bytes(), true)
+                    }
+                }) {
                     pairs.push((Reply::bulk_str(name), Reply::bulk_str(&value)));
                 }
             }

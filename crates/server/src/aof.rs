@@ -415,6 +415,51 @@ impl AofLog {
         Ok(log)
     }
 
+    /// A rewrite while the log is off (BGREWRITEAOF with `appendonly no`,
+    /// as Redis 7 does it): the new base's name, after the folder's last
+    /// base, for the caller to write; [`AofLog::install_base_only`] then
+    /// makes it the folder's only file.
+    pub fn base_only_target(settings: &AofSettings) -> Result<PendingBase, String> {
+        std::fs::create_dir_all(&settings.folder)
+            .map_err(|e| format!("creating {}: {e}", settings.folder.display()))?;
+        let old = AofLog::read_manifest(settings)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let seq = old.base().map(|b| b.seq).unwrap_or(0) + 1;
+        let name = base_name(&settings.name, seq);
+        Ok(PendingBase {
+            path: settings.folder.join(&name),
+            name,
+            seq,
+        })
+    }
+
+    /// The manifest names only `base` (written); the files it listed
+    /// before are deleted.
+    pub fn install_base_only(settings: &AofSettings, base: PendingBase) -> Result<(), String> {
+        let old = AofLog::read_manifest(settings)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let manifest = Manifest {
+            files: vec![ManifestFile {
+                name: base.name,
+                seq: base.seq,
+                kind: 'b',
+            }],
+        };
+        AofLog::write_manifest(settings, &manifest)?;
+        for f in old
+            .files
+            .iter()
+            .filter(|f| f.seq != base.seq || f.kind != 'b')
+        {
+            let _ = std::fs::remove_file(settings.folder.join(&f.name));
+        }
+        Ok(())
+    }
+
     /// Creates the folder with `base` (an RDB image of the data now) as
     /// its base and an empty incremental file: what `appendonly yes`
     /// starts from on a server without a log. Files of an older log in the

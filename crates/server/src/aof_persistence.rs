@@ -3,6 +3,7 @@
 //! fsync, BGREWRITEAOF, and `CONFIG SET appendonly`.
 
 use crate::aof::{replay_file, AofLog, AppendFsync};
+use crate::fork_child::Exit;
 use crate::listener::Server;
 use std::rc::Rc;
 use std::time::Duration;
@@ -72,12 +73,10 @@ fn upgrade_single_file(
 /// DEBUG LOADAOF: the log written out, the data emptied and loaded again
 /// from the folder.
 pub fn reload(server: &Server) -> Result<(), String> {
-    if !server.config.borrow().appendonly {
-        return Err("ERR DEBUG LOADAOF needs appendonly yes".into());
-    }
+    // With the log off, as Redis: what the folder holds (a BGREWRITEAOF's).
     sync_at_exit(server)?;
     let settings = server.config.borrow().aof_settings();
-    let manifest = AofLog::read_manifest(&settings)?.ok_or("ERR no AOF manifest to load")?;
+    let manifest = AofLog::read_manifest(&settings)?.ok_or("ERR Error loading the AOF")?;
     server
         .local_store
         .borrow_mut()
@@ -263,7 +262,10 @@ pub async fn everysec_cron(server: Rc<Server>) {
                 continue;
             }
             let (percentage, min_size) = auto_rewrite_settings(&server);
-            if aof.wants_rewrite(percentage, min_size) {
+            if aof.wants_rewrite(percentage, min_size)
+                && crate::persistence::running_child(&server).is_none()
+                && !rewrite_limited(&server)
+            {
                 drop(local);
                 info!("Starting automatic rewriting of AOF on growth");
                 if let Err(e) = rewrite(&server) {
@@ -337,6 +339,8 @@ pub fn apply_settings(server: &Server) -> Result<(), String> {
     let running = server.local_store.borrow().aof.is_some();
     match (on, running) {
         (true, false) => {
+            // As Redis: a rewrite of the log-off folder gives way to this one.
+            crate::persistence::kill_child(server, Some(crate::persistence::ChildKind::Aof));
             let base = crate::persistence::image(server);
             match AofLog::create(settings, &base) {
                 Ok(log) => server.local_store.borrow_mut().aof = Some(log),
@@ -349,6 +353,7 @@ pub fn apply_settings(server: &Server) -> Result<(), String> {
             info!("Append only file created from the data now");
         }
         (false, true) => {
+            crate::persistence::kill_child(server, Some(crate::persistence::ChildKind::Aof));
             sync_at_exit(server)?;
             server.local_store.borrow_mut().aof = None;
         }
@@ -363,47 +368,154 @@ pub fn apply_settings(server: &Server) -> Result<(), String> {
     Ok(())
 }
 
-/// BGREWRITEAOF with a log: a new base from the data now, written on a
-/// blocking thread; the writes meanwhile go to a new incremental file.
-pub fn rewrite(server: &Rc<Server>) -> Result<(), String> {
-    let pending = {
-        let mut local = server.local_store.borrow_mut();
-        let Some(aof) = local.aof.as_mut() else {
-            return Err("ERR append only file is off".into());
-        };
-        aof.begin_rewrite().map_err(|e| format!("ERR {e}"))?
+/// BGREWRITEAOF with a log: a child process writes the new base, the
+/// data as it was at the fork, while the writes from then on go to a new
+/// incremental file. During a BGSAVE the rewrite waits for it (Redis's one
+/// child at a time). Its reply.
+pub fn rewrite(server: &Rc<Server>) -> Result<&'static str, String> {
+    use crate::persistence::ChildKind;
+    match crate::persistence::running_child(server) {
+        Some(ChildKind::Aof) => {
+            return Err("ERR Background append only file rewriting already in progress".into())
+        }
+        Some(ChildKind::Rdb) => {
+            server.persistence.aof_rewrite_scheduled.set(true);
+            return Ok("Background append only file rewriting scheduled");
+        }
+        None => {}
+    }
+    // With the log off, as Redis 7: a new base alone (DEBUG LOADAOF and a
+    // later `appendonly yes` start from the folder; a restart with the log
+    // off does not read it).
+    let log_on = server.local_store.borrow().aof.is_some();
+    let pending = match server.local_store.borrow_mut().aof.as_mut() {
+        Some(aof) => aof.begin_rewrite(),
+        None => AofLog::base_only_target(&server.config.borrow().aof_settings()),
+    }
+    .map_err(|e| format!("ERR {e}"))?;
+    let forked = crate::persistence::fork_image_writer(
+        server,
+        ChildKind::Aof,
+        &pending.path,
+        crate::persistence::temp_for,
+    );
+    let pid = match forked {
+        Ok(pid) => pid,
+        Err(e) => {
+            if let Some(aof) = server.local_store.borrow_mut().aof.as_mut() {
+                let _ = aof.finish_rewrite(pending, false);
+            }
+            return Err(e);
+        }
     };
-    let base = crate::persistence::image(server);
+    server.persistence.aof_rewrite_scheduled.set(false);
+    info!("Background append only file rewriting started by pid {pid}");
     let server = server.clone();
     tokio::task::spawn_local(async move {
-        let written = crate::persistence::write_off_thread(pending.path.clone(), base).await;
-        let ok = written.is_ok();
-        if let Err(e) = written {
-            warn!("Background AOF rewrite failed: {e}");
+        let exit = crate::fork_child::wait(pid).await;
+        // Not ours any more: stopped by CONFIG SET appendonly no or at exit.
+        let started = crate::persistence::child_ended(&server, pid);
+        let current = started.is_some();
+        let ok = current && exit == Exit::Code(0);
+        if let Some(started) = started {
+            rewrite_ended(&server, exit, started);
+        }
+        if !ok {
+            crate::persistence::remove_temp_of(&pending.path, pid);
         }
         let mut local = server.local_store.borrow_mut();
-        if let Some(aof) = local.aof.as_mut() {
-            match aof.finish_rewrite(pending, ok) {
-                Ok(()) if ok => info!("Background AOF rewrite finished successfully"),
-                Ok(()) => {}
-                Err(e) => warn!("Background AOF rewrite failed: {e}"),
+        let finished = match local.aof.as_mut() {
+            Some(aof) if log_on => aof.finish_rewrite(pending, ok),
+            // The log was turned on or off meanwhile: this base is not its.
+            Some(_) => Ok(()),
+            None if log_on => Ok(()),
+            None if ok => {
+                AofLog::install_base_only(&server.config.borrow().aof_settings(), pending)
+            }
+            None => {
+                let _ = std::fs::remove_file(&pending.path);
+                Ok(())
+            }
+        };
+        drop(local);
+        match finished {
+            Ok(()) if ok => info!("Background AOF rewrite finished successfully"),
+            Ok(()) => {}
+            Err(e) => {
+                warn!("Background AOF rewrite failed: {e}");
+                server.persistence.aof_last_rewrite_ok.set(false);
             }
         }
-        drop(local);
         server
             .persistence
             .aof_rewrites
             .set(server.persistence.aof_rewrites.get() + ok as u64);
     });
-    Ok(())
+    Ok("Background append only file rewriting started")
+}
+
+/// Records how a rewrite's child ended, as Redis's
+/// backgroundRewriteDoneHandler: SIGUSR1 is how a rewrite is stopped on
+/// purpose and is no failure.
+fn rewrite_ended(server: &Server, exit: Exit, started: std::time::Instant) {
+    let state = &server.persistence;
+    state
+        .aof_last_rewrite_secs
+        .set(started.elapsed().as_secs() as i64);
+    let failed = match exit {
+        Exit::Code(0) => false,
+        Exit::Code(_) => {
+            warn!("Background AOF rewrite terminated with error");
+            true
+        }
+        Exit::Signal(signal) => {
+            warn!("Background AOF rewrite terminated by signal {signal}");
+            signal != libc::SIGUSR1
+        }
+    };
+    if failed {
+        state.aof_last_rewrite_ok.set(false);
+        state
+            .aof_rewrite_failures
+            .set(state.aof_rewrite_failures.get() + 1);
+    } else if exit == Exit::Code(0) {
+        state.aof_last_rewrite_ok.set(true);
+        state.aof_rewrite_failures.set(0);
+    }
+}
+
+/// Failures in a row after which automatic rewrites wait (Redis's
+/// AOF_REWRITE_LIMITE_THRESHOLD), and the longest wait in minutes.
+const REWRITE_FAILURES_LIMIT: u64 = 3;
+const REWRITE_RETRY_MAX_MINUTES: u64 = 60;
+
+/// Whether an automatic or scheduled rewrite must wait, as Redis's
+/// aofRewriteLimited: after three failed rewrites in a row, 1, 2, 4...
+/// up to 60 minutes between tries (BGREWRITEAOF itself always runs).
+pub fn rewrite_limited(server: &Server) -> bool {
+    let state = &server.persistence;
+    if state.aof_rewrite_failures.get() < REWRITE_FAILURES_LIMIT {
+        state.aof_rewrite_retry.set((0, 0));
+        return false;
+    }
+    let now = crate::local_store::unix_ms() / 1000;
+    let (minutes, not_before) = state.aof_rewrite_retry.get();
+    if not_before != 0 {
+        if now < not_before {
+            return true;
+        }
+        state.aof_rewrite_retry.set((minutes, 0));
+        return false;
+    }
+    let minutes = (minutes * 2).clamp(1, REWRITE_RETRY_MAX_MINUTES);
+    state.aof_rewrite_retry.set((minutes, now + minutes * 60));
+    warn!(
+        "Background AOF rewrite has repeatedly failed and triggered the limit, will retry in {minutes} minutes"
+    );
+    true
 }
 
 /// Whether a rewrite is running (INFO aof_rewrite_in_progress).
 pub fn rewrite_in_progress(server: &Server) -> bool {
-    server
-        .local_store
-        .borrow()
-        .aof
-        .as_ref()
-        .is_some_and(|a| a.rewrite_in_progress())
+    crate::persistence::running_child(server) == Some(crate::persistence::ChildKind::Aof)
 }

@@ -267,16 +267,47 @@ fn section(s: &Session, name: &str, out: &mut String) {
             );
         }
         "persistence" => {
+            let child = server.persistence.child.borrow();
+            let (keys_processed, keys_total) = child
+                .as_ref()
+                .map_or((0, 0), |c| (c.progress.done(), c.progress.total()));
+            let running_secs = |kind| {
+                child
+                    .as_ref()
+                    .filter(|c| c.kind == kind)
+                    .map_or(-1, |c| c.started.elapsed().as_secs() as i64)
+            };
+            let current_secs = running_secs(crate::persistence::ChildKind::Rdb);
+            let rewrite_secs = running_secs(crate::persistence::ChildKind::Aof);
+            drop(child);
+            let fork_perc = if keys_total == 0 {
+                0.0
+            } else {
+                keys_processed as f64 * 100.0 / keys_total as f64
+            };
             let _ = write!(
                 out,
-                "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\naof_rewrites:{}\r\naof_rewrites_consecutive_failures:0\r\naof_last_write_status:{}\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
+                "# Persistence\r\nloading:0\r\nasync_loading:0\r\ncurrent_fork_perc:{:.2}\r\ncurrent_save_keys_processed:{}\r\ncurrent_save_keys_total:{}\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{}\r\nrdb_saves:{}\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:{}\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_rewrites_consecutive_failures:{}\r\naof_last_write_status:{}\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
+                fork_perc,
+                keys_processed,
+                keys_total,
                 server.dirty.get(),
                 u8::from(server.persistence.bgsave_in_progress.get()),
                 server.persistence.last_save.get(),
                 if server.persistence.last_bgsave_ok.get() { "ok" } else { "err" },
+                server.persistence.last_bgsave_secs.get(),
+                current_secs,
+                server.persistence.saves.get(),
+                server.persistence.last_load.get().1,
+                server.persistence.last_load.get().0,
                 u8::from(server.config.borrow().appendonly),
                 u8::from(crate::aof_persistence::rewrite_in_progress(server)),
+                u8::from(server.persistence.aof_rewrite_scheduled.get()),
+                server.persistence.aof_last_rewrite_secs.get(),
+                rewrite_secs,
+                if server.persistence.aof_last_rewrite_ok.get() { "ok" } else { "err" },
                 server.persistence.aof_rewrites.get(),
+                server.persistence.aof_rewrite_failures.get(),
                 if crate::aof_persistence::write_error(server).is_some() { "err" } else { "ok" },
             );
             if let Some(aof) = server.local_store.borrow().aof.as_ref() {
@@ -316,7 +347,7 @@ fn section(s: &Session, name: &str, out: &mut String) {
             let tracked = server.tracking.borrow().totals();
             let _ = write!(
                 out,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ntotal_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\ninstantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ntotal_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\ninstantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:{}\r\ntotal_forks:{}\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\n",
                 stats.total_connections_received,
                 stats.total_commands_processed,
                 ops.round() as u64,
@@ -332,6 +363,8 @@ fn section(s: &Session, name: &str, out: &mut String) {
                 server.pubsub.borrow().channel_count(),
                 server.pubsub.borrow().numpat(),
                 server.pubsub.borrow().shard_channel_count(),
+                server.persistence.latest_fork_usec.get(),
+                server.persistence.total_forks.get(),
                 tracked.0,
                 tracked.1,
                 tracked.2,

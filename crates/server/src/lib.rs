@@ -51,6 +51,7 @@ pub mod command_latency;
 pub mod config;
 pub mod debug;
 pub mod events;
+pub mod fork_child;
 pub mod info;
 pub mod io_threads;
 pub mod latency;

@@ -629,6 +629,7 @@ async fn clients_cron(server: Rc<Server>) {
             continue;
         }
         crate::persistence::save_points_cron(&server);
+        crate::persistence::scheduled_cron(&server);
         // A client over its soft output limit is closed once its time is
         // up even if nothing more is queued for it.
         for c in server.clients.borrow().iter() {

@@ -1,15 +1,17 @@
 //! RDB snapshots of the standalone server, as redis-server keeps them: SAVE
-//! writes `dbfilename` (dump.rdb) in `dir` at once, BGSAVE takes the image
-//! on the data thread (a point in time, as Redis's fork does) and writes it
-//! on a blocking thread, SHUTDOWN SAVE saves before exiting, and a server
-//! starts from the file if there is one. Files go to a temporary name,
+//! writes `dbfilename` (dump.rdb) in `dir` at once, BGSAVE forks a child
+//! that writes the data as it was at the fork while the server goes on
+//! ([`crate::fork_child`]), SHUTDOWN SAVE saves before exiting, and a
+//! server starts from the file if there is one. Files go to a temporary
+//! name (`temp-<pid>.rdb`, the saving process's pid, as Redis names it),
 //! fsync, then rename, so a crash leaves the old file or the new one.
 //!
 //! In cluster mode every write is in the Raft log and snapshots already:
 //! these commands answer an error there, and the file is not read.
 
+use crate::fork_child::{self, Exit, Progress};
 use crate::listener::Server;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use tracing::{info, warn};
@@ -22,6 +24,48 @@ pub struct SaveState {
     pub last_bgsave_ok: Cell<bool>,
     /// Append-only file rewrites that succeeded (INFO aof_rewrites).
     pub aof_rewrites: Cell<u64>,
+    /// How the last rewrite ended, the failures in a row since the last
+    /// success, the seconds it took (-1: none yet), and the wait of the
+    /// automatic ones after repeated failures: (minutes, not before).
+    pub aof_last_rewrite_ok: Cell<bool>,
+    pub aof_rewrite_failures: Cell<u64>,
+    pub aof_last_rewrite_secs: Cell<i64>,
+    pub aof_rewrite_retry: Cell<(u64, u64)>,
+    /// The BGSAVE child process running now (standalone).
+    pub child: RefCell<Option<SaveChild>>,
+    /// Children forked (INFO total_forks) and the last fork's time.
+    pub total_forks: Cell<u64>,
+    pub latest_fork_usec: Cell<u64>,
+    /// Seconds the last background save took (-1: none yet).
+    pub last_bgsave_secs: Cell<i64>,
+    /// Saves that succeeded, foreground and background (INFO rdb_saves).
+    pub saves: Cell<u64>,
+    /// Keys loaded and keys found expired by the last load of the file.
+    pub last_load: Cell<(u64, u64)>,
+    /// BGSAVE SCHEDULE and BGREWRITEAOF waiting for the other's child.
+    pub bgsave_scheduled: Cell<bool>,
+    pub aof_rewrite_scheduled: Cell<bool>,
+}
+
+/// What a child process writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildKind {
+    /// BGSAVE's snapshot file.
+    Rdb,
+    /// The base of an append-only file rewrite.
+    Aof,
+}
+
+/// The background save's or rewrite's child process (one at a time, as in
+/// Redis).
+pub struct SaveChild {
+    pub pid: libc::pid_t,
+    pub kind: ChildKind,
+    /// The file it writes before renaming it into place.
+    temp_file: PathBuf,
+    pub started: std::time::Instant,
+    /// Keys written so far and in all, counted by the child.
+    pub progress: Progress,
 }
 
 impl SaveState {
@@ -31,6 +75,18 @@ impl SaveState {
             bgsave_in_progress: Cell::new(false),
             last_bgsave_ok: Cell::new(true),
             aof_rewrites: Cell::new(0),
+            aof_last_rewrite_ok: Cell::new(true),
+            aof_rewrite_failures: Cell::new(0),
+            aof_last_rewrite_secs: Cell::new(-1),
+            aof_rewrite_retry: Cell::new((0, 0)),
+            child: RefCell::new(None),
+            total_forks: Cell::new(0),
+            latest_fork_usec: Cell::new(0),
+            last_bgsave_secs: Cell::new(-1),
+            saves: Cell::new(0),
+            last_load: Cell::new((0, 0)),
+            bgsave_scheduled: Cell::new(false),
+            aof_rewrite_scheduled: Cell::new(false),
         }
     }
 }
@@ -73,15 +129,43 @@ pub fn image(server: &Server) -> Vec<u8> {
 /// the folder fsynced: a crash leaves the old file or the new one. (The
 /// append-only file's base and manifest are written so too.)
 pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    // Named after the target: two files of one folder may be written at
-    // once (an AOF rewrite's base off-thread, its manifest here).
+    write_through(&temp_for(path, std::process::id()), path, |f| {
+        f.write_all(bytes)
+    })
+}
+
+/// The temporary file process `pid` writes `path` through: named after
+/// the target, as two files of one folder may be written at once (an AOF
+/// rewrite's base in a child, its manifest in the server).
+pub(crate) fn temp_for(path: &Path, pid: u32) -> PathBuf {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let temp = path.with_file_name(format!("temp-{}-{name}", std::process::id()));
+    path.with_file_name(format!("temp-{pid}-{name}"))
+}
+
+/// The temporary file a process saving the snapshot writes first, named
+/// as Redis names it (tools and tests look for it, and remove it).
+fn rdb_temp_for(_path: &Path, pid: u32) -> PathBuf {
+    PathBuf::from(format!("temp-{pid}.rdb"))
+}
+
+/// Removes what a child stopped before its end left of `path`'s
+/// temporary file ([`write_file`]'s name, with the child's pid).
+pub(crate) fn remove_temp_of(path: &Path, pid: libc::pid_t) {
+    let _ = std::fs::remove_file(temp_for(path, pid as u32));
+}
+
+/// `write` fills `temp`, which is fsynced and renamed to `path`, the
+/// folder fsynced; on an error `temp` is removed.
+fn write_through(
+    temp: &Path,
+    path: &Path,
+    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let result = (|| {
-        let mut f = std::fs::File::create(&temp)?;
-        f.write_all(bytes)?;
+        let mut f = std::fs::File::create(temp)?;
+        write(&mut f)?;
         f.sync_all()?;
-        std::fs::rename(&temp, path)?;
+        std::fs::rename(temp, path)?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::File::open(dir)?.sync_all()?;
         } else {
@@ -90,7 +174,7 @@ pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         Ok(())
     })();
     if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
+        let _ = std::fs::remove_file(temp);
     }
     result
 }
@@ -100,14 +184,26 @@ pub fn save(server: &Server) -> Result<(), String> {
     if server.persistence.bgsave_in_progress.get() {
         return Err("ERR Background save already in progress".into());
     }
-    let bytes = image(server);
     let dirty = server.dirty.get();
     let path = rdb_path(server);
-    save_done(
-        server,
-        dirty,
-        write_file(&path, &bytes).map_err(|e| e.to_string()),
-    )
+    let now_ms = crate::local_store::unix_ms();
+    let access = access_record(server);
+    let shard = server.local_store.borrow();
+    let temp = rdb_temp_for(&path, std::process::id());
+    // Streamed to the file: a save does not hold a second copy of the data.
+    let written = write_through(&temp, &path, |file| {
+        let used_memory = crate::info::used_memory();
+        kvasir_core::rdb_file::write_to(
+            shard.store(),
+            now_ms,
+            used_memory,
+            access,
+            file,
+            &mut || {},
+        )
+    });
+    drop(shard);
+    save_done(server, dirty, written.map_err(|e| e.to_string()))
 }
 
 /// Records how a SAVE ended; its reply's error.
@@ -127,6 +223,10 @@ fn save_done(server: &Server, dirty: u64, written: Result<(), String>) -> Result
 
 /// A file written: the writes it holds are no longer unsaved.
 fn mark_saved(server: &Server, dirty: u64) {
+    server
+        .persistence
+        .saves
+        .set(server.persistence.saves.get() + 1);
     server.dirty.set(server.dirty.get().saturating_sub(dirty));
     server
         .persistence
@@ -142,23 +242,208 @@ pub(crate) async fn write_off_thread(path: PathBuf, bytes: Vec<u8>) -> Result<()
     }
 }
 
-/// BGSAVE: the image now, written on a blocking thread.
-pub fn bgsave(server: &std::rc::Rc<Server>) -> Result<(), String> {
+/// BGSAVE: a child process writes the data as it was at the fork. With
+/// `schedule` it waits for an append-only file rewrite in progress.
+pub fn bgsave(server: &std::rc::Rc<Server>, schedule: bool) -> Result<&'static str, String> {
     let state = &server.persistence;
     if state.bgsave_in_progress.get() {
         return Err("ERR Background save already in progress".into());
     }
-    let bytes = image(server);
-    let dirty = server.dirty.get();
+    if running_child(server).is_some() {
+        if schedule {
+            state.bgsave_scheduled.set(true);
+            return Ok("Background saving scheduled");
+        }
+        return Err("ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.".into());
+    }
     let path = rdb_path(server);
+    let dirty = server.dirty.get();
+    let pid = fork_image_writer(server, ChildKind::Rdb, &path, rdb_temp_for)
+        .inspect_err(|_| state.last_bgsave_ok.set(false))?;
     state.bgsave_in_progress.set(true);
-    info!("Background saving started");
+    state.bgsave_scheduled.set(false);
+    info!("Background saving started by pid {pid}");
     let server = server.clone();
     tokio::task::spawn_local(async move {
-        let written = write_off_thread(path, bytes).await;
-        bgsave_done(&server, dirty, written);
+        let exit = fork_child::wait(pid).await;
+        bgsave_child_done(&server, pid, dirty, exit);
     });
-    Ok(())
+    Ok("Background saving started")
+}
+
+/// Forks a child that writes the store's RDB image as it is now to
+/// `path`, through the temporary file `temp_for` names with its pid
+/// (counting keys for INFO's progress, waiting `rdb-key-save-delay` after
+/// each), and records it as the server's one child.
+pub(crate) fn fork_image_writer(
+    server: &Server,
+    kind: ChildKind,
+    path: &Path,
+    temp_for: fn(&Path, u32) -> PathBuf,
+) -> Result<libc::pid_t, String> {
+    let state = &server.persistence;
+    let now_ms = crate::local_store::unix_ms();
+    let used_memory = crate::info::used_memory();
+    let access = access_record(server);
+    let delay = key_save_delay(server);
+    let progress = Progress::new().map_err(|e| format!("ERR Can't save in background: {e}"))?;
+    let started = std::time::Instant::now();
+    let forked = {
+        let shard = server.local_store.borrow();
+        let store = shard.store();
+        progress.set_total(
+            (0..store.databases())
+                .map(|db| store.db(db).len() as u64)
+                .sum(),
+        );
+        fork_child::spawn(|| {
+            let temp = temp_for(path, std::process::id());
+            let mut keys = 0u64;
+            write_through(&temp, path, |file| {
+                kvasir_core::rdb_file::write_to(
+                    store,
+                    now_ms,
+                    used_memory,
+                    access,
+                    file,
+                    &mut || {
+                        progress.add_done();
+                        keys += 1;
+                        delay_after_key(delay, keys);
+                    },
+                )
+            })
+            .is_ok()
+        })
+    };
+    let pid = forked.map_err(|e| {
+        warn!("Can't save in background: fork: {e}");
+        format!("ERR Can't save in background: fork: {e}")
+    })?;
+    state
+        .latest_fork_usec
+        .set(started.elapsed().as_micros() as u64);
+    state.total_forks.set(state.total_forks.get() + 1);
+    *state.child.borrow_mut() = Some(SaveChild {
+        pid,
+        kind,
+        temp_file: temp_for(path, pid as u32),
+        started,
+        progress,
+    });
+    Ok(pid)
+}
+
+/// The kind of the child process running now, if any.
+pub fn running_child(server: &Server) -> Option<ChildKind> {
+    server.persistence.child.borrow().as_ref().map(|c| c.kind)
+}
+
+/// The child `pid` ended: when it is still the server's child (not one
+/// it stopped), it is no longer, and its start time is returned.
+pub(crate) fn child_ended(server: &Server, pid: libc::pid_t) -> Option<std::time::Instant> {
+    let mut child = server.persistence.child.borrow_mut();
+    let started = child.as_ref().filter(|c| c.pid == pid)?.started;
+    *child = None;
+    Some(started)
+}
+
+/// Starts what waited for a child to end (BGSAVE SCHEDULE, a rewrite
+/// asked for during a BGSAVE), as Redis's serverCron.
+pub fn scheduled_cron(server: &std::rc::Rc<Server>) {
+    if server.cluster.is_some() || running_child(server).is_some() {
+        return;
+    }
+    let state = &server.persistence;
+    if state.aof_rewrite_scheduled.get() && !crate::aof_persistence::rewrite_limited(server) {
+        state.aof_rewrite_scheduled.set(false);
+        if let Err(e) = crate::aof_persistence::rewrite(server) {
+            warn!("Scheduled background AOF rewrite: {e}");
+        }
+    } else if state.bgsave_scheduled.get() {
+        state.bgsave_scheduled.set(false);
+        if let Err(e) = bgsave(server, false) {
+            warn!("Scheduled background save: {e}");
+        }
+    }
+}
+
+/// `rdb-key-save-delay`: microseconds a save waits after each key (a
+/// negative -n: one microsecond every n keys), for tests that need a save
+/// in progress.
+fn key_save_delay(server: &Server) -> i64 {
+    server
+        .config
+        .borrow()
+        .stored
+        .get("rdb-key-save-delay")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn delay_after_key(delay: i64, keys: u64) {
+    let micros = match delay {
+        0 => return,
+        d if d > 0 => d.unsigned_abs(),
+        d if keys.is_multiple_of(d.unsigned_abs()) => 1,
+        _ => return,
+    };
+    std::thread::sleep(std::time::Duration::from_micros(micros));
+}
+
+/// A BGSAVE child ended: as Redis's backgroundSaveDoneHandler. A child
+/// this server stopped itself ([`kill_child`]) changes nothing.
+fn bgsave_child_done(server: &Server, pid: libc::pid_t, dirty: u64, exit: Exit) {
+    let Some(started) = child_ended(server, pid) else {
+        let _ = std::fs::remove_file(rdb_temp_for(Path::new(""), pid as u32));
+        return;
+    };
+    let state = &server.persistence;
+    state.bgsave_in_progress.set(false);
+    state
+        .last_bgsave_secs
+        .set(started.elapsed().as_secs() as i64);
+    match exit {
+        Exit::Code(0) => {
+            state.last_bgsave_ok.set(true);
+            mark_saved(server, dirty);
+            info!("Background saving terminated with success");
+        }
+        Exit::Code(_) => {
+            state.last_bgsave_ok.set(false);
+            warn!("Background saving error");
+        }
+        Exit::Signal(signal) => {
+            let _ = std::fs::remove_file(rdb_temp_for(Path::new(""), pid as u32));
+            // SIGUSR1 is how a save is stopped on purpose.
+            state.last_bgsave_ok.set(signal == libc::SIGUSR1);
+            warn!("Background saving terminated by signal {signal}");
+        }
+    }
+}
+
+/// Stops the child process if it is of `kind` (any kind: None), as
+/// Redis's killRDBChild / killAppendOnlyChild; a BGSAVE's temporary file
+/// is removed and the server may save at once. Whether one was stopped.
+pub fn kill_child(server: &Server, kind: Option<ChildKind>) -> bool {
+    let mut slot = server.persistence.child.borrow_mut();
+    if kind.is_some_and(|k| slot.as_ref().is_some_and(|c| c.kind != k)) {
+        return false;
+    }
+    let Some(child) = slot.take() else {
+        return false;
+    };
+    drop(slot);
+    fork_child::stop(child.pid);
+    let _ = std::fs::remove_file(&child.temp_file);
+    match child.kind {
+        ChildKind::Rdb => {
+            server.persistence.bgsave_in_progress.set(false);
+            info!("Killing running BGSAVE child: {}", child.pid);
+        }
+        ChildKind::Aof => info!("Killing running AOF rewrite child: {}", child.pid),
+    }
+    true
 }
 
 /// BGREWRITEAOF: a background snapshot (Kvasir's compact image of the
@@ -169,7 +454,7 @@ pub fn rewrite_as_snapshot(
     cluster: &Option<std::rc::Rc<crate::cluster::ClusterNode>>,
 ) -> Result<&'static str, String> {
     if !server.persistence.bgsave_in_progress.get() {
-        bgsave_of_mode(server, cluster)?;
+        bgsave_of_mode(server, cluster, false)?;
         return Ok("Background append only file rewriting started");
     }
     let (server, cluster) = (server.clone(), cluster.clone());
@@ -177,21 +462,23 @@ pub fn rewrite_as_snapshot(
         while server.persistence.bgsave_in_progress.get() {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
-        if let Err(e) = bgsave_of_mode(&server, &cluster) {
+        if let Err(e) = bgsave_of_mode(&server, &cluster, false) {
             warn!("Scheduled background rewrite: {e}");
         }
     });
     Ok("Background append only file rewriting scheduled")
 }
 
-/// A background save of a standalone server or of a cluster node.
+/// A background save of a standalone server or of a cluster node; its
+/// reply.
 pub fn bgsave_of_mode(
     server: &std::rc::Rc<Server>,
     cluster: &Option<std::rc::Rc<crate::cluster::ClusterNode>>,
-) -> Result<(), String> {
+    schedule: bool,
+) -> Result<&'static str, String> {
     match cluster {
-        Some(node) => bgsave_cluster(server, node),
-        None => bgsave(server),
+        Some(node) => bgsave_cluster(server, node).map(|()| "Background saving started"),
+        None => bgsave(server, schedule),
     }
 }
 
@@ -320,6 +607,10 @@ pub fn load_file_merging(
         .borrow_mut()
         .with_store(|store| kvasir_core::rdb_file::read_into(&bytes, store, now_ms, merging))
         .map_err(|e| format!("{} ({})", e, path.display()))?;
+    server
+        .persistence
+        .last_load
+        .set((loaded.keys, loaded.expired));
     info!(
         keys = loaded.keys,
         libraries = loaded.functions,
@@ -333,7 +624,10 @@ pub fn load_file_merging(
 /// Takes a BGSAVE when a `save` point is reached: at least `changes`
 /// writes and `seconds` since the last save.
 pub fn save_points_cron(server: &std::rc::Rc<Server>) {
-    if server.cluster.is_some() || server.persistence.bgsave_in_progress.get() {
+    if server.cluster.is_some()
+        || server.persistence.bgsave_in_progress.get()
+        || running_child(server).is_some()
+    {
         return;
     }
     let dirty = server.dirty.get();
@@ -348,7 +642,7 @@ pub fn save_points_cron(server: &std::rc::Rc<Server>) {
         .any(|&(secs, changes)| dirty >= changes && since >= secs)
     {
         info!("{dirty} changes in {since} seconds. Saving...");
-        let _ = bgsave(server);
+        let _ = bgsave(server, false);
     }
 }
 
@@ -356,7 +650,12 @@ pub fn save_points_cron(server: &std::rc::Rc<Server>) {
 /// at once, so that a restart does not bring the flushed keys back from an
 /// older dump.rdb (and the save points count from zero again).
 pub fn flushed_all(server: &Server) {
-    if server.cluster.is_some() || !has_save_points(server) {
+    if server.cluster.is_some() {
+        return;
+    }
+    // The child's image holds the flushed keys: as Redis, stop it.
+    kill_child(server, Some(ChildKind::Rdb));
+    if !has_save_points(server) {
         return;
     }
     if let Err(e) = save(server) {

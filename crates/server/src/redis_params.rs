@@ -94,6 +94,7 @@ pub const PARAMETERS: &[(&str, &str)] = &[
     ("propagation-error-behavior", "ignore"),
     ("protected-mode", "yes"),
     ("rdb-del-sync-files", "no"),
+    ("rdb-key-save-delay", "0"),
     ("rdb-save-incremental-fsync", "yes"),
     ("rdbchecksum", "yes"),
     ("rdbcompression", "yes"),
@@ -156,6 +157,10 @@ pub const PARAMETERS: &[(&str, &str)] = &[
     ("unixsocket", ""),
     ("unixsocketperm", "0"),
 ];
+
+/// Redis's hidden parameters (for tests and debugging): CONFIG GET shows
+/// them only when asked by their exact name, not to a pattern.
+pub const HIDDEN: &[&str] = &["rdb-key-save-delay"];
 
 /// Parameters Redis refuses to change at run time.
 pub const IMMUTABLE: &[&str] = &[

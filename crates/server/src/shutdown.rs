@@ -221,6 +221,7 @@ pub fn finish(server: &Server, flags: Flags) -> bool {
     if server.cluster.is_some() {
         return true;
     }
+    crate::persistence::kill_child(server, None);
     if let Err(e) = crate::aof_persistence::sync_at_exit(server) {
         warn!("Fail to fsync the AOF file: {e}.");
     }

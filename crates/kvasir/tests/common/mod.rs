@@ -457,3 +457,24 @@ impl Drop for ChildGuard {
         }
     }
 }
+
+/// The pids of the processes whose parent is `pid` (from /proc).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            // /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may hold
+            // spaces, so read after its closing parenthesis.
+            std::fs::read_to_string(format!("/proc/{child}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let rest = &stat[stat.rfind(')')? + 1..];
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}
