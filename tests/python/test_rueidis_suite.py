@@ -131,10 +131,6 @@ SAME_ON_REDIS = {
     "should XINFO (GROUPS|STREAM)$": "Redis 7.2's consumer-group lag fields (RESP2)",
     "should catch first cmder error": "expects a later Redis's error for a queued failing command",
 }
-BY_DESIGN = {
-    "Config BgSave": "waits on BGREWRITEAOF's append-only file; Kvasir's BGREWRITEAOF writes "
-    "a snapshot instead (docs/compatibility.md); not yet run against it",
-}
 
 
 def test_rueidiscompat_own_suite(tmp_path):
@@ -149,7 +145,7 @@ def test_rueidiscompat_own_suite(tmp_path):
     binary = _go_test_binary(SUITE_DIR, "github.com/redis/rueidis/rueidiscompat", str(tmp_path / "compat.test"),
                              "rueidiscompat's tests")
     labels = " && ".join(f"!{lbl}" for lbl in NOT_SERVED_LABELS)
-    skip = "|".join(f"({s})" for s in [*NOT_SERVED_SPECS, *SAME_ON_REDIS, *BY_DESIGN])
+    skip = "|".join(f"({s})" for s in [*NOT_SERVED_SPECS, *SAME_ON_REDIS])
     script = "\n".join([
         _servers_script(tmp_path, [6378, 6356, 6381, 6382], [7007, 7010]),
         f"cd '{_module_dir('github.com/redis/rueidis/rueidiscompat')}'",
