@@ -8,6 +8,9 @@
 # INFO's latest_fork_usec, and the whole save's time (until
 # rdb_bgsave_in_progress goes back to 0).
 #
+# OP=appendonly measures CONFIG SET appendonly yes instead (the first base
+# of the append-only file; each round ends with CONFIG SET appendonly no).
+#
 # Environment: KVASIR (binary; default: the release build), KEYS (3000000
 # draws of redis-benchmark -r, ~2.6M distinct keys), VALUE (64), REPEAT (3),
 # SERVERS ("kvasir redis"; a second Kvasir build is `kvasir:<binary>`).
@@ -20,6 +23,7 @@ KEYS=${KEYS:-3000000}
 VALUE=${VALUE:-64}
 REPEAT=${REPEAT:-3}
 SERVERS=${SERVERS:-"kvasir redis"}
+OP=${OP:-bgsave}
 if [ -z "${KVASIR:-}" ]; then
     (cd "$ROOT" && cargo build --release -q -p kvasir)
     KVASIR="${CARGO_TARGET_DIR:-$ROOT/target}/release/kvasir"
@@ -29,9 +33,9 @@ start_work bgsave-stall
 # One round: BGSAVE's reply time, the longest PING while the save runs,
 # the save's time (ms), latest_fork_usec.
 round() { # port
-    python3 - "$1" <<'EOF'
+    python3 - "$1" "$OP" <<'EOF'
 import socket, sys, time
-port = int(sys.argv[1])
+port, op = int(sys.argv[1]), sys.argv[2]
 def conn():
     s = socket.create_connection(("127.0.0.1", port))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -57,10 +61,15 @@ thread = threading.Thread(target=ping)
 thread.start()
 time.sleep(0.05)
 start = time.perf_counter()
-reply = call(control, b"BGSAVE\r\n")
+if op == "appendonly":
+    reply = call(control, b"CONFIG SET appendonly yes\r\n")
+    busy = ("aof_rewrite_in_progress:1", "aof_rewrite_scheduled:1")
+else:
+    reply = call(control, b"BGSAVE\r\n")
+    busy = ("rdb_bgsave_in_progress:1",)
 reply_ms = (time.perf_counter() - start) * 1000
 assert reply.startswith(b"+"), reply
-while "rdb_bgsave_in_progress:0" not in call(control, b"INFO persistence\r\n").decode():
+while any(b in call(control, b"INFO persistence\r\n").decode() for b in busy):
     time.sleep(0.005)
 done.set()
 thread.join()
@@ -68,13 +77,15 @@ worst = worst[0]
 save_ms = (time.perf_counter() - start) * 1000
 stats = call(control, b"INFO stats\r\n").decode()
 fork = next(l.split(":")[1] for l in stats.splitlines() if l.startswith("latest_fork_usec:"))
+if op == "appendonly":
+    call(control, b"CONFIG SET appendonly no\r\n")
 print(f"{reply_ms:.1f} {worst:.2f} {save_ms:.0f} {fork.strip()}")
 EOF
 }
 
 median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 
-echo "| server | keys | used_memory | BGSAVE reply ms | longest PING during the save ms | latest_fork_usec | save ms |"
+echo "| server | keys | used_memory | $OP reply ms | longest PING during the save ms | latest_fork_usec | save ms |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
 for server in $SERVERS; do
     read -r port < <(free_ports 1)

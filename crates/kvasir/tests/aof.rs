@@ -663,3 +663,68 @@ fn the_rewrite_child_is_stopped_with_the_log_and_loadaof_reads_the_folder() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// CONFIG SET appendonly yes on a running server, as Redis 7 starts the
+/// log: a child writes the first base while writes go to a temporary
+/// incremental file that no manifest names; WAITAOF waits for the base;
+/// a failed first rewrite removes the temporary file and is tried again;
+/// once the base is in place the manifest names base and incremental
+/// file, and a kill -9 loses nothing that was answered.
+#[test]
+fn appendonly_yes_at_run_time_writes_its_first_base_in_a_child() {
+    let dir = temp_dir();
+    let server = start(&dir, &["--save", ""]);
+    let mut c = server.conn();
+    let pid = server.child.id();
+    for i in 0..50 {
+        let _: () = q(&mut c, &["SET", &format!("k{i}"), &i.to_string()]);
+    }
+    // 200 ms a key: the first base takes ten seconds.
+    let _: () = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "200000"]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "yes"]);
+    assert_eq!(info_field(&mut c, "aof_rewrite_in_progress"), "1");
+    assert_eq!(info_field(&mut c, "aof_enabled"), "1");
+    let folder = dir.join("appendonlydir");
+    assert!(folder.join("temp-appendonly.aof.incr").exists());
+    assert!(!folder.join("appendonly.aof.manifest").exists());
+    let _: i64 = q(&mut c, &["INCR", "during"]);
+    let waited: Vec<i64> = q(&mut c, &["WAITAOF", "1", "0", "100"]);
+    assert_eq!(waited, vec![0, 0], "no base yet: not durable");
+
+    // The first try fails: its temporary file goes, and it is retried.
+    let _: () = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+    for child in common::children_of(pid) {
+        // SAFETY: kill(2) of the server's child, as Redis's test does.
+        unsafe {
+            libc::kill(child as libc::pid_t, libc::SIGKILL);
+        }
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut removed = false;
+    while !removed && std::time::Instant::now() < deadline {
+        if let Ok(line) = server.log.recv_timeout(Duration::from_millis(100)) {
+            removed = line.contains("Removing the temp incr aof file");
+        }
+    }
+    assert!(removed, "no 'Removing the temp incr aof file' in the log");
+    let _: i64 = q(&mut c, &["INCR", "during"]);
+    let synced: Vec<i64> = q(&mut c, &["WAITAOF", "1", "0", "0"]);
+    assert_eq!(synced, vec![1, 0]);
+    let manifest =
+        std::fs::read_to_string(folder.join("appendonly.aof.manifest")).expect("manifest");
+    assert_eq!(
+        manifest,
+        "file appendonly.aof.1.base.rdb seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n"
+    );
+    assert!(!folder.join("temp-appendonly.aof.incr").exists());
+    assert_eq!(info_field(&mut c, "aof_rewrites"), "1");
+    assert_eq!(info_field(&mut c, "aof_last_bgrewrite_status"), "ok");
+    let _: i64 = q(&mut c, &["INCR", "during"]);
+    let before = digest(&mut c);
+    let (server, mut c) = kill_and_restart(&dir, server);
+    assert_eq!(digest(&mut c), before);
+    let during: i64 = q(&mut c, &["GET", "during"]);
+    assert_eq!(during, 3);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

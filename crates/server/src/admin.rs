@@ -248,6 +248,32 @@ fn reply_after(timeout_ms: u64, reply: Reply) -> Outcome {
     Outcome::Parked(crate::session::Parked { id: None, rx })
 }
 
+/// WAITAOF's reply on a log that waits for its first base: [1, 0] once
+/// it is written (and the log fsynced), [0, 0] at the timeout (0: none).
+fn reply_when_based(server: std::rc::Rc<crate::listener::Server>, timeout_ms: u64) -> Outcome {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::task::spawn_local(async move {
+        let mut tx = tx;
+        let deadline = (timeout_ms > 0)
+            .then(|| std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms));
+        let local = loop {
+            if !crate::aof_persistence::waiting_for_base(&server) {
+                break i64::from(crate::aof_persistence::sync_now(&server));
+            }
+            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                break 0;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_millis(10)) => {}
+                // The client left or was killed: nothing to answer.
+                _ = tx.closed() => return,
+            }
+        };
+        let _ = tx.send(Reply::Array(vec![Reply::Int(local), Reply::Int(0)]));
+    });
+    Outcome::Parked(crate::session::Parked { id: None, rx })
+}
+
 /// WAITAOF numlocal numreplicas timeout (Redis 7.2): [local, replicas]
 /// copies synced to disk of every write the client was answered for.
 /// A standalone server with `appendonly yes` fsyncs its log and answers
@@ -277,6 +303,15 @@ fn waitaof(s: &mut Session, args: &[Bytes]) -> Outcome {
         Ok(p) => p,
         Err(e) => return e.to_reply().into(),
     };
+    // A log turned on at run time is durable once its first base is in
+    // place: wait for it.
+    if s.server.cluster.is_none()
+        && want_local > 0
+        && !s.txn.executing
+        && crate::aof_persistence::waiting_for_base(&s.server)
+    {
+        return reply_when_based(s.server.clone(), timeout_ms);
+    }
     let synced = match s.server.cluster {
         Some(_) => {
             crate::cluster::parse_wal(&s.server.config.borrow().wal)

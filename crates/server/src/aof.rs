@@ -25,6 +25,7 @@ use kvasir_core::Ctx;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::PathBuf;
+use tracing::info;
 
 /// Why a cluster node refuses `appendonly yes`.
 pub const NOT_IN_CLUSTER: &str = "appendonly yes is for a standalone server: a cluster node's writes are in its Raft log (run it with --wal fsync to have each on disk before it is acknowledged)";
@@ -214,6 +215,16 @@ fn open_incr(settings: &AofSettings, name: &str, truncate: bool) -> Result<File,
         .map_err(|e| format!("opening {name}: {e}"))
 }
 
+/// Where a log turned on at run time writes until its first base is in
+/// place (Redis's `temp-<appendfilename>.incr`).
+fn temp_incr_name(settings: &AofSettings) -> String {
+    format!("temp-{}.incr", settings.name)
+}
+
+fn temp_incr_path(settings: &AofSettings) -> PathBuf {
+    settings.folder.join(temp_incr_name(settings))
+}
+
 fn manifest_path(settings: &AofSettings) -> PathBuf {
     settings.folder.join(format!("{}.manifest", settings.name))
 }
@@ -336,6 +347,10 @@ pub struct AofLog {
     pub error: Option<String>,
     /// The incremental files a running rewrite's base will replace.
     rewrite_from: Option<u64>,
+    /// Turned on at run time and waiting for its first base (Redis's
+    /// AOF_WAIT_REWRITE): writes go to `temp-<name>.incr`, which no
+    /// manifest names; the folder's manifest is still the old one.
+    waiting: bool,
     /// The log's size after it was created, loaded or last rewritten:
     /// what `auto-aof-rewrite-percentage` measures growth against.
     pub rewrite_base_size: u64,
@@ -409,6 +424,7 @@ impl AofLog {
             unsynced: false,
             error: None,
             rewrite_from: None,
+            waiting: false,
             rewrite_base_size: 0,
         };
         log.rewrite_base_size = log.size();
@@ -458,6 +474,52 @@ impl AofLog {
             let _ = std::fs::remove_file(settings.folder.join(&f.name));
         }
         Ok(())
+    }
+
+    /// A log turned on at run time (CONFIG SET appendonly yes), as Redis
+    /// 7 starts one: writes go to a temporary incremental file while a
+    /// rewrite writes the first base (see [`AofLog::begin_rewrite`]); only
+    /// when that base is written does the manifest name the two. Until
+    /// then the folder keeps what it held.
+    pub fn start_waiting(settings: AofSettings) -> Result<AofLog, String> {
+        std::fs::create_dir_all(&settings.folder)
+            .map_err(|e| format!("creating {}: {e}", settings.folder.display()))?;
+        let manifest = AofLog::read_manifest(&settings)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let path = temp_incr_path(&settings);
+        // Emptied, then opened for appending: writes after an emptying
+        // (set_len) start at its end.
+        let file = File::create(&path)
+            .and_then(|_| OpenOptions::new().append(true).open(&path))
+            .map_err(|e| format!("creating {}: {e}", path.display()))?;
+        Ok(AofLog {
+            settings,
+            manifest,
+            file,
+            file_len: 0,
+            buf: Vec::new(),
+            db: None,
+            last_timestamp: 0,
+            unsynced: false,
+            error: None,
+            rewrite_from: None,
+            waiting: true,
+            rewrite_base_size: 0,
+        })
+    }
+
+    /// Whether the log still waits for its first base.
+    pub fn is_waiting(&self) -> bool {
+        self.waiting
+    }
+
+    /// The log is turned off: a waiting log's temporary file goes.
+    pub fn stop(self) {
+        if self.waiting {
+            let _ = std::fs::remove_file(temp_incr_path(&self.settings));
+        }
     }
 
     /// Creates the folder with `base` (an RDB image of the data now) as
@@ -605,6 +667,9 @@ impl AofLog {
         if self.rewrite_from.is_some() {
             return Err("Background append only file rewriting already in progress".into());
         }
+        if self.waiting {
+            return self.begin_first_base();
+        }
         self.flush()?;
         self.sync()?;
         let seq = self.manifest.last_incr_seq() + 1;
@@ -632,12 +697,87 @@ impl AofLog {
         })
     }
 
+    /// The first base of a waiting log: what the temporary file holds is
+    /// in the data the base is taken from, so it starts empty again.
+    fn begin_first_base(&mut self) -> Result<PendingBase, String> {
+        self.buf.clear();
+        self.file
+            .set_len(0)
+            .map_err(|e| format!("emptying the temp incr aof file: {e}"))?;
+        self.file_len = 0;
+        self.db = None;
+        self.unsynced = false;
+        self.rewrite_from = Some(self.manifest.last_incr_seq() + 1);
+        let seq = self.manifest.base().map(|b| b.seq).unwrap_or(0) + 1;
+        let name = base_name(&self.settings.name, seq);
+        Ok(PendingBase {
+            path: self.settings.folder.join(&name),
+            name,
+            seq,
+        })
+    }
+
+    /// A waiting log's first base is written: the temporary file becomes
+    /// the incremental file after it, the manifest names the two, and the
+    /// folder's older files are deleted. When it failed the temporary
+    /// file is emptied (Redis deletes it) and the log goes on waiting.
+    fn finish_first_base(
+        &mut self,
+        base: PendingBase,
+        seq: u64,
+        written: bool,
+    ) -> Result<(), String> {
+        if !written {
+            let _ = std::fs::remove_file(&base.path);
+            info!(
+                "Removing the temp incr aof file {} in the background",
+                temp_incr_name(&self.settings)
+            );
+            let _ = self.file.set_len(0);
+            self.file_len = 0;
+            return Ok(());
+        }
+        self.flush()?;
+        self.sync()?;
+        let name = incr_name(&self.settings.name, seq);
+        std::fs::rename(
+            temp_incr_path(&self.settings),
+            self.settings.folder.join(&name),
+        )
+        .map_err(|e| format!("renaming the temp incr aof file: {e}"))?;
+        let manifest = Manifest {
+            files: vec![
+                ManifestFile {
+                    name: base.name,
+                    seq: base.seq,
+                    kind: 'b',
+                },
+                ManifestFile {
+                    name,
+                    seq,
+                    kind: 'i',
+                },
+            ],
+        };
+        AofLog::write_manifest(&self.settings, &manifest)?;
+        let old = std::mem::replace(&mut self.manifest, manifest);
+        for f in &old.files {
+            let _ = std::fs::remove_file(self.settings.folder.join(&f.name));
+        }
+        self.waiting = false;
+        self.rewrite_base_size = self.size();
+        Ok(())
+    }
+
     /// Ends a rewrite: on success the new base replaces the old base and
     /// the incremental files before the rewrite began, which are deleted.
     pub fn finish_rewrite(&mut self, base: PendingBase, written: bool) -> Result<(), String> {
         let Some(from) = self.rewrite_from.take() else {
             return Ok(());
         };
+        if self.waiting {
+            return self.finish_first_base(base, from, written);
+        }
         if !written {
             let _ = std::fs::remove_file(&base.path);
             return Ok(());
@@ -676,7 +816,7 @@ impl AofLog {
     /// rewrite (Redis's auto-aof-rewrite-percentage and -min-size; a
     /// percentage of 0 never rewrites).
     pub fn wants_rewrite(&self, percentage: u64, min_size: u64) -> bool {
-        if percentage == 0 || self.rewrite_in_progress() {
+        if percentage == 0 || self.rewrite_in_progress() || self.waiting {
             return false;
         }
         let size = self.size();

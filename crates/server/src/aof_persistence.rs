@@ -319,6 +319,17 @@ pub fn sync_at_exit(server: &Server) -> Result<(), String> {
     }
 }
 
+/// Whether the log was turned on at run time and its first base is not
+/// written yet (until then the folder does not hold the data).
+pub fn waiting_for_base(server: &Server) -> bool {
+    server
+        .local_store
+        .borrow()
+        .aof
+        .as_ref()
+        .is_some_and(|a| a.is_waiting())
+}
+
 /// WAITAOF: everything logged fsynced now; false without a log (or when
 /// the fsync failed).
 pub fn sync_now(server: &Server) -> bool {
@@ -330,8 +341,10 @@ pub fn sync_now(server: &Server) -> bool {
 }
 
 /// `CONFIG SET appendonly` and `appendfsync` on a running server: `yes`
-/// starts a log from the data now, `no` closes it.
-pub fn apply_settings(server: &Server) -> Result<(), String> {
+/// starts a log whose first base a rewrite writes from the data now (as
+/// Redis: the writes meanwhile go to a temporary file, and the folder
+/// names the new files only once the base is written); `no` closes it.
+pub fn apply_settings(server: &Rc<Server>) -> Result<(), String> {
     let (on, settings) = {
         let config = server.config.borrow();
         (config.appendonly, config.aof_settings())
@@ -341,8 +354,7 @@ pub fn apply_settings(server: &Server) -> Result<(), String> {
         (true, false) => {
             // As Redis: a rewrite of the log-off folder gives way to this one.
             crate::persistence::kill_child(server, Some(crate::persistence::ChildKind::Aof));
-            let base = crate::persistence::image(server);
-            match AofLog::create(settings, &base) {
+            match AofLog::start_waiting(settings) {
                 Ok(log) => server.local_store.borrow_mut().aof = Some(log),
                 Err(e) => {
                     // Not on, then: the setting says what is.
@@ -350,12 +362,24 @@ pub fn apply_settings(server: &Server) -> Result<(), String> {
                     return Err(e);
                 }
             }
-            info!("Append only file created from the data now");
+            match rewrite(server) {
+                Ok(reply) if reply.ends_with("scheduled") => info!(
+                    "AOF was enabled but there is already another background operation. An AOF background was scheduled to start when possible."
+                ),
+                Ok(_) => {}
+                Err(e) => {
+                    warn!("Starting the append only file: {e}; retried when possible");
+                    server.persistence.aof_rewrite_scheduled.set(true);
+                }
+            }
         }
         (false, true) => {
             crate::persistence::kill_child(server, Some(crate::persistence::ChildKind::Aof));
             sync_at_exit(server)?;
-            server.local_store.borrow_mut().aof = None;
+            if let Some(log) = server.local_store.borrow_mut().aof.take() {
+                log.stop();
+            }
+            server.persistence.aof_rewrite_scheduled.set(false);
         }
         (true, true) => {
             if let Some(aof) = server.local_store.borrow_mut().aof.as_mut() {
@@ -425,7 +449,14 @@ pub fn rewrite(server: &Rc<Server>) -> Result<&'static str, String> {
         }
         let mut local = server.local_store.borrow_mut();
         let finished = match local.aof.as_mut() {
-            Some(aof) if log_on => aof.finish_rewrite(pending, ok),
+            Some(aof) if log_on => {
+                let finished = aof.finish_rewrite(pending, ok);
+                // A log turned on at run time has no base yet: try again.
+                if aof.is_waiting() {
+                    server.persistence.aof_rewrite_scheduled.set(true);
+                }
+                finished
+            }
             // The log was turned on or off meanwhile: this base is not its.
             Some(_) => Ok(()),
             None if log_on => Ok(()),
