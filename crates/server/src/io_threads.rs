@@ -165,7 +165,12 @@ async fn run_pump(
                 match r {
                     Some((permit, n)) => {
                         debug_assert!(n > 0);
-                        permit.send(buf.split_to(n).freeze());
+                        // A copy the size of what was read: the read
+                        // buffer stays this thread's own, one allocation
+                        // for the connection's life (chunks cut from it
+                        // made a new 16 KB buffer at most reads, since
+                        // the session still held the last one).
+                        permit.send(Bytes::copy_from_slice(&buf[..n]));
                     }
                     // EOF, a socket error, or the session stopped reading:
                     // closing the channel is the session's EOF. Replies it
@@ -190,11 +195,8 @@ async fn read_with_permit<'a>(
     to_session: Option<&'a mpsc::Sender<Bytes>>,
 ) -> Option<(mpsc::Permit<'a, Bytes>, usize)> {
     let permit = to_session?.reserve().await.ok()?;
-    if buf.capacity() - buf.len() < READ_CHUNK {
-        // Reuses the old allocation when the session dropped every chunk
-        // cut from it.
-        buf.reserve(READ_CHUNK);
-    }
+    buf.clear();
+    buf.reserve(READ_CHUNK);
     match tokio::io::AsyncReadExt::read_buf(stream, buf).await {
         Ok(0) | Err(_) => None,
         Ok(n) => Some((permit, n)),
