@@ -7,7 +7,8 @@
 #     tests/clients/asynq and go-redis's own test suite (its module with its
 #     test dependencies) for tests/clients/go-redis-suite, and rueidis's
 #     suites (the client, rueidislock, rueidiscompat) for
-#     tests/clients/rueidis-suite: `go mod download` into the Go module
+#     tests/clients/rueidis-suite, redigo's for tests/clients/redigo-suite:
+#     `go mod download` into the Go module
 #     cache (GOMODCACHE, ~/go/pkg/mod by default);
 #   - ioredis, node-redis and BullMQ for tests/clients/node: `npm ci` into
 #     tests/clients/node/node_modules (gitignored; npm keeps its download cache in ~/.npm);
@@ -71,6 +72,18 @@ done
         GOFLAGS="${GOFLAGS:-} -mod=readonly" go mod download
         GOFLAGS="${GOFLAGS:-} -mod=readonly" GOPROXY=off go test -c -o /dev/null github.com/redis/go-redis/v9
         echo "install-client-deps: go-redis suite downloaded"
+    fi
+)
+# redigo's own test suite (tests/python/test_redigo_suite.py), with its
+# testify dependency, built from the module cache.
+(
+    cd "$CLIENTS/redigo-suite"
+    if GOFLAGS="${GOFLAGS:-} -mod=readonly" GOPROXY=off go test -c -o /dev/null github.com/gomodule/redigo/redis >/dev/null 2>&1; then
+        echo "install-client-deps: redigo suite already cached"
+    else
+        GOFLAGS="${GOFLAGS:-} -mod=readonly" go mod download
+        GOFLAGS="${GOFLAGS:-} -mod=readonly" GOPROXY=off go test -c -o /dev/null github.com/gomodule/redigo/redis
+        echo "install-client-deps: redigo suite downloaded"
     fi
 )
 # rueidis's own test suites (tests/python/test_rueidis_suite.py): the client,

@@ -5,7 +5,9 @@
 
 mod cluster_status;
 mod commands_doc;
+mod daemon;
 mod demo;
+mod logging;
 mod resp_client;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
@@ -365,21 +367,6 @@ fn check_cluster_flags(config: &Config, cluster_port: Option<u16>) -> Result<(),
     Ok(())
 }
 
-fn init_logging(level: &str) {
-    let filter = match level {
-        "debug" | "verbose" => "debug",
-        "warning" => "warn",
-        "nothing" => "off",
-        _ => "info",
-    };
-    use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_ansi(std::io::stdout().is_terminal())
-        .with_target(false)
-        .init();
-}
-
 fn run_server(args: ServerArgs, redis_style: RedisStyleArgs) -> ExitCode {
     let config = match load_config(&args, &redis_style) {
         Ok(c) => c,
@@ -388,7 +375,6 @@ fn run_server(args: ServerArgs, redis_style: RedisStyleArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(&config.log_level);
     let mut config = config;
     // The process moves into its data folder; keep the folder absolute so
     // the Raft log does not end up in DIR/DIR.
@@ -403,6 +389,26 @@ fn run_server(args: ServerArgs, redis_style: RedisStyleArgs) -> ExitCode {
         eprintln!("kvasir: cannot use dir {}: {e}", config.dir);
         return ExitCode::from(2);
     }
+    // As redis-server, which moves into `dir` while reading its config: a
+    // relative logfile or pidfile is in the data folder.
+    let logfile = config.stored.get("logfile").unwrap_or("").to_string();
+    if let Err(e) = logging::check_logfile(&logfile) {
+        eprintln!("kvasir: {e}");
+        return ExitCode::FAILURE;
+    }
+    let background = config.stored.get("daemonize") == Some("yes");
+    if background {
+        if let Err(e) = daemon::daemonize() {
+            eprintln!("kvasir: cannot go to the background: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    logging::init(&config.log_level, &logfile);
+    let pidfile = match config.stored.get("pidfile").unwrap_or("") {
+        "" if background => "/var/run/redis.pid",
+        path => path,
+    };
+    let _pidfile = daemon::PidFile::create(pidfile);
     match kvasir_server::run(config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -417,8 +423,26 @@ fn run_server(args: ServerArgs, redis_style: RedisStyleArgs) -> ExitCode {
     }
 }
 
+/// `redis-server -v` / `--version` as the only argument: its version line,
+/// which tools and client test suites parse for `v=<major>.<minor>.<patch>`.
+fn server_version_line() -> String {
+    format!(
+        "Redis server v={} sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build={} kvasir={}",
+        kvasir_core::server::REDIS_VERSION,
+        env!("CARGO_PKG_VERSION").replace('.', ""),
+        env!("CARGO_PKG_VERSION"),
+    )
+}
+
 fn main() -> ExitCode {
-    let (argv, redis_style) = split_server_args(std::env::args().collect());
+    let argv: Vec<String> = std::env::args().collect();
+    if let [_, server, flag] = argv.as_slice() {
+        if server == "server" && (flag == "-v" || flag == "--version") {
+            println!("{}", server_version_line());
+            return ExitCode::SUCCESS;
+        }
+    }
+    let (argv, redis_style) = split_server_args(argv);
     let cli = Cli::parse_from(argv);
     match cli.command {
         Command::Server(args) => run_server(args, redis_style),

@@ -1891,3 +1891,199 @@ fn flushall_shutdown_and_scheduling_with_a_child_running() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Kills a daemonized server (not our child) when the test ends.
+struct KillPid(i32);
+
+impl Drop for KillPid {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) of the server this test started.
+        unsafe {
+            libc::kill(self.0, libc::SIGKILL);
+        }
+    }
+}
+
+/// redis-server's process conventions, which service files, init scripts
+/// and test harnesses rely on: `--version` prints its `v=` line,
+/// `daemonize yes` returns at once with the server running on in a session
+/// of its own, `pidfile` holds its pid while it runs and is removed when it
+/// exits, `logfile` receives redis-server's log lines
+/// (`pid:M 28 Nov 2026 12:21:49.402 * text`), and a logfile that cannot be
+/// opened stops the start.
+#[test]
+fn daemonize_pidfile_logfile_and_version_as_redis_server() {
+    use std::process::Command;
+    let bin = env!("CARGO_BIN_EXE_kvasir");
+    let version = Command::new(bin)
+        .args(["server", "--version"])
+        .output()
+        .expect("run --version");
+    assert!(version.status.success());
+    let line = String::from_utf8_lossy(&version.stdout).to_string();
+    assert!(line.starts_with("Redis server v=7.0.15 sha="), "{line}");
+
+    let dir = common::temp_dir();
+    let started = Instant::now();
+    let status = Command::new(bin)
+        .args(["server", "--port", "0", "--bind", "127.0.0.1", "--dir"])
+        .arg(&dir)
+        .args(["--save", "", "--daemonize", "yes"])
+        .args(["--pidfile", "kvasir.pid", "--logfile", "kvasir.log"])
+        .status()
+        .expect("run the daemon");
+    assert!(status.success(), "{status}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let pidfile = dir.join("kvasir.pid");
+    let mut pid = None;
+    assert!(common::eventually(Duration::from_secs(10), || {
+        pid = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok());
+        pid.is_some()
+    }));
+    let pid = pid.unwrap_or_default();
+    let _guard = KillPid(pid);
+    // A session of its own (setsid): field 6 of /proc/PID/stat.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("daemon runs");
+    let session = stat
+        .rsplit(')')
+        .next()
+        .and_then(|rest| rest.split_whitespace().nth(3))
+        .and_then(|s| s.parse::<i32>().ok());
+    assert_eq!(session, Some(pid), "{stat}");
+
+    let logfile = dir.join("kvasir.log");
+    let mut port = None;
+    assert!(common::eventually(Duration::from_secs(10), || {
+        let log = std::fs::read_to_string(&logfile).unwrap_or_default();
+        port = log
+            .split("port=")
+            .nth(1)
+            .and_then(|rest| rest.split('.').next())
+            .and_then(|p| p.parse::<u16>().ok());
+        port.is_some() && log.contains("Ready to accept connections")
+    }));
+    let port = port.unwrap_or_default();
+    let log = std::fs::read_to_string(&logfile).unwrap_or_default();
+    for line in log.lines() {
+        let words: Vec<&str> = line.split(' ').collect();
+        assert_eq!(words[0], format!("{pid}:M"), "{line}");
+        assert!(
+            words[1].len() == 2 && words[1].parse::<u8>().is_ok(),
+            "{line}"
+        );
+        assert_eq!(words[2].len(), 3, "{line}");
+        assert!(words[3].parse::<u32>().is_ok_and(|y| y >= 2024), "{line}");
+        assert!(words[4].len() == 12 && &words[4][8..9] == ".", "{line}");
+        assert!(["*", "#", "-", "."].contains(&words[5]), "{line}");
+    }
+
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).expect("client");
+    let mut c = client.get_connection().expect("connect to the daemon");
+    let daemonize: Vec<String> = q(&mut c, &["CONFIG", "GET", "daemonize"]);
+    assert_eq!(daemonize, vec!["daemonize", "yes"]);
+    let _ = redis::cmd("SHUTDOWN").query::<()>(&mut c);
+    assert!(common::eventually(Duration::from_secs(10), || {
+        !pidfile.exists() && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    }));
+    let log = std::fs::read_to_string(&logfile).unwrap_or_default();
+    assert!(log.contains("Removing the pid file."), "{log}");
+
+    // A log file that cannot be opened: the start stops with Redis's text.
+    let refused = Command::new(bin)
+        .args(["server", "--port", "0", "--bind", "127.0.0.1", "--dir"])
+        .arg(&dir)
+        .args(["--logfile", "no/such/folder/kvasir.log"])
+        .output()
+        .expect("run");
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("Can't open the log file: No such file or directory"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `supervised systemd`, as Debian's redis-server.service (a `Type=notify`
+/// unit) starts redis-server: READY=1 reaches the socket in NOTIFY_SOCKET
+/// once the server accepts connections and STOPPING=1 when it shuts down,
+/// and INFO says `process_supervised:systemd`. Redis's enum settings take
+/// their words (a unit's `--supervised systemd` was refused as "not yes or
+/// no") and refuse others with redis-server's text.
+#[test]
+fn supervised_systemd_hears_ready_and_stopping() {
+    use std::io::BufRead;
+    use std::os::unix::net::UnixDatagram;
+    use std::process::{Command, Stdio};
+    let dir = common::temp_dir();
+    let socket_path = dir.join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).expect("bind the notify socket");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let child = Command::new(env!("CARGO_BIN_EXE_kvasir"))
+        .args(["server", "--port", "0", "--bind", "127.0.0.1", "--dir"])
+        .arg(&dir)
+        .args(["--save", "", "--supervised", "systemd"])
+        .env("NOTIFY_SOCKET", &socket_path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut guard = common::ChildGuard(Some(child));
+    let stdout = guard.child().stdout.take().expect("stdout");
+    let mut port = None;
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    for line in lines.by_ref().map_while(Result::ok) {
+        if let Some(rest) = line.split("port=").nth(1) {
+            port = rest.trim_end_matches('.').parse::<u16>().ok();
+            break;
+        }
+    }
+    // The rest of the log is read (and dropped) until the server exits.
+    std::thread::spawn(move || lines.for_each(drop));
+    let port = port.expect("the server reported its port");
+    let mut buf = [0u8; 512];
+    let n = socket.recv(&mut buf).expect("a notification");
+    let ready = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(ready.lines().any(|l| l == "READY=1"), "{ready}");
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).expect("client");
+    let mut c = client.get_connection().expect("connect");
+    let info: String = q(&mut c, &["INFO", "server"]);
+    assert_eq!(
+        info_fields(&info)
+            .get("process_supervised")
+            .map(String::as_str),
+        Some("systemd")
+    );
+    assert_eq!(
+        err(&mut c, &["CONFIG", "SET", "sanitize-dump-payload", "sometimes"]),
+        "ERR CONFIG SET failed (possibly related to argument 'sanitize-dump-payload') - argument(s) must be one of the following: no, yes, clients"
+    );
+    let _: () = q(
+        &mut c,
+        &["CONFIG", "SET", "sanitize-dump-payload", "CLIENTS"],
+    );
+    let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "sanitize-dump-payload"]);
+    assert_eq!(got[1], "clients");
+    let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<()>(&mut c);
+    let n = socket.recv(&mut buf).expect("the stop notification");
+    let stopping = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(stopping.lines().any(|l| l == "STOPPING=1"), "{stopping}");
+    assert!(guard.child().wait().expect("exit").success());
+
+    let refused = Command::new(env!("CARGO_BIN_EXE_kvasir"))
+        .args(["server", "--port", "0", "--bind", "127.0.0.1", "--dir"])
+        .arg(&dir)
+        .args(["--supervised", "sometimes"])
+        .output()
+        .expect("run");
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("argument(s) must be one of the following: upstart, systemd, auto, no"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -73,6 +73,7 @@ pub mod router;
 pub mod session;
 pub mod shutdown;
 pub mod slowlog;
+pub mod supervision;
 pub mod tracking;
 pub mod transaction;
 pub mod watch;

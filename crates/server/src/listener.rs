@@ -471,6 +471,13 @@ async fn serve(config: Config) -> std::io::Result<()> {
     }
     tokio::task::spawn_local(sample_rates(server.clone()));
     info!("Ready to accept connections tcp");
+    {
+        let config = server.config.borrow();
+        if crate::supervision::supervisor(&config) == Some("systemd") {
+            info!("Supervised by systemd. Please make sure you set appropriate values for TimeoutStartSec and TimeoutStopSec in your service unit.");
+        }
+        crate::supervision::notify(&config, "STATUS=Ready to accept connections\nREADY=1\n");
+    }
 
     let node = server.cluster.clone();
     let fatal = async {
@@ -510,6 +517,7 @@ async fn serve(config: Config) -> std::io::Result<()> {
             }
         }
     }
+    crate::supervision::notify(&server.config.borrow(), "STOPPING=1\n");
     info!("Kvasir is now ready to exit, bye bye...");
     Ok(())
 }

@@ -237,10 +237,6 @@ pub fn apply(config: &mut Config, directives: &[Directive]) -> Result<(), String
                 }
                 _ => Err(bad("Invalid number of io threads")),
             },
-            // Kvasir runs in the foreground only.
-            "daemonize" if value.eq_ignore_ascii_case("yes") => Err(bad(
-                "daemonize yes is not supported: run Kvasir under a supervisor",
-            )),
             // A multi-argument parameter given no value (`save ` as Redis's
             // own test harness writes it) is set empty, as `save ""`.
             "save" if d.args.is_empty() => config

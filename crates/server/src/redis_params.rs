@@ -58,7 +58,7 @@ pub const PARAMETERS: &[(&str, &str)] = &[
     ("cluster-require-full-coverage", "yes"),
     ("crash-log-enabled", "yes"),
     ("crash-memcheck-enabled", "yes"),
-    ("daemonize", "yes"),
+    ("daemonize", "no"),
     ("dbfilename", "dump.rdb"),
     ("disable-thp", "yes"),
     ("dynamic-hz", "yes"),
@@ -89,7 +89,7 @@ pub const PARAMETERS: &[(&str, &str)] = &[
     ("no-appendfsync-on-rewrite", "no"),
     ("oom-score-adj", "no"),
     ("oom-score-adj-values", "0 200 800"),
-    ("pidfile", "/var/run/redis.pid"),
+    ("pidfile", ""),
     ("proc-title-template", "{title} {listen-addr} {server-mode}"),
     ("propagation-error-behavior", "ignore"),
     ("protected-mode", "yes"),
@@ -282,6 +282,27 @@ impl StoredParams {
     }
 }
 
+/// Redis 7's enum parameters among the stored ones, with their words in
+/// the order Redis lists them (`local`: for clients at 127.0.0.1 / ::1).
+const ENUMS: &[(&str, &[&str])] = &[
+    ("enable-protected-configs", &["no", "yes", "local"]),
+    ("enable-debug-command", &["no", "yes", "local"]),
+    ("enable-module-command", &["no", "yes", "local"]),
+    ("supervised", &["upstart", "systemd", "auto", "no"]),
+    ("oom-score-adj", &["no", "yes", "relative", "absolute"]),
+    ("sanitize-dump-payload", &["no", "yes", "clients"]),
+    ("repl-diskless-load", &["disabled", "on-empty-db", "swapdb"]),
+    (
+        "propagation-error-behavior",
+        &["ignore", "panic", "panic-on-replicas"],
+    ),
+    ("acl-pubsub-default", &["allchannels", "resetchannels"]),
+    (
+        "cluster-preferred-endpoint-type",
+        &["ip", "hostname", "unknown-endpoint"],
+    ),
+];
+
 fn is_bool(s: &str) -> bool {
     matches!(s, "yes" | "no")
 }
@@ -301,17 +322,15 @@ fn check(name: &str, default: &str, value: &str) -> Result<(), Refused> {
             "argument(s) must be one of the following: default, save, nosave, now, force".into(),
         ));
     }
-    // Redis 7's enum of the settings that open a door (`local`: for
-    // clients at 127.0.0.1 / ::1 only).
-    if matches!(
-        name,
-        "enable-protected-configs" | "enable-debug-command" | "enable-module-command"
-    ) {
-        return match value.to_ascii_lowercase().as_str() {
-            "no" | "yes" | "local" => Ok(()),
-            _ => Err(Refused::Invalid(
-                "argument(s) must be one of the following: no, yes, local".into(),
-            )),
+    if let Some((_, words)) = ENUMS.iter().find(|(n, _)| *n == name) {
+        let value = value.to_ascii_lowercase();
+        return if words.contains(&value.as_str()) {
+            Ok(())
+        } else {
+            Err(Refused::Invalid(format!(
+                "argument(s) must be one of the following: {}",
+                words.join(", ")
+            )))
         };
     }
     // A memory value or a percentage of maxmemory, as Redis 7 reads it.
@@ -352,7 +371,7 @@ fn normalized(name: &str, default: &str, value: &str) -> String {
             return flags.render();
         }
     }
-    if is_bool(default) || name.starts_with("enable-") {
+    if is_bool(default) || ENUMS.iter().any(|(n, _)| *n == name) {
         return value.to_ascii_lowercase();
     }
     if let Some(percent) = value.strip_suffix('%').and_then(|p| p.parse::<u64>().ok()) {
