@@ -570,6 +570,53 @@ fn redis_cli_rdb_backs_up_a_standalone_server() {
     assert!(out.status.success());
     // The server goes on serving after the transfer.
     assert_eq!(cli(port, &["GET", "a"]).stdout, "1\n");
+    // The image came from a forked child, as Redis's: the server answers
+    // while the child writes (slowed by rdb-key-save-delay, 400 ms per
+    // key), and the child's file is gone once the transfer is done.
+    let forks = |port| {
+        cli(port, &["INFO", "stats"])
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("total_forks:").map(|v| v.trim().to_string()))
+            .unwrap_or_default()
+    };
+    let before: u64 = forks(port).parse().expect("total_forks");
+    assert!(before >= 1, "the first --rdb forked: {before}");
+    assert!(
+        cli(port, &["CONFIG", "SET", "rdb-key-save-delay", "400000"])
+            .status
+            .success()
+    );
+    let slow = dir.join("slow.rdb");
+    let mut transfer = common::ChildGuard(Some(
+        std::process::Command::new("redis-cli")
+            .args([
+                "-p",
+                &port.to_string(),
+                "--rdb",
+                slow.to_str().expect("utf8"),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-cli --rdb"),
+    ));
+    assert!(common::eventually(Duration::from_secs(10), || {
+        forks(port).parse::<u64>().is_ok_and(|n| n > before)
+    }));
+    assert_eq!(cli(port, &["PING"]).stdout, "PONG\n");
+    assert!(
+        matches!(transfer.child().try_wait(), Ok(None)),
+        "the transfer waits for the child while the server answers"
+    );
+    assert!(transfer.child().wait().expect("wait").success());
+    assert!(std::fs::metadata(&slow).is_ok_and(|m| m.len() > 0));
+    let leftovers: Vec<_> = std::fs::read_dir(&server.dir)
+        .expect("server dir")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with("-sync.rdb"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
     drop(server);
 
     let restored = Kvasir::start_in(&dir, &[]);

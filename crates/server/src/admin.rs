@@ -161,8 +161,24 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
                     blocking: false,
                 }));
             }
-            let image = crate::persistence::sync_image(&s.server, s.rdb_functions_only);
             s.close = true;
+            if !s.rdb_functions_only {
+                let image = match crate::persistence::sync_image_in_child(&s.server) {
+                    Ok(image) => image,
+                    Err(e) => return Reply::Error(e.into()).into(),
+                };
+                return Outcome::Pending(Box::new(crate::session::PendingOp {
+                    reply: Box::pin(async move {
+                        crate::session::Finished::Reply(match image.await {
+                            Ok(image) => Reply::Bulk(Bytes::from(image)),
+                            Err(e) => Reply::Error(e.into()),
+                        })
+                    }),
+                    write: false,
+                    blocking: false,
+                }));
+            }
+            let image = crate::persistence::sync_image(&s.server, true);
             Ok(Reply::Bulk(Bytes::from(image)))
         }
         C::Replconf => {
@@ -585,14 +601,12 @@ pub fn rewrite_config(server: &crate::listener::Server, force_all: bool) -> Resu
     };
     let old = std::fs::read_to_string(&path).unwrap_or_default();
     let text = crate::redis_conf::rewrite(&old, &server.config.borrow(), force_all);
-    let temp = format!("{path}.rewrite-{}", std::process::id());
-    std::fs::write(&temp, text)
-        .and_then(|()| std::fs::rename(&temp, &path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&temp);
-            tracing::warn!("CONFIG REWRITE failed: {e}");
-            CmdError::other(format!("ERR Rewriting config file: {e}"))
-        })
+    // Through a temporary file, fsynced, renamed, the folder fsynced (as
+    // Redis): a crash leaves the old file or the new one, never a torn one.
+    crate::persistence::write_file(std::path::Path::new(&path), text.as_bytes()).map_err(|e| {
+        tracing::warn!("CONFIG REWRITE failed: {e}");
+        CmdError::other(format!("ERR Rewriting config file: {e}"))
+    })
 }
 
 fn text_reply(text: String) -> Reply {

@@ -45,6 +45,9 @@ pub struct SaveState {
     /// BGSAVE SCHEDULE and BGREWRITEAOF waiting for the other's child.
     pub bgsave_scheduled: Cell<bool>,
     pub aof_rewrite_scheduled: Cell<bool>,
+    /// Children writing SYNC's image (redis-cli --rdb), stopped at
+    /// shutdown.
+    pub sync_children: RefCell<Vec<libc::pid_t>>,
 }
 
 /// What a child process writes.
@@ -87,6 +90,7 @@ impl SaveState {
             last_load: Cell::new((0, 0)),
             bgsave_scheduled: Cell::new(false),
             aof_rewrite_scheduled: Cell::new(false),
+            sync_children: RefCell::new(Vec::new()),
         }
     }
 }
@@ -673,6 +677,89 @@ pub fn has_save_points(server: &Server) -> bool {
 /// follow it; REPLCONF rdb-only, which redis-cli sends, asks the same).
 /// With REPLCONF rdb-filter-only functions (`redis-cli --functions-rdb`)
 /// only the function libraries are in it.
+/// SYNC's image of the whole data (redis-cli --rdb), as Redis's
+/// disk-based replication makes it: a forked child writes the image at
+/// this instant into a temporary file, which is read and sent once the
+/// child is done; the server stops only for the fork.
+pub fn sync_image_in_child(
+    server: &std::rc::Rc<Server>,
+) -> Result<impl std::future::Future<Output = Result<Vec<u8>, String>>, String> {
+    let now_ms = crate::local_store::unix_ms();
+    let used_memory = crate::info::used_memory();
+    let access = access_record(server);
+    let delay = key_save_delay(server);
+    let started = std::time::Instant::now();
+    let forked = {
+        let shard = server.local_store.borrow();
+        let store = shard.store();
+        fork_child::spawn(|| {
+            let mut keys = 0u64;
+            std::fs::File::create(sync_file(std::process::id() as libc::pid_t))
+                .and_then(|mut file| {
+                    kvasir_core::rdb_file::write_to(
+                        store,
+                        now_ms,
+                        used_memory,
+                        access,
+                        &mut file,
+                        &mut || {
+                            keys += 1;
+                            delay_after_key(delay, keys);
+                        },
+                    )
+                })
+                .is_ok()
+        })
+    };
+    let pid = forked.map_err(|e| format!("ERR Can't fork for SYNC: {e}"))?;
+    let state = &server.persistence;
+    state
+        .latest_fork_usec
+        .set(started.elapsed().as_micros() as u64);
+    state.total_forks.set(state.total_forks.get() + 1);
+    state.sync_children.borrow_mut().push(pid);
+    info!("Starting BGSAVE for SYNC with target: disk, by pid {pid}");
+    let server = server.clone();
+    Ok(async move {
+        let exit = fork_child::wait(pid).await;
+        server
+            .persistence
+            .sync_children
+            .borrow_mut()
+            .retain(|&p| p != pid);
+        let path = sync_file(pid);
+        let read = match exit {
+            fork_child::Exit::Code(0) => {
+                let path = path.clone();
+                tokio::task::spawn_blocking(move || std::fs::read(path))
+                    .await
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| r.map_err(|e| e.to_string()))
+            }
+            other => Err(format!("the child ended with {other:?}")),
+        };
+        let _ = std::fs::remove_file(&path);
+        read.map_err(|e| {
+            warn!("SYNC: the image could not be made: {e}");
+            format!("ERR SYNC failed: {e}")
+        })
+    })
+}
+
+/// The file a SYNC child writes its image to.
+fn sync_file(pid: libc::pid_t) -> PathBuf {
+    PathBuf::from(format!("temp-{pid}-sync.rdb"))
+}
+
+/// Stops the children writing SYNC images (at shutdown), removing their
+/// files.
+pub fn stop_sync_children(server: &Server) {
+    for pid in server.persistence.sync_children.take() {
+        fork_child::stop(pid);
+        let _ = std::fs::remove_file(sync_file(pid));
+    }
+}
+
 pub fn sync_image(server: &Server, functions_only: bool) -> Vec<u8> {
     if !functions_only {
         return image(server);

@@ -222,6 +222,7 @@ pub fn finish(server: &Server, flags: Flags) -> bool {
         return true;
     }
     crate::persistence::kill_child(server, None);
+    crate::persistence::stop_sync_children(server);
     if let Err(e) = crate::aof_persistence::sync_at_exit(server) {
         warn!("Fail to fsync the AOF file: {e}.");
     }
