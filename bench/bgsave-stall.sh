@@ -9,7 +9,9 @@
 # rdb_bgsave_in_progress goes back to 0).
 #
 # OP=appendonly measures CONFIG SET appendonly yes instead (the first base
-# of the append-only file; each round ends with CONFIG SET appendonly no).
+# of the append-only file; each round ends with CONFIG SET appendonly no);
+# OP=sync a SYNC as `redis-cli --rdb` sends it (the reply time is the time
+# to the image's length line, the save's time until the whole image came).
 #
 # Environment: KVASIR (binary; default: the release build), KEYS (3000000
 # draws of redis-benchmark -r, ~2.6M distinct keys), VALUE (64), REPEAT (3),
@@ -61,7 +63,25 @@ thread = threading.Thread(target=ping)
 thread.start()
 time.sleep(0.05)
 start = time.perf_counter()
-if op == "appendonly":
+if op == "sync":
+    # redis-cli --rdb's request: the image's length line, then the image.
+    control.sendall(b"SYNC\r\n")
+    data = b""
+    while b"\r\n" not in data.lstrip(b"\n"):
+        data += control.recv(1 << 16)
+    header, rest = data.lstrip(b"\n").split(b"\r\n", 1)
+    reply = b"+" if header.startswith(b"$") else header
+    want, got = int(header[1:]), len(rest)
+    while got < want:
+        chunk = control.recv(1 << 20)
+        if not chunk:
+            break
+        got += len(chunk)
+    assert got >= want, (got, want)
+    control.close()
+    control = conn()
+    busy = ()
+elif op == "appendonly":
     reply = call(control, b"CONFIG SET appendonly yes\r\n")
     busy = ("aof_rewrite_in_progress:1", "aof_rewrite_scheduled:1")
 else:

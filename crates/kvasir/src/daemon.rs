@@ -52,10 +52,21 @@ impl PidFile {
     }
 }
 
+impl PidFile {
+    /// At a clean shutdown: removed, and logged as redis-server logs it.
+    pub fn remove(mut self) {
+        if let Some(path) = self.0.take() {
+            tracing::info!("Removing the pid file.");
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 impl Drop for PidFile {
+    /// A failed start or a fatal error: removed without a line, so the
+    /// log ends with the reason (tools read its last line).
     fn drop(&mut self) {
         if let Some(path) = &self.0 {
-            tracing::info!("Removing the pid file.");
             let _ = std::fs::remove_file(path);
         }
     }

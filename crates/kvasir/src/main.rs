@@ -408,9 +408,13 @@ fn run_server(args: ServerArgs, redis_style: RedisStyleArgs) -> ExitCode {
         "" if background => "/var/run/redis.pid",
         path => path,
     };
-    let _pidfile = daemon::PidFile::create(pidfile);
+    let pidfile = daemon::PidFile::create(pidfile);
     match kvasir_server::run(config) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => {
+            pidfile.remove();
+            tracing::info!("Kvasir is now ready to exit, bye bye...");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             let logged = e
                 .get_ref()

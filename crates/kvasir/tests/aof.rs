@@ -725,6 +725,50 @@ fn appendonly_yes_at_run_time_writes_its_first_base_in_a_child() {
     assert_eq!(digest(&mut c), before);
     let during: i64 = q(&mut c, &["GET", "during"]);
     assert_eq!(during, 3);
+    // DEBUG LOADAOF leaves nothing to save (the data is the folder's).
+    let _: () = q(&mut c, &["DEBUG", "LOADAOF"]);
+    let dirty = info_field(&mut c, "rdb_changes_since_last_save");
+    assert_eq!(dirty, "0");
+
+    // Turned on inside a transaction: the first base is scheduled for
+    // after it, as Redis logs and does.
+    let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "no"]);
+    let rewrites: u64 = info_field(&mut c, "aof_rewrites")
+        .parse()
+        .expect("rewrites");
+    let (set, on): ((), ()) = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("in-exec")
+        .arg("1")
+        .cmd("CONFIG")
+        .arg("SET")
+        .arg("appendonly")
+        .arg("yes")
+        .query(&mut c)
+        .expect("EXEC");
+    let _ = (set, on);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut scheduled = false;
+    while !scheduled && std::time::Instant::now() < deadline {
+        if let Ok(line) = server.log.recv_timeout(Duration::from_millis(100)) {
+            scheduled = line.contains("AOF was enabled during a transaction");
+        }
+    }
+    assert!(
+        scheduled,
+        "no 'AOF was enabled during a transaction' in the log"
+    );
+    assert!(common::eventually(Duration::from_secs(10), || {
+        let mut c = server.conn();
+        info_field(&mut c, "aof_rewrites")
+            .parse::<u64>()
+            .is_ok_and(|n| n > rewrites)
+            && info_field(&mut c, "aof_rewrite_in_progress") == "0"
+            && info_field(&mut c, "aof_rewrite_scheduled") == "0"
+    }));
+    let synced: Vec<i64> = q(&mut c, &["WAITAOF", "1", "0", "0"]);
+    assert_eq!(synced, vec![1, 0]);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }

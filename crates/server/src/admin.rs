@@ -1105,11 +1105,13 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
                 }
             }
             if aof_changed {
-                crate::aof_persistence::apply_settings(&s.server).map_err(|e| {
-                    CmdError::other(format!(
+                crate::aof_persistence::apply_settings(&s.server, s.txn.executing).map_err(
+                    |e| {
+                        CmdError::other(format!(
                         "ERR CONFIG SET failed (possibly related to argument 'appendonly') - {e}"
                     ))
-                })?;
+                    },
+                )?;
             }
             Ok(Reply::ok())
         }

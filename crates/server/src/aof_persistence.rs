@@ -344,7 +344,7 @@ pub fn sync_now(server: &Server) -> bool {
 /// starts a log whose first base a rewrite writes from the data now (as
 /// Redis: the writes meanwhile go to a temporary file, and the folder
 /// names the new files only once the base is written); `no` closes it.
-pub fn apply_settings(server: &Rc<Server>) -> Result<(), String> {
+pub fn apply_settings(server: &Rc<Server>, in_exec: bool) -> Result<(), String> {
     let (on, settings) = {
         let config = server.config.borrow();
         (config.appendonly, config.aof_settings())
@@ -361,6 +361,12 @@ pub fn apply_settings(server: &Rc<Server>) -> Result<(), String> {
                     server.config.borrow_mut().appendonly = false;
                     return Err(e);
                 }
+            }
+            if in_exec {
+                // As Redis: the rewrite starts after the transaction.
+                server.persistence.aof_rewrite_scheduled.set(true);
+                info!("AOF was enabled during a transaction. An AOF background was scheduled to start when possible.");
+                return Ok(());
             }
             match rewrite(server) {
                 Ok(reply) if reply.ends_with("scheduled") => info!(

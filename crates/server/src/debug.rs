@@ -144,6 +144,8 @@ pub fn run(s: &mut Session, args: &[Bytes]) -> Result<Reply, CmdError> {
                 return Err(CmdError::other(STANDALONE_ONLY));
             }
             crate::aof_persistence::reload(&s.server).map_err(CmdError::other)?;
+            // As Redis: the data now is the folder's, nothing to save.
+            s.server.dirty.set(0);
             Ok(Reply::ok())
         }
         _ if eq_ic(sub, "reload") => {

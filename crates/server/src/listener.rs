@@ -518,7 +518,8 @@ async fn serve(config: Config) -> std::io::Result<()> {
         }
     }
     crate::supervision::notify(&server.config.borrow(), "STOPPING=1\n");
-    info!("Kvasir is now ready to exit, bye bye...");
+    // "Kvasir is now ready to exit" is the binary's last line, after the
+    // pid file is removed, as in redis-server's log.
     Ok(())
 }
 
