@@ -2087,3 +2087,75 @@ fn supervised_systemd_hears_ready_and_stopping() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `unixsocket` / `unixsocketperm`, as redis-server: clients connect
+/// through the socket file (pytest-redis' fixtures, GitLab and many local
+/// set-ups do), which has the given permissions and replaces a file left
+/// at the path; its clients show as `path:0` with flag U in CLIENT LIST,
+/// as `unix:path` in MONITOR, count as local for `enable-debug-command
+/// local`, and the file is removed at shutdown.
+#[test]
+fn unix_socket_clients_as_redis_server_serves_them() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    use std::os::unix::net::UnixStream;
+    let dir = common::temp_dir();
+    let path = dir.join("kvasir.sock");
+    std::fs::write(&path, "left from an earlier run").expect("stale file");
+    let path_text = path.to_str().expect("utf8").to_string();
+    let server = Kvasir::start_in(
+        &dir,
+        &[
+            "--unixsocket",
+            &path_text,
+            "--unixsocketperm",
+            "700",
+            "--enable-debug-command",
+            "local",
+        ],
+    );
+    let meta = std::fs::metadata(&path).expect("socket file");
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+
+    let client = redis::Client::open(format!("redis+unix://{path_text}")).expect("unix url");
+    let mut c = client.get_connection().expect("connect through the socket");
+    let _: () = q(&mut c, &["SET", "k", "v"]);
+    let v: String = q(&mut c, &["GET", "k"]);
+    assert_eq!(v, "v");
+    let info: String = q(&mut c, &["CLIENT", "INFO"]);
+    assert!(
+        info.contains(&format!("addr={path_text}:0 laddr={path_text}:0 ")),
+        "{info}"
+    );
+    let flags = info
+        .split(' ')
+        .find_map(|f| f.strip_prefix("flags="))
+        .unwrap_or_default();
+    assert_eq!(flags, "U", "{info}");
+    // Local: DEBUG is allowed from the socket.
+    let digest: String = q(&mut c, &["DEBUG", "DIGEST"]);
+    assert_eq!(digest.len(), 40);
+
+    let mut monitor = UnixStream::connect(&path).expect("monitor connection");
+    monitor
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    monitor.write_all(b"MONITOR\r\n").expect("MONITOR");
+    let mut lines = BufReader::new(monitor.try_clone().expect("clone"));
+    let mut line = String::new();
+    lines.read_line(&mut line).expect("+OK");
+    assert_eq!(line, "+OK\r\n");
+    let _: () = q(&mut c, &["SET", "watched", "1"]);
+    line.clear();
+    lines.read_line(&mut line).expect("the monitored command");
+    assert!(
+        line.contains(&format!("[0 unix:{path_text}] \"SET\" \"watched\" \"1\"")),
+        "{line}"
+    );
+
+    let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<()>(&mut c);
+    assert!(common::eventually(Duration::from_secs(10), || !path.exists()));
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1002,7 +1002,7 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
                     && !crate::listener::enabled_for(
                         &s.server,
                         "enable-protected-configs",
-                        s.info.addr.ip(),
+                        &s.info.addr,
                     )
                 {
                     return Err(CmdError::other(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - can't set protected config")));
@@ -1401,8 +1401,7 @@ fn latency_histogram(s: &Session, names: &[Bytes]) -> Reply {
 /// default), or as if the module did not exist when it is `yes`.
 fn module(s: &mut Session, sub: kvasir_core::connection::ModuleCmd) -> AdminResult {
     use kvasir_core::connection::ModuleCmd;
-    let enabled =
-        crate::listener::enabled_for(&s.server, "enable-module-command", s.info.addr.ip());
+    let enabled = crate::listener::enabled_for(&s.server, "enable-module-command", &s.info.addr);
     let refused = "ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
     match sub {
         ModuleCmd::List => Ok(Reply::Array(Vec::new())),

@@ -20,8 +20,10 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::mpsc;
+
+pub use crate::clients::ClientAddr;
 
 /// One client connection as the session sees it.
 // `async fn` in a public trait cannot promise `Send` futures; none is
@@ -46,7 +48,7 @@ pub trait ClientConn {
     async fn closed_or_more(&mut self) -> bool;
 
     /// The server's end of the connection (CLIENT LIST laddr).
-    fn local_addr(&self) -> io::Result<SocketAddr>;
+    fn local_addr(&self) -> io::Result<ClientAddr>;
 
     /// The socket's file descriptor (CLIENT LIST fd).
     fn fd(&self) -> i32;
@@ -72,12 +74,70 @@ impl ClientConn for TcpStream {
         !matches!(self.peek(&mut probe).await, Ok(n) if n > 0)
     }
 
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        TcpStream::local_addr(self)
+    fn local_addr(&self) -> io::Result<ClientAddr> {
+        TcpStream::local_addr(self).map(ClientAddr::Tcp)
     }
 
     fn fd(&self) -> i32 {
         self.as_raw_fd()
+    }
+}
+
+/// A client on the Unix socket (`unixsocket`), served on the data thread
+/// itself whatever `--threads` is.
+pub struct UnixConn {
+    pub stream: UnixStream,
+    /// The socket's path, as CLIENT LIST shows it.
+    pub path: std::rc::Rc<str>,
+}
+
+impl ClientConn for UnixConn {
+    async fn read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        AsyncReadExt::read_buf(&mut self.stream, buf).await
+    }
+
+    async fn write_out(&mut self, out: &mut BytesMut) -> io::Result<()> {
+        AsyncWriteExt::write_all(&mut self.stream, out).await?;
+        out.clear();
+        Ok(())
+    }
+
+    async fn shutdown(&mut self) {
+        let _ = AsyncWriteExt::shutdown(&mut self.stream).await;
+    }
+
+    async fn closed_or_more(&mut self) -> bool {
+        // A Unix stream has no peek in tokio: wait for readability, then
+        // look without consuming (a spurious wake-up waits again).
+        loop {
+            if self.stream.readable().await.is_err() {
+                return true;
+            }
+            let fd = self.stream.as_raw_fd();
+            let peeked = self.stream.try_io(tokio::io::Interest::READABLE, || {
+                let mut probe = [0u8; 1];
+                // SAFETY: recv(2) with MSG_PEEK into a local one-byte buffer.
+                let n = unsafe { libc::recv(fd, probe.as_mut_ptr().cast(), 1, libc::MSG_PEEK) };
+                if n < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(n)
+                }
+            });
+            match peeked {
+                Ok(n) => return n == 0,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(_) => return true,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<ClientAddr> {
+        Ok(ClientAddr::Unix(self.path.clone()))
+    }
+
+    fn fd(&self) -> i32 {
+        self.stream.as_raw_fd()
     }
 }
 
@@ -172,8 +232,8 @@ impl ClientConn for ChannelConn {
         }
     }
 
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        Ok(self.local)
+    fn local_addr(&self) -> io::Result<ClientAddr> {
+        Ok(ClientAddr::Tcp(self.local))
     }
 
     fn fd(&self) -> i32 {

@@ -13,11 +13,49 @@ use std::rc::Rc;
 use std::time::Instant;
 use tokio::sync::{mpsc, Notify};
 
+/// Where a connection comes from or arrives at: a TCP address, or the
+/// path of the Unix socket (`unixsocket`), shown as Redis shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClientAddr {
+    Tcp(SocketAddr),
+    Unix(Rc<str>),
+}
+
+impl ClientAddr {
+    /// Whether Redis counts the client as local (protected mode, the
+    /// `local` value of the `enable-*` settings): 127.0.0.1, ::1, or the
+    /// Unix socket.
+    pub fn is_local(&self) -> bool {
+        match self {
+            ClientAddr::Tcp(a) => crate::listener::is_redis_local(a.ip()),
+            ClientAddr::Unix(_) => true,
+        }
+    }
+
+    /// As MONITOR names the client: `ip:port`, or `unix:path`.
+    pub fn monitor_text(&self) -> String {
+        match self {
+            ClientAddr::Tcp(a) => a.to_string(),
+            ClientAddr::Unix(path) => format!("unix:{path}"),
+        }
+    }
+}
+
+impl std::fmt::Display for ClientAddr {
+    /// `ip:port`, or `path:0` (CLIENT LIST, CLIENT KILL, SLOWLOG).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientAddr::Tcp(a) => write!(f, "{a}"),
+            ClientAddr::Unix(path) => write!(f, "{path}:0"),
+        }
+    }
+}
+
 /// What the server knows about one connection.
 pub struct ClientInfo {
     pub id: u64,
-    pub addr: SocketAddr,
-    pub laddr: SocketAddr,
+    pub addr: ClientAddr,
+    pub laddr: ClientAddr,
     pub fd: i32,
     pub created: Instant,
     pub name: RefCell<String>,
@@ -181,6 +219,9 @@ impl ClientInfo {
         if tracking.bcast {
             flags.push('B');
         }
+        if matches!(self.addr, ClientAddr::Unix(_)) {
+            flags.push('U');
+        }
         if self.no_evict.get() {
             flags.push('e');
         }
@@ -231,8 +272,8 @@ pub struct Clients {
 impl Clients {
     pub fn register(
         &mut self,
-        addr: SocketAddr,
-        laddr: SocketAddr,
+        addr: ClientAddr,
+        laddr: ClientAddr,
         fd: i32,
         push_tx: mpsc::Sender<Reply>,
     ) -> Rc<ClientInfo> {

@@ -24,7 +24,7 @@ const STANDALONE_ONLY: &str =
 
 /// Whether this connection may run DEBUG.
 fn allowed(s: &Session) -> bool {
-    crate::listener::enabled_for(&s.server, "enable-debug-command", s.info.addr.ip())
+    crate::listener::enabled_for(&s.server, "enable-debug-command", &s.info.addr)
 }
 
 fn unknown(sub: &[u8]) -> CmdError {

@@ -394,6 +394,7 @@ async fn serve(config: Config) -> std::io::Result<()> {
         ));
     };
     let port = first.local_addr()?.port();
+    let unix_socket = UnixSocket::bind(&config)?;
     let cell: crate::cluster::ServerCell = Rc::new(RefCell::new(std::rc::Weak::new()));
     let watches = Rc::new(RefCell::new(Watches::default()));
     let blocking: crate::blocking::SharedBlocking = Rc::default();
@@ -464,6 +465,17 @@ async fn serve(config: Config) -> std::io::Result<()> {
     };
     *server.listening.io_threads.borrow_mut() = io_threads;
     listen_on(&server, listeners);
+    if let Some(unix) = &unix_socket {
+        info!(
+            "The server is now ready to accept connections at {}",
+            unix.path
+        );
+        tokio::task::spawn_local(accept_unix_loop(
+            server.clone(),
+            unix.listener.clone(),
+            unix.path.clone(),
+        ));
+    }
     tokio::task::spawn_local(crate::router::expire_loop(server.clone()));
     tokio::task::spawn_local(clients_cron(server.clone()));
     if server.cluster.is_none() {
@@ -518,6 +530,9 @@ async fn serve(config: Config) -> std::io::Result<()> {
         }
     }
     crate::supervision::notify(&server.config.borrow(), "STOPPING=1\n");
+    if unix_socket.is_some() {
+        info!("Removing the unix socket file.");
+    }
     // "Kvasir is now ready to exit" is the binary's last line, after the
     // pid file is removed, as in redis-server's log.
     Ok(())
@@ -563,12 +578,95 @@ pub fn is_redis_local(ip: std::net::IpAddr) -> bool {
 /// Whether a client at `ip` may do what the `enable-*` setting `name`
 /// guards (`enable-debug-command`, `-module-command`, `-protected-configs`):
 /// `yes`, or `local` for 127.0.0.1 / ::1, as Redis's allowProtectedAction.
-pub fn enabled_for(server: &Server, name: &str, ip: std::net::IpAddr) -> bool {
+pub fn enabled_for(server: &Server, name: &str, client: &crate::clients::ClientAddr) -> bool {
     match server.config.borrow().stored.get(name) {
         Some("yes") => true,
-        Some("local") => is_redis_local(ip),
+        Some("local") => client.is_local(),
         _ => false,
     }
+}
+
+/// The Unix socket of `unixsocket` (with `unixsocketperm`, octal), as
+/// redis-server makes it: a file left at the path is replaced; the file
+/// is removed when the server exits.
+struct UnixSocket {
+    listener: Rc<tokio::net::UnixListener>,
+    path: Rc<str>,
+}
+
+impl UnixSocket {
+    fn bind(config: &Config) -> std::io::Result<Option<UnixSocket>> {
+        let path = config.stored.get("unixsocket").unwrap_or("");
+        if path.is_empty() {
+            return Ok(None);
+        }
+        let failed = |e: std::io::Error| {
+            std::io::Error::new(e.kind(), format!("Failed opening Unix socket: {e}"))
+        };
+        let _ = std::fs::remove_file(path);
+        let listener = tokio::net::UnixListener::bind(path).map_err(failed)?;
+        let perm = config.stored.get("unixsocketperm").unwrap_or("0");
+        if let Ok(mode) = u32::from_str_radix(perm, 8) {
+            if mode != 0 {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+                    .map_err(failed)?;
+            }
+        }
+        Ok(Some(UnixSocket {
+            listener: Rc::new(listener),
+            path: Rc::from(path),
+        }))
+    }
+}
+
+impl Drop for UnixSocket {
+    /// Silent: at a clean exit the server logs it; after an error the log
+    /// ends with the error.
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&*self.path);
+    }
+}
+
+/// Clients of the Unix socket: local by definition (protected mode does
+/// not apply), served on the data thread.
+async fn accept_unix_loop(
+    server: Rc<Server>,
+    listener: Rc<tokio::net::UnixListener>,
+    path: Rc<str>,
+) {
+    loop {
+        let mut stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        if refuses_for_maxclients(&server) {
+            let _ = stream
+                .write_all(b"-ERR max number of clients reached\r\n")
+                .await;
+            continue;
+        }
+        let conn = crate::client_conn::UnixConn {
+            stream,
+            path: path.clone(),
+        };
+        let addr = crate::clients::ClientAddr::Unix(path.clone());
+        tokio::task::spawn_local(session::run(server.clone(), conn, addr));
+    }
+}
+
+/// Whether a new client is over `maxclients` (counted as rejected).
+fn refuses_for_maxclients(server: &Server) -> bool {
+    let maxclients = server.config.borrow().maxclients;
+    if server.clients.borrow().len() >= maxclients {
+        server.stats.borrow_mut().rejected_connections += 1;
+        return true;
+    }
+    false
 }
 
 async fn accept_loop(
@@ -586,9 +684,7 @@ async fn accept_loop(
                 continue;
             }
         };
-        let maxclients = server.config.borrow().maxclients;
-        if server.clients.borrow().len() >= maxclients {
-            server.stats.borrow_mut().rejected_connections += 1;
+        if refuses_for_maxclients(&server) {
             let _ = stream
                 .write_all(b"-ERR max number of clients reached\r\n")
                 .await;
@@ -602,11 +698,19 @@ async fn accept_loop(
         let _ = stream.set_nodelay(true);
         match &io_threads {
             None => {
-                tokio::task::spawn_local(session::run(server.clone(), stream, addr));
+                tokio::task::spawn_local(session::run(
+                    server.clone(),
+                    stream,
+                    crate::clients::ClientAddr::Tcp(addr),
+                ));
             }
             Some(io) => match io.hand_off(stream) {
                 Ok(conn) => {
-                    tokio::task::spawn_local(session::run(server.clone(), conn, addr));
+                    tokio::task::spawn_local(session::run(
+                        server.clone(),
+                        conn,
+                        crate::clients::ClientAddr::Tcp(addr),
+                    ));
                 }
                 // The socket is closed (dropped); the client sees EOF.
                 Err(e) => warn!("cannot hand a connection to an I/O thread: {e}"),

@@ -110,7 +110,10 @@ pub fn feed(
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
     );
     if script || !(top.flags.intersects(hidden) || spec.flags.intersects(hidden)) {
-        push(server, render(db, &info.addr.to_string(), top.name, args));
+        push(
+            server,
+            render(db, &info.addr.monitor_text(), top.name, args),
+        );
     }
     // Then what a script of this command ran, as Redis shows its Lua
     // client's commands: `[db lua]`.

@@ -14,7 +14,6 @@ use kvasir_core::table::{resolve, Flags, Handler};
 use kvasir_core::CommandSpec;
 use kvasir_resp::{encode, parse_command, Limits, Parsed, Protocol, Reply};
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
@@ -195,8 +194,8 @@ pub struct Parked {
 /// Serves one connection until it closes. Generic over the connection:
 /// the session's own socket (`--threads 1`) or an I/O thread's
 /// ([`crate::client_conn::ChannelConn`]); each gets its own compiled copy.
-pub async fn run<C: ClientConn>(server: Rc<Server>, mut conn: C, addr: SocketAddr) {
-    let laddr = conn.local_addr().unwrap_or(addr);
+pub async fn run<C: ClientConn>(server: Rc<Server>, mut conn: C, addr: crate::clients::ClientAddr) {
+    let laddr = conn.local_addr().unwrap_or_else(|_| addr.clone());
     let (push_tx, push_rx) = mpsc::channel(crate::pubsub::QUEUE_LIMIT);
     let info = server
         .clients

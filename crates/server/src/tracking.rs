@@ -657,6 +657,7 @@ pub enum Written<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clients::ClientAddr;
     use std::net::SocketAddr;
 
     fn b(s: &str) -> Bytes {
@@ -682,7 +683,10 @@ mod tests {
     ) -> (Rc<ClientInfo>, tokio::sync::mpsc::Receiver<Reply>) {
         let addr: SocketAddr = "127.0.0.1:1".parse().expect("addr");
         let (tx, rx) = tokio::sync::mpsc::channel(16);
-        let info = f.clients.borrow_mut().register(addr, addr, 0, tx);
+        let info =
+            f.clients
+                .borrow_mut()
+                .register(ClientAddr::Tcp(addr), ClientAddr::Tcp(addr), 0, tx);
         info.resp.set(proto);
         (info, rx)
     }
