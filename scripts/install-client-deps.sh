@@ -24,7 +24,10 @@
 #   - RQ's own test suite for tests/python/test_rq_suite.py likewise: the
 #     source distribution of tests/clients/rq/VERSION unpacked into
 #     KVASIR_RQ_SUITE (~/.cache/kvasir-rq-suite) with a virtualenv of
-#     tests/clients/rq/requirements.txt.
+#     tests/clients/rq/requirements.txt;
+#   - pytest-redis for tests/python/test_pytest_redis.py: a virtualenv of
+#     tests/clients/pytest-redis/requirements.txt
+#     (~/.cache/kvasir-pytest-redis-venv).
 # Idempotent and quick when the caches are warm: each step is skipped when an
 # offline check shows it is already done. Needs go, node/npm, java 17 and mvn
 # on PATH.
@@ -162,6 +165,21 @@ python_suite() {
     echo "install-client-deps: $package $version test suite downloaded"
 }
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}"
+# pytest-redis (tests/python/test_pytest_redis.py): a venv of its pinned
+# requirements, redone only when they changed.
+(
+    home="${KVASIR_PYTEST_REDIS_VENV:-$CACHE/kvasir-pytest-redis-venv}"
+    want=$(sha256sum "$CLIENTS/pytest-redis/requirements.txt" | cut -d' ' -f1)
+    if [ -f "$home/.ready" ] && [ "$(cat "$home/.ready")" = "$want" ]; then
+        echo "install-client-deps: pytest-redis ready"
+    else
+        rm -rf "$home"
+        python3 -m venv "$home"
+        "$home/bin/pip" install --quiet --disable-pip-version-check -r "$CLIENTS/pytest-redis/requirements.txt"
+        echo "$want" >"$home/.ready"
+        echo "install-client-deps: pytest-redis installed"
+    fi
+)
 python_suite redis-py redis "${KVASIR_REDIS_PY_SUITE:-$CACHE/kvasir-redis-py-suite}"
 python_suite rq rq "${KVASIR_RQ_SUITE:-$CACHE/kvasir-rq-suite}"
 echo "install-client-deps: go-redis, ioredis, node-redis, bullmq, jedis, lettuce, redisson, and redis-py's and rq's suites ready"
