@@ -152,6 +152,17 @@ struct ServerArgs {
 /// Valkey's IO_THREADS_MAX_NUM.
 const MAX_THREADS: usize = 128;
 
+/// `kvasir server` flags that are redis-server parameters too: given on
+/// the command line, they are read with the other redis-server options.
+const REDIS_NAMED: &[&str] = &[
+    "port",
+    "bind",
+    "dir",
+    "requirepass",
+    "maxclients",
+    "databases",
+];
+
 /// What `kvasir server` was given as redis-server takes it: a redis.conf
 /// path first, and `--name value ...` for every parameter that is not one
 /// of `kvasir server`'s own flags.
@@ -196,6 +207,10 @@ fn split_server_args(argv: Vec<String>) -> (Vec<String>, RedisStyleArgs) {
         let base = name.split('=').next().unwrap_or(name);
         if name.is_empty() || base == "help" || base == "version" {
             kept.push(word.clone());
+        } else if REDIS_NAMED.contains(&base) && !name.contains('=') {
+            // Read as redis-server reads them, with the values that follow
+            // and its errors for a missing or extra value.
+            style.flags.push(word.clone());
         } else if known.contains(base) {
             kept.push(word.clone());
             // Every `kvasir server` flag takes one value; `--bind` takes

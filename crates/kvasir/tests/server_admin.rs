@@ -1170,8 +1170,8 @@ fn redis_conf_file_and_redis_server_flags_configure_the_server() {
     );
 
     for (args, line) in [
-        (vec!["--no-such-thing", "1"], ">>> 'no-such-thing 1'"),
-        (vec!["--maxmemory", "lots"], ">>> 'maxmemory lots'"),
+        (vec!["--no-such-thing", "1"], ">>> 'no-such-thing \"1\"'"),
+        (vec!["--maxmemory", "lots"], ">>> 'maxmemory \"lots\"'"),
     ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvasir"))
             .arg("server")
@@ -2158,4 +2158,55 @@ fn unix_socket_clients_as_redis_server_serves_them() {
     assert!(common::eventually(Duration::from_secs(10), || !path.exists()));
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A wrong command line is refused as redis-server refuses it, compared
+/// with redis-server's own texts: the option shown with its values quoted,
+/// "wrong number of arguments" for a known parameter given none or too
+/// many (Kvasir's `--port`, `--bind`, `--dir`... are read the same way),
+/// its check's text for a bad value; neither server starts.
+#[test]
+fn a_wrong_command_line_gets_redis_servers_texts() {
+    use std::process::Command;
+    let cases: &[&[&str]] = &[
+        &["--port"],
+        &["--port", "6379", "6380"],
+        &["--port", "--loglevel", "verbose"],
+        &["--port", "--bla", "--loglevel", "verbose"],
+        &["--port", "70000"],
+        &["--maxclients"],
+        &["--shutdown-on-sigint"],
+        &["--shutdown-on-sigint", "now force", "--shutdown-on-sigterm"],
+        &["--supervised", "sometimes"],
+        &["--nosuch", "1"],
+        &["--hz", "abc"],
+    ];
+    // The line naming the option and the reason (redis-server also says
+    // at which line of its generated config it was).
+    let last_two = |out: &std::process::Output| -> Vec<String> {
+        let text = String::from_utf8_lossy(&out.stderr).to_string()
+            + &String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<String> = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(str::to_string)
+            .collect();
+        lines[lines.len().saturating_sub(2)..].to_vec()
+    };
+    for args in cases {
+        let redis = Command::new("redis-server")
+            .args(*args)
+            .output()
+            .expect("run redis-server");
+        let kvasir = Command::new(env!("CARGO_BIN_EXE_kvasir"))
+            .arg("server")
+            .args(*args)
+            .output()
+            .expect("run kvasir");
+        assert_eq!(last_two(&kvasir), last_two(&redis), "{args:?}");
+        assert!(
+            !redis.status.success() && !kvasir.status.success(),
+            "{args:?}"
+        );
+    }
 }

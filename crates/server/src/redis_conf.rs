@@ -171,13 +171,63 @@ pub fn from_command_line(words: &[String]) -> Result<Vec<Directive>, String> {
         }
         out.push(d);
     }
+    // As redis-server shows a command-line option in its errors: the name,
+    // then each value quoted (`port "6379" "6380"`).
     for d in &mut out {
-        d.text = std::iter::once(d.name.as_str())
-            .chain(d.args.iter().map(String::as_str))
-            .collect::<Vec<_>>()
-            .join(" ");
+        d.text = d.name.clone();
+        for arg in &d.args {
+            d.text.push(' ');
+            d.text.push_str(&quoted(arg));
+        }
     }
     Ok(out)
+}
+
+/// Redis's sdscatrepr: the text in double quotes, with `\`, `"`, control
+/// characters and bytes outside ASCII escaped.
+fn quoted(text: &str) -> String {
+    let mut out = String::from("\"");
+    for b in text.bytes() {
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            b'"' => out.push_str("\\\""),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x07 => out.push_str("\\a"),
+            0x08 => out.push_str("\\b"),
+            0x20..=0x7e => out.push(b as char),
+            other => out.push_str(&format!("\\x{other:02x}")),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Parameters that take several values (or none); every other known
+/// parameter takes exactly one.
+const MULTI_ARG: &[&str] = &[
+    "save",
+    "bind",
+    "user",
+    "client-output-buffer-limit",
+    "oom-score-adj-values",
+    "shutdown-on-sigint",
+    "shutdown-on-sigterm",
+    "replicaof",
+    "slaveof",
+    "rename-command",
+    "loadmodule",
+    "include",
+];
+
+/// Whether `name` is a parameter this server knows (a wrong number of
+/// values for it is "wrong number of arguments", not a bad directive).
+fn is_known(config: &Config, name: &str) -> bool {
+    matches!(
+        name,
+        "port" | "bind" | "dir" | "databases" | "io-threads" | "user" | "save"
+    ) || !matches!(config.clone().set(name, "0"), Err(SetError::Unknown))
 }
 
 fn fatal(origin: &str, text: &str, why: &str) -> String {
@@ -195,11 +245,16 @@ pub fn apply(config: &mut Config, directives: &[Directive]) -> Result<(), String
     for d in directives {
         let value = d.args.join(" ");
         let bad = |why: &str| fatal(&d.origin, &d.text, why);
+        if d.args.len() != 1 && !MULTI_ARG.contains(&d.name.as_str()) && is_known(config, &d.name) {
+            return Err(bad("wrong number of arguments"));
+        }
         let result = match d.name.as_str() {
-            "port" => value
-                .parse()
-                .map(|p| config.port = p)
-                .map_err(|_| bad("Invalid port")),
+            "port" => match value.parse::<i64>() {
+                Ok(p) => u16::try_from(p)
+                    .map(|p| config.port = p)
+                    .map_err(|_| bad("argument must be between 0 and 65535 inclusive")),
+                Err(_) => Err(bad("argument couldn't be parsed into an integer")),
+            },
             "bind" if !d.args.is_empty() => {
                 config.bind = value.clone();
                 Ok(())
@@ -248,7 +303,10 @@ pub fn apply(config: &mut Config, directives: &[Directive]) -> Result<(), String
                     .set("save", points.trim())
                     .map_err(|_| bad("Invalid save parameters"))
             }
-            _ if d.args.is_empty() => Err(bad("Bad directive or wrong number of arguments")),
+            // Their own check tells what an empty value lacks.
+            _ if d.args.is_empty() && !d.name.starts_with("shutdown-on-sig") => {
+                Err(bad("Bad directive or wrong number of arguments"))
+            }
             name => match config.set(name, &value) {
                 Ok(()) => Ok(()),
                 Err(SetError::Immutable) => config
@@ -377,7 +435,7 @@ mod tests {
             e.contains("Bad directive or wrong number of arguments"),
             "{e}"
         );
-        assert!(e.contains(">>> 'no-such-thing 1'"), "{e}");
+        assert!(e.contains(">>> 'no-such-thing \"1\"'"), "{e}");
         let bad = from_command_line(&words(&["--maxmemory", "lots"])).expect("parsed");
         assert!(apply(&mut c, &bad).is_err());
     }
