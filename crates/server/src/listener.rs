@@ -639,15 +639,11 @@ async fn accept_unix_loop(
         let mut stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             Err(e) => {
-                warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                accept_failed(e).await;
                 continue;
             }
         };
-        if refuses_for_maxclients(&server) {
-            let _ = stream
-                .write_all(b"-ERR max number of clients reached\r\n")
-                .await;
+        if refused_for_maxclients(&server, &mut stream).await {
             continue;
         }
         let conn = crate::client_conn::UnixConn {
@@ -659,14 +655,27 @@ async fn accept_unix_loop(
     }
 }
 
-/// Whether a new client is over `maxclients` (counted as rejected).
-fn refuses_for_maxclients(server: &Server) -> bool {
+/// Whether a new client is over `maxclients`: then it is told so (and
+/// closed when dropped), counted as rejected.
+async fn refused_for_maxclients<S: tokio::io::AsyncWrite + Unpin>(
+    server: &Server,
+    stream: &mut S,
+) -> bool {
     let maxclients = server.config.borrow().maxclients;
-    if server.clients.borrow().len() >= maxclients {
-        server.stats.borrow_mut().rejected_connections += 1;
-        return true;
+    if server.clients.borrow().len() < maxclients {
+        return false;
     }
-    false
+    server.stats.borrow_mut().rejected_connections += 1;
+    let _ = stream
+        .write_all(b"-ERR max number of clients reached\r\n")
+        .await;
+    true
+}
+
+/// EMFILE and friends: logged, and a pause instead of spinning.
+async fn accept_failed(e: std::io::Error) {
+    warn!("accept failed: {e}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
 async fn accept_loop(
@@ -678,16 +687,11 @@ async fn accept_loop(
         let (mut stream, addr) = match listener.accept().await {
             Ok(conn) => conn,
             Err(e) => {
-                // EMFILE and friends: back off instead of spinning.
-                warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                accept_failed(e).await;
                 continue;
             }
         };
-        if refuses_for_maxclients(&server) {
-            let _ = stream
-                .write_all(b"-ERR max number of clients reached\r\n")
-                .await;
+        if refused_for_maxclients(&server, &mut stream).await {
             continue;
         }
         if protected_mode_denies(&server, addr.ip()) {

@@ -177,31 +177,10 @@ pub fn from_command_line(words: &[String]) -> Result<Vec<Directive>, String> {
         d.text = d.name.clone();
         for arg in &d.args {
             d.text.push(' ');
-            d.text.push_str(&quoted(arg));
+            crate::monitor::quote(arg.as_bytes(), &mut d.text);
         }
     }
     Ok(out)
-}
-
-/// Redis's sdscatrepr: the text in double quotes, with `\`, `"`, control
-/// characters and bytes outside ASCII escaped.
-fn quoted(text: &str) -> String {
-    let mut out = String::from("\"");
-    for b in text.bytes() {
-        match b {
-            b'\\' => out.push_str("\\\\"),
-            b'"' => out.push_str("\\\""),
-            b'\n' => out.push_str("\\n"),
-            b'\r' => out.push_str("\\r"),
-            b'\t' => out.push_str("\\t"),
-            0x07 => out.push_str("\\a"),
-            0x08 => out.push_str("\\b"),
-            0x20..=0x7e => out.push(b as char),
-            other => out.push_str(&format!("\\x{other:02x}")),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Parameters that take several values (or none); every other known
