@@ -219,6 +219,9 @@ const ADMIN: Flags = Flags::ADMIN
     .union(Flags::NOSCRIPT)
     .union(Flags::LOADING)
     .union(Flags::STALE);
+/// Redis's flags of SAVE, BGSAVE, SYNC, REPLICAOF...: refused while the
+/// data loads.
+const ADMIN_NOT_LOADING: Flags = Flags::ADMIN.union(Flags::NOSCRIPT);
 
 const fn sub(
     name: &'static str,
@@ -246,16 +249,16 @@ const CLUSTER: &str = "cluster";
 
 #[rustfmt::skip]
 const CLUSTER_SUBS: &[CommandSpec] = &[
-    cmd("slots", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the mapping of cluster slots to nodes.", s(SessionCmd::Cluster(ClusterCmd::Slots))).with_tips(&["nondeterministic_output"]),
-    cmd("shards", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "7.0.0", "Returns the mapping of cluster slots to shards.", s(SessionCmd::Cluster(ClusterCmd::Shards))).with_tips(&["nondeterministic_output"]),
-    cmd("nodes", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the cluster configuration for a node.", s(SessionCmd::Cluster(ClusterCmd::Nodes))).with_tips(&["nondeterministic_output"]),
-    cmd("info", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns information about the state of a node.", s(SessionCmd::Cluster(ClusterCmd::Info))).with_tips(&["nondeterministic_output"]),
-    cmd("myid", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the ID of a node.", s(SessionCmd::Cluster(ClusterCmd::Myid))),
-    cmd("keyslot", 3, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the hash slot for a key.", s(SessionCmd::Cluster(ClusterCmd::Keyslot))),
-    cmd("countkeysinslot", 3, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the number of keys in a hash slot.", s(SessionCmd::Cluster(ClusterCmd::Countkeysinslot))),
-    cmd("getkeysinslot", 4, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns the key names in a hash slot.", s(SessionCmd::Cluster(ClusterCmd::Getkeysinslot))).with_tips(&["nondeterministic_output"]),
-    cmd("myshardid", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "7.2.0", "Returns the shard ID of a node.", s(SessionCmd::Cluster(ClusterCmd::Myshardid))),
-    cmd("links", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "7.0.0", "Returns a list of all TCP links to and from peer nodes.", s(SessionCmd::Cluster(ClusterCmd::Links))).with_tips(&["nondeterministic_output"]),
+    cmd("slots", 2, Flags::STALE, NONE, &["slow"], CLUSTER, "3.0.0", "Returns the mapping of cluster slots to nodes.", s(SessionCmd::Cluster(ClusterCmd::Slots))).with_tips(&["nondeterministic_output"]),
+    cmd("shards", 2, Flags::STALE, NONE, &["slow"], CLUSTER, "7.0.0", "Returns the mapping of cluster slots to shards.", s(SessionCmd::Cluster(ClusterCmd::Shards))).with_tips(&["nondeterministic_output"]),
+    cmd("nodes", 2, Flags::STALE, NONE, &["slow"], CLUSTER, "3.0.0", "Returns the cluster configuration for a node.", s(SessionCmd::Cluster(ClusterCmd::Nodes))).with_tips(&["nondeterministic_output"]),
+    cmd("info", 2, Flags::STALE, NONE, &["slow"], CLUSTER, "3.0.0", "Returns information about the state of a node.", s(SessionCmd::Cluster(ClusterCmd::Info))).with_tips(&["nondeterministic_output"]),
+    cmd("myid", 2, Flags::STALE, NONE, &["slow"], CLUSTER, "3.0.0", "Returns the ID of a node.", s(SessionCmd::Cluster(ClusterCmd::Myid))),
+    cmd("keyslot", 3, Flags::STALE, NONE, &["slow"], CLUSTER, "3.0.0", "Returns the hash slot for a key.", s(SessionCmd::Cluster(ClusterCmd::Keyslot))),
+    cmd("countkeysinslot", 3, Flags::STALE, NONE, &["slow"], CLUSTER, "3.0.0", "Returns the number of keys in a hash slot.", s(SessionCmd::Cluster(ClusterCmd::Countkeysinslot))),
+    cmd("getkeysinslot", 4, Flags::STALE, NONE, &["slow"], CLUSTER, "3.0.0", "Returns the key names in a hash slot.", s(SessionCmd::Cluster(ClusterCmd::Getkeysinslot))).with_tips(&["nondeterministic_output"]),
+    cmd("myshardid", 2, Flags::STALE, NONE, &["slow"], CLUSTER, "7.2.0", "Returns the shard ID of a node.", s(SessionCmd::Cluster(ClusterCmd::Myshardid))),
+    cmd("links", 2, Flags::STALE, NONE, &["slow"], CLUSTER, "7.0.0", "Returns a list of all TCP links to and from peer nodes.", s(SessionCmd::Cluster(ClusterCmd::Links))).with_tips(&["nondeterministic_output"]),
     cmd("replicas", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "5.0.0", "Lists the replica nodes of a master node.", s(SessionCmd::Cluster(ClusterCmd::Replicas))).with_tips(&["nondeterministic_output"]),
     cmd("slaves", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Lists the replica nodes of a master node.", s(SessionCmd::Cluster(ClusterCmd::Slaves))).with_tips(&["nondeterministic_output"]),
     cmd("meet", -4, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Forces a node to handshake with another node.", s(SessionCmd::Cluster(ClusterCmd::Meet))),
@@ -263,7 +266,7 @@ const CLUSTER_SUBS: &[CommandSpec] = &[
     cmd("replicate", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Configure a node as replica of a master node.", s(SessionCmd::Cluster(ClusterCmd::Replicate))),
     cmd("reset", -2, Flags::ADMIN.union(Flags::STALE).union(Flags::NOSCRIPT), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Resets a node.", s(SessionCmd::Cluster(ClusterCmd::Reset))),
     cmd("count-failure-reports", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Returns the number of active failure reports active for a node.", s(SessionCmd::Cluster(ClusterCmd::CountFailureReports))).with_tips(&["nondeterministic_output"]),
-    cmd("sharddigest", 3, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "7.0.15", "Kvasir: this node's replica of a shard: applied index, keys and content digest.", s(SessionCmd::Cluster(ClusterCmd::Sharddigest))),
+    cmd("sharddigest", 3, Flags::STALE, NONE, &["slow"], CLUSTER, "7.0.15", "Kvasir: this node's replica of a shard: applied index, keys and content digest.", s(SessionCmd::Cluster(ClusterCmd::Sharddigest))),
     cmd("help", 2, Flags::LOADING.union(Flags::STALE), NONE, &["slow"], CLUSTER, "3.0.0", "Returns helpful text about the different subcommands.", s(SessionCmd::Cluster(ClusterCmd::Help))),
 ];
 
@@ -375,17 +378,17 @@ const SUBSCRIBE: Flags = Flags::PUBSUB
 
 #[rustfmt::skip]
 pub const COMMANDS: &[CommandSpec] = &[
-    cmd("ping", -1, FAST_STALE, NONE, &["fast", "connection"], CONN, "1.0.0", "Returns the server's liveliness response.", s(SessionCmd::Ping)).with_tips(&["request_policy:all_shards", "response_policy:all_succeeded"]),
+    cmd("ping", -1, Flags::FAST, NONE, &["fast", "connection"], CONN, "1.0.0", "Returns the server's liveliness response.", s(SessionCmd::Ping)).with_tips(&["request_policy:all_shards", "response_policy:all_succeeded"]),
     cmd("echo", 2, FAST_STALE, NONE, &["fast", "connection"], CONN, "1.0.0", "Returns the given string.", s(SessionCmd::Echo)),
     cmd("select", 2, FAST_STALE, NONE, &["fast", "connection"], CONN, "1.0.0", "Changes the selected database.", s(SessionCmd::Select)),
-    cmd("auth", -2, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::NO_AUTH), NONE, &["fast", "connection"], CONN, "1.0.0", "Authenticates the connection.", s(SessionCmd::Auth)),
-    cmd("hello", -1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::NO_AUTH), NONE, &["fast", "connection"], CONN, "6.0.0", "Handshakes with the Redis server.", s(SessionCmd::Hello)),
+    cmd("auth", -2, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::NO_AUTH).union(Flags::ALLOW_BUSY), NONE, &["fast", "connection"], CONN, "1.0.0", "Authenticates the connection.", s(SessionCmd::Auth)),
+    cmd("hello", -1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::NO_AUTH).union(Flags::ALLOW_BUSY), NONE, &["fast", "connection"], CONN, "6.0.0", "Handshakes with the Redis server.", s(SessionCmd::Hello)),
     cmd("quit", -1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::NO_AUTH).union(Flags::ALLOW_BUSY), NONE, &["fast", "connection"], CONN, "1.0.0", "Closes the connection.", s(SessionCmd::Quit)),
-    cmd("reset", 1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::NO_AUTH), NONE, &["fast", "connection"], CONN, "6.2.0", "Resets the connection.", s(SessionCmd::Reset)),
+    cmd("reset", 1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST).union(Flags::NO_AUTH).union(Flags::ALLOW_BUSY), NONE, &["fast", "connection"], CONN, "6.2.0", "Resets the connection.", s(SessionCmd::Reset)),
     container("client", -2, &["slow"], CONN, "2.4.0", "A container for client connection commands.", CLIENT_SUBS),
     cmd("info", -1, Flags::LOADING.union(Flags::STALE), NONE, &["slow", "dangerous"], SRV, "1.0.0", "Returns information and statistics about the server.", s(SessionCmd::Info)).with_tips(&["nondeterministic_output", "request_policy:all_shards", "response_policy:special"]),
     container("config", -2, &["slow"], SRV, "2.4.0", "A container for server configuration commands.", CONFIG_SUBS),
-    CommandSpec { handler: s(SessionCmd::CommandAll), ..container("command", -1, &["slow", "connection"], SRV, "2.4.0", "Returns detailed information about all commands.", COMMAND_SUBS) }.with_tips(&["nondeterministic_output_order"]),
+    CommandSpec { handler: s(SessionCmd::CommandAll), flags: Flags::LOADING.union(Flags::STALE), ..container("command", -1, &["slow", "connection"], SRV, "2.4.0", "Returns detailed information about all commands.", COMMAND_SUBS) }.with_tips(&["nondeterministic_output_order"]),
     cmd("multi", 1, TXN, NONE, &["fast", "transaction"], TRANSACTIONS, "1.2.0", "Starts a transaction.", s(SessionCmd::Multi)),
     cmd("exec", 1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::SKIP_SLOWLOG), NONE, &["slow", "transaction"], TRANSACTIONS, "1.2.0", "Executes all commands in a transaction.", s(SessionCmd::Exec)),
     cmd("discard", 1, TXN, NONE, &["fast", "transaction"], TRANSACTIONS, "2.0.0", "Discards a transaction.", s(SessionCmd::Discard)),
@@ -404,8 +407,8 @@ pub const COMMANDS: &[CommandSpec] = &[
     container("latency", -2, &["slow"], SRV, "2.8.13", "A container for latency diagnostics commands.", LATENCY_SUBS),
     container("module", -2, &["slow"], SRV, "4.0.0", "A container for module commands.", MODULE_SUBS),
     CommandSpec { key_finder: Some(migrate_keys), ..cmd("migrate", -6, Flags::WRITE.union(Flags::MOVABLEKEYS), (3, 3, 1), &["keyspace", "write", "slow", "dangerous"], "generic", "2.6.0", "Atomically transfers a key from one Redis instance to another.", s(SessionCmd::Migrate)) }.with_key_specs(&[crate::table::ks::RW_ACCESS_DELETE, crate::table::KeySpec::RW.union(crate::table::KeySpec::ACCESS).union(crate::table::KeySpec::DELETE).union(crate::table::KeySpec::INCOMPLETE)]).with_tips(&["nondeterministic_output"]),
-    cmd("replicaof", 3, ADMIN.union(Flags::NOSCRIPT).union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], SRV, "5.0.0", "Configures a server as replica of another, or promotes it to a master.", s(SessionCmd::Replicaof)),
-    cmd("slaveof", 3, ADMIN.union(Flags::NOSCRIPT).union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Sets a Redis server as a replica of another, or promotes it to being a master.", s(SessionCmd::Replicaof)),
+    cmd("replicaof", 3, ADMIN_NOT_LOADING.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], SRV, "5.0.0", "Configures a server as replica of another, or promotes it to a master.", s(SessionCmd::Replicaof)),
+    cmd("slaveof", 3, ADMIN_NOT_LOADING.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Sets a Redis server as a replica of another, or promotes it to being a master.", s(SessionCmd::Replicaof)),
     container("slowlog", -2, &["slow"], SRV, "2.4.0", "A container for slow log commands.", SLOWLOG_SUBS),
     cmd("time", 1, FAST_STALE, NONE, &["fast"], SRV, "2.6.0", "Returns the server time.", s(SessionCmd::Time)).with_tips(&["nondeterministic_output"]),
     cmd("lastsave", 1, FAST_STALE, NONE, &["admin", "fast", "dangerous"], SRV, "1.0.0", "Returns the Unix timestamp of the last successful save to disk.", s(SessionCmd::Lastsave)).with_tips(&["nondeterministic_output"]),
@@ -413,11 +416,11 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("role", 1, Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST), NONE, &["admin", "fast", "dangerous"], SRV, "2.8.12", "Returns the replication role.", s(SessionCmd::Role)),
     cmd("readonly", 1, FAST_STALE, NONE, &["fast", "connection"], CLUSTER, "3.0.0", "Enables read-only queries for a connection to a Redis Cluster replica node.", s(SessionCmd::Readonly)),
     cmd("readwrite", 1, FAST_STALE, NONE, &["fast", "connection"], CLUSTER, "3.0.0", "Enables read-write queries for a connection to a Redis Cluster replica node.", s(SessionCmd::Readwrite)),
-    cmd("asking", 1, FAST_STALE, NONE, &["fast", "connection"], CLUSTER, "3.0.0", "Signals that a cluster client is following an -ASK redirect.", s(SessionCmd::Asking)),
-    cmd("save", 1, ADMIN.union(Flags::NO_MULTI), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Synchronously saves the database(s) to disk.", s(SessionCmd::Save)),
-    cmd("bgsave", -1, ADMIN, NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Asynchronously saves the database(s) to disk.", s(SessionCmd::Bgsave)),
-    cmd("bgrewriteaof", 1, ADMIN, NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Asynchronously rewrites the append-only file to disk.", s(SessionCmd::Bgrewriteaof)),
-    cmd("sync", 1, ADMIN.union(Flags::NO_MULTI), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "An internal command used in replication.", s(SessionCmd::Sync)),
+    cmd("asking", 1, Flags::FAST, NONE, &["fast", "connection"], CLUSTER, "3.0.0", "Signals that a cluster client is following an -ASK redirect.", s(SessionCmd::Asking)),
+    cmd("save", 1, ADMIN_NOT_LOADING.union(Flags::NO_MULTI), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Synchronously saves the database(s) to disk.", s(SessionCmd::Save)),
+    cmd("bgsave", -1, ADMIN_NOT_LOADING, NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Asynchronously saves the database(s) to disk.", s(SessionCmd::Bgsave)),
+    cmd("bgrewriteaof", 1, ADMIN_NOT_LOADING, NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Asynchronously rewrites the append-only file to disk.", s(SessionCmd::Bgrewriteaof)),
+    cmd("sync", 1, ADMIN_NOT_LOADING.union(Flags::NO_MULTI), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "An internal command used in replication.", s(SessionCmd::Sync)),
     cmd("replconf", -1, ADMIN.union(Flags::NO_MULTI), NONE, &["admin", "slow", "dangerous"], SRV, "3.0.0", "An internal command for configuring the replication stream.", s(SessionCmd::Replconf)),
     cmd("lolwut", -1, Flags::READONLY.union(Flags::FAST), NONE, &["read", "fast"], SRV, "5.0.0", "Displays computer art and the Redis version", s(SessionCmd::Lolwut)),
     cmd("debug", -2, ADMIN, NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "A container for debugging commands.", s(SessionCmd::Debug)),

@@ -36,8 +36,9 @@ pub enum AccessRecord {
     Frequency,
 }
 
-/// Writes `store` as an RDB file image. Keys already expired at `now_ms`
-/// are left out.
+/// Writes `store` as an RDB file image, `now_ms` its creation time. Keys
+/// already expired are written too, as by Redis: a load leaves them out
+/// and counts them (INFO `rdb_last_load_keys_expired`).
 pub fn write<K: Keyspace>(
     store: &Store<K>,
     now_ms: u64,
@@ -48,7 +49,7 @@ pub fn write<K: Keyspace>(
     write_header(now_ms, used_memory, out);
     write_functions(store, out);
     for i in 0..store.databases() {
-        write_db(store, i, i, now_ms, access, out);
+        write_db(store, i, i, access, out);
     }
     write_footer(out);
 }
@@ -79,7 +80,7 @@ pub fn write_to<K: Keyspace, W: std::io::Write, F: FnMut()>(
     write_header(now_ms, used_memory, &mut out);
     write_functions(store, &mut out);
     for i in 0..store.databases() {
-        write_db_with(store, i, i, now_ms, access, &mut out, &mut drain);
+        write_db_with(store, i, i, access, &mut out, &mut drain);
     }
     if let Some(e) = failed {
         return Err(e);
@@ -116,18 +117,17 @@ pub fn write_functions<K: Keyspace>(store: &Store<K>, out: &mut Vec<u8>) {
 }
 
 /// Database `db` of the store, written as database `as_db` (nothing if it
-/// holds no live key). Several stores' parts may follow one another under
+/// holds no key). Several stores' parts may follow one another under
 /// the same number (the shards a cluster node leads, in one file): a
 /// loader reads each part's RESIZEDB as a size hint only.
 pub fn write_db<K: Keyspace>(
     store: &Store<K>,
     db: usize,
     as_db: usize,
-    now_ms: u64,
     access: AccessRecord,
     out: &mut Vec<u8>,
 ) {
-    write_db_with(store, db, as_db, now_ms, access, out, &mut |_| {});
+    write_db_with(store, db, as_db, access, out, &mut |_| {});
 }
 
 /// [`write_db`], calling `after_key` with the output after each key.
@@ -135,7 +135,6 @@ fn write_db_with<K: Keyspace, F: FnMut(&mut Vec<u8>)>(
     store: &Store<K>,
     db: usize,
     as_db: usize,
-    now_ms: u64,
     access: AccessRecord,
     out: &mut Vec<u8>,
     after_key: &mut F,
@@ -145,8 +144,7 @@ fn write_db_with<K: Keyspace, F: FnMut(&mut Vec<u8>)>(
     }
     let mut value = Vec::new();
     let db_ref = store.db(db);
-    let live = db_ref.iter().filter(|e| !e.is_expired(now_ms));
-    let (keys, expires) = live.fold((0u64, 0u64), |(k, x), e| {
+    let (keys, expires) = db_ref.iter().fold((0u64, 0u64), |(k, x), e| {
         (k + 1, x + u64::from(e.expire_at().is_some()))
     });
     if keys == 0 {
@@ -157,7 +155,7 @@ fn write_db_with<K: Keyspace, F: FnMut(&mut Vec<u8>)>(
     out.push(OP_RESIZEDB);
     rdb::put_len(out, keys);
     rdb::put_len(out, expires);
-    for e in db_ref.iter().filter(|e| !e.is_expired(now_ms)) {
+    for e in db_ref.iter() {
         if let Some(at) = e.expire_at() {
             out.push(OP_EXPIRETIME_MS);
             out.extend_from_slice(&at.to_le_bytes());
@@ -251,30 +249,105 @@ pub fn read_prefix_into<K: Keyspace>(
     now_ms: u64,
     merging: Option<Existing>,
 ) -> Result<Loaded, String> {
-    let bad = |what: &str| format!("Bad file format reading the RDB file: {what}");
-    if bytes.len() < 9 || &bytes[..5] != MAGIC {
-        return Err("Wrong signature trying to load DB from file".into());
-    }
-    let version: u16 = std::str::from_utf8(&bytes[5..9])
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| bad("version"))?;
-    if version == 0 || version > MAX_READ_VERSION {
-        return Err(format!("Can't handle RDB format version {version}"));
-    }
-    let body = &bytes[9..];
-    let mut r = Reader::new(body);
-    let mut loaded = Loaded::default();
-    // Loaded keys are stamped as used now, or as the file's records say.
-    store.keyspace().set_access_clock(now_ms);
-    let mut db = 0usize;
-    let mut expire_at: Option<u64> = None;
-    let (mut idle, mut freq): (Option<u64>, Option<u8>) = (None, None);
-    let mut libraries = Vec::new();
+    let mut load = RdbLoad::start(bytes, store, now_ms, merging)?;
     loop {
+        if let Some(loaded) = load.step(store, usize::MAX, &mut || {})? {
+            return Ok(loaded);
+        }
+    }
+}
+
+fn bad(what: &str) -> String {
+    format!("Bad file format reading the RDB file: {what}")
+}
+
+/// A load of an RDB image in steps, so that a server can answer its
+/// clients between them (Redis processes events every
+/// `loading-process-events-interval-bytes` while it loads). The store must
+/// not be written by anything else until the load ends.
+pub struct RdbLoad<'a> {
+    bytes: &'a [u8],
+    version: u16,
+    r: Reader<'a>,
+    now_ms: u64,
+    merging: Option<Existing>,
+    db: usize,
+    expire_at: Option<u64>,
+    idle: Option<u64>,
+    freq: Option<u8>,
+    libraries: Vec<bytes::Bytes>,
+    loaded: Loaded,
+}
+
+impl<'a> RdbLoad<'a> {
+    /// Checks the header of the image `bytes` starts with.
+    pub fn start<K: Keyspace>(
+        bytes: &'a [u8],
+        store: &mut Store<K>,
+        now_ms: u64,
+        merging: Option<Existing>,
+    ) -> Result<Self, String> {
+        if bytes.len() < 9 || &bytes[..5] != MAGIC {
+            return Err("Wrong signature trying to load DB from file".into());
+        }
+        let version: u16 = std::str::from_utf8(&bytes[5..9])
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| bad("version"))?;
+        if version == 0 || version > MAX_READ_VERSION {
+            return Err(format!("Can't handle RDB format version {version}"));
+        }
+        // Loaded keys are stamped as used now, or as the file's records say.
+        store.keyspace().set_access_clock(now_ms);
+        Ok(RdbLoad {
+            bytes,
+            version,
+            r: Reader::new(&bytes[9..]),
+            now_ms,
+            merging,
+            db: 0,
+            expire_at: None,
+            idle: None,
+            freq: None,
+            libraries: Vec::new(),
+            loaded: Loaded::default(),
+        })
+    }
+
+    /// Bytes of the input read so far.
+    pub fn position(&self) -> usize {
+        self.bytes.len() - self.r.remaining()
+    }
+
+    /// Reads records until at least `budget` more bytes are read or the
+    /// image ends; `on_key` runs after each key record (loaded or
+    /// expired). At the end (the checksum verified, the libraries
+    /// restored): what the whole load found.
+    pub fn step<K: Keyspace>(
+        &mut self,
+        store: &mut Store<K>,
+        budget: usize,
+        on_key: &mut dyn FnMut(),
+    ) -> Result<Option<Loaded>, String> {
+        let until = self.position().saturating_add(budget);
+        while self.position() < until {
+            if self.record(store, on_key)? {
+                return self.finish(store).map(Some);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Reads one record; true at EOF.
+    fn record<K: Keyspace>(
+        &mut self,
+        store: &mut Store<K>,
+        on_key: &mut dyn FnMut(),
+    ) -> Result<bool, String> {
+        let r = &mut self.r;
         let op = r.u8().map_err(|_| bad("unexpected end"))?;
         match op {
-            OP_EOF => break,
+            OP_EOF => return Ok(true),
             OP_AUX => {
                 r.string().map_err(|_| bad("aux field"))?;
                 r.string().map_err(|_| bad("aux field"))?;
@@ -287,7 +360,7 @@ pub fn read_prefix_into<K: Keyspace>(
                         store.databases()
                     ));
                 }
-                db = n as usize;
+                self.db = n as usize;
             }
             OP_RESIZEDB => {
                 r.len().map_err(|_| bad("resizedb"))?;
@@ -297,36 +370,39 @@ pub fn read_prefix_into<K: Keyspace>(
                 let b = r.take(8).map_err(|_| bad("expire"))?;
                 let mut a = [0u8; 8];
                 a.copy_from_slice(b);
-                expire_at = Some(i64::from_le_bytes(a).max(0) as u64);
+                self.expire_at = Some(i64::from_le_bytes(a).max(0) as u64);
             }
             OP_EXPIRETIME => {
                 let b = r.take(4).map_err(|_| bad("expire"))?;
                 let mut a = [0u8; 4];
                 a.copy_from_slice(b);
-                expire_at = Some(i32::from_le_bytes(a).max(0) as u64 * 1000);
+                self.expire_at = Some(i32::from_le_bytes(a).max(0) as u64 * 1000);
             }
             OP_IDLE => {
-                idle = Some(r.len().map_err(|_| bad("idle"))?);
+                self.idle = Some(r.len().map_err(|_| bad("idle"))?);
             }
             OP_FREQ => {
-                freq = Some(r.u8().map_err(|_| bad("freq"))?);
+                self.freq = Some(r.u8().map_err(|_| bad("freq"))?);
             }
             OP_FUNCTION2 | OP_FUNCTION_PRE_GA => {
                 let code = r.string().map_err(|_| bad("function library"))?;
-                libraries.push(bytes::Bytes::from(code.into_owned()));
+                self.libraries.push(bytes::Bytes::from(code.into_owned()));
             }
             OP_MODULE_AUX => {
                 return Err("The RDB file holds module data; Kvasir has no modules".into())
             }
             t => {
                 let key = r.string().map_err(|_| bad("key"))?.into_owned();
-                let value = rdb::read_value::<K>(&mut r, t, &store.limits)
+                let value = rdb::read_value::<K>(r, t, &store.limits)
                     .map_err(|_| bad(&format!("value of type {t}")))?;
-                let (idle, freq) = (idle.take(), freq.take());
-                match expire_at.take() {
-                    Some(at) if at <= now_ms => loaded.expired += 1,
+                let (idle, freq) = (self.idle.take(), self.freq.take());
+                let db = self.db;
+                match self.expire_at.take() {
+                    Some(at) if at <= self.now_ms => self.loaded.expired += 1,
                     at => {
-                        if merging == Some(Existing::Refuse) && store.db(db).get(&key).is_some() {
+                        if self.merging == Some(Existing::Refuse)
+                            && store.db(db).get(&key).is_some()
+                        {
                             return Err(format!(
                                 "RDB has duplicated key '{}' in DB {db}",
                                 String::from_utf8_lossy(&key)
@@ -334,46 +410,104 @@ pub fn read_prefix_into<K: Keyspace>(
                         }
                         store.db_mut(db).set(&key, value, at);
                         store.keyspace().restore_access(db, &key, idle, freq);
-                        loaded.keys += 1;
+                        self.loaded.keys += 1;
                     }
                 }
+                on_key();
             }
         }
+        Ok(false)
     }
-    let mut end = bytes.len() - r.remaining();
-    if version >= 5 {
-        // The checksum follows EOF; zero means it was not computed.
-        let stored = bytes
-            .get(end..end + 8)
-            .and_then(|b| <[u8; 8]>::try_from(b).ok())
-            .map(u64::from_le_bytes)
-            .ok_or_else(|| bad("no checksum"))?;
-        if stored != 0 && rdb::crc64(0, &bytes[..end]) != stored {
-            return Err("Wrong RDB checksum. Aborting now.".into());
+
+    /// After EOF: the checksum, then the function libraries.
+    fn finish<K: Keyspace>(&mut self, store: &mut Store<K>) -> Result<Loaded, String> {
+        let bytes = self.bytes;
+        let mut end = self.position();
+        if self.version >= 5 {
+            // The checksum follows EOF; zero means it was not computed.
+            let stored = bytes
+                .get(end..end + 8)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map(u64::from_le_bytes)
+                .ok_or_else(|| bad("no checksum"))?;
+            let computed = rdb::crc64(0, &bytes[..end]);
+            if stored != 0 && computed != stored {
+                // Redis's two log lines, in one.
+                return Err(format!(
+                    "Wrong RDB checksum expected: ({computed:x}) got: ({stored:x}). Aborting now. Internal error in RDB reading offset {end}: RDB CRC error"
+                ));
+            }
+            end += 8;
         }
-        end += 8;
+        let mut loaded = std::mem::take(&mut self.loaded);
+        loaded.image_len = end;
+        let libraries = std::mem::take(&mut self.libraries);
+        if !libraries.is_empty() {
+            loaded.functions = libraries.len() as u64;
+            let restored = match self.merging {
+                None => crate::scripting::function::restore_libraries(store, libraries),
+                Some(existing) => crate::scripting::function::merge_libraries(
+                    store,
+                    libraries,
+                    existing == Existing::Replace,
+                ),
+            };
+            restored.map_err(|e| {
+                format!("Failed loading the RDB's function libraries: {}", e.text())
+            })?;
+        }
+        Ok(loaded)
     }
-    loaded.image_len = end;
-    if !libraries.is_empty() {
-        loaded.functions = libraries.len() as u64;
-        let restored = match merging {
-            None => crate::scripting::function::restore_libraries(store, libraries),
-            Some(existing) => crate::scripting::function::merge_libraries(
-                store,
-                libraries,
-                existing == Existing::Replace,
-            ),
-        };
-        restored
-            .map_err(|e| format!("Failed loading the RDB's function libraries: {}", e.text()))?;
-    }
-    Ok(loaded)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::snapshot::digest;
+
+    /// A load in small steps ends with the same store and counts as a
+    /// load in one go, and tells each key as it is read.
+    #[test]
+    fn a_load_in_steps_is_the_same_load() {
+        let mut st: Store = Store::new(2);
+        let ctx = crate::store::Ctx {
+            now_ms: 1_000,
+            seed: 1,
+        };
+        for i in 0..500 {
+            let args: Vec<bytes::Bytes> = ["SET".to_string(), format!("key:{i}"), "v".repeat(i)]
+                .iter()
+                .map(|a| bytes::Bytes::copy_from_slice(a.as_bytes()))
+                .collect();
+            st.apply(i % 2, &args, &ctx).expect("applied");
+        }
+        let mut image = Vec::new();
+        write(&st, 5_000, 7, AccessRecord::None, &mut image);
+        let mut whole: Store = Store::new(2);
+        let expected = read(&image, &mut whole, 5_000).expect("loads");
+        let mut stepped: Store = Store::new(2);
+        let mut load = RdbLoad::start(&image, &mut stepped, 5_000, None).expect("header");
+        let (mut steps, mut keys) = (0, 0);
+        let loaded = loop {
+            steps += 1;
+            let before = load.position();
+            let step = load
+                .step(&mut stepped, 1024, &mut || keys += 1)
+                .expect("step");
+            assert!(load.position() > before);
+            if let Some(loaded) = step {
+                break loaded;
+            }
+        };
+        assert_eq!(loaded, expected);
+        assert_eq!(keys, 500);
+        assert!(
+            steps > 50,
+            "{steps} steps of 1 KB for {} bytes",
+            image.len()
+        );
+        assert_eq!(digest(&stepped), digest(&whole));
+    }
 
     /// A background save streams the image in chunks with a running
     /// checksum: the bytes are the same as the whole image's, and every
@@ -460,13 +594,14 @@ mod tests {
             loaded,
             Loaded {
                 keys: 7,
-                expired: 0,
+                // Written, as Redis writes it; left out at load.
+                expired: 1,
                 functions: 1,
                 image_len: image.len(),
             }
         );
         assert!(back.scripts.libraries.contains_key("lib"));
-        // The expired key was not written; everything else is the same.
+        // The expired key was not loaded; everything else is the same.
         run(&mut st, &["DEL", "gone"]);
         assert_eq!(digest(&back), digest(&st));
         assert_eq!(
@@ -478,7 +613,8 @@ mod tests {
         let mut broken = image.clone();
         let at = broken.len() / 2;
         broken[at] ^= 0x40;
-        assert!(read(&broken, &mut Store::new(4), 5_000).is_err());
+        let crc = read(&broken, &mut Store::new(4), 5_000).expect_err("corrupt");
+        assert!(crc.contains("RDB CRC error"), "{crc}");
         assert!(read(&image[..image.len() - 12], &mut Store::new(4), 5_000).is_err());
         assert!(read(b"NOTRDB0010", &mut Store::new(4), 5_000).is_err());
     }

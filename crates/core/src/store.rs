@@ -147,6 +147,10 @@ pub struct Store<K: Keyspace = MemoryKeyspace> {
     /// differs by replica): its first command that may grow the data is
     /// refused, as Redis refuses it.
     pub script_oom: std::cell::Cell<bool>,
+    /// Why writes are refused when the script starts (a standalone server
+    /// that cannot persist: Redis's MISCONF): its commands that write are
+    /// refused with it.
+    pub script_write_refusal: std::cell::RefCell<Option<String>>,
     /// Set while connections MONITOR this store (standalone): the commands
     /// scripts run are recorded in `script_calls` as (db, argv).
     pub monitored: std::cell::Cell<bool>,
@@ -250,6 +254,7 @@ impl<K: Keyspace> Store<K> {
             script_call: std::cell::Cell::new(false),
             script_read: std::cell::Cell::new(None),
             script_oom: std::cell::Cell::new(false),
+            script_write_refusal: std::cell::RefCell::new(None),
             monitored: std::cell::Cell::new(false),
             script_calls: Default::default(),
             script_pause_after: None,

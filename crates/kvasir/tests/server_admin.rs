@@ -1812,6 +1812,85 @@ fn bgsave_writes_the_moment_of_the_fork_in_a_child_process() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A background save that failed stops writes, as redis-server does with
+/// `stop-writes-on-bgsave-error yes` and `save` points: writes, PING and
+/// the writes of scripts get MISCONF, reads are served; a save that
+/// succeeds (or the setting off) lifts it.
+#[test]
+fn a_failed_bgsave_refuses_writes_with_misconf() {
+    let server = Kvasir::start(&["--save", "3600 1", "--enable-debug-command", "yes"]);
+    let mut c = server.conn();
+    let _: () = q(&mut c, &["DEBUG", "POPULATE", "100"]);
+    let _: () = q(&mut c, &["SET", "x", "x"]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "10000000"]);
+    let _: String = q(&mut c, &["BGSAVE"]);
+    let pid = server.child.id();
+    let children = common::children_of(pid);
+    assert_eq!(children.len(), 1, "the save's child");
+    // SAFETY: kill(2) on the pid of the server's child, read from /proc.
+    assert_eq!(unsafe { libc::kill(children[0] as i32, libc::SIGKILL) }, 0);
+    assert!(common::eventually(Duration::from_secs(10), || {
+        info_field(&mut c, "persistence", "rdb_bgsave_in_progress") == "0"
+    }));
+    assert_eq!(
+        info_field(&mut c, "persistence", "rdb_last_bgsave_status"),
+        "err"
+    );
+    let misconf = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
+    assert_eq!(err(&mut c, &["SET", "x", "y"]), misconf);
+    assert_eq!(err(&mut c, &["PING"]), misconf);
+    assert_eq!(q::<String>(&mut c, &["GET", "x"]), "x");
+    let set_in_script = ["EVAL", "return redis.call('set','x',1)", "1", "x"];
+    assert!(err(&mut c, &set_in_script).contains("MISCONF"));
+    let get_in_script = ["EVAL", "return redis.call('get','x')", "1", "x"];
+    assert_eq!(q::<String>(&mut c, &get_in_script), "x");
+    let shebang = ["EVAL", "#!lua\nreturn redis.call('set','x',1)", "1", "x"];
+    assert_eq!(err(&mut c, &shebang), misconf);
+    let no_writes = [
+        "EVAL",
+        "#!lua flags=no-writes\nreturn redis.call('get','x')",
+        "1",
+        "x",
+    ];
+    assert_eq!(q::<String>(&mut c, &no_writes), "x");
+    let _: () = q(
+        &mut c,
+        &["CONFIG", "SET", "stop-writes-on-bgsave-error", "no"],
+    );
+    let _: () = q(&mut c, &["SET", "x", "y"]);
+    let _: () = q(
+        &mut c,
+        &["CONFIG", "SET", "stop-writes-on-bgsave-error", "yes"],
+    );
+    assert_eq!(err(&mut c, &["SET", "x", "z"]), misconf);
+    let _: () = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+    let _: () = q(&mut c, &["SAVE"]);
+    let _: () = q(&mut c, &["SET", "x", "z"]);
+    assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+}
+
+/// Keys already expired are written to the file as Redis writes them; the
+/// load leaves them out and counts them.
+#[test]
+fn expired_keys_are_saved_and_counted_at_load() {
+    let server = Kvasir::start(&["--save", "", "--enable-debug-command", "yes"]);
+    let mut c = server.conn();
+    let _: () = q(&mut c, &["DEBUG", "POPULATE", "10"]);
+    let _: () = q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    for db in 0..4 {
+        let _: () = q(&mut c, &["SELECT", &db.to_string()]);
+        let _: () = q(&mut c, &["SET", &format!("short{db}"), "v", "PX", "10"]);
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let _: () = q(&mut c, &["DEBUG", "RELOAD"]);
+    let info: String = q(&mut c, &["INFO", "persistence"]);
+    let fields = info_fields(&info);
+    assert_eq!(fields["rdb_last_load_keys_expired"], "4", "{info}");
+    assert_eq!(fields["rdb_last_load_keys_loaded"], "10", "{info}");
+    let _: () = q(&mut c, &["SELECT", "0"]);
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 10);
+}
+
 /// One child at a time, as in Redis: FLUSHALL stops a BGSAVE (its image
 /// holds the flushed keys), a BGREWRITEAOF during a BGSAVE is scheduled
 /// and runs after it, BGSAVE during a rewrite is refused or scheduled
@@ -2180,6 +2259,10 @@ fn a_wrong_command_line_gets_redis_servers_texts() {
         &["--supervised", "sometimes"],
         &["--nosuch", "1"],
         &["--hz", "abc"],
+        &["--replicaof", "127.0.0.1", "abc"],
+        &["--replicaof", "--127.0.0.1", "abc"],
+        &["--replicaof", "--127.0.0.1", "--abc"],
+        &["--replicaof", "127.0.0.1", "70000"],
     ];
     // The line naming the option and the reason (redis-server also says
     // at which line of its generated config it was).

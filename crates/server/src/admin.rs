@@ -986,6 +986,16 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
             if !rest.len().is_multiple_of(2) {
                 return Err(CmdError::Syntax);
             }
+            // Before the other checks, as Redis (clients handle -LOADING
+            // apart from a plain error).
+            if s.server.loading.active()
+                && rest.chunks(2).any(|pair| {
+                    let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+                    crate::loading::DENIED_CONFIGS.contains(&name.as_str())
+                })
+            {
+                return Err(CmdError::other(crate::loading::LOADING_ERROR));
+            }
             let mut next = s.server.config.borrow().clone();
             let mut seen: Vec<String> = Vec::new();
             for pair in rest.chunks(2) {

@@ -12,7 +12,7 @@ use tracing::{info, warn};
 /// At start with `appendonly yes`: loads the log the manifest describes,
 /// or, without one, starts a log from the data now (dump.rdb, if there is
 /// one, is loaded first, as Redis 7 does).
-pub fn start(server: &Server) -> Result<(), String> {
+pub async fn start(server: &Server) -> Result<(), String> {
     let settings = server.config.borrow().aof_settings();
     let mut manifest = AofLog::read_manifest(&settings)?;
     let old = std::path::PathBuf::from(&server.config.borrow().dir).join(&settings.name);
@@ -27,14 +27,14 @@ pub fn start(server: &Server) -> Result<(), String> {
         manifest = Some(upgrade_single_file(&old, &settings)?);
     }
     let Some(manifest) = manifest else {
-        crate::persistence::load_at_start(server)?;
+        crate::persistence::load_at_start(server).await?;
         let base = crate::persistence::image(server);
         let log = AofLog::create(settings, &base)?;
         server.local_store.borrow_mut().aof = Some(log);
         info!("Creating AOF base file and incremental file");
         return Ok(());
     };
-    load(server, &settings, &manifest)?;
+    load_at_start(server, &settings, &manifest).await?;
     let log = AofLog::resume(settings, manifest)?;
     server.local_store.borrow_mut().aof = Some(log);
     Ok(())
@@ -86,7 +86,8 @@ pub fn reload(server: &Server) -> Result<(), String> {
     Ok(())
 }
 
-/// Loads the base and the incremental files `manifest` names.
+/// Loads the base and the incremental files `manifest` names (DEBUG
+/// LOADAOF: at once).
 fn load(
     server: &Server,
     settings: &crate::aof::AofSettings,
@@ -97,34 +98,91 @@ fn load(
     let mut db = 0;
     if let Some(path) = base {
         let bytes = std::fs::read(&path).map_err(|e| cannot_open(&path, e))?;
-        if bytes.starts_with(b"REDIS") {
-            let now_ms = crate::local_store::unix_ms();
-            let loaded = server
-                .local_store
-                .borrow_mut()
-                .with_store(|store| {
-                    kvasir_core::rdb_file::read_prefix_into(&bytes, store, now_ms, None)
-                })
-                .map_err(|e| format!("{e} ({})", path.display()))?;
-            // Redis 6's `aof-use-rdb-preamble yes` file (upgraded to the
-            // base): the commands logged after its RDB preamble.
-            if loaded.image_len < bytes.len() {
-                let mut tail = bytes;
-                tail.drain(..loaded.image_len);
-                replay(
-                    server,
-                    &path,
-                    tail,
-                    loaded.image_len,
-                    &mut db,
-                    incrs.is_empty(),
-                )?;
-            }
-        } else {
-            // A base of commands (aof-use-rdb-preamble no).
-            replay(server, &path, bytes, 0, &mut db, false)?;
-        }
+        let image = match bytes.starts_with(b"REDIS") {
+            true => Some(
+                server
+                    .local_store
+                    .borrow_mut()
+                    .with_store(|store| {
+                        let now_ms = crate::local_store::unix_ms();
+                        kvasir_core::rdb_file::read_prefix_into(&bytes, store, now_ms, None)
+                    })
+                    .map_err(|e| format!("{e} ({})", path.display()))?,
+            ),
+            false => None,
+        };
+        load_base_commands(server, &path, bytes, image, incrs.is_empty(), &mut db)?;
     }
+    replay_incrs(server, &incrs, &mut db)?;
+    loaded_from_log(started);
+    Ok(())
+}
+
+/// At start: as [`load`], with an RDB base read in steps between which
+/// clients are answered ([`crate::loading`]).
+async fn load_at_start(
+    server: &Server,
+    settings: &crate::aof::AofSettings,
+    manifest: &crate::aof::Manifest,
+) -> Result<(), String> {
+    let started = std::time::Instant::now();
+    let (base, incrs) = AofLog::files(settings, manifest);
+    let mut db = 0;
+    if let Some(path) = base {
+        let bytes = std::fs::read(&path).map_err(|e| cannot_open(&path, e))?;
+        let image = match bytes.starts_with(b"REDIS") {
+            true => {
+                let now_ms = crate::local_store::unix_ms();
+                Some(
+                    crate::loading::load_rdb(server, &bytes, now_ms, None)
+                        .await
+                        .map_err(|e| format!("{e} ({})", path.display()))?,
+                )
+            }
+            false => None,
+        };
+        load_base_commands(server, &path, bytes, image, incrs.is_empty(), &mut db)?;
+    }
+    replay_incrs(server, &incrs, &mut db)?;
+    loaded_from_log(started);
+    Ok(())
+}
+
+fn loaded_from_log(started: std::time::Instant) {
+    info!(
+        "DB loaded from append only file: {:.3} seconds",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// The commands of a base file: all of it without an RDB `image`, or
+/// those after the image (Redis 6's `aof-use-rdb-preamble yes` file,
+/// upgraded to the base).
+fn load_base_commands(
+    server: &Server,
+    path: &std::path::Path,
+    mut bytes: Vec<u8>,
+    image: Option<kvasir_core::rdb_file::Loaded>,
+    last: bool,
+    db: &mut usize,
+) -> Result<(), String> {
+    match image {
+        Some(loaded) if loaded.image_len < bytes.len() => {
+            bytes.drain(..loaded.image_len);
+            replay(server, path, bytes, loaded.image_len, db, last)
+        }
+        Some(_) => Ok(()),
+        // A base of commands (aof-use-rdb-preamble no).
+        None => replay(server, path, bytes, 0, db, false),
+    }
+}
+
+/// The incremental files, in order; the last one may be cut short.
+fn replay_incrs(
+    server: &Server,
+    incrs: &[std::path::PathBuf],
+    db: &mut usize,
+) -> Result<(), String> {
     let last = incrs.len().saturating_sub(1);
     for (i, path) in incrs.iter().enumerate() {
         let bytes = match std::fs::read(path) {
@@ -134,12 +192,8 @@ fn load(
             Err(e) if i == last && e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(cannot_open(path, e)),
         };
-        replay(server, path, bytes, 0, &mut db, i == last)?;
+        replay(server, path, bytes, 0, db, i == last)?;
     }
-    info!(
-        "DB loaded from append only file: {:.3} seconds",
-        started.elapsed().as_secs_f64()
-    );
     Ok(())
 }
 

@@ -1,7 +1,7 @@
 //! DEBUG, behind Redis 7.0's `enable-debug-command` (no by default; `yes`,
 //! or `local` for loopback connections, set at start): SLEEP, OBJECT,
 //! DIGEST, DIGEST-VALUE, RELOAD, LOADAOF, SET-ACTIVE-EXPIRE, PAUSE-CRON,
-//! CONFIG-REWRITE-FORCE-ALL, CHANGE-REPL-ID, LOG,
+//! CONFIG-REWRITE-FORCE-ALL, CHANGE-REPL-ID, LOG, POPULATE,
 //! ERROR, PROTOCOL, QUICKLIST-PACKED-THRESHOLD (checked, no effect) and
 //! HELP, as the test suites of Redis clients use them. The subcommands
 //! that crash or corrupt the server on purpose (SEGFAULT, PANIC, ASSERT,
@@ -143,15 +143,33 @@ pub fn run(s: &mut Session, args: &[Bytes]) -> Result<Reply, CmdError> {
             if !standalone {
                 return Err(CmdError::other(STANDALONE_ONLY));
             }
+            refuse_while_loading(s)?;
             crate::aof_persistence::reload(&s.server).map_err(CmdError::other)?;
             // As Redis: the data now is the folder's, nothing to save.
             s.server.dirty.set(0);
+            Ok(Reply::ok())
+        }
+        _ if eq_ic(sub, "populate") && (1..=3).contains(&rest.len()) => {
+            if !standalone {
+                return Err(CmdError::other(STANDALONE_ONLY));
+            }
+            let count = positive(&rest[0])?;
+            let prefix = rest.get(1).map_or(&b"key"[..], |p| &p[..]);
+            let size = rest.get(2).map(|v| positive(v)).transpose()?;
+            // A value is a bulk string: no larger than one a client may send.
+            if size.is_some_and(|n| n > s.server.config.borrow().proto_max_bulk_len as u64) {
+                return Err(CmdError::other(
+                    "ERR value size is larger than proto-max-bulk-len",
+                ));
+            }
+            populate(s, count, prefix, size);
             Ok(Reply::ok())
         }
         _ if eq_ic(sub, "reload") => {
             if !standalone {
                 return Err(CmdError::other(STANDALONE_ONLY));
             }
+            refuse_while_loading(s)?;
             reload(s, rest)
         }
         _ => Err(unknown(sub)),
@@ -243,6 +261,47 @@ fn object(s: &Session, key: &[u8]) -> Result<Reply, CmdError> {
 
 /// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: saves dump.rdb (unless
 /// NOSAVE), empties the store (unless NOFLUSH) and loads the file back.
+/// Redis's getPositiveLongFromObjectOrReply.
+fn positive(arg: &[u8]) -> Result<u64, CmdError> {
+    let n = kvasir_core::args::parse_i64(arg)?;
+    u64::try_from(n).map_err(|_| CmdError::other("ERR value is out of range, must be positive"))
+}
+
+/// DEBUG POPULATE: `count` string keys `prefix:0`.. in the connection's
+/// database, each `value:<n>` (with `size`: cut or padded with zero
+/// bytes to that size), as Redis writes them; keys that exist are left
+/// as they are. Not logged or propagated, as in Redis.
+fn populate(s: &Session, count: u64, prefix: &[u8], size: Option<u64>) {
+    let db = s.db;
+    s.server.local_store.borrow_mut().with_store(|store| {
+        let mut key = Vec::with_capacity(prefix.len() + 21);
+        for n in 0..count {
+            key.clear();
+            key.extend_from_slice(prefix);
+            key.extend_from_slice(format!(":{n}").as_bytes());
+            if store.db(db).get(&key).is_some() {
+                continue;
+            }
+            let mut value = format!("value:{n}").into_bytes();
+            if let Some(size) = size {
+                value.resize(size as usize, 0);
+            }
+            store
+                .db_mut(db)
+                .set(&key, kvasir_core::keyspace::Value::from_bytes(&value), None);
+        }
+    });
+}
+
+/// DEBUG is served while the data loads (Redis flags it `loading`), but
+/// not its reloads: they would save or empty a dataset half in.
+fn refuse_while_loading(s: &Session) -> Result<(), CmdError> {
+    match s.server.loading.active() {
+        true => Err(CmdError::other(crate::loading::LOADING_ERROR)),
+        false => Ok(()),
+    }
+}
+
 fn reload(s: &Session, rest: &[Bytes]) -> Result<Reply, CmdError> {
     use kvasir_core::rdb_file::Existing;
     let (mut save, mut flush, mut merge) = (true, true, false);
@@ -302,6 +361,11 @@ const HELP: &[&str] = &[
     "    Flush the AOF buffers on disk and reload the AOF in memory.",
     "LOG <message>",
     "    Write <message> to the server log.",
+    "POPULATE <count> [<prefix>] [<size>]",
+    "    Create <count> string keys named key:<num>. If <prefix> is specified then",
+    "    it is used instead of the 'key' prefix. These are not propagated to",
+    "    replicas. Cluster slots are not respected so keys not belonging to the",
+    "    current node can be created in cluster mode.",
     "OBJECT <key>",
     "    Show low level info about the `key` and associated value.",
     "PAUSE-CRON <0|1>",

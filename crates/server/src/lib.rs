@@ -56,6 +56,7 @@ pub mod info;
 pub mod io_threads;
 pub mod latency;
 pub mod listener;
+pub mod loading;
 pub mod local_store;
 pub mod lolwut;
 pub mod maxmemory;

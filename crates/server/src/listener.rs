@@ -158,6 +158,8 @@ pub struct Server {
     pub startup_memory: u64,
     /// RDB snapshots (standalone).
     pub persistence: crate::persistence::SaveState,
+    /// The data loading at start (standalone).
+    pub loading: crate::loading::LoadingState,
     /// Writes since the last snapshot (standalone; `save` points).
     pub dirty: Cell<u64>,
     /// The active expiry cycle runs (DEBUG SET-ACTIVE-EXPIRE).
@@ -221,6 +223,7 @@ impl Server {
             peak_memory: Cell::new(0),
             startup_memory: crate::info::used_memory(),
             persistence: crate::persistence::SaveState::new(crate::local_store::unix_ms() / 1000),
+            loading: crate::loading::LoadingState::default(),
             dirty: Cell::new(0),
             active_expire: Cell::new(true),
             memory_guard: Default::default(),
@@ -431,29 +434,8 @@ async fn serve(config: Config) -> std::io::Result<()> {
         env!("CARGO_PKG_VERSION"),
         std::process::id()
     );
-    let appendonly = server.config.borrow().appendonly;
-    let loaded = match (&server.cluster, appendonly) {
-        (None, true) => crate::aof_persistence::start(&server),
-        (None, false) => crate::persistence::load_at_start(&server),
-        (Some(_), true) => Err(crate::aof::NOT_IN_CLUSTER.to_string()),
-        (Some(_), false) => Ok(()),
-    };
-    if let Err(e) = loaded {
-        // In the log, as redis-server reports it (and only there).
-        tracing::error!("{e}");
-        return Err(std::io::Error::other(Logged(e)));
-    }
     let server = Rc::new(server);
     *cell.borrow_mut() = Rc::downgrade(&server);
-    if server.cluster.is_none() {
-        crate::pubsub::deliver_script_publishes(&server);
-    }
-    info!(
-        "Kvasir {} running mode={}, port={}.",
-        env!("CARGO_PKG_VERSION"),
-        mode,
-        port
-    );
     // --threads N: N-1 I/O threads do the client sockets' reads and
     // writes; with 1 (the default) sessions use their sockets directly.
     let io_threads = match config.threads {
@@ -464,17 +446,58 @@ async fn serve(config: Config) -> std::io::Result<()> {
         }
     };
     *server.listening.io_threads.borrow_mut() = io_threads;
+    // Clients are accepted while the data loads, as by redis-server: they
+    // are answered -LOADING until it is in (crate::loading).
     listen_on(&server, listeners);
     if let Some(unix) = &unix_socket {
-        info!(
-            "The server is now ready to accept connections at {}",
-            unix.path
-        );
         tokio::task::spawn_local(accept_unix_loop(
             server.clone(),
             unix.listener.clone(),
             unix.path.clone(),
         ));
+    }
+    let appendonly = server.config.borrow().appendonly;
+    server.loading.begin();
+    let load = async {
+        match (&server.cluster, appendonly) {
+            (None, true) => crate::aof_persistence::start(&server).await,
+            (None, false) => crate::persistence::load_at_start(&server).await,
+            (Some(_), true) => Err(crate::aof::NOT_IN_CLUSTER.to_string()),
+            (Some(_), false) => Ok(()),
+        }
+    };
+    // A shutdown asked for during the load exits without saving: the
+    // data is not all in (Redis's SHUTDOWN_NOSAVE while loading).
+    let loaded = tokio::select! {
+        loaded = load => Some(loaded),
+        _ = sigterm.recv() => None,
+        _ = sigint.recv() => None,
+        _ = server.shutdown.notified() => None,
+    };
+    let Some(loaded) = loaded else {
+        shutdown_while_loading(&server);
+        return Ok(());
+    };
+    server.loading.end();
+    if let Err(e) = loaded {
+        // In the log, as redis-server reports it (and only there).
+        tracing::error!("{e}");
+        return Err(std::io::Error::other(Logged(e)));
+    }
+    if server.cluster.is_none() {
+        crate::pubsub::deliver_script_publishes(&server);
+    }
+    info!(
+        "Kvasir {} running mode={}, port={}.",
+        env!("CARGO_PKG_VERSION"),
+        mode,
+        port
+    );
+    if let Some(unix) = &unix_socket {
+        info!(
+            "The server is now ready to accept connections at {}",
+            unix.path
+        );
     }
     tokio::task::spawn_local(crate::router::expire_loop(server.clone()));
     tokio::task::spawn_local(clients_cron(server.clone()));
@@ -536,6 +559,12 @@ async fn serve(config: Config) -> std::io::Result<()> {
     // "Kvasir is now ready to exit" is the binary's last line, after the
     // pid file is removed, as in redis-server's log.
     Ok(())
+}
+
+/// The end of a start whose load a signal or SHUTDOWN stopped.
+fn shutdown_while_loading(server: &Server) {
+    warn!("Received shutdown signal during loading, scheduling shutdown.");
+    crate::supervision::notify(&server.config.borrow(), "STOPPING=1\n");
 }
 
 /// Redis 7.0's answer to a client protected mode turns away.

@@ -156,6 +156,9 @@ impl LocalStore {
     /// files hold absolute times only (PEXPIREAT, SET PXAT).
     pub fn replay(&mut self, write: crate::aof::Replayed) -> Result<(), String> {
         use crate::aof::Replayed;
+        // A logged script ran: its writes are replayed whatever refused
+        // writes when the last script started.
+        self.store.script_write_refusal.replace(None);
         let unstamped = Ctx {
             now_ms: 0,
             seed: self.seed,

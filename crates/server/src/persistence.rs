@@ -215,6 +215,8 @@ fn save_done(server: &Server, dirty: u64, written: Result<(), String>) -> Result
     match written {
         Ok(()) => {
             mark_saved(server, dirty);
+            // As Redis: a good foreground save lifts a failed one's MISCONF.
+            server.persistence.last_bgsave_ok.set(true);
             info!("DB saved on disk");
             Ok(())
         }
@@ -385,7 +387,7 @@ fn key_save_delay(server: &Server) -> i64 {
         .unwrap_or(0)
 }
 
-fn delay_after_key(delay: i64, keys: u64) {
+pub(crate) fn delay_after_key(delay: i64, keys: u64) {
     let micros = match delay {
         0 => return,
         d if d > 0 => d.unsigned_abs(),
@@ -569,7 +571,7 @@ pub fn cluster_image(
                         write_functions(store, &mut part);
                     }
                     if !functions_only {
-                        write_db(store, 0, 0, now_ms, access, &mut part);
+                        write_db(store, 0, 0, access, &mut part);
                     }
                     part
                 })
@@ -581,13 +583,45 @@ pub fn cluster_image(
     }
 }
 
-/// At start (standalone): loads the snapshot file if there is one. An
+/// At start (standalone): loads the snapshot file if there is one, in
+/// steps between which clients are answered ([`crate::loading`]). An
 /// unreadable file stops the start, as in Redis.
-pub fn load_at_start(server: &Server) -> Result<(), String> {
-    if !rdb_path(server).exists() {
+pub async fn load_at_start(server: &Server) -> Result<(), String> {
+    let path = rdb_path(server);
+    if !path.exists() {
         return Ok(());
     }
-    load_file(server)
+    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let started = std::time::Instant::now();
+    let now_ms = crate::local_store::unix_ms();
+    let loaded = crate::loading::load_rdb(server, &bytes, now_ms, None)
+        .await
+        .and_then(|loaded| match loaded.image_len == bytes.len() {
+            true => Ok(loaded),
+            false => Err("Bad file format reading the RDB file: data after EOF".to_string()),
+        })
+        .map_err(|e| format!("{} ({})", e, path.display()))?;
+    loaded_from_disk(server, &loaded, started);
+    Ok(())
+}
+
+/// INFO's counts of the last load, and its log line.
+fn loaded_from_disk(
+    server: &Server,
+    loaded: &kvasir_core::rdb_file::Loaded,
+    started: std::time::Instant,
+) {
+    server
+        .persistence
+        .last_load
+        .set((loaded.keys, loaded.expired));
+    info!(
+        keys = loaded.keys,
+        libraries = loaded.functions,
+        expired = loaded.expired,
+        "DB loaded from disk: {:.3} seconds",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 /// Loads the snapshot file into the standalone store (the start).
@@ -611,17 +645,7 @@ pub fn load_file_merging(
         .borrow_mut()
         .with_store(|store| kvasir_core::rdb_file::read_into(&bytes, store, now_ms, merging))
         .map_err(|e| format!("{} ({})", e, path.display()))?;
-    server
-        .persistence
-        .last_load
-        .set((loaded.keys, loaded.expired));
-    info!(
-        keys = loaded.keys,
-        libraries = loaded.functions,
-        expired = loaded.expired,
-        "DB loaded from disk: {:.3} seconds",
-        started.elapsed().as_secs_f64()
-    );
+    loaded_from_disk(server, &loaded, started);
     Ok(())
 }
 
@@ -665,6 +689,30 @@ pub fn flushed_all(server: &Server) {
     if let Err(e) = save(server) {
         warn!("FLUSHALL could not save the emptied dataset: {e}");
     }
+}
+
+/// Redis's refusal of writes after a failed background save, with
+/// `stop-writes-on-bgsave-error yes` and `save` points.
+const BGSAVE_ERROR: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
+
+/// The error writes (and PING) are refused with while the data cannot be
+/// persisted: the last background save failed, or the append-only file
+/// cannot be written. A standalone server's; cluster nodes persist
+/// through their Raft log.
+pub fn write_refusal(server: &Server) -> Option<String> {
+    if server.cluster.is_some() {
+        return None;
+    }
+    let stop_writes = server
+        .config
+        .borrow()
+        .stored
+        .get("stop-writes-on-bgsave-error")
+        .is_none_or(|v| v.eq_ignore_ascii_case("yes"));
+    if stop_writes && !server.persistence.last_bgsave_ok.get() && has_save_points(server) {
+        return Some(BGSAVE_ERROR.to_string());
+    }
+    crate::aof_persistence::write_error(server)
 }
 
 /// Whether `save` points are configured.

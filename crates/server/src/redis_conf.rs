@@ -271,6 +271,22 @@ pub fn apply(config: &mut Config, directives: &[Directive]) -> Result<(), String
                 }
                 _ => Err(bad("Invalid number of io threads")),
             },
+            // Host and port ("no one": none), checked as redis-server
+            // checks them; Kvasir keeps the value (it has no replicas).
+            "replicaof" | "slaveof" => match d.args.as_slice() {
+                [host, port]
+                    if host.eq_ignore_ascii_case("no") && port.eq_ignore_ascii_case("one") =>
+                {
+                    config
+                        .set("replicaof", "")
+                        .map_err(|_| bad("Invalid master port"))
+                }
+                [_, port] if port.parse::<u16>().is_err() => Err(bad("Invalid master port")),
+                [_, _] => config
+                    .set("replicaof", &value)
+                    .map_err(|_| bad("Invalid master port")),
+                _ => Err(bad("wrong number of arguments")),
+            },
             // A multi-argument parameter given no value (`save ` as Redis's
             // own test harness writes it) is set empty, as `save ""`.
             "save" if d.args.is_empty() => config

@@ -77,7 +77,9 @@ pub const PARAMETERS: &[(&str, &str)] = &[
     ("lazyfree-lazy-user-del", "no"),
     ("lazyfree-lazy-user-flush", "no"),
     ("lfu-decay-time", "1"),
+    ("key-load-delay", "0"),
     ("lfu-log-factor", "10"),
+    ("loading-process-events-interval-bytes", "2097152"),
     ("logfile", ""),
     ("masterauth", ""),
     ("masteruser", ""),
@@ -160,7 +162,11 @@ pub const PARAMETERS: &[(&str, &str)] = &[
 
 /// Redis's hidden parameters (for tests and debugging): CONFIG GET shows
 /// them only when asked by their exact name, not to a pattern.
-pub const HIDDEN: &[&str] = &["rdb-key-save-delay"];
+pub const HIDDEN: &[&str] = &[
+    "rdb-key-save-delay",
+    "key-load-delay",
+    "loading-process-events-interval-bytes",
+];
 
 /// Parameters Redis refuses to change at run time.
 pub const IMMUTABLE: &[&str] = &[

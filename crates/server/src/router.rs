@@ -44,6 +44,12 @@ fn submit_local(s: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> 
     if spec.group == "scripting" {
         let over = s.server.over_maxmemory();
         s.server.local_store.borrow().store().script_oom.set(over);
+        *s.server
+            .local_store
+            .borrow()
+            .store()
+            .script_write_refusal
+            .borrow_mut() = crate::persistence::write_refusal(&s.server);
     }
     let (result, expired, script_calls) =
         s.server

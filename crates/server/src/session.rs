@@ -588,7 +588,8 @@ impl Session {
     ) -> Option<Parked> {
         let resolved = resolve(&args);
         let early = self
-            .refuse_while_busy(&resolved)
+            .refuse_while_loading(&resolved)
+            .or_else(|| self.refuse_while_busy(&resolved))
             .or_else(|| match &resolved {
                 Ok((spec, _)) if crate::monitor::refuses(&self.info, spec) => {
                     Some(Reply::error(crate::monitor::KEYSPACE_REFUSED))
@@ -656,6 +657,29 @@ impl Session {
             self.emit_queued_pushes(out);
         }
         parked
+    }
+
+    /// Redis's `-LOADING` while the data loads at start, for every command
+    /// without the `loading` flag (after the authentication check, as in
+    /// Redis); inside MULTI the transaction then fails at EXEC.
+    fn refuse_while_loading(
+        &mut self,
+        resolved: &Result<
+            (&'static CommandSpec, Option<&'static CommandSpec>),
+            kvasir_core::CmdError,
+        >,
+    ) -> Option<Reply> {
+        let Ok((spec, parent)) = resolved else {
+            return None;
+        };
+        let top = parent.unwrap_or(spec);
+        if !crate::loading::refuses(&self.server, spec)
+            || (self.auth_required() && !top.flags.contains(Flags::NO_AUTH))
+        {
+            return None;
+        }
+        self.txn.refused_one();
+        Some(Reply::error(crate::loading::LOADING_ERROR))
     }
 
     /// Redis's `-BUSY` while a script runs past busy-reply-threshold, for
@@ -860,14 +884,23 @@ impl Session {
                     self.rejected.set(true);
                     return Reply::error(crate::maxmemory::OOM).into();
                 }
-                if spec.is_write() {
-                    if let Some(error) = crate::aof_persistence::write_error(&self.server) {
+                if self.may_write(spec, args) {
+                    if let Some(error) = crate::persistence::write_refusal(&self.server) {
                         self.rejected.set(true);
                         return Reply::error(error).into();
                     }
                 }
                 crate::tracking::remember_read(self, spec, args);
                 crate::router::submit(self, spec, args)
+            }
+            // As Redis: PING too, so that a health check sees the
+            // server cannot persist.
+            Handler::Session(kvasir_core::SessionCmd::Ping)
+                if crate::persistence::write_refusal(&self.server).is_some() =>
+            {
+                self.rejected.set(true);
+                let error = crate::persistence::write_refusal(&self.server).unwrap_or_default();
+                Reply::error(error).into()
             }
             Handler::Session(cmd) => crate::admin::run(self, cmd, args),
             // resolve() hands out a container only when it runs itself.
@@ -1003,6 +1036,22 @@ impl Session {
     /// `allow-oom` is refused over `maxmemory`). Standalone, bodies and
     /// functions are looked up in the store; in cluster mode they live on
     /// the shards, and only EVAL's own shebang is known here.
+    /// Whether a command is refused as a write when the data cannot be
+    /// persisted (Redis's MISCONF): a script without a shebang is not
+    /// (its calls that write are refused as they run, Redis's
+    /// scriptVerifyWriteCommandAllow); one with flags by what they declare.
+    fn may_write(&self, spec: &CommandSpec, args: &[Bytes]) -> bool {
+        if spec.group != "scripting" {
+            return spec.is_write();
+        }
+        let local = self.server.local_store.borrow();
+        let declared =
+            kvasir_core::scripting::declared_flags(Some(&local.store().scripts), spec, args);
+        declared.is_some_and(|d| {
+            kvasir_core::scripting::command_flags(spec, Some(d)).contains(Flags::WRITE)
+        })
+    }
+
     pub fn invocation_flags(&self, spec: &CommandSpec, args: &[Bytes]) -> Flags {
         use kvasir_core::scripting;
         if spec.group != "scripting" {

@@ -226,7 +226,11 @@ pub fn finish(server: &Server, flags: Flags) -> bool {
     if let Err(e) = crate::aof_persistence::sync_at_exit(server) {
         warn!("Fail to fsync the AOF file: {e}.");
     }
-    let wants_save = !flags.nosave && (flags.save || crate::persistence::has_save_points(server));
+    // Never while the data loads: the save would hold part of it (Redis
+    // shuts down NOSAVE then).
+    let wants_save = !flags.nosave
+        && !server.loading.active()
+        && (flags.save || crate::persistence::has_save_points(server));
     if wants_save {
         info!("Saving the final RDB snapshot before exiting.");
         if crate::persistence::save(server).is_err() {

@@ -285,6 +285,12 @@ fn exec_local(s: &mut Session, queue: Vec<Queued>) -> Reply {
     // Scripts in the block see the memory state EXEC started with.
     let over = s.server.over_maxmemory();
     s.server.local_store.borrow().store().script_oom.set(over);
+    *s.server
+        .local_store
+        .borrow()
+        .store()
+        .script_write_refusal
+        .borrow_mut() = crate::persistence::write_refusal(&s.server);
     // Scripts in the block have their calls checked as at top level.
     let caller = queue
         .iter()

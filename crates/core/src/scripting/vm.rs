@@ -1570,6 +1570,9 @@ impl<K: Keyspace> CallState<'_, K> {
             ));
         }
         if spec.is_write() {
+            if let Some(refusal) = self.access.store().script_write_refusal.borrow().as_ref() {
+                return Err(CmdError::other(refusal.clone()));
+            }
             self.wrote = true;
         } else if spec.flags.contains(crate::table::Flags::READONLY) {
             let store = self.access.store();

@@ -1,0 +1,128 @@
+//! The data loaded at start while clients connect, as redis-server does
+//! it: the listeners are open during the load, the load runs in steps of
+//! `loading-process-events-interval-bytes` with the event loop serving
+//! connections between them, and commands without the `loading` flag are
+//! answered `-LOADING` (INFO, CONFIG GET, CLIENT, SHUTDOWN... are served).
+//! Clients and tools see a server that is starting instead of a refused
+//! connection, and INFO's `loading:1` with the progress.
+
+use crate::listener::Server;
+use kvasir_core::rdb_file::{Existing, Loaded, RdbLoad};
+use kvasir_core::table::{CommandSpec, Flags};
+use std::cell::Cell;
+
+/// Redis's reply to a command refused while the data loads.
+pub const LOADING_ERROR: &str = "LOADING Redis is loading the dataset in memory";
+
+/// Parameters CONFIG SET refuses to change during a load (Redis's
+/// DENY_LOADING_CONFIG: they would move or re-read what is being loaded).
+pub const DENIED_CONFIGS: &[&str] = &["dir", "appendonly", "repl-diskless-load"];
+
+/// Whether a load runs, and how far it is (INFO persistence).
+#[derive(Default)]
+pub struct LoadingState {
+    active: Cell<bool>,
+    start_time: Cell<u64>,
+    total_bytes: Cell<u64>,
+    loaded_bytes: Cell<u64>,
+}
+
+impl LoadingState {
+    pub fn active(&self) -> bool {
+        self.active.get()
+    }
+
+    /// The start's load begins (`loading:1`).
+    pub fn begin(&self) {
+        self.active.set(true);
+        self.start_time.set(crate::local_store::unix_ms() / 1000);
+        self.total_bytes.set(0);
+        self.loaded_bytes.set(0);
+    }
+
+    pub fn end(&self) {
+        self.active.set(false);
+    }
+
+    /// A file of `total` bytes starts loading.
+    fn file(&self, total: u64) {
+        self.total_bytes.set(total);
+        self.loaded_bytes.set(0);
+    }
+
+    /// INFO persistence's loading fields after `loading:`, with Redis's
+    /// estimate of the time left (from the bytes per second so far).
+    pub fn info_fields(&self) -> String {
+        if !self.active() {
+            return String::new();
+        }
+        let (total, loaded) = (self.total_bytes.get(), self.loaded_bytes.get());
+        let perc = if total == 0 {
+            0.0
+        } else {
+            loaded as f64 * 100.0 / total as f64
+        };
+        let remaining = total.saturating_sub(loaded).max(1);
+        let elapsed = (crate::local_store::unix_ms() / 1000).saturating_sub(self.start_time.get());
+        let eta = if elapsed == 0 {
+            1
+        } else {
+            elapsed.saturating_mul(remaining) / (loaded + 1)
+        };
+        format!(
+            "loading_start_time:{}\r\nloading_total_bytes:{total}\r\nloading_rdb_used_mem:0\r\nloading_loaded_bytes:{loaded}\r\nloading_loaded_perc:{perc:.2}\r\nloading_eta_seconds:{eta}\r\n",
+            self.start_time.get()
+        )
+    }
+}
+
+/// Whether `spec` is refused while the data loads (Redis: every command
+/// without the `loading` flag).
+pub fn refuses(server: &Server, spec: &CommandSpec) -> bool {
+    server.loading.active() && !spec.flags.contains(Flags::LOADING)
+}
+
+/// Loads the RDB image `bytes` starts with into the standalone store, in
+/// steps between which the server answers its clients. `key-load-delay`
+/// (a hidden parameter for tests, as Redis's) makes every key wait.
+pub async fn load_rdb(
+    server: &Server,
+    bytes: &[u8],
+    now_ms: u64,
+    merging: Option<Existing>,
+) -> Result<Loaded, String> {
+    server.loading.file(bytes.len() as u64);
+    let mut load = server
+        .local_store
+        .borrow_mut()
+        .with_store(|store| RdbLoad::start(bytes, store, now_ms, merging))?;
+    let mut keys = 0u64;
+    loop {
+        let (interval, delay) = {
+            let config = server.config.borrow();
+            let number = |name: &str| {
+                config
+                    .stored
+                    .get(name)
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .unwrap_or(0)
+            };
+            (
+                number("loading-process-events-interval-bytes").max(1024) as usize,
+                number("key-load-delay"),
+            )
+        };
+        let step = server.local_store.borrow_mut().with_store(|store| {
+            load.step(store, interval, &mut || {
+                keys += 1;
+                crate::persistence::delay_after_key(delay, keys);
+            })
+        })?;
+        server.loading.loaded_bytes.set(load.position() as u64);
+        if let Some(loaded) = step {
+            return Ok(loaded);
+        }
+        // The store is not borrowed here: the sessions' turn.
+        tokio::task::yield_now().await;
+    }
+}
