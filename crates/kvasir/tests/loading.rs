@@ -233,3 +233,69 @@ fn sigterm_during_the_load_exits_without_saving() {
     assert!(std::fs::read(&dump).expect("dump.rdb") == saved);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The append-only file too: its commands replay in steps, clients are
+/// answered -LOADING meanwhile.
+#[test]
+fn clients_are_answered_loading_while_the_append_only_file_replays() {
+    let dir = common::temp_dir();
+    let aof = ["--appendonly", "yes"];
+    let keys = {
+        let server = Kvasir::start_in(&dir, &aof);
+        let mut c = server.conn();
+        let mut fill = redis::pipe();
+        let value = "v".repeat(200);
+        for i in 0..5000 {
+            fill.cmd("SET").arg(format!("key:{i}")).arg(&value).ignore();
+        }
+        let _: () = fill.query(&mut c).expect("fill");
+        let _: i64 = q(&mut c, &["DEL", "key:0"]);
+        q::<i64>(&mut c, &["DBSIZE"])
+    };
+    let port = free_port();
+    let mut slow = spawn_in(
+        &dir,
+        port,
+        &[
+            "--appendonly",
+            "yes",
+            "--key-load-delay",
+            "1000",
+            "--loading-process-events-interval-bytes",
+            "1024",
+        ],
+    );
+    let mut c = connect(port);
+    let info: String = q(&mut c, &["INFO", "persistence"]);
+    assert_eq!(info_field(&info, "loading").as_deref(), Some("1"), "{info}");
+    let e = redis::cmd("GET")
+        .arg("key:1")
+        .query::<()>(&mut c)
+        .expect_err("refused while loading");
+    assert_eq!(
+        error_text(&e),
+        "LOADING Redis is loading the dataset in memory"
+    );
+    let pid = slow.child().id() as libc::pid_t;
+    // SAFETY: kill(2) on the pid of a child this test spawned and has not
+    // reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while matches!(slow.child().try_wait(), Ok(None)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(slow.child().try_wait().expect("wait").is_some(), "exited");
+
+    let port = free_port();
+    let _server = spawn_in(&dir, port, &aof);
+    let mut c = connect(port);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while redis::cmd("PING").query::<String>(&mut c).is_err() {
+        assert!(Instant::now() < deadline, "still loading");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), keys);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "key:0"]), 0);
+    drop(_server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

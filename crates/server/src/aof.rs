@@ -250,67 +250,124 @@ pub enum Replayed {
 /// to the last whole command is returned for the caller to truncate to,
 /// as Redis does with `aof-load-truncated yes`.
 pub fn replay_file(
-    mut buf: BytesMut,
+    buf: BytesMut,
     db: &mut usize,
     mut each: impl FnMut(Replayed) -> Result<(), String>,
 ) -> Result<Option<usize>, String> {
-    let limits = kvasir_resp::parse::Limits::default();
-    let total = buf.len();
-    let mut ctx: Option<Ctx> = None;
-    let mut block: Option<(Option<Ctx>, usize, Vec<Vec<Bytes>>)> = None;
-    // The end of the last whole write: an open MULTI is not one.
-    let mut whole = 0;
+    let mut reader = AofReader::new(buf);
     loop {
-        if buf.is_empty() {
-            break;
-        }
-        let at = total - buf.len();
-        if buf[0] == b'#' {
-            let Some(end) = buf.iter().position(|&c| c == b'\n') else {
-                return Ok(Some(whole));
-            };
-            let line = buf.split_to(end + 1);
-            if let Some(stamp) = line.strip_prefix(b"#KV ") {
-                ctx = Some(parse_stamp(stamp).ok_or_else(|| bad_format(at))?);
-            }
-            continue;
-        }
-        if buf[0] != b'*' {
-            return Err(bad_format(at));
-        }
-        let args = match kvasir_resp::parse::parse_command(&mut buf, &limits) {
-            Ok(kvasir_resp::parse::Parsed::Command(args)) if !args.is_empty() => args,
-            Ok(kvasir_resp::parse::Parsed::Command(_)) => return Err(bad_format(at)),
-            Ok(kvasir_resp::parse::Parsed::Incomplete { .. }) => return Ok(Some(whole)),
-            Err(_) => return Err(bad_format(at)),
-        };
-        let name = args[0].to_ascii_lowercase();
-        match name.as_slice() {
-            b"select" if block.is_none() => {
-                *db = std::str::from_utf8(args.get(1).map(|a| &a[..]).unwrap_or(b""))
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-                    .ok_or_else(|| bad_format(at))?;
-            }
-            b"multi" => block = Some((ctx.take(), *db, Vec::new())),
-            b"exec" => {
-                let (ctx, db, cmds) = block.take().ok_or_else(|| bad_format(at))?;
-                each(Replayed::Block { ctx, db, cmds })?;
-            }
-            _ => match block.as_mut() {
-                Some((_, _, cmds)) => cmds.push(args),
-                None => each(Replayed::Command {
-                    ctx: ctx.take(),
-                    db: *db,
-                    args,
-                })?,
-            },
-        }
-        if block.is_none() {
-            whole = total - buf.len();
+        match reader.next_write(db)? {
+            AofRead::Write(write) => each(write)?,
+            AofRead::End(cut) => return Ok(cut),
         }
     }
-    Ok((whole < total).then_some(whole))
+}
+
+/// What [`AofReader::next_write`] found.
+pub enum AofRead {
+    Write(Replayed),
+    /// The file's end; with the length of its whole writes when the last
+    /// one was cut short.
+    End(Option<usize>),
+}
+
+/// The writes of one file, one at a time (a start replays them in steps
+/// between which clients are answered).
+pub struct AofReader {
+    buf: BytesMut,
+    total: usize,
+    limits: kvasir_resp::parse::Limits,
+    ctx: Option<Ctx>,
+    block: Option<(Option<Ctx>, usize, Vec<Vec<Bytes>>)>,
+    /// The end of the last whole write: an open MULTI is not one.
+    whole: usize,
+}
+
+impl AofReader {
+    pub fn new(buf: BytesMut) -> AofReader {
+        AofReader {
+            total: buf.len(),
+            buf,
+            limits: kvasir_resp::parse::Limits::default(),
+            ctx: None,
+            block: None,
+            whole: 0,
+        }
+    }
+
+    /// Bytes of the file read so far.
+    pub fn position(&self) -> usize {
+        self.total - self.buf.len()
+    }
+
+    /// The next write; `db` follows the file's SELECTs.
+    pub fn next_write(&mut self, db: &mut usize) -> Result<AofRead, String> {
+        let buf = &mut self.buf;
+        loop {
+            if buf.is_empty() {
+                return Ok(AofRead::End(
+                    (self.whole < self.total).then_some(self.whole),
+                ));
+            }
+            let at = self.total - buf.len();
+            if buf[0] == b'#' {
+                let Some(end) = buf.iter().position(|&c| c == b'\n') else {
+                    return Ok(AofRead::End(Some(self.whole)));
+                };
+                let line = buf.split_to(end + 1);
+                if let Some(stamp) = line.strip_prefix(b"#KV ") {
+                    self.ctx = Some(parse_stamp(stamp).ok_or_else(|| bad_format(at))?);
+                }
+                continue;
+            }
+            if buf[0] != b'*' {
+                return Err(bad_format(at));
+            }
+            let args = match kvasir_resp::parse::parse_command(buf, &self.limits) {
+                Ok(kvasir_resp::parse::Parsed::Command(args)) if !args.is_empty() => args,
+                Ok(kvasir_resp::parse::Parsed::Command(_)) => return Err(bad_format(at)),
+                Ok(kvasir_resp::parse::Parsed::Incomplete { .. }) => {
+                    return Ok(AofRead::End(Some(self.whole)))
+                }
+                Err(_) => return Err(bad_format(at)),
+            };
+            let name = args[0].to_ascii_lowercase();
+            let write = match name.as_slice() {
+                b"select" if self.block.is_none() => {
+                    *db = std::str::from_utf8(args.get(1).map(|a| &a[..]).unwrap_or(b""))
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .ok_or_else(|| bad_format(at))?;
+                    None
+                }
+                b"multi" => {
+                    self.block = Some((self.ctx.take(), *db, Vec::new()));
+                    None
+                }
+                b"exec" => {
+                    let (ctx, db, cmds) = self.block.take().ok_or_else(|| bad_format(at))?;
+                    Some(Replayed::Block { ctx, db, cmds })
+                }
+                _ => match self.block.as_mut() {
+                    Some((_, _, cmds)) => {
+                        cmds.push(args);
+                        None
+                    }
+                    None => Some(Replayed::Command {
+                        ctx: self.ctx.take(),
+                        db: *db,
+                        args,
+                    }),
+                },
+            };
+            if self.block.is_none() {
+                self.whole = self.total - buf.len();
+            }
+            if let Some(write) = write {
+                return Ok(AofRead::Write(write));
+            }
+        }
+    }
 }
 
 fn parse_stamp(stamp: &[u8]) -> Option<Ctx> {

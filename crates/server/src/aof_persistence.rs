@@ -118,8 +118,8 @@ fn load(
     Ok(())
 }
 
-/// At start: as [`load`], with an RDB base read in steps between which
-/// clients are answered ([`crate::loading`]).
+/// At start: as [`load`], read in steps between which clients are
+/// answered ([`crate::loading`]).
 async fn load_at_start(
     server: &Server,
     settings: &crate::aof::AofSettings,
@@ -129,23 +129,74 @@ async fn load_at_start(
     let (base, incrs) = AofLog::files(settings, manifest);
     let mut db = 0;
     if let Some(path) = base {
-        let bytes = std::fs::read(&path).map_err(|e| cannot_open(&path, e))?;
-        let image = match bytes.starts_with(b"REDIS") {
-            true => {
-                let now_ms = crate::local_store::unix_ms();
-                Some(
-                    crate::loading::load_rdb(server, &bytes, now_ms, None)
-                        .await
-                        .map_err(|e| format!("{e} ({})", path.display()))?,
-                )
+        let mut bytes = std::fs::read(&path).map_err(|e| cannot_open(&path, e))?;
+        if bytes.starts_with(b"REDIS") {
+            let now_ms = crate::local_store::unix_ms();
+            let image = crate::loading::load_rdb(server, &bytes, now_ms, None)
+                .await
+                .map_err(|e| format!("{e} ({})", path.display()))?;
+            // Redis 6's `aof-use-rdb-preamble yes` file (upgraded to the
+            // base): the commands after the image.
+            if image.image_len < bytes.len() {
+                bytes.drain(..image.image_len);
+                let last = incrs.is_empty();
+                replay_in_steps(server, &path, bytes, image.image_len, &mut db, last).await?;
             }
-            false => None,
-        };
-        load_base_commands(server, &path, bytes, image, incrs.is_empty(), &mut db)?;
+        } else {
+            // A base of commands (aof-use-rdb-preamble no).
+            replay_in_steps(server, &path, bytes, 0, &mut db, false).await?;
+        }
     }
-    replay_incrs(server, &incrs, &mut db)?;
+    let last = incrs.len().saturating_sub(1);
+    for (i, path) in incrs.iter().enumerate() {
+        let Some(bytes) = read_incr(path, i == last)? else {
+            continue;
+        };
+        replay_in_steps(server, path, bytes, 0, &mut db, i == last).await?;
+    }
     loaded_from_log(started);
     Ok(())
+}
+
+/// [`replay`], with the event loop's turn every
+/// `loading-process-events-interval-bytes` and `key-load-delay` after
+/// each write.
+async fn replay_in_steps(
+    server: &Server,
+    path: &std::path::Path,
+    bytes: Vec<u8>,
+    offset: usize,
+    db: &mut usize,
+    last: bool,
+) -> Result<(), String> {
+    use crate::aof::{AofRead, AofReader};
+    server.loading.file(bytes.len() as u64);
+    let mut reader = AofReader::new(bytes::BytesMut::from(bytes::Bytes::from(bytes)));
+    let in_file = |e: String| format!("{e} {}", path.display());
+    let (mut interval, mut delay) = crate::loading::pacing(server);
+    let mut next_turn = interval;
+    let mut writes = 0u64;
+    let cut = loop {
+        match reader.next_write(db).map_err(in_file)? {
+            AofRead::Write(write) => {
+                server
+                    .local_store
+                    .borrow_mut()
+                    .replay(write)
+                    .map_err(in_file)?;
+                writes += 1;
+                crate::persistence::delay_after_key(delay, writes);
+            }
+            AofRead::End(cut) => break cut,
+        }
+        if reader.position() >= next_turn {
+            server.loading.read_up_to(reader.position() as u64);
+            tokio::task::yield_now().await;
+            (interval, delay) = crate::loading::pacing(server);
+            next_turn = reader.position() + interval;
+        }
+    };
+    after_replay(server, path, cut, offset, last)
 }
 
 fn loaded_from_log(started: std::time::Instant) {
@@ -185,16 +236,21 @@ fn replay_incrs(
 ) -> Result<(), String> {
     let last = incrs.len().saturating_sub(1);
     for (i, path) in incrs.iter().enumerate() {
-        let bytes = match std::fs::read(path) {
-            Ok(b) => b,
-            // The last file may not exist yet (a crash right after a
-            // rewrite listed it).
-            Err(e) if i == last && e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(cannot_open(path, e)),
-        };
-        replay(server, path, bytes, 0, db, i == last)?;
+        if let Some(bytes) = read_incr(path, i == last)? {
+            replay(server, path, bytes, 0, db, i == last)?;
+        }
     }
     Ok(())
+}
+
+/// An incremental file's bytes; None for a last one that does not exist
+/// yet (a crash right after a rewrite listed it).
+fn read_incr(path: &std::path::Path, last: bool) -> Result<Option<Vec<u8>>, String> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if last && e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(cannot_open(path, e)),
+    }
 }
 
 /// Redis's words for a file the manifest names that does not read.
@@ -226,6 +282,18 @@ fn replay(
         )
         .map_err(|e| format!("{e} {}", path.display()))?
     };
+    after_replay(server, path, cut, offset, last)
+}
+
+/// A last file cut short is truncated to its whole writes (with
+/// `aof-load-truncated yes`); any other refuses the start.
+fn after_replay(
+    server: &Server,
+    path: &std::path::Path,
+    cut: Option<usize>,
+    offset: usize,
+    last: bool,
+) -> Result<(), String> {
     if let Some(len) = cut {
         let truncate = server
             .config

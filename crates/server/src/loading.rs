@@ -40,12 +40,17 @@ impl LoadingState {
         self.loaded_bytes.set(0);
     }
 
+    /// Bytes of the file read so far.
+    pub fn read_up_to(&self, bytes: u64) {
+        self.loaded_bytes.set(bytes);
+    }
+
     pub fn end(&self) {
         self.active.set(false);
     }
 
     /// A file of `total` bytes starts loading.
-    fn file(&self, total: u64) {
+    pub fn file(&self, total: u64) {
         self.total_bytes.set(total);
         self.loaded_bytes.set(0);
     }
@@ -98,31 +103,37 @@ pub async fn load_rdb(
         .with_store(|store| RdbLoad::start(bytes, store, now_ms, merging))?;
     let mut keys = 0u64;
     loop {
-        let (interval, delay) = {
-            let config = server.config.borrow();
-            let number = |name: &str| {
-                config
-                    .stored
-                    .get(name)
-                    .and_then(|v| v.parse::<i64>().ok())
-                    .unwrap_or(0)
-            };
-            (
-                number("loading-process-events-interval-bytes").max(1024) as usize,
-                number("key-load-delay"),
-            )
-        };
+        let (interval, delay) = pacing(server);
         let step = server.local_store.borrow_mut().with_store(|store| {
             load.step(store, interval, &mut || {
                 keys += 1;
                 crate::persistence::delay_after_key(delay, keys);
             })
         })?;
-        server.loading.loaded_bytes.set(load.position() as u64);
+        server.loading.read_up_to(load.position() as u64);
         if let Some(loaded) = step {
             return Ok(loaded);
         }
         // The store is not borrowed here: the sessions' turn.
         tokio::task::yield_now().await;
     }
+}
+
+/// How a load is paced: bytes read between two turns of the event loop
+/// (`loading-process-events-interval-bytes`, at least 1024 as in Redis)
+/// and `key-load-delay` (microseconds after each key or command; a
+/// negative -N: 1 microsecond every N).
+pub fn pacing(server: &Server) -> (usize, i64) {
+    let config = server.config.borrow();
+    let number = |name: &str| {
+        config
+            .stored
+            .get(name)
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(0)
+    };
+    (
+        number("loading-process-events-interval-bytes").max(1024) as usize,
+        number("key-load-delay"),
+    )
 }

@@ -273,7 +273,12 @@ pub fn apply(config: &mut Config, directives: &[Directive]) -> Result<(), String
             },
             // Host and port ("no one": none), checked as redis-server
             // checks them; Kvasir keeps the value (it has no replicas).
-            "replicaof" | "slaveof" => match d.args.as_slice() {
+            // One quoted "host port" is what CONFIG REWRITE writes, and an
+            // empty one what it wrote before it left the line out.
+            "replicaof" | "slaveof" => match value.split_whitespace().collect::<Vec<_>>()[..] {
+                [] => config
+                    .set("replicaof", "")
+                    .map_err(|_| bad("Invalid master port")),
                 [host, port]
                     if host.eq_ignore_ascii_case("no") && port.eq_ignore_ascii_case("one") =>
                 {
@@ -398,6 +403,28 @@ mod tests {
             ]
         );
         assert!(from_command_line(&words(&["--"])).is_err());
+    }
+
+    /// replicaof takes a host and a port (what CONFIG REWRITE writes, one
+    /// quoted "host port", too); "no one" or empty: no master.
+    #[test]
+    fn replicaof_takes_a_host_and_a_port() {
+        let apply_words = |w: &[&str]| {
+            let mut c = Config::default();
+            apply(&mut c, &from_command_line(&words(w)).expect("parsed")).map(|()| c)
+        };
+        for ok in [
+            &["--replicaof", "10.0.0.1", "6380"][..],
+            &["--replicaof", "10.0.0.1 6380"],
+            &["--replicaof", ""],
+            &["--replicaof", "no", "one"],
+        ] {
+            assert!(apply_words(ok).is_ok(), "{ok:?}");
+        }
+        let bad = apply_words(&["--replicaof", "10.0.0.1", "x"]).expect_err("bad port");
+        assert!(bad.ends_with("Invalid master port"), "{bad}");
+        let one = apply_words(&["--replicaof", "10.0.0.1"]).expect_err("no port");
+        assert!(one.ends_with("wrong number of arguments"), "{one}");
     }
 
     #[test]
@@ -542,6 +569,10 @@ pub fn rewrite(old: &str, config: &Config, force_all: bool) -> String {
                 .iter()
                 .any(|(alias, _)| alias == name)
         {
+            continue;
+        }
+        // No master: no line, as Redis writes it.
+        if *name == "replicaof" && value.is_empty() {
             continue;
         }
         let default = defaults.iter().find(|(k, _)| k == name).map(|(_, v)| v);
