@@ -151,6 +151,10 @@ pub struct Store<K: Keyspace = MemoryKeyspace> {
     /// that cannot persist: Redis's MISCONF): its commands that write are
     /// refused with it.
     pub script_write_refusal: std::cell::RefCell<Option<String>>,
+    /// `rename-command` of a standalone server: scripts call commands by
+    /// the names clients use (cluster nodes' scripts do not: a script
+    /// must run the same on every replica whatever its settings).
+    pub renames: std::sync::Arc<crate::table::Renames>,
     /// Set while connections MONITOR this store (standalone): the commands
     /// scripts run are recorded in `script_calls` as (db, argv).
     pub monitored: std::cell::Cell<bool>,
@@ -255,6 +259,7 @@ impl<K: Keyspace> Store<K> {
             script_read: std::cell::Cell::new(None),
             script_oom: std::cell::Cell::new(false),
             script_write_refusal: std::cell::RefCell::new(None),
+            renames: std::sync::Arc::default(),
             monitored: std::cell::Cell::new(false),
             script_calls: Default::default(),
             script_pause_after: None,

@@ -962,3 +962,122 @@ mod tests {
         assert_eq!(ping, Some(vec![]));
     }
 }
+
+/// `rename-command old new` (a start setting, as Redis's): the command is
+/// known as `new` only, or, with an empty `new`, not at all. Clients name
+/// it so; inside, it keeps its own name (the log, the state machine and
+/// replies see `old`).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Renames {
+    by_new_name: std::collections::HashMap<String, &'static str>,
+    renamed: std::collections::HashSet<&'static str>,
+}
+
+/// What a name a client sent stands for under [`Renames`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renamed {
+    /// Not renamed: as the table has it.
+    Same,
+    /// A command's old name, renamed away: unknown.
+    Gone,
+    /// A new name: the command's own.
+    To(&'static str),
+}
+
+impl Renames {
+    /// Adds one `rename-command`; Redis's errors for a command that does
+    /// not exist or a new name that is taken.
+    pub fn add(&mut self, old: &str, new: &str) -> Result<(), &'static str> {
+        let spec = lookup(old.as_bytes())
+            .filter(|s| !self.renamed.contains(s.name))
+            .ok_or("No such command in rename-command")?;
+        let new = new.to_ascii_lowercase();
+        if !new.is_empty() {
+            let taken = lookup(new.as_bytes()).is_some_and(|s| !self.renamed.contains(s.name))
+                || self.by_new_name.contains_key(&new);
+            if taken {
+                return Err("Target command name already exists");
+            }
+        }
+        self.renamed.insert(spec.name);
+        if !new.is_empty() {
+            self.by_new_name.insert(new, spec.name);
+        }
+        Ok(())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.renamed.is_empty()
+    }
+
+    /// What `name` (as a client sent it) stands for.
+    pub fn translate(&self, name: &[u8]) -> Renamed {
+        if self.is_empty() {
+            return Renamed::Same;
+        }
+        let folded = String::from_utf8_lossy(name).to_ascii_lowercase();
+        if let Some(own) = self.by_new_name.get(&folded) {
+            return Renamed::To(own);
+        }
+        match lookup(name) {
+            Some(spec) if self.renamed.contains(spec.name) => Renamed::Gone,
+            _ => Renamed::Same,
+        }
+    }
+
+    /// `args` with a new name replaced by the command's own; an error for
+    /// a name renamed away, as for any unknown command.
+    pub fn apply(&self, args: &mut [Bytes]) -> Result<(), CmdError> {
+        let Some(name) = args.first() else {
+            return Ok(());
+        };
+        match self.translate(name) {
+            Renamed::Same => Ok(()),
+            Renamed::Gone => Err(crate::error::unknown_command(args)),
+            Renamed::To(own) => {
+                args[0] = Bytes::from_static(own.as_bytes());
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod rename_tests {
+    use super::*;
+
+    #[test]
+    fn renamed_commands_answer_to_their_new_name_only() {
+        let mut r = Renames::default();
+        assert_eq!(r.translate(b"FLUSHDB"), Renamed::Same);
+        r.add("flushdb", "Badger").expect("renamed");
+        r.add("flushall", "").expect("disabled");
+        assert_eq!(r.translate(b"flushdb"), Renamed::Gone);
+        assert_eq!(r.translate(b"FLUSHALL"), Renamed::Gone);
+        assert_eq!(r.translate(b"badger"), Renamed::To("flushdb"));
+        assert_eq!(r.translate(b"get"), Renamed::Same);
+        let mut args = vec![Bytes::from_static(b"BADGER"), Bytes::from_static(b"ASYNC")];
+        r.apply(&mut args).expect("known");
+        assert_eq!(args[0], "flushdb");
+        let mut gone = vec![Bytes::from_static(b"flushall")];
+        assert!(matches!(
+            r.apply(&mut gone),
+            Err(CmdError::UnknownCommand(_))
+        ));
+        assert_eq!(
+            r.add("nosuch", "x"),
+            Err("No such command in rename-command")
+        );
+        assert_eq!(
+            r.add("get", "set"),
+            Err("Target command name already exists")
+        );
+        assert_eq!(
+            r.add("get", "badger"),
+            Err("Target command name already exists")
+        );
+        // A name freed by a rename may be taken.
+        r.add("dbsize", "flushall").expect("freed name");
+        assert_eq!(r.translate(b"flushall"), Renamed::To("dbsize"));
+    }
+}

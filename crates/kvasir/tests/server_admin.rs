@@ -1891,6 +1891,65 @@ fn expired_keys_are_saved_and_counted_at_load() {
     assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 10);
 }
 
+/// redis.conf's `rename-command`, as production configs use it: a command
+/// answers to its new name only, an empty name disables it, scripts call
+/// by the same names, CONFIG REWRITE keeps the lines and the server starts
+/// again from the rewritten file; Redis's errors for a bad line.
+#[test]
+fn rename_command_in_redis_conf() {
+    let dir = common::temp_dir();
+    let conf = dir.join("redis.conf");
+    std::fs::write(
+        &conf,
+        "rename-command flushdb badger\nrename-command FLUSHALL \"\"\n",
+    )
+    .expect("write redis.conf");
+    for round in 0..2 {
+        let server = Kvasir::start_with_file(Some(&conf), &[]);
+        let mut c = server.conn();
+        let _: () = q(&mut c, &["SET", "k", "v"]);
+        assert_eq!(
+            err(&mut c, &["FLUSHDB"]),
+            "ERR unknown command 'FLUSHDB', with args beginning with: ",
+            "round {round}"
+        );
+        assert!(err(&mut c, &["FLUSHALL", "ASYNC"]).starts_with("ERR unknown command 'FLUSHALL'"));
+        assert!(err(&mut c, &["EVAL", "return redis.call('flushall')", "0"])
+            .starts_with("ERR Unknown Redis command called from script"));
+        assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 1);
+        let _: () = q(&mut c, &["BADGER"]);
+        assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 0);
+        let _: () = q(&mut c, &["SET", "k", "v"]);
+        let _: () = q(&mut c, &["EVAL", "return redis.call('badger')", "0"]);
+        assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 0);
+        let _: () = q(&mut c, &["CONFIG", "REWRITE"]);
+    }
+    let text = std::fs::read_to_string(&conf).expect("rewritten");
+    assert!(text.contains("rename-command flushdb badger"), "{text}");
+    for (line, why) in [
+        (
+            "rename-command nosuch x",
+            "No such command in rename-command",
+        ),
+        (
+            "rename-command get set",
+            "Target command name already exists",
+        ),
+    ] {
+        std::fs::write(&conf, format!("{line}\n")).expect("write");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvasir"))
+            .arg("server")
+            .arg(&conf)
+            .output()
+            .expect("run kvasir");
+        assert!(!out.status.success());
+        let text = String::from_utf8_lossy(&out.stderr).to_string()
+            + &String::from_utf8_lossy(&out.stdout);
+        assert!(text.trim_end().ends_with(why), "{text}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// One child at a time, as in Redis: FLUSHALL stops a BGSAVE (its image
 /// holds the flushed keys), a BGREWRITEAOF during a BGSAVE is scheduled
 /// and runs after it, BGSAVE during a rewrite is refused or scheduled

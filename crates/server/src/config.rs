@@ -80,6 +80,9 @@ pub struct Config {
     /// redis.conf's `user <name> <rule> ...` lines: ACL users made at start.
     #[serde(skip)]
     pub acl_users: Vec<Vec<String>>,
+    /// `rename-command old new` lines, in order (start only).
+    #[serde(skip)]
+    pub renames: kvasir_core::table::Renames,
     pub timeout: u64,
     pub maxmemory: u64,
     pub maxmemory_policy: String,
@@ -152,6 +155,7 @@ impl Default for Config {
             appendonly: false,
             config_file: None,
             acl_users: Vec::new(),
+            renames: kvasir_core::table::Renames::default(),
             timeout: 0,
             maxmemory: 0,
             maxmemory_policy: "noeviction".to_string(),

@@ -183,6 +183,7 @@ impl Server {
             use kvasir_core::keyspace::Keyspace;
             store.limits = limits;
             store.notify = notify;
+            store.renames = std::sync::Arc::new(config.renames.clone());
             store.keyspace().set_access_mode(access_mode);
         });
         let clients = Rc::new(RefCell::new(Clients::default()));

@@ -292,6 +292,10 @@ pub fn apply(config: &mut Config, directives: &[Directive]) -> Result<(), String
                     .map_err(|_| bad("Invalid master port")),
                 _ => Err(bad("wrong number of arguments")),
             },
+            "rename-command" => match d.args.as_slice() {
+                [old, new] => config.renames.add(old, new).map_err(bad),
+                _ => Err(bad("Bad directive or wrong number of arguments")),
+            },
             // A multi-argument parameter given no value (`save ` as Redis's
             // own test harness writes it) is set empty, as `save ""`.
             "save" if d.args.is_empty() => config

@@ -582,11 +582,13 @@ impl Session {
     /// when it finished (one clock read per command).
     fn handle(
         &mut self,
-        args: Vec<Bytes>,
+        mut args: Vec<Bytes>,
         out: &mut BytesMut,
         clock: &mut Instant,
     ) -> Option<Parked> {
-        let resolved = resolve(&args);
+        // rename-command: from here on the command has its own name.
+        let renamed = self.server.config.borrow().renames.apply(&mut args);
+        let resolved = renamed.and_then(|()| resolve(&args));
         let early = self
             .refuse_while_loading(&resolved)
             .or_else(|| self.refuse_while_busy(&resolved))

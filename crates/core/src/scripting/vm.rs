@@ -1514,8 +1514,9 @@ unsafe fn pending_text(path: &CallPath) -> (*const std::ffi::c_char, usize) {
 
 impl<K: Keyspace> CallState<'_, K> {
     /// One `redis.call`: the command's reply, or the error it raises.
-    fn call(&mut self, argv: Vec<Bytes>) -> Result<Reply, CmdError> {
-        let (spec, parent) = match resolve(&argv) {
+    fn call(&mut self, mut argv: Vec<Bytes>) -> Result<Reply, CmdError> {
+        let renamed = self.access.store().renames.apply(&mut argv);
+        let (spec, parent) = match renamed.and_then(|()| resolve(&argv)) {
             Ok(found) => found,
             Err(CmdError::UnknownCommand(_)) => {
                 return Err(CmdError::other(
