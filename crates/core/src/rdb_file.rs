@@ -277,6 +277,10 @@ pub struct RdbLoad<'a> {
     freq: Option<u8>,
     libraries: Vec<bytes::Bytes>,
     loaded: Loaded,
+    /// The checksum of the bytes before `checked`, kept up step by step
+    /// (a last pass over a large file would stop the server again).
+    crc: u64,
+    checked: usize,
 }
 
 impl<'a> RdbLoad<'a> {
@@ -311,6 +315,8 @@ impl<'a> RdbLoad<'a> {
             freq: None,
             libraries: Vec::new(),
             loaded: Loaded::default(),
+            crc: 0,
+            checked: 0,
         })
     }
 
@@ -335,6 +341,7 @@ impl<'a> RdbLoad<'a> {
                 return self.finish(store).map(Some);
             }
         }
+        self.check_up_to(self.position());
         Ok(None)
     }
 
@@ -363,8 +370,14 @@ impl<'a> RdbLoad<'a> {
                 self.db = n as usize;
             }
             OP_RESIZEDB => {
+                let keys = r.len().map_err(|_| bad("resizedb"))?;
                 r.len().map_err(|_| bad("resizedb"))?;
-                r.len().map_err(|_| bad("resizedb"))?;
+                // Room for the database's keys at once, as Redis expands
+                // its dict: growing by doubling would move every key
+                // several times, each a stop. A hint no file could hold
+                // (a key takes 3 bytes at least) is not trusted.
+                let most = (r.remaining() / 3) as u64;
+                store.db_mut(self.db).reserve(keys.min(most) as usize);
             }
             OP_EXPIRETIME_MS => {
                 let b = r.take(8).map_err(|_| bad("expire"))?;
@@ -419,6 +432,11 @@ impl<'a> RdbLoad<'a> {
         Ok(false)
     }
 
+    fn check_up_to(&mut self, end: usize) {
+        self.crc = rdb::crc64(self.crc, &self.bytes[self.checked..end]);
+        self.checked = end;
+    }
+
     /// After EOF: the checksum, then the function libraries.
     fn finish<K: Keyspace>(&mut self, store: &mut Store<K>) -> Result<Loaded, String> {
         let bytes = self.bytes;
@@ -430,7 +448,8 @@ impl<'a> RdbLoad<'a> {
                 .and_then(|b| <[u8; 8]>::try_from(b).ok())
                 .map(u64::from_le_bytes)
                 .ok_or_else(|| bad("no checksum"))?;
-            let computed = rdb::crc64(0, &bytes[..end]);
+            self.check_up_to(end);
+            let computed = self.crc;
             if stored != 0 && computed != stored {
                 // Redis's two log lines, in one.
                 return Err(format!(

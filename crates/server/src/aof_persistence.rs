@@ -129,7 +129,9 @@ async fn load_at_start(
     let (base, incrs) = AofLog::files(settings, manifest);
     let mut db = 0;
     if let Some(path) = base {
-        let mut bytes = std::fs::read(&path).map_err(|e| cannot_open(&path, e))?;
+        let mut bytes = crate::loading::read_file(&path)
+            .await
+            .map_err(|e| cannot_open(&path, e))?;
         if bytes.starts_with(b"REDIS") {
             let now_ms = crate::local_store::unix_ms();
             let image = crate::loading::load_rdb(server, &bytes, now_ms, None)
@@ -149,7 +151,7 @@ async fn load_at_start(
     }
     let last = incrs.len().saturating_sub(1);
     for (i, path) in incrs.iter().enumerate() {
-        let Some(bytes) = read_incr(path, i == last)? else {
+        let Some(bytes) = read_incr(path, i == last).await? else {
             continue;
         };
         replay_in_steps(server, path, bytes, 0, &mut db, i == last).await?;
@@ -191,7 +193,7 @@ async fn replay_in_steps(
         }
         if reader.position() >= next_turn {
             server.loading.read_up_to(reader.position() as u64);
-            tokio::task::yield_now().await;
+            crate::loading::clients_turn().await;
             (interval, delay) = crate::loading::pacing(server);
             next_turn = reader.position() + interval;
         }
@@ -236,17 +238,19 @@ fn replay_incrs(
 ) -> Result<(), String> {
     let last = incrs.len().saturating_sub(1);
     for (i, path) in incrs.iter().enumerate() {
-        if let Some(bytes) = read_incr(path, i == last)? {
-            replay(server, path, bytes, 0, db, i == last)?;
-        }
+        let bytes = match std::fs::read(path) {
+            Err(e) if i == last && e.kind() == std::io::ErrorKind::NotFound => continue,
+            read => read.map_err(|e| cannot_open(path, e))?,
+        };
+        replay(server, path, bytes, 0, db, i == last)?;
     }
     Ok(())
 }
 
 /// An incremental file's bytes; None for a last one that does not exist
 /// yet (a crash right after a rewrite listed it).
-fn read_incr(path: &std::path::Path, last: bool) -> Result<Option<Vec<u8>>, String> {
-    match std::fs::read(path) {
+async fn read_incr(path: &std::path::Path, last: bool) -> Result<Option<Vec<u8>>, String> {
+    match crate::loading::read_file(path).await {
         Ok(b) => Ok(Some(b)),
         Err(e) if last && e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(cannot_open(path, e)),

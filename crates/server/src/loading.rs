@@ -115,7 +115,7 @@ pub async fn load_rdb(
             return Ok(loaded);
         }
         // The store is not borrowed here: the sessions' turn.
-        tokio::task::yield_now().await;
+        clients_turn().await;
     }
 }
 
@@ -136,4 +136,22 @@ pub fn pacing(server: &Server) -> (usize, i64) {
         number("loading-process-events-interval-bytes").max(1024) as usize,
         number("key-load-delay"),
     )
+}
+
+/// A file's bytes, read on a blocking thread: the event loop answers
+/// clients while a large file comes from the disk.
+pub async fn read_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    let owned = path.to_path_buf();
+    tokio::task::spawn_blocking(move || std::fs::read(owned))
+        .await
+        .map_err(std::io::Error::other)?
+}
+
+/// Lets the event loop serve the connections between two steps of a load:
+/// the first yield has the runtime poll the sockets (the sessions with
+/// something to read are woken), the second lets those sessions run
+/// before the next step.
+pub async fn clients_turn() {
+    tokio::task::yield_now().await;
+    tokio::task::yield_now().await;
 }

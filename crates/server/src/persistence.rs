@@ -591,7 +591,9 @@ pub async fn load_at_start(server: &Server) -> Result<(), String> {
     if !path.exists() {
         return Ok(());
     }
-    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let bytes = crate::loading::read_file(&path)
+        .await
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let started = std::time::Instant::now();
     let now_ms = crate::local_store::unix_ms();
     let loaded = crate::loading::load_rdb(server, &bytes, now_ms, None)
