@@ -705,14 +705,17 @@ pub fn write_refusal(server: &Server) -> Option<String> {
     if server.cluster.is_some() {
         return None;
     }
-    let stop_writes = server
-        .config
-        .borrow()
-        .stored
-        .get("stop-writes-on-bgsave-error")
-        .is_none_or(|v| v.eq_ignore_ascii_case("yes"));
-    if stop_writes && !server.persistence.last_bgsave_ok.get() && has_save_points(server) {
-        return Some(BGSAVE_ERROR.to_string());
+    // Every write asks: the settings are read only after a failed save.
+    if !server.persistence.last_bgsave_ok.get() {
+        let stop_writes = server
+            .config
+            .borrow()
+            .stored
+            .get("stop-writes-on-bgsave-error")
+            .is_none_or(|v| v.eq_ignore_ascii_case("yes"));
+        if stop_writes && has_save_points(server) {
+            return Some(BGSAVE_ERROR.to_string());
+        }
     }
     crate::aof_persistence::write_error(server)
 }
