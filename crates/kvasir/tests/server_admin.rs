@@ -1790,6 +1790,11 @@ fn bgsave_writes_the_moment_of_the_fork_in_a_child_process() {
     assert_eq!(fields["rdb_last_bgsave_status"], "ok", "{info}");
     assert_eq!(fields["rdb_saves"], "1", "{info}");
     assert_eq!(fields["rdb_changes_since_last_save"], "2", "{info}");
+    // The pages the server changed while the child ran were copied for
+    // it: the child measured them (its private dirty memory), as Redis's.
+    let cow: u64 = fields["rdb_last_cow_size"].parse().expect("a number");
+    assert!(cow > 0, "{info}");
+    assert_eq!(fields["current_cow_size"], "0", "no child now: {info}");
     assert!(common::eventually(Duration::from_secs(5), || {
         common::children_of(pid).is_empty()
     }));

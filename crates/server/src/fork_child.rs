@@ -63,6 +63,47 @@ impl Progress {
     pub fn add_done(&self) {
         self.counter(0).fetch_add(1, Ordering::Relaxed);
     }
+
+    /// The child's copy-on-write memory as it measured it (Redis's
+    /// private dirty pages of the child), at `at_ms` (unix ms).
+    pub fn report_cow(&self, bytes: u64, at_ms: u64) {
+        self.counter(2).store(bytes, Ordering::Relaxed);
+        self.counter(3).store(at_ms, Ordering::Relaxed);
+        self.counter(4).fetch_max(bytes, Ordering::Relaxed);
+    }
+
+    /// The last copy-on-write reading, when it was taken (unix ms, 0:
+    /// none yet) and the largest so far.
+    pub fn cow(&self) -> Cow {
+        Cow {
+            current: self.counter(2).load(Ordering::Relaxed),
+            updated_ms: self.counter(3).load(Ordering::Relaxed),
+            peak: self.counter(4).load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A child's copy-on-write readings ([`Progress::cow`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cow {
+    pub current: u64,
+    pub updated_ms: u64,
+    pub peak: u64,
+}
+
+/// This process's private dirty memory in bytes (from
+/// /proc/self/smaps_rollup; 0 where it cannot be read): in a forked child,
+/// the pages the parent changed since the fork, which the kernel had to
+/// copy, as Redis's zmalloc_get_private_dirty measures them.
+pub fn private_dirty() -> u64 {
+    let Ok(text) = std::fs::read_to_string("/proc/self/smaps_rollup") else {
+        return 0;
+    };
+    text.lines()
+        .filter_map(|l| l.strip_prefix("Private_Dirty:"))
+        .filter_map(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .sum::<u64>()
+        * 1024
 }
 
 impl Drop for Progress {

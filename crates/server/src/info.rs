@@ -272,6 +272,11 @@ fn section(s: &Session, name: &str, out: &mut String) {
             let (keys_processed, keys_total) = child
                 .as_ref()
                 .map_or((0, 0), |c| (c.progress.done(), c.progress.total()));
+            let cow = child.as_ref().map(|c| c.progress.cow()).unwrap_or_default();
+            let cow_age = match cow.updated_ms {
+                0 => 0,
+                at => crate::local_store::unix_ms().saturating_sub(at) / 1000,
+            };
             let running_secs = |kind| {
                 child
                     .as_ref()
@@ -288,8 +293,11 @@ fn section(s: &Session, name: &str, out: &mut String) {
             };
             let _ = write!(
                 out,
-                "# Persistence\r\nloading:{}\r\nasync_loading:0\r\ncurrent_fork_perc:{:.2}\r\ncurrent_save_keys_processed:{}\r\ncurrent_save_keys_total:{}\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{}\r\nrdb_saves:{}\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:{}\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_rewrites_consecutive_failures:{}\r\naof_last_write_status:{}\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
+                "# Persistence\r\nloading:{}\r\nasync_loading:0\r\ncurrent_cow_peak:{}\r\ncurrent_cow_size:{}\r\ncurrent_cow_size_age:{}\r\ncurrent_fork_perc:{:.2}\r\ncurrent_save_keys_processed:{}\r\ncurrent_save_keys_total:{}\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{}\r\nrdb_saves:{}\r\nrdb_last_cow_size:{}\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:{}\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_rewrites_consecutive_failures:{}\r\naof_last_write_status:{}\r\naof_last_cow_size:{}\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
                 u8::from(server.loading.active()),
+                cow.peak,
+                cow.current,
+                cow_age,
                 fork_perc,
                 keys_processed,
                 keys_total,
@@ -300,6 +308,7 @@ fn section(s: &Session, name: &str, out: &mut String) {
                 server.persistence.last_bgsave_secs.get(),
                 current_secs,
                 server.persistence.saves.get(),
+                server.persistence.rdb_last_cow.get(),
                 server.persistence.last_load.get().1,
                 server.persistence.last_load.get().0,
                 u8::from(server.config.borrow().appendonly),
@@ -311,6 +320,7 @@ fn section(s: &Session, name: &str, out: &mut String) {
                 server.persistence.aof_rewrites.get(),
                 server.persistence.aof_rewrite_failures.get(),
                 if crate::aof_persistence::write_error(server).is_some() { "err" } else { "ok" },
+                server.persistence.aof_last_cow.get(),
             );
             if let Some(aof) = server.local_store.borrow().aof.as_ref() {
                 let _ = write!(

@@ -42,6 +42,9 @@ pub struct SaveState {
     pub saves: Cell<u64>,
     /// Keys loaded and keys found expired by the last load of the file.
     pub last_load: Cell<(u64, u64)>,
+    /// Copy-on-write bytes of the last BGSAVE's and rewrite's child.
+    pub rdb_last_cow: Cell<u64>,
+    pub aof_last_cow: Cell<u64>,
     /// BGSAVE SCHEDULE and BGREWRITEAOF waiting for the other's child.
     pub bgsave_scheduled: Cell<bool>,
     pub aof_rewrite_scheduled: Cell<bool>,
@@ -88,6 +91,8 @@ impl SaveState {
             last_bgsave_secs: Cell::new(-1),
             saves: Cell::new(0),
             last_load: Cell::new((0, 0)),
+            rdb_last_cow: Cell::new(0),
+            aof_last_cow: Cell::new(0),
             bgsave_scheduled: Cell::new(false),
             aof_rewrite_scheduled: Cell::new(false),
             sync_children: RefCell::new(Vec::new()),
@@ -305,7 +310,12 @@ pub(crate) fn fork_image_writer(
         fork_child::spawn(|| {
             let temp = temp_for(path, std::process::id());
             let mut keys = 0u64;
-            write_through(&temp, path, |file| {
+            // Copy-on-write, as Redis's child reports it: read every 1024
+            // keys at most once a second, and once at the end.
+            let mut measured = std::time::Instant::now();
+            let measure =
+                || progress.report_cow(fork_child::private_dirty(), crate::local_store::unix_ms());
+            let written = write_through(&temp, path, |file| {
                 kvasir_core::rdb_file::write_to(
                     store,
                     now_ms,
@@ -315,11 +325,16 @@ pub(crate) fn fork_image_writer(
                     &mut || {
                         progress.add_done();
                         keys += 1;
+                        if keys.is_multiple_of(1024) && measured.elapsed().as_secs() >= 1 {
+                            measure();
+                            measured = std::time::Instant::now();
+                        }
                         delay_after_key(delay, keys);
                     },
                 )
-            })
-            .is_ok()
+            });
+            measure();
+            written.is_ok()
         })
     };
     let pid = forked.map_err(|e| {
@@ -349,7 +364,22 @@ pub fn running_child(server: &Server) -> Option<ChildKind> {
 /// it stopped), it is no longer, and its start time is returned.
 pub(crate) fn child_ended(server: &Server, pid: libc::pid_t) -> Option<std::time::Instant> {
     let mut child = server.persistence.child.borrow_mut();
-    let started = child.as_ref().filter(|c| c.pid == pid)?.started;
+    let ended = child.as_ref().filter(|c| c.pid == pid)?;
+    let started = ended.started;
+    // INFO's rdb_last_cow_size / aof_last_cow_size: the peak, as Redis.
+    let cow = ended.progress.cow();
+    let (slot, name) = match ended.kind {
+        ChildKind::Rdb => (&server.persistence.rdb_last_cow, "RDB"),
+        ChildKind::Aof => (&server.persistence.aof_last_cow, "AOF rewrite"),
+    };
+    slot.set(cow.peak);
+    if cow.updated_ms != 0 {
+        info!(
+            "Fork CoW for {name}: current {} MB, peak {} MB",
+            cow.current >> 20,
+            cow.peak >> 20
+        );
+    }
     *child = None;
     Some(started)
 }
