@@ -37,6 +37,15 @@ fn spawn_in(dir: &std::path::Path, port: u16, extra: &[&str]) -> ChildGuard {
     ChildGuard(Some(child))
 }
 
+/// The server's exit status, once it exited on its own (bounded wait).
+fn exited(server: &mut ChildGuard) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while matches!(server.child().try_wait(), Ok(None)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.child().try_wait().expect("wait").expect("exited")
+}
+
 /// A connection once the port accepts one (bounded wait).
 fn connect(port: u16) -> redis::Connection {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).expect("client");
@@ -159,11 +168,7 @@ fn clients_are_answered_loading_while_the_data_loads() {
     assert!(error_text(&e).starts_with("EXECABORT"), "{e}");
     // SHUTDOWN SAVE during the load exits without saving a dataset half in.
     let _ = redis::cmd("SHUTDOWN").arg("SAVE").query::<()>(&mut c);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while matches!(slow.child().try_wait(), Ok(None)) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let status = slow.child().try_wait().expect("wait").expect("exited");
+    let status = exited(&mut slow);
     assert!(status.success(), "{status:?}");
     assert!(
         std::fs::read(&dump).expect("dump.rdb") == saved,
@@ -224,11 +229,7 @@ fn sigterm_during_the_load_exits_without_saving() {
     // SAFETY: kill(2) on the pid of a child this test spawned and has not
     // reaped.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while matches!(slow.child().try_wait(), Ok(None)) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let status = slow.child().try_wait().expect("wait").expect("exited");
+    let status = exited(&mut slow);
     assert!(status.success(), "{status:?}");
     assert!(std::fs::read(&dump).expect("dump.rdb") == saved);
     let _ = std::fs::remove_dir_all(&dir);
@@ -280,11 +281,7 @@ fn clients_are_answered_loading_while_the_append_only_file_replays() {
     // SAFETY: kill(2) on the pid of a child this test spawned and has not
     // reaped.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while matches!(slow.child().try_wait(), Ok(None)) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(slow.child().try_wait().expect("wait").is_some(), "exited");
+    exited(&mut slow);
 
     let port = free_port();
     let _server = spawn_in(&dir, port, &aof);

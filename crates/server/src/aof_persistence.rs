@@ -129,25 +129,20 @@ async fn load_at_start(
     let (base, incrs) = AofLog::files(settings, manifest);
     let mut db = 0;
     if let Some(path) = base {
-        let mut bytes = crate::loading::read_file(&path)
+        let bytes = crate::loading::read_file(&path)
             .await
             .map_err(|e| cannot_open(&path, e))?;
-        if bytes.starts_with(b"REDIS") {
-            let now_ms = crate::local_store::unix_ms();
-            let image = crate::loading::load_rdb(server, &bytes, now_ms, None)
-                .await
-                .map_err(|e| format!("{e} ({})", path.display()))?;
-            // Redis 6's `aof-use-rdb-preamble yes` file (upgraded to the
-            // base): the commands after the image.
-            if image.image_len < bytes.len() {
-                bytes.drain(..image.image_len);
-                let last = incrs.is_empty();
-                replay_in_steps(server, &path, bytes, image.image_len, &mut db, last).await?;
+        let image = match bytes.starts_with(b"REDIS") {
+            true => {
+                let now_ms = crate::local_store::unix_ms();
+                let loaded = crate::loading::load_rdb(server, &bytes, now_ms, None).await;
+                Some(loaded.map_err(|e| format!("{e} ({})", path.display()))?)
             }
-        } else {
-            // A base of commands (aof-use-rdb-preamble no).
-            replay_in_steps(server, &path, bytes, 0, &mut db, false).await?;
-        }
+            false => None,
+        };
+        // Commands in a base are a Redis-written file's (Kvasir writes an
+        // RDB base): replayed at once.
+        load_base_commands(server, &path, bytes, image, incrs.is_empty(), &mut db)?;
     }
     let last = incrs.len().saturating_sub(1);
     for (i, path) in incrs.iter().enumerate() {
