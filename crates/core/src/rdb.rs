@@ -26,7 +26,7 @@
 
 use crate::keyspace::image::{
     format_i64, Layout, StreamContent, StreamEntry, StreamFields, StreamGroup, StreamId,
-    StreamPending,
+    StreamNode, StreamPending,
 };
 use crate::keyspace::{
     canonical_i64, Collection, HashImage, Keyspace, ListImage, SetImage, StreamImage, Value,
@@ -853,10 +853,14 @@ fn owned(b: Cow<'_, [u8]>) -> Cow<'static, [u8]> {
     Cow::Owned(b.into_owned())
 }
 
-/// A stream's content, checked as Redis's deep sanitization checks it;
-/// grouped into nodes as XADD appends (Redis regroups too).
+/// A stream's content, checked as Redis's deep sanitization checks it,
+/// with its nodes as the payload has them (their layout decides where
+/// XADD appends and what approximate trimming removes); grouped as XADD
+/// appends when they are not in order.
 fn decode_stream(r: &mut Reader<'_>, v2: bool) -> Res<StreamContent<'static>> {
     let mut st = StreamContent::default();
+    let mut layout: Vec<StreamNode<'static>> = Vec::new();
+    let mut in_order = true;
     // Listpack key (16 bytes + length) and a listpack of at least a
     // master entry: 30 bytes at the very least.
     let nodes = r.count(30)?;
@@ -881,6 +885,7 @@ fn decode_stream(r: &mut Reader<'_>, v2: bool) -> Res<StreamContent<'static>> {
         for _ in 0..nfields {
             master_fields.push(next()?);
         }
+        let before = st.entries.len();
         if next()?.int()? != 0 {
             return Err(Bad);
         }
@@ -923,6 +928,26 @@ fn decode_stream(r: &mut Reader<'_>, v2: bool) -> Res<StreamContent<'static>> {
         if next().is_ok() || seen_valid != valid || seen_deleted != deleted {
             return Err(Bad);
         }
+        // A node after the one before it, its entries at or after its
+        // master id; a node without live entries is dropped (Redis
+        // removes such a node).
+        let mine = &st.entries[before..];
+        let after_previous = layout.last().is_none_or(|p| p.key < master)
+            && before
+                .checked_sub(1)
+                .is_none_or(|i| st.entries[i].id < master);
+        in_order &= after_previous && mine.first().is_none_or(|e| e.id >= master);
+        if valid > 0 {
+            layout.push(StreamNode {
+                key: master,
+                master_fields: master_fields.iter().map(|f| owned(f.to_cow())).collect(),
+                count: u32::try_from(valid).map_err(|_| Bad)?,
+                deleted: u32::try_from(deleted).map_err(|_| Bad)?,
+            });
+        }
+    }
+    if in_order {
+        st.nodes = Some(layout);
     }
     let length = r.len()?;
     st.last_id = r.len_id()?;
@@ -1136,22 +1161,60 @@ fn encode_list(l: &impl ListImage, out: &mut Vec<u8>) {
 }
 
 fn encode_stream(st: &StreamContent<'_>, out: &mut Vec<u8>) {
-    let chunks: Vec<_> = st.entries.chunks(STREAM_NODE_ENTRIES).collect();
-    put_len(out, chunks.len() as u64);
-    for chunk in chunks {
-        let master = chunk[0].id;
-        let master_fields = &chunk[0].fields;
+    // The stream's own nodes, as Redis writes its listpacks (their layout
+    // decides where XADD appends and what approximate trimming removes);
+    // chunks of entries for content without them.
+    let regrouped: Vec<StreamNode<'_>>;
+    let whole = |nodes: &[StreamNode<'_>]| {
+        nodes.iter().all(|n| n.count > 0)
+            && nodes.iter().map(|n| n.count as usize).sum::<usize>() == st.entries.len()
+    };
+    let nodes = match &st.nodes {
+        Some(nodes) if whole(nodes) => nodes.as_slice(),
+        _ => {
+            regrouped = st
+                .entries
+                .chunks(STREAM_NODE_ENTRIES)
+                .map(|chunk| StreamNode {
+                    key: chunk[0].id,
+                    master_fields: chunk[0].fields.iter().map(|(f, _)| f.clone()).collect(),
+                    count: chunk.len() as u32,
+                    deleted: 0,
+                })
+                .collect();
+            &regrouped
+        }
+    };
+    put_len(out, nodes.len() as u64);
+    let mut rest = st.entries.as_slice();
+    for node in nodes {
+        let (chunk, later) = rest.split_at((node.count as usize).min(rest.len()));
+        rest = later;
+        let master = node.key;
+        let master_fields = &node.master_fields;
         let mut lp = LpWriter::new();
         lp.int(chunk.len() as i64);
-        lp.int(0);
+        lp.int(i64::from(node.deleted));
         lp.int(master_fields.len() as i64);
-        for (f, _) in master_fields {
+        for f in master_fields {
             lp.str(f);
         }
         lp.int(0);
+        // Entries XDEL marked deleted count towards the node's size but
+        // their content is gone: written as deleted entries with the
+        // master id and empty values, which every reader skips.
+        for _ in 0..node.deleted {
+            lp.int(STREAM_DELETED | STREAM_SAMEFIELDS);
+            lp.int(0);
+            lp.int(0);
+            for _ in master_fields {
+                lp.str(b"");
+            }
+            lp.int(master_fields.len() as i64 + 3);
+        }
         for e in chunk {
             let same = e.fields.len() == master_fields.len()
-                && e.fields.iter().zip(master_fields).all(|(a, b)| a.0 == b.0);
+                && e.fields.iter().zip(master_fields).all(|(a, b)| a.0 == *b);
             lp.int(if same { STREAM_SAMEFIELDS } else { 0 });
             lp.int(e.id.ms.wrapping_sub(master.ms) as i64);
             lp.int(e.id.seq.wrapping_sub(master.seq) as i64);
