@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::redis_server::{run, start_redis, Outcome};
+use common::redis_server::{run, start_redis_in, Outcome};
 use common::Kvasir;
 use redis::Value;
 
@@ -445,7 +445,9 @@ impl Pair {
 
 #[test]
 fn dump_and_restore_between_redis_and_kvasir() {
-    let (_redis_guard, redis_port) = start_redis();
+    // Deep sanitization: Kvasir's payloads are checked as strictly as Redis
+    // checks any.
+    let (_redis_guard, redis_port) = start_redis_in(None, &["--sanitize-dump-payload", "yes"]);
     let kvasir = Kvasir::start(&[]);
     let real = redis::Client::open(format!("redis://127.0.0.1:{redis_port}/"))
         .and_then(|c| c.get_connection())

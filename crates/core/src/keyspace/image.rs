@@ -152,8 +152,9 @@ pub struct StreamContent<'a> {
     /// How the entries are grouped into nodes, in order: Redis keeps a
     /// stream in nodes (listpacks under a master entry), and XTRIM ~ and
     /// XADD's approximate trimming remove whole nodes only, so the
-    /// grouping is state a replica must restore. None: grouped as XADD
-    /// appends them (RESTORE, which Redis also regroups).
+    /// grouping is state a replica must restore (and an RDB file or DUMP
+    /// payload carries). None: grouped as XADD appends them (a payload
+    /// whose nodes are out of order).
     pub nodes: Option<Vec<StreamNode<'a>>>,
     /// Consumer groups, by name.
     pub groups: Vec<StreamGroup<'a>>,
