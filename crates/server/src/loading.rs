@@ -124,17 +124,10 @@ pub async fn load_rdb(
 /// and `key-load-delay` (microseconds after each key or command; a
 /// negative -N: 1 microsecond every N).
 pub fn pacing(server: &Server) -> (usize, i64) {
-    let config = server.config.borrow();
-    let number = |name: &str| {
-        config
-            .stored
-            .get(name)
-            .and_then(|v| v.parse::<i64>().ok())
-            .unwrap_or(0)
-    };
+    use crate::persistence::stored_number;
     (
-        number("loading-process-events-interval-bytes").max(1024) as usize,
-        number("key-load-delay"),
+        stored_number(server, "loading-process-events-interval-bytes").max(1024) as usize,
+        stored_number(server, "key-load-delay"),
     )
 }
 

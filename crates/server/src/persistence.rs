@@ -408,11 +408,17 @@ pub fn scheduled_cron(server: &std::rc::Rc<Server>) {
 /// negative -n: one microsecond every n keys), for tests that need a save
 /// in progress.
 fn key_save_delay(server: &Server) -> i64 {
+    stored_number(server, "rdb-key-save-delay")
+}
+
+/// A stored-only numeric parameter's value (0 when unset or not a
+/// number): the hidden test delays and the loading interval.
+pub(crate) fn stored_number(server: &Server, name: &str) -> i64 {
     server
         .config
         .borrow()
         .stored
-        .get("rdb-key-save-delay")
+        .get(name)
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
 }

@@ -897,12 +897,14 @@ impl Session {
             }
             // As Redis: PING too, so that a health check sees the
             // server cannot persist.
-            Handler::Session(kvasir_core::SessionCmd::Ping)
-                if crate::persistence::write_refusal(&self.server).is_some() =>
-            {
-                self.rejected.set(true);
-                let error = crate::persistence::write_refusal(&self.server).unwrap_or_default();
-                Reply::error(error).into()
+            Handler::Session(kvasir_core::SessionCmd::Ping) => {
+                match crate::persistence::write_refusal(&self.server) {
+                    Some(error) => {
+                        self.rejected.set(true);
+                        Reply::error(error).into()
+                    }
+                    None => crate::admin::run(self, kvasir_core::SessionCmd::Ping, args),
+                }
             }
             Handler::Session(cmd) => crate::admin::run(self, cmd, args),
             // resolve() hands out a container only when it runs itself.
