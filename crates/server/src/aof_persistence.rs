@@ -129,7 +129,9 @@ async fn load_at_start(
     let (base, incrs) = AofLog::files(settings, manifest);
     let mut db = 0;
     if let Some(path) = base {
-        let bytes = crate::loading::read_file(&path)
+        let bytes = server
+            .loading
+            .read_file(&path)
             .await
             .map_err(|e| cannot_open(&path, e))?;
         let image = match bytes.starts_with(b"REDIS") {
@@ -146,7 +148,7 @@ async fn load_at_start(
     }
     let last = incrs.len().saturating_sub(1);
     for (i, path) in incrs.iter().enumerate() {
-        let Some(bytes) = read_incr(path, i == last).await? else {
+        let Some(bytes) = read_incr(server, path, i == last).await? else {
             continue;
         };
         replay_in_steps(server, path, bytes, 0, &mut db, i == last).await?;
@@ -244,8 +246,12 @@ fn replay_incrs(
 
 /// An incremental file's bytes; None for a last one that does not exist
 /// yet (a crash right after a rewrite listed it).
-async fn read_incr(path: &std::path::Path, last: bool) -> Result<Option<Vec<u8>>, String> {
-    match crate::loading::read_file(path).await {
+async fn read_incr(
+    server: &Server,
+    path: &std::path::Path,
+    last: bool,
+) -> Result<Option<Vec<u8>>, String> {
+    match server.loading.read_file(path).await {
         Ok(b) => Ok(Some(b)),
         Err(e) if last && e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(cannot_open(path, e)),

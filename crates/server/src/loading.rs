@@ -55,6 +55,20 @@ impl LoadingState {
         self.loaded_bytes.set(0);
     }
 
+    /// A file's bytes, read on a blocking thread: the event loop answers
+    /// clients while a large file comes from the disk. Its size is the
+    /// load's total from before the read, as Redis's startLoadingFile
+    /// takes it, so INFO never shows a load of 0 bytes.
+    pub async fn read_file(&self, path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+        if let Ok(meta) = std::fs::metadata(path) {
+            self.file(meta.len());
+        }
+        let owned = path.to_path_buf();
+        tokio::task::spawn_blocking(move || std::fs::read(owned))
+            .await
+            .map_err(std::io::Error::other)?
+    }
+
     /// INFO persistence's loading fields after `loading:`, with Redis's
     /// estimate of the time left (from the bytes per second so far).
     pub fn info_fields(&self) -> String {
@@ -129,15 +143,6 @@ pub fn pacing(server: &Server) -> (usize, i64) {
         stored_number(server, "loading-process-events-interval-bytes").max(1024) as usize,
         stored_number(server, "key-load-delay"),
     )
-}
-
-/// A file's bytes, read on a blocking thread: the event loop answers
-/// clients while a large file comes from the disk.
-pub async fn read_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    let owned = path.to_path_buf();
-    tokio::task::spawn_blocking(move || std::fs::read(owned))
-        .await
-        .map_err(std::io::Error::other)?
 }
 
 /// Lets the event loop serve the connections between two steps of a load:

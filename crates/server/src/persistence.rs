@@ -627,7 +627,9 @@ pub async fn load_at_start(server: &Server) -> Result<(), String> {
     if !path.exists() {
         return Ok(());
     }
-    let bytes = crate::loading::read_file(&path)
+    let bytes = server
+        .loading
+        .read_file(&path)
         .await
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let started = std::time::Instant::now();
