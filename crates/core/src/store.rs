@@ -78,6 +78,12 @@ pub struct EncodingLimits {
 /// one core of this era.
 pub const DEFAULT_SCRIPT_MAX_INSTRUCTIONS: u64 = 1_000_000_000;
 
+/// Lua instructions a library's code may run while FUNCTION LOAD loads it
+/// (Redis stops it after 500 ms): 0.3-0.55 s of simple loops on a release
+/// build here. A count, as the scripts' limit, so every replica loads the
+/// same libraries.
+pub const LIBRARY_LOAD_MAX_INSTRUCTIONS: u64 = 200_000_000;
+
 impl EncodingLimits {
     /// What the memory engine's lists take from these limits.
     #[inline]

@@ -528,12 +528,10 @@ impl<K: Keyspace> ScriptVm<K> {
             })?;
             load_redis.raw_set("register_function", register)?;
             library_env.call::<()>(true)?;
-            // A library's code is bounded like a script (Redis gives it
-            // 500 ms; a count, not a clock, so that every replica loads
-            // the same libraries): never paused, stopped by instruction
-            // count.
+            // A library's code is never paused, and stopped by an
+            // instruction count standing for Redis's 500 ms.
             self.hook
-                .start(crate::store::DEFAULT_SCRIPT_MAX_INSTRUCTIONS, None);
+                .start(crate::store::LIBRARY_LOAD_MAX_INSTRUCTIONS, None);
             let r = {
                 let _hook = HookGuard::set(&self.hook);
                 chunk.call::<()>(())
