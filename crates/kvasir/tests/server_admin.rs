@@ -1828,6 +1828,14 @@ fn a_failed_bgsave_refuses_writes_with_misconf() {
     let _: () = q(&mut c, &["DEBUG", "POPULATE", "100"]);
     let _: () = q(&mut c, &["SET", "x", "x"]);
     let _: () = q(&mut c, &["CONFIG", "SET", "rdb-key-save-delay", "10000000"]);
+    // Transactions queued before the save fails.
+    let mut writer = server.conn();
+    let _: () = q(&mut writer, &["MULTI"]);
+    let _: String = q(&mut writer, &["SET", "x", "queued"]);
+    let mut reader = server.conn();
+    let _: () = q(&mut reader, &["MULTI"]);
+    let _: String = q(&mut reader, &["GET", "x"]);
+    let _: String = q(&mut reader, &["PING"]);
     let _: String = q(&mut c, &["BGSAVE"]);
     let pid = server.child.id();
     let children = common::children_of(pid);
@@ -1844,6 +1852,25 @@ fn a_failed_bgsave_refuses_writes_with_misconf() {
     let misconf = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
     assert_eq!(err(&mut c, &["SET", "x", "y"]), misconf);
     assert_eq!(err(&mut c, &["PING"]), misconf);
+    assert_eq!(q::<String>(&mut c, &["GET", "x"]), "x");
+    // As redis-server: a transaction that writes is refused at EXEC, one
+    // that only reads runs (its PING too, run inside EXEC); a write or a
+    // PING queued now is refused and makes EXEC abort.
+    assert_eq!(
+        err(&mut writer, &["EXEC"]),
+        format!("EXECABORT Transaction discarded because of: {misconf}")
+    );
+    let (value, pong): (Option<String>, String) = q(&mut reader, &["EXEC"]);
+    assert_eq!((value.as_deref(), pong.as_str()), (Some("x"), "PONG"));
+    for refused in [&["SET", "x", "y"][..], &["PING"]] {
+        let _: () = q(&mut c, &["MULTI"]);
+        assert_eq!(err(&mut c, refused), misconf);
+        let _: String = q(&mut c, &["GET", "x"]);
+        assert_eq!(
+            err(&mut c, &["EXEC"]),
+            "EXECABORT Transaction discarded because of previous errors."
+        );
+    }
     assert_eq!(q::<String>(&mut c, &["GET", "x"]), "x");
     let set_in_script = ["EVAL", "return redis.call('set','x',1)", "1", "x"];
     assert!(err(&mut c, &set_in_script).contains("MISCONF"));

@@ -886,19 +886,15 @@ impl Session {
                     self.rejected.set(true);
                     return Reply::error(crate::maxmemory::OOM).into();
                 }
-                if self.may_write(spec, args) {
-                    if let Some(error) = crate::persistence::write_refusal(&self.server) {
-                        self.rejected.set(true);
-                        return Reply::error(error).into();
-                    }
+                if let Some(error) = self.disk_refusal(spec, args) {
+                    self.rejected.set(true);
+                    return Reply::error(error).into();
                 }
                 crate::tracking::remember_read(self, spec, args);
                 crate::router::submit(self, spec, args)
             }
-            // As Redis: PING too, so that a health check sees the
-            // server cannot persist.
             Handler::Session(kvasir_core::SessionCmd::Ping) => {
-                match crate::persistence::write_refusal(&self.server) {
+                match self.disk_refusal(spec, args) {
                     Some(error) => {
                         self.rejected.set(true);
                         Reply::error(error).into()
@@ -1034,17 +1030,29 @@ impl Session {
         }
     }
 
-    /// The flags of this call of `spec`: a script's declared flags replace
-    /// its command's, as Redis's getCommandFlags (a `no-writes` script runs
-    /// during CLIENT PAUSE WRITE, a script that may write without
-    /// `allow-oom` is refused over `maxmemory`). Standalone, bodies and
-    /// functions are looked up in the store; in cluster mode they live on
-    /// the shards, and only EVAL's own shebang is known here.
+    /// MISCONF for a command while the data cannot be persisted: writes
+    /// and, as in Redis, PING, so that a health check sees it. Inside EXEC
+    /// the transaction was checked as a whole (Redis checks a call, not
+    /// what EXEC runs).
+    pub fn disk_refusal(&self, spec: &CommandSpec, args: &[Bytes]) -> Option<String> {
+        if self.txn.executing {
+            return None;
+        }
+        let refused = match spec.handler {
+            Handler::Write(_) | Handler::Read(_) => self.may_write(spec, args),
+            Handler::Session(kvasir_core::SessionCmd::Ping) => true,
+            _ => false,
+        };
+        refused
+            .then(|| crate::persistence::write_refusal(&self.server))
+            .flatten()
+    }
+
     /// Whether a command is refused as a write when the data cannot be
     /// persisted (Redis's MISCONF): a script without a shebang is not
     /// (its calls that write are refused as they run, Redis's
     /// scriptVerifyWriteCommandAllow); one with flags by what they declare.
-    fn may_write(&self, spec: &CommandSpec, args: &[Bytes]) -> bool {
+    pub fn may_write(&self, spec: &CommandSpec, args: &[Bytes]) -> bool {
         if spec.group != "scripting" {
             return spec.is_write();
         }
@@ -1056,6 +1064,12 @@ impl Session {
         })
     }
 
+    /// The flags of this call of `spec`: a script's declared flags replace
+    /// its command's, as Redis's getCommandFlags (a `no-writes` script runs
+    /// during CLIENT PAUSE WRITE, a script that may write without
+    /// `allow-oom` is refused over `maxmemory`). Standalone, bodies and
+    /// functions are looked up in the store; in cluster mode they live on
+    /// the shards, and only EVAL's own shebang is known here.
     pub fn invocation_flags(&self, spec: &CommandSpec, args: &[Bytes]) -> Flags {
         use kvasir_core::scripting;
         if spec.group != "scripting" {

@@ -114,6 +114,10 @@ pub fn queue_if_in_multi(s: &mut Session, resolved: &Resolved, args: &[Bytes]) -
         s.txn.failed = true;
         return Some(Reply::error(crate::maxmemory::OOM));
     }
+    if let Some(error) = s.disk_refusal(spec, args) {
+        s.txn.failed = true;
+        return Some(Reply::error(error));
+    }
     if top.flags.contains(Flags::NO_MULTI)
         || top.flags.contains(Flags::PUBSUB)
             && !matches!(top.handler, Handler::Session(SessionCmd::Publish))
@@ -208,6 +212,18 @@ pub fn exec(s: &mut Session) -> Outcome {
         return Reply::error(format!(
             "EXECABORT Transaction discarded because of: {}",
             crate::maxmemory::OOM
+        ))
+        .into();
+    }
+    // A save that failed since the writes were queued: Redis refuses the
+    // EXEC of a transaction that writes.
+    let writes = queue.iter().any(|q| s.may_write(q.spec, &q.args));
+    if let Some(error) = writes
+        .then(|| crate::persistence::write_refusal(&s.server))
+        .flatten()
+    {
+        return Reply::error(format!(
+            "EXECABORT Transaction discarded because of: {error}"
         ))
         .into();
     }
