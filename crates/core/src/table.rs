@@ -1010,6 +1010,23 @@ impl Renames {
         self.renamed.is_empty()
     }
 
+    /// Whether the command named `own` in the table was disabled (renamed
+    /// to ""): COMMAND no longer lists it, as Redis drops it from its
+    /// command table.
+    pub fn removed(&self, own: &str) -> bool {
+        self.renamed.contains(own) && !self.by_new_name.values().any(|n| *n == own)
+    }
+
+    /// The table's command a client names `name` (its new name, or its own
+    /// when not renamed).
+    pub fn lookup(&self, name: &[u8]) -> Option<&'static CommandSpec> {
+        match self.translate(name) {
+            Renamed::Same => lookup(name),
+            Renamed::Gone => None,
+            Renamed::To(own) => lookup(own.as_bytes()),
+        }
+    }
+
     /// What `name` (as a client sent it) stands for.
     pub fn translate(&self, name: &[u8]) -> Renamed {
         if self.is_empty() {

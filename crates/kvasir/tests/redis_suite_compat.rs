@@ -2172,3 +2172,91 @@ fn command_info_carries_redis_command_tips() {
         )]
     });
 }
+
+/// COMMAND sees the command table `rename-command` left, as redis-server's:
+/// a renamed command is found by its new name and shown by its own, a
+/// disabled one is gone (one fewer in COUNT), the old name is unknown to
+/// INFO, DOCS and GETKEYS.
+#[test]
+fn command_introspection_follows_rename_command() {
+    let renames = [
+        "--rename-command",
+        "flushall",
+        "",
+        "--rename-command",
+        "get",
+        "mget2",
+        "--rename-command",
+        "config",
+        "cfg",
+    ];
+    let pair = Pair::start(&renames);
+    let plain = Pair::start(&[]);
+    let count = |port: u16| match go(&mut connect(port), &["COMMAND", "COUNT"]) {
+        Ok(Value::Int(n)) => n,
+        other => panic!("COMMAND COUNT: {other:?}"),
+    };
+    for ((name, renamed), (_, port)) in pair.ports().into_iter().zip(plain.ports()) {
+        assert_eq!(count(renamed), count(port) - 1, "{name}");
+    }
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let mut out = vec![];
+        for name in ["mget2", "get", "cfg|get", "config|get", "flushall", "cfg"] {
+            // The name and arity COMMAND INFO shows, or nil.
+            out.push(go(&mut c, &["COMMAND", "INFO", name]).map(|v| match v {
+                Value::Array(items) => match items.first() {
+                    Some(Value::Array(info)) => Value::Array(info[..2].to_vec()),
+                    other => other.cloned().unwrap_or(Value::Nil),
+                },
+                other => other,
+            }));
+        }
+        // DOCS names what it found.
+        out.push(
+            go(
+                &mut c,
+                &[
+                    "COMMAND",
+                    "DOCS",
+                    "cfg|get",
+                    "config|get",
+                    "flushall",
+                    "mget2",
+                ],
+            )
+            .map(|v| match v {
+                Value::Array(items) => Value::Array(items.into_iter().step_by(2).collect()),
+                Value::Map(pairs) => Value::Array(pairs.into_iter().map(|(k, _)| k).collect()),
+                other => other,
+            }),
+        );
+        out.push(go(&mut c, &["COMMAND", "GETKEYS", "mget2", "k"]));
+        out.push(go(&mut c, &["COMMAND", "GETKEYS", "get", "k"]));
+        out.push(go(&mut c, &["COMMAND", "GETKEYS", "cfg", "get", "x"]));
+        // LIST shows the commands' own names, without the disabled one.
+        let listed = match go(&mut c, &["COMMAND", "LIST"]) {
+            Ok(v) => strings(&v),
+            Err(e) => vec![e],
+        };
+        for name in ["flushall", "get", "mget2", "config", "cfg"] {
+            out.push(Ok(Value::Int(listed.iter().any(|n| n == name) as i64)));
+        }
+        out.push(go(&mut c, &["MGET2", "nosuch"]));
+        // ACL rules name commands by their own names; DRYRUN runs one by
+        // the name clients use.
+        out.push(go(
+            &mut c,
+            &["ACL", "SETUSER", "u", "on", "nopass", "+mget2"],
+        ));
+        out.push(go(
+            &mut c,
+            &["ACL", "SETUSER", "u", "on", "nopass", "+get", "~k*"],
+        ));
+        out.push(go(&mut c, &["ACL", "DRYRUN", "u", "mget2", "k1"]));
+        out.push(go(&mut c, &["ACL", "DRYRUN", "u", "mget2", "x"]));
+        out.push(go(&mut c, &["ACL", "DRYRUN", "u", "get", "k1"]));
+        out.push(go(&mut c, &["ACL", "DRYRUN", "u", "cfg", "get", "x"]));
+        out
+    });
+}

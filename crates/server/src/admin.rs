@@ -14,7 +14,7 @@ use kvasir_core::connection::{
 };
 use kvasir_core::glob;
 use kvasir_core::keyspace::Keyspace;
-use kvasir_core::table::{all_commands, help_reply as help, lookup, resolve};
+use kvasir_core::table::{all_commands, help_reply as help, resolve, Renames};
 use kvasir_core::{CmdError, CommandSpec, SessionCmd};
 use kvasir_resp::{Protocol, Reply};
 
@@ -131,11 +131,11 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
         C::Spublish => Ok(crate::pubsub::spublish(s, args)),
         C::Pubsub(sub) => crate::pubsub::container(s, sub, args),
         C::Cluster(sub) => return crate::cluster::commands::cluster(s, sub, args),
-        C::CommandAll => Ok(command_all()),
+        C::CommandAll => Ok(command_all(&s.server.config.borrow().renames)),
         C::Client(ClientCmd::Reply) => return client_reply(s, &args[2]),
         C::Client(sub) => client(s, sub, args),
         C::Config(sub) => config(s, sub, args),
-        C::Command(sub) => command(sub, args),
+        C::Command(sub) => command(&s.server.config.borrow().renames, sub, args),
         C::Slowlog(sub) => slowlog(s, sub, args),
         C::Latency(sub) => Ok(latency(s, sub, args)),
         C::Acl(sub) => crate::acl::run(s, sub, args),
@@ -1154,27 +1154,40 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
     }
 }
 
-fn command_all() -> Reply {
-    Reply::Array(all_commands().iter().map(|c| c.info_reply(None)).collect())
+/// The commands COMMAND shows: the table's, less those `rename-command`
+/// disabled; a renamed command keeps its own name there, as in Redis.
+fn listed(renames: &Renames) -> impl Iterator<Item = &'static CommandSpec> + '_ {
+    all_commands()
+        .iter()
+        .copied()
+        .filter(|c| !renames.removed(c.name))
 }
 
-fn find_spec(name: &[u8]) -> Option<(&'static CommandSpec, Option<&'static CommandSpec>)> {
+fn command_all(renames: &Renames) -> Reply {
+    Reply::Array(listed(renames).map(|c| c.info_reply(None)).collect())
+}
+
+/// A command or `parent|sub` by the name a client uses for it.
+fn find_spec(
+    renames: &Renames,
+    name: &[u8],
+) -> Option<(&'static CommandSpec, Option<&'static CommandSpec>)> {
     let text = String::from_utf8_lossy(name).to_ascii_lowercase();
     match text.split_once('|') {
         Some((parent, sub)) => {
-            let p = lookup(parent.as_bytes())?;
+            let p = renames.lookup(parent.as_bytes())?;
             p.subcommands
                 .iter()
                 .find(|s| s.name == sub)
                 .map(|s| (s, Some(p)))
         }
-        None => lookup(name).map(|c| (c, None)),
+        None => renames.lookup(name).map(|c| (c, None)),
     }
 }
 
-fn command(sub: CommandCmd, args: &[Bytes]) -> AdminResult {
+fn command(renames: &Renames, sub: CommandCmd, args: &[Bytes]) -> AdminResult {
     match sub {
-        CommandCmd::Count => Ok(Reply::Int(all_commands().len() as i64)),
+        CommandCmd::Count => Ok(Reply::Int(listed(renames).count() as i64)),
         // Like Redis 7, the list names subcommands too (`config|get`).
         CommandCmd::List => {
             let filter = match &args[2..] {
@@ -1198,7 +1211,7 @@ fn command(sub: CommandCmd, args: &[Bytes]) -> AdminResult {
                 })
             };
             let mut names = Vec::new();
-            for c in all_commands() {
+            for c in listed(renames) {
                 if keep(c, c.name)? {
                     names.push(Reply::bulk_str(c.name));
                 }
@@ -1213,12 +1226,12 @@ fn command(sub: CommandCmd, args: &[Bytes]) -> AdminResult {
         }
         CommandCmd::Info => {
             if args.len() == 2 {
-                return Ok(command_all());
+                return Ok(command_all(renames));
             }
             Ok(Reply::Array(
                 args[2..]
                     .iter()
-                    .map(|n| match find_spec(n) {
+                    .map(|n| match find_spec(renames, n) {
                         Some((spec, parent)) => spec.info_reply(parent),
                         None => Reply::Nil,
                     })
@@ -1227,16 +1240,24 @@ fn command(sub: CommandCmd, args: &[Bytes]) -> AdminResult {
         }
         CommandCmd::Docs => {
             let specs: Vec<_> = if args.len() == 2 {
-                all_commands().iter().map(|c| (*c, None)).collect()
+                listed(renames).map(|c| (c, None)).collect()
             } else {
-                args[2..].iter().filter_map(|n| find_spec(n)).collect()
+                args[2..]
+                    .iter()
+                    .filter_map(|n| find_spec(renames, n))
+                    .collect()
             };
             Ok(Reply::Map(
                 specs.into_iter().map(|(s, p)| s.docs_reply(p)).collect(),
             ))
         }
         CommandCmd::Getkeys | CommandCmd::Getkeysandflags => {
-            let target = &args[2..];
+            // The command as the client names it (rename-command).
+            let mut target = args[2..].to_vec();
+            if renames.apply(&mut target).is_err() {
+                return Err(CmdError::other("ERR Invalid command specified"));
+            }
+            let target = &target[..];
             let (spec, _) = match resolve(target) {
                 Ok(found) => found,
                 Err(CmdError::WrongArity(_)) => {

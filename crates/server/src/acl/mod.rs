@@ -723,12 +723,23 @@ fn dryrun(s: &Session, user: &[u8], command: &[Bytes]) -> Result<Reply, CmdError
             String::from_utf8_lossy(user)
         )));
     };
-    if kvasir_core::table::lookup(&command[0]).is_none() {
+    // The command by the name clients use (rename-command), as Redis's
+    // DRYRUN looks it up; the rules themselves name commands by their own.
+    let mut command = command.to_vec();
+    if s.server
+        .config
+        .borrow()
+        .renames
+        .apply(&mut command)
+        .is_err()
+        || kvasir_core::table::lookup(&command[0]).is_none()
+    {
         return Err(CmdError::other(format!(
             "ERR Command '{}' not found",
             String::from_utf8_lossy(&command[0])
         )));
     }
+    let command = &command[..];
     let (spec, parent) = resolve(command)?;
     let user = user_ref.borrow();
     let denied = match check::check(&user, spec, parent, command) {
