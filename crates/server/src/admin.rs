@@ -163,16 +163,16 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
             }
             s.close = true;
             if !s.rdb_functions_only {
-                let image = match crate::persistence::sync_image_in_child(&s.server) {
-                    Ok(image) => image,
+                let reply = match crate::persistence::sync_reply_in_child(&s.server) {
+                    Ok(reply) => reply,
                     Err(e) => return Reply::Error(e.into()).into(),
                 };
                 return Outcome::Pending(Box::new(crate::session::PendingOp {
                     reply: Box::pin(async move {
-                        crate::session::Finished::Reply(match image.await {
-                            Ok(image) => Reply::Bulk(Bytes::from(image)),
-                            Err(e) => Reply::Error(e.into()),
-                        })
+                        match reply.await {
+                            Ok(encoded) => crate::session::Finished::Encoded(encoded),
+                            Err(e) => crate::session::Finished::Reply(Reply::Error(e.into())),
+                        }
                     }),
                     write: false,
                     blocking: false,

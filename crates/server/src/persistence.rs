@@ -768,13 +768,14 @@ pub fn has_save_points(server: &Server) -> bool {
 /// follow it; REPLCONF rdb-only, which redis-cli sends, asks the same).
 /// With REPLCONF rdb-filter-only functions (`redis-cli --functions-rdb`)
 /// only the function libraries are in it.
-/// SYNC's image of the whole data (redis-cli --rdb), as Redis's
+/// SYNC's reply, the image of the whole data (redis-cli --rdb), as Redis's
 /// disk-based replication makes it: a forked child writes the image at
-/// this instant into a temporary file, which is read and sent once the
-/// child is done; the server stops only for the fork.
-pub fn sync_image_in_child(
+/// this instant into a temporary file, which is read once the child is
+/// done, as a RESP bulk string ready to send; the server stops only for
+/// the fork.
+pub fn sync_reply_in_child(
     server: &std::rc::Rc<Server>,
-) -> Result<impl std::future::Future<Output = Result<Vec<u8>, String>>, String> {
+) -> Result<impl std::future::Future<Output = Result<bytes::BytesMut, String>>, String> {
     let now_ms = crate::local_store::unix_ms();
     let used_memory = crate::info::used_memory();
     let access = access_record(server);
@@ -822,7 +823,7 @@ pub fn sync_image_in_child(
         let read = match exit {
             fork_child::Exit::Code(0) => {
                 let path = path.clone();
-                tokio::task::spawn_blocking(move || std::fs::read(path))
+                tokio::task::spawn_blocking(move || read_as_bulk(&path))
                     .await
                     .map_err(|e| e.to_string())
                     .and_then(|r| r.map_err(|e| e.to_string()))
@@ -835,6 +836,24 @@ pub fn sync_image_in_child(
             format!("ERR SYNC failed: {e}")
         })
     })
+}
+
+/// A file's bytes as a RESP bulk string, read into one buffer of its
+/// size: the data thread sends it without a copy.
+fn read_as_bulk(path: &std::path::Path) -> std::io::Result<bytes::BytesMut> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len() as usize;
+    let header = format!("${len}\r\n");
+    let mut bulk = Vec::with_capacity(header.len() + len + 2);
+    bulk.extend_from_slice(header.as_bytes());
+    file.read_to_end(&mut bulk)?;
+    if bulk.len() != header.len() + len {
+        return Err(std::io::Error::other("the image changed while it was read"));
+    }
+    bulk.extend_from_slice(b"\r\n");
+    // Unique and whole: both conversions keep the buffer.
+    Ok(bytes::BytesMut::from(bytes::Bytes::from(bulk)))
 }
 
 /// The file a SYNC child writes its image to.

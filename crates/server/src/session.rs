@@ -150,6 +150,10 @@ pub struct PendingOp {
 /// What a command in flight ended with.
 pub enum Finished {
     Reply(Reply),
+    /// A reply already in RESP form, sent as it is: SYNC's image (as large
+    /// as the data), put together on a blocking thread so that the data
+    /// thread does not copy it into the connection's buffer.
+    Encoded(BytesMut),
     /// WATCH: the digests the shard read for the keys, to remember in the
     /// transaction state.
     Watched {
@@ -157,6 +161,23 @@ pub enum Finished {
         keys: Vec<Bytes>,
         digests: Vec<u64>,
     },
+}
+
+/// A command's answer once it finished: a reply to encode, or one
+/// already encoded ([`Finished::Encoded`]).
+enum Answer {
+    Reply(Reply),
+    Encoded(BytesMut),
+}
+
+impl Answer {
+    /// The reply, where an encoded one cannot come (a script's).
+    fn into_reply(self) -> Reply {
+        match self {
+            Answer::Reply(r) => r,
+            Answer::Encoded(_) => Reply::error("ERR internal: an encoded reply from a script"),
+        }
+    }
 }
 
 /// What running one request produced.
@@ -462,15 +483,20 @@ impl Session {
         while let Some(slot) = self.pending.pop_front() {
             let reply = match slot {
                 PendingReply::Ready(r) => r,
-                PendingReply::Wait(op, silent) => {
-                    let reply = self.finish_pending(*op).await;
-                    if silent {
+                PendingReply::Wait(op, silent) => match self.finish_pending(*op).await {
+                    _ if silent => continue,
+                    Answer::Reply(reply) => reply,
+                    Answer::Encoded(bytes) if out.is_empty() => {
+                        *out = bytes;
                         continue;
                     }
-                    reply
-                }
+                    Answer::Encoded(bytes) => {
+                        out.extend_from_slice(&bytes);
+                        continue;
+                    }
+                },
                 PendingReply::Running(op, silent, cmd) => {
-                    let reply = self.finish_pending(*op).await;
+                    let reply = self.finish_pending(*op).await.into_reply();
                     self.account(&cmd.args, cmd.spec, &reply, cmd.started.elapsed());
                     if silent {
                         continue;
@@ -484,23 +510,24 @@ impl Session {
     }
 
     /// The reply of a command in flight; a kill ends the wait.
-    async fn finish_pending(&mut self, op: PendingOp) -> Reply {
+    async fn finish_pending(&mut self, op: PendingOp) -> Answer {
         let info = self.info.clone();
         let kill = info.kill.notified();
         tokio::pin!(kill);
         let finished = tokio::select! {
             f = op.reply => f,
             // The connection closes; this reply is never sent.
-            _ = &mut kill => return Reply::Nil,
+            _ = &mut kill => return Answer::Reply(Reply::Nil),
         };
-        match finished {
+        Answer::Reply(match finished {
             Finished::Reply(r) => r,
+            Finished::Encoded(bytes) => return Answer::Encoded(bytes),
             Finished::Watched {
                 slot,
                 keys,
                 digests,
             } => crate::transaction::remember_watch(self, slot, keys, &digests),
-        }
+        })
     }
 
     /// Writes out pending replies; false if the connection is gone.
