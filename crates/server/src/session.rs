@@ -1070,9 +1070,10 @@ impl Session {
             Handler::Session(kvasir_core::SessionCmd::Ping) => true,
             _ => false,
         };
-        refused
-            .then(|| crate::persistence::write_refusal(&self.server))
-            .flatten()
+        match refused {
+            true => crate::persistence::write_refusal(&self.server),
+            false => None,
+        }
     }
 
     /// Whether a command is refused as a write when the data cannot be

@@ -217,10 +217,9 @@ pub fn exec(s: &mut Session) -> Outcome {
     }
     // A save that failed since the writes were queued: Redis refuses the
     // EXEC of a transaction that writes.
-    let writes = queue.iter().any(|q| s.may_write(q.spec, &q.args));
-    if let Some(error) = writes
-        .then(|| crate::persistence::write_refusal(&s.server))
-        .flatten()
+    // The refusal first: the queue is only looked through when there is one.
+    if let Some(error) = crate::persistence::write_refusal(&s.server)
+        .filter(|_| queue.iter().any(|q| s.may_write(q.spec, &q.args)))
     {
         return Reply::error(format!(
             "EXECABORT Transaction discarded because of: {error}"
