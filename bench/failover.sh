@@ -26,7 +26,9 @@
 # before the kill, 1), FAIL_TIMEOUT (seconds to wait for (a) and (b), 30),
 # KVASIR_ARGS (extra `kvasir server` flags, e.g. "--raft-tick-ms 50
 # --election-ticks 10"), KVASIR, START_TIMEOUT (60), REBALANCE_TIMEOUT (30),
-# KEEP_LOGS (directory to copy server logs into).
+# KEEP_LOGS (directory to copy server logs into), SIGNAL (KILL, the default:
+# kill -9; TERM: a graceful stop, in which the node hands its shards'
+# leadership to the others before it exits).
 # Needs redis-cli (scripts/install-test-deps.sh) and python3.
 set -euo pipefail
 
@@ -34,6 +36,8 @@ TRIES=${TRIES:-10}
 SLOTS=${SLOTS:-"0 683 1366"}
 WARMUP=${WARMUP:-1}
 FAIL_TIMEOUT=${FAIL_TIMEOUT:-30}
+SIGNAL=${SIGNAL:-KILL}
+case "$SIGNAL" in KILL | TERM) ;; *) echo "SIGNAL must be KILL or TERM" >&2; exit 2 ;; esac
 
 NAME=failover
 # shellcheck source=bench/lib-cluster.sh
@@ -48,7 +52,7 @@ node_of_port() { # port -> node id, or "?"
 # Kills node $victim's process and measures; prints
 # "a_ms b_ms gap_ms new_leader_port writer_ok writer_errors" ("-" = not seen).
 measure() { # slot tag victim other survivors(comma list)
-    python3 - "$1" "$2" "${PID[$3]}" "${PORT[$3]}" "${PORT[$4]}" "$5" "$WARMUP" "$FAIL_TIMEOUT" <<'EOF'
+    python3 - "$1" "$2" "${PID[$3]}" "${PORT[$3]}" "${PORT[$4]}" "$5" "$WARMUP" "$FAIL_TIMEOUT" "$SIGNAL" <<'EOF'
 import os, signal, sys, threading, time
 sys.path.insert(0, os.environ["WORK"])
 import resp
@@ -56,6 +60,7 @@ import resp
 slot, tag, pid, killed, other = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 survivors = [int(p) for p in sys.argv[6].split(",")]
 warmup, limit = float(sys.argv[7]), float(sys.argv[8])
+stop_signal = signal.SIGTERM if sys.argv[9] == "TERM" else signal.SIGKILL
 PERIOD = 0.010
 done = threading.Event()
 t0 = None
@@ -131,7 +136,7 @@ time.sleep(warmup)
 if bg["ok"] == 0:
     print(f"failover: the background writer got no OK in {warmup}s ({bg['err']} errors)", file=sys.stderr)
 t0 = time.monotonic()
-os.kill(pid, signal.SIGKILL)
+os.kill(pid, stop_signal)
 threads = [threading.Thread(target=f, daemon=True) for f in (poll_slots, probe)]
 for t in threads:
     t.start()
@@ -169,7 +174,7 @@ for t in $(seq 1 "$TRIES"); do
     for i in "${NODES[@]}"; do [ "$i" != "$victim" ] && survivors+=("$i"); done
     other=${survivors[0]}
     sports=$(for i in "${survivors[@]}"; do echo "${PORT[$i]}"; done | paste -sd,)
-    say "try $t/$TRIES: slot $slot ({$tag}), kill -9 node $victim (leader), writing through node $other..."
+    say "try $t/$TRIES: slot $slot ({$tag}), SIG$SIGNAL to node $victim (leader), writing through node $other..."
     read -r a b gap nport wok werr <<<"$(measure "$slot" "$tag" "$victim" "$other" "$sports")"
     wait "${PID[$victim]}" 2>/dev/null || true
     PID[victim]=""
@@ -196,10 +201,10 @@ stat() { # column -> "median max" over the tries that saw it
 }
 missed() { awk -F'\t' -v c="$1" '$c == "-"' "$RESULTS" | wc -l; }
 
-echo "# Kvasir failover: leader kill -9 under writes"
+echo "# Kvasir failover: SIG$SIGNAL to the leader under writes"
 echo
 echo "$(nproc) CPUs shared by the three nodes and the clients. \`kvasir server --replicas 3 --shards-per-node 8 --wal fsync${KVASIR_ARGS:+ $KVASIR_ARGS}\`."
-echo "Times from the kill; polls every 10 ms. (a) a surviving node's CLUSTER SLOTS names a live leader for the slot;"
+echo "Times from the SIG$SIGNAL; polls every 10 ms. (a) a surviving node's CLUSTER SLOTS names a live leader for the slot;"
 echo "(b) \`SET {tag}k v\` through a surviving node (following MOVED) replies OK; writer gap: a background writer's"
 echo "(SET {tag}bg:N in a loop) longest time between two OKs around the kill. The killed node is restarted between tries."
 echo

@@ -227,3 +227,109 @@ fn a_value_larger_than_a_frame_replicates_and_survives_failover() {
     let got: String = c.router().retry(key, &["GET", key]);
     assert!(got == value, "after failover: {} bytes read", got.len());
 }
+
+/// A node stopped gracefully (SIGTERM, as `docker stop` or systemd does)
+/// hands the leadership of its shards to the other nodes before it exits:
+/// the moment it is gone they already lead every slot (without the
+/// hand-over they would still name it until an election timeout, 500 ms
+/// or more, later), the writes of a client writing through the stop are
+/// all kept, and a SHUTDOWN NOW on a second node skips the hand-over.
+#[test]
+fn a_graceful_stop_hands_the_leadership_over_first() {
+    let mut c = Cluster::start(&[]);
+    let led_by = |c: &Cluster, via: u64, id: u64| {
+        c.slots(via)
+            .is_some_and(|ranges| ranges.iter().any(|r| r.ports.first() == Some(&c.port(id))))
+    };
+    // After the start every node leads its preferred shards.
+    assert!(
+        cluster::wait_until(Duration::from_secs(30), || led_by(&c, 2, 1)),
+        "node 1 leads no shard: {:?}",
+        c.slots(2)
+    );
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut router = c.router();
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            // key -> the last value acknowledged; writes of unknown outcome.
+            let mut acked = HashMap::new();
+            let mut unknown = Vec::new();
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) && n < 200_000 {
+                n += 1;
+                let key = format!("stop:{}", n % 64);
+                let value = n.to_string();
+                match router.run_args(&key, &["SET", &key, &value], Duration::from_secs(20)) {
+                    cluster::Outcome::Reply(Ok(_)) => {
+                        acked.insert(key, value);
+                    }
+                    cluster::Outcome::Reply(Err(e)) => panic!("SET {key}: {e}"),
+                    cluster::Outcome::Unknown(e) => unknown.push(format!("SET {key}: {e}")),
+                }
+            }
+            (acked, unknown)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+
+    c.terminate(1);
+    let status = c
+        .wait_exit(1, Duration::from_secs(30))
+        .expect("node 1 did not exit after SIGTERM");
+    let after_exit = c.slots(2).expect("CLUSTER SLOTS from node 2");
+    assert!(status.success(), "node 1 exited with {status}");
+    let covered: usize = after_exit
+        .iter()
+        .map(|r| (r.end - r.start) as usize + 1)
+        .sum();
+    assert_eq!(covered, 16384, "slots missing: {after_exit:?}");
+    for r in &after_exit {
+        let leader = r.ports.first().and_then(|p| c.id_of_port(*p));
+        assert!(
+            matches!(leader, Some(2 | 3)),
+            "slots {}-{} still led by node {leader:?} right after node 1 exited: {after_exit:?}",
+            r.start,
+            r.end
+        );
+    }
+    let log = c.log(1);
+    assert!(
+        log.contains("Handing over the leadership of") && log.contains("Leadership handed over in"),
+        "{}",
+        cluster::tail(&log, 20)
+    );
+
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let (acked, unknown) = writer.join().expect("writer");
+    println!(
+        "{} keys written through the stop; {} writes of unknown outcome: {unknown:?}",
+        acked.len(),
+        unknown.len()
+    );
+    assert!(!acked.is_empty(), "no write acknowledged");
+    let mut router = c.router();
+    for (key, value) in &acked {
+        // A write of unknown outcome may have replaced the acknowledged
+        // value of its key with a later one, never an earlier one.
+        let got: String = router.retry(key, &["GET", key]);
+        let (got_n, acked_n): (u64, u64) = (got.parse().unwrap(), value.parse().unwrap());
+        assert!(
+            got_n >= acked_n,
+            "{key}: {got} after {value} was acknowledged"
+        );
+    }
+
+    // SHUTDOWN NOW: no hand-over.
+    let _ = c.query::<redis::Value>(2, &["SHUTDOWN", "NOW"]);
+    c.wait_exit(2, Duration::from_secs(30))
+        .expect("node 2 did not exit after SHUTDOWN NOW");
+    let log = c.log(2);
+    assert!(
+        !log.contains("Handing over the leadership of"),
+        "{}",
+        cluster::tail(&log, 20)
+    );
+}

@@ -516,6 +516,9 @@ pub struct MultiRaft<S: StateMachine> {
     /// The node's shared log writer when it runs several loops.
     writer: Option<Arc<LogWriter>>,
     faults: Arc<LogFaults>,
+    /// The node is stopping gracefully: it hands the groups it leads to
+    /// peers and takes none back (see [`MultiRaft::leave`]).
+    leaving: std::cell::Cell<bool>,
 }
 
 /// Opens the node's Raft log (recovering it) after checking that the data
@@ -734,6 +737,7 @@ impl<S: StateMachine> MultiRaft<S> {
             main,
             writer,
             faults: Arc::new(LogFaults::from_env()),
+            leaving: std::cell::Cell::new(false),
         });
         let driver = tokio::task::spawn_local(node.clone().run());
         let watcher = node.clone();
@@ -1196,6 +1200,15 @@ impl<S: StateMachine> MultiRaft<S> {
             match inner.index.get(&group) {
                 Some(&i) => {
                     let raw = &mut inner.groups[i].raw;
+                    if self.leaving.get()
+                        && m.get_msg_type() == raft::eraftpb::MessageType::MsgTimeoutNow
+                    {
+                        // A peer's rebalancer handing leadership back to
+                        // its preferred node, which is on its way out: the
+                        // transfer lapses at the peer after an election
+                        // timeout and it keeps leading.
+                        continue;
+                    }
                     if m.get_msg_type() == raft::eraftpb::MessageType::MsgHeartbeat
                         && m.term >= raw.raft.term
                         && m.commit > raw.raft.raft_log.last_index()
@@ -1267,7 +1280,9 @@ impl<S: StateMachine> MultiRaft<S> {
                 }
                 g.raw.tick();
             }
-            if inner.ticks.is_multiple_of(20) {
+            if self.leaving.get() {
+                self.hand_over(inner);
+            } else if inner.ticks.is_multiple_of(20) {
                 self.rebalance(inner);
             }
             self.expire_reads(inner);
@@ -1667,6 +1682,87 @@ impl<S: StateMachine> MultiRaft<S> {
         );
     }
 
+    /// Starts a graceful stop: every group this node leads is handed to a
+    /// peer (one caught up if there is one, spread over them), and this
+    /// node takes no leadership back, so the clients of its shards see a
+    /// leadership transfer (TRYAGAIN, then MOVED) instead of waiting an
+    /// election timeout after it exits, as etcd hands over on a graceful
+    /// stop. Entries it proposed stay in its log and commit under the new
+    /// leader; [`MultiRaft::handed_over`] says when all are answered.
+    pub fn leave(&self) {
+        if self.leaving.replace(true) {
+            return;
+        }
+        self.hand_over(&mut self.inner.borrow_mut());
+        // The transfers' messages leave with the next round.
+        self.inbox.wake.notify_one();
+    }
+
+    /// Whether a node that [`leave`](MultiRaft::leave)s is done: it leads
+    /// no group it has a peer to hand to (none may be left when the others
+    /// are stopping too, or unreachable), and every client waiting on it
+    /// for an entry it proposed before it stepped down was answered: it
+    /// may exit without anyone waiting an election timeout or losing a
+    /// reply.
+    pub fn handed_over(&self) -> bool {
+        let inner = self.inner.borrow();
+        inner.groups.iter().all(|g| {
+            let r = &g.raw.raft;
+            if r.state == StateRole::Leader {
+                r.lead_transferee.is_none() && self.successor(g).is_none()
+            } else {
+                g.waiters.is_empty() && g.proposals.is_empty()
+            }
+        })
+    }
+
+    /// The groups this node leads, each transferred to its
+    /// [`successor`](MultiRaft::successor).
+    fn hand_over(&self, inner: &mut Inner<S>) {
+        for g in &mut inner.groups {
+            let r = &g.raw.raft;
+            if r.state != StateRole::Leader || r.lead_transferee.is_some() {
+                continue;
+            }
+            if let Some(to) = self.successor(g) {
+                info!(group = g.id, to, "handing leadership over before stopping");
+                g.raw.transfer_leader(to);
+            }
+        }
+    }
+
+    /// Who takes over a group this node leads when it stops: a connected
+    /// peer that is not stopping itself, one caught up with the commit
+    /// index if there is one (chosen by group id among them, so the
+    /// groups spread), else the furthest ahead (raft-rs brings it up to
+    /// date before it hands over).
+    fn successor(&self, g: &Group<S>) -> Option<u64> {
+        let r = &g.raw.raft;
+        let me = self.cfg.node_id;
+        let mut peers: Vec<(u64, u64)> = r
+            .prs()
+            .iter()
+            .filter(|(id, _)| {
+                **id != me && self.transport.is_connected(**id) && !self.transport.is_leaving(**id)
+            })
+            .map(|(id, p)| (*id, p.matched))
+            .collect();
+        peers.sort_unstable();
+        let caught_up: Vec<u64> = peers
+            .iter()
+            .filter(|(_, matched)| *matched >= r.raft_log.committed)
+            .map(|(id, _)| *id)
+            .collect();
+        if caught_up.is_empty() {
+            peers
+                .iter()
+                .max_by_key(|(_, matched)| *matched)
+                .map(|(id, _)| *id)
+        } else {
+            Some(caught_up[(g.id % caught_up.len() as u64) as usize])
+        }
+    }
+
     /// Moves leadership back to each group's preferred node when that node
     /// is caught up, so leaders stay spread evenly after a failover.
     fn rebalance(&self, inner: &mut Inner<S>) {
@@ -1681,7 +1777,10 @@ impl<S: StateMachine> MultiRaft<S> {
                 // Not `recent_active`: with check-quorum raft-rs clears it
                 // every election timeout, on the very tick this runs.
                 .is_some_and(|p| p.matched >= r.raft_log.committed);
-            if caught_up && self.transport.is_connected(g.preferred) {
+            if caught_up
+                && self.transport.is_connected(g.preferred)
+                && !self.transport.is_leaving(g.preferred)
+            {
                 info!(
                     group = g.id,
                     to = g.preferred,

@@ -254,6 +254,9 @@ struct Peer {
     connected_since: Arc<AtomicU64>,
     /// Bytes (estimated) of the messages queued for the sender task.
     queued: Arc<AtomicUsize>,
+    /// Unix ms until which the peer counts as stopping (it said so, see
+    /// [`Transport::mark_leaving`]); 0: it did not.
+    leaving_until: AtomicU64,
 }
 
 /// Most bytes queued for one peer. Beyond it new messages are dropped and
@@ -738,6 +741,7 @@ impl Transport {
                     tx,
                     connected_since: connected,
                     queued,
+                    leaving_until: AtomicU64::new(0),
                 },
             );
         }
@@ -910,6 +914,23 @@ impl Transport {
     /// Bytes queued for a peer and not yet handed to its socket.
     pub fn queued_bytes(&self, node: u64) -> usize {
         self.peers.get(&node).map_or(0, |p| p.queued.load(Relaxed))
+    }
+
+    /// Records `node`'s word that it is stopping gracefully and hands its
+    /// leaderships away: for `for_ms` it is given none (a stopping node
+    /// takes none back, so a transfer to it would only stall its group for
+    /// an election timeout). It repeats its word while it stops.
+    pub fn mark_leaving(&self, node: u64, for_ms: u64) {
+        if let Some(p) = self.peers.get(&node) {
+            p.leaving_until.store(unix_ms() + for_ms, Relaxed);
+        }
+    }
+
+    /// Whether `node` said it is stopping (see [`Transport::mark_leaving`]).
+    pub fn is_leaving(&self, node: u64) -> bool {
+        self.peers
+            .get(&node)
+            .is_some_and(|p| p.leaving_until.load(Relaxed) > unix_ms())
     }
 
     pub fn is_connected(&self, node: u64) -> bool {

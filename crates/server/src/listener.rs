@@ -554,12 +554,59 @@ async fn serve(config: Config) -> std::io::Result<()> {
         }
     }
     crate::supervision::notify(&server.config.borrow(), "STOPPING=1\n");
+    if let Some(node) = &node {
+        tokio::select! {
+            () = hand_over_leadership(&server, node) => {}
+            _ = sigint.recv() => warn!("You insist... exiting now."),
+        }
+    }
     if unix_socket.is_some() {
         info!("Removing the unix socket file.");
     }
     // "Kvasir is now ready to exit" is the binary's last line, after the
     // pid file is removed, as in redis-server's log.
     Ok(())
+}
+
+/// A cluster node's graceful stop: the shards it leads are handed to
+/// peers first, waiting at most `shutdown-timeout` seconds (Redis's wait
+/// for its replicas; 0 or SHUTDOWN NOW: no hand-over), so their clients
+/// are redirected at once rather than after an election timeout.
+async fn hand_over_leadership(server: &Server, node: &crate::cluster::ClusterNode) {
+    let secs = server
+        .config
+        .borrow()
+        .stored
+        .get("shutdown-timeout")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(10);
+    if server.shutdown_state.now() || secs == 0 {
+        return;
+    }
+    // The count is the data shards'; the cluster map's group is handed
+    // over too.
+    let led = node.led_shards().len();
+    info!("Handing over the leadership of {led} shards before shutting down.");
+    let started = std::time::Instant::now();
+    if node.hand_over_leadership(Duration::from_secs(secs)).await {
+        // The clients answered last still have their replies to write.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        info!(
+            "Leadership handed over in {} ms.",
+            started.elapsed().as_millis()
+        );
+        let kept = node.led_shards().len();
+        if kept > 0 {
+            warn!(
+                "{kept} shards had no peer to take them (the others are stopping or unreachable)."
+            );
+        }
+    } else {
+        warn!(
+            "Leadership not handed over within shutdown-timeout ({secs} s): {} shards still led here; exiting anyway.",
+            node.led_shards().len()
+        );
+    }
 }
 
 /// The end of a start whose load a signal or SHUTDOWN stopped.

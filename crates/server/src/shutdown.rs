@@ -19,7 +19,8 @@ pub struct Flags {
     pub save: bool,
     /// NOSAVE: never save.
     pub nosave: bool,
-    /// NOW: do not wait for replicas (Kvasir has none to wait for).
+    /// NOW: do not wait for replicas: a cluster node exits without
+    /// handing its shards' leadership over first.
     pub now: bool,
     /// FORCE: exit even if the final save fails.
     pub force: bool,
@@ -138,6 +139,8 @@ pub struct ShutdownState {
     cron_paused: Cell<bool>,
     /// Wakes the signal loop when the pause ends.
     resumed: Notify,
+    /// The shutdown under way is NOW: no leadership hand-over.
+    now: Cell<bool>,
 }
 
 impl ShutdownState {
@@ -150,6 +153,11 @@ impl ShutdownState {
         if !paused {
             self.resumed.notify_one();
         }
+    }
+
+    /// Whether the shutdown under way skips the hand-over (NOW).
+    pub fn now(&self) -> bool {
+        self.now.get()
     }
 
     /// SHUTDOWN ABORT: cancels a signal's shutdown not yet started; false
@@ -218,6 +226,7 @@ pub async fn resumed(server: &Server) {
 /// the server may exit. A failed save keeps it running (logged as Redis
 /// logs it), unless FORCE.
 pub fn finish(server: &Server, flags: Flags) -> bool {
+    server.shutdown_state.now.set(flags.now);
     if server.cluster.is_some() {
         return true;
     }

@@ -407,6 +407,11 @@ impl Cluster {
         }
     }
 
+    /// SIGTERM node `id`: a graceful stop (reap it with `wait_exit`).
+    pub fn terminate(&mut self, id: u64) {
+        self.signal(id, libc::SIGTERM);
+    }
+
     /// SIGSTOP node `id` (it keeps its sockets but answers nothing).
     pub fn pause(&mut self, id: u64) {
         self.signal(id, libc::SIGSTOP);

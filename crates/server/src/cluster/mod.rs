@@ -175,6 +175,11 @@ const BROADCAST_SPUBLISH: u8 = 1;
 const BROADCAST_LEADERS: u8 = 2;
 /// The nodes a node has lost its link to.
 const BROADCAST_DOWN: u8 = 3;
+/// The sender is stopping gracefully and hands its leaderships away:
+/// give it none meanwhile. Older nodes ignore the tag.
+const BROADCAST_LEAVING: u8 = 4;
+/// How long a LEAVING word holds; a stopping node repeats it every second.
+const LEAVING_HOLDS_MS: u64 = 3000;
 
 fn encode_down(down: &[u64]) -> Bytes {
     let mut b = BytesMut::with_capacity(5 + 8 * down.len());
@@ -385,6 +390,12 @@ impl ClusterNode {
                         node.down_reports
                             .borrow_mut()
                             .insert(from, (down, std::time::Instant::now()));
+                    }
+                    return;
+                }
+                if payload.as_ref() == [BROADCAST_LEAVING] {
+                    if let Some(node) = server.cluster.as_ref() {
+                        node.raft.transport().mark_leaving(from, LEAVING_HOLDS_MS);
                     }
                     return;
                 }
@@ -681,6 +692,55 @@ impl ClusterNode {
             self.hooks
                 .after_write(w.shard, w.db, w.written.as_written());
         }
+    }
+
+    /// A graceful stop's first step: every shard this node leads is
+    /// handed to a peer ([`MultiRaft::leave`]), so its clients are
+    /// redirected at once instead of waiting an election timeout after the
+    /// node exits. Resolves with whether the node leads nothing and every
+    /// client waiting on an entry it proposed was answered, within `limit`.
+    pub async fn hand_over_leadership(&self, limit: Duration) -> bool {
+        // The peers hear it before the transfers (the same links, in
+        // order), so none of them moves a leadership back here.
+        let leaving = Bytes::from_static(&[BROADCAST_LEAVING]);
+        self.raft.broadcast(leaving.clone());
+        let mut said = std::time::Instant::now();
+        self.raft.leave();
+        for lane in &self.lanes {
+            lane.run(Box::new(|raft| raft.leave()));
+        }
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if self.handed_over().await {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            if said.elapsed() >= Duration::from_secs(1) {
+                self.raft.broadcast(leaving.clone());
+                said = std::time::Instant::now();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Whether every loop of the node has handed over (a stopped shard
+    /// thread leads nothing).
+    async fn handed_over(&self) -> bool {
+        if !self.raft.handed_over() {
+            return false;
+        }
+        for lane in &self.lanes {
+            let (tx, rx) = oneshot::channel();
+            lane.run(Box::new(move |raft| {
+                let _ = tx.send(raft.handed_over());
+            }));
+            if !rx.await.unwrap_or(true) {
+                return false;
+            }
+        }
+        true
     }
 
     /// Resolves when any of the node's loops stopped for good.
