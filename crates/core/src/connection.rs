@@ -62,6 +62,7 @@ pub enum SessionCmd {
     Sync,
     Replconf,
     Lolwut,
+    Pfselftest,
     Replicaof,
     Migrate,
     Module(ModuleCmd),

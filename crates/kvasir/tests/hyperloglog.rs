@@ -1,4 +1,4 @@
-//! HyperLogLog commands (PFADD PFCOUNT PFMERGE) run side by side against
+//! HyperLogLog commands (PFADD PFCOUNT PFMERGE, PFDEBUG PFSELFTEST) run side by side against
 //! Kvasir and a real `redis-server` (7.0): identical replies (estimates and
 //! error texts included) and byte-identical values (GET) for sparse HLLs,
 //! the sparse-to-dense conversion, 10k and 200k elements, merges and
@@ -403,6 +403,35 @@ fn random_sparse_cases(p: &mut Pair, rng: &mut Rng, rounds: usize) {
     }
 }
 
+/// PFDEBUG and PFSELFTEST, Redis's debugging commands its test suite
+/// uses: the same replies on both (GETREG converts a sparse HLL to the
+/// same dense bytes, DECODE lists the same opcodes), errors included.
+fn debug_cases(p: &mut Pair) {
+    p.add_all("d1", &elements("dbg-", 0..40), 7);
+    for sub in ["ENCODING", "decode", "Decode"] {
+        p.cmd(&["PFDEBUG", sub, "d1"]);
+    }
+    p.cmd(&["PFDEBUG", "GETREG", "d1"]);
+    p.same_bytes("d1");
+    p.cmd(&["PFDEBUG", "encoding", "d1"]);
+    p.cmd(&["PFDEBUG", "todense", "d1"]);
+    p.cmd(&["PFDEBUG", "decode", "d1"]);
+    p.add_all("d2", &elements("dbg2-", 0..5), 5);
+    p.cmd(&["PFDEBUG", "TODENSE", "d2"]);
+    p.same_bytes("d2");
+    p.cmd(&["PFCOUNT", "d2"]);
+    p.cmd(&["PFDEBUG", "getreg", "missing"]);
+    p.cmd(&["PFDEBUG", "nosuch", "d2"]);
+    p.cmd(&["PFDEBUG", "getreg"]);
+    p.cmd(&["PFDEBUG", "getreg", "d2", "extra"]);
+    p.cmd(&["SET", "plain", "text"]);
+    p.cmd(&["PFDEBUG", "encoding", "plain"]);
+    p.cmd(&["LPUSH", "alist", "x"]);
+    p.cmd(&["PFDEBUG", "encoding", "alist"]);
+    p.cmd(&["PFSELFTEST"]);
+    p.cmd(&["PFSELFTEST", "extra"]);
+}
+
 #[test]
 fn hyperloglog_commands_match_redis() {
     let (mut redis_guard, redis_port) = start_redis();
@@ -449,6 +478,7 @@ fn hyperloglog_commands_match_redis() {
     p.cmd(&["PFCOUNT", "s1"]);
     p.same_bytes("s1");
     p.cmd(&["OBJECT", "ENCODING", "s1"]);
+    debug_cases(&mut p);
 
     eprintln!("{} commands, {} errors", p.commands, p.errors);
     assert!(p.errors >= 100, "only {} errors exercised", p.errors);

@@ -143,6 +143,9 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
         C::Module(sub) => module(s, sub),
         C::Replicaof => replicaof(s, args),
         C::Migrate => crate::migrate::run(s, args),
+        C::Pfselftest => kvasir_core::hyperloglog::self_test(crate::local_store::unix_ms())
+            .map(|()| Reply::ok())
+            .map_err(CmdError::other),
         C::Lolwut => {
             crate::lolwut::render(&args[1..]).map(|t| Reply::Verbatim("txt", Bytes::from(t)))
         }
