@@ -686,3 +686,76 @@ fn busy_clients_survive_the_idle_timeout() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// `(qbuf + qbuf-free, rbs)` of the connection named `name` in CLIENT
+/// LIST, as seen from `conn`.
+fn buffers_of(conn: &mut redis::Connection, name: &str) -> (u64, u64) {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(conn)
+        .expect("CLIENT LIST");
+    let line = list
+        .lines()
+        .find(|l| l.contains(&format!(" name={name} ")))
+        .unwrap_or_else(|| panic!("no client {name} in {list}"));
+    let field = |f: &str| -> u64 {
+        line.split(' ')
+            .find_map(|kv| kv.strip_prefix(&format!("{f}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {f} in {line}"))
+    };
+    (field("qbuf") + field("qbuf-free"), field("rbs"))
+}
+
+/// A connection idle for 2 s gives its query buffer back, as redis-server
+/// 7.0 frees an idle client's query buffer (checked on both side by side
+/// through CLIENT LIST's qbuf and qbuf-free), and on Kvasir its reply
+/// buffer too (rbs 0); the next requests, a large one included, are
+/// served as before and the buffers come back.
+#[test]
+fn an_idle_connection_gives_its_buffers_back() {
+    let (_redis, redis_port) = common::redis_server::start_redis();
+    let kvasir = Kvasir::start(&[]);
+    let open = |port: u16| {
+        redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .and_then(|c| c.get_connection())
+            .expect("connect")
+    };
+    for (server, port) in [("redis-server", redis_port), ("kvasir", kvasir.port)] {
+        let mut idle = open(port);
+        let mut watcher = open(port);
+        let _: () = redis::cmd("CLIENT")
+            .arg("SETNAME")
+            .arg("idler")
+            .query(&mut idle)
+            .expect("SETNAME");
+        let (qbuf, _) = buffers_of(&mut watcher, "idler");
+        assert!(qbuf > 0, "{server}: no query buffer after a request");
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let (qbuf, rbs) = buffers_of(&mut watcher, "idler");
+            if qbuf == 0 && (server == "redis-server" || rbs == 0) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{server}: buffers still held after 15 s idle: qbuf+free {qbuf}, rbs {rbs}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let big = "v".repeat(300_000);
+        let _: () = redis::cmd("SET")
+            .arg("big")
+            .arg(&big)
+            .query(&mut idle)
+            .expect("SET after idle");
+        let got: String = redis::cmd("GET").arg("big").query(&mut idle).expect("GET");
+        assert_eq!(got.len(), big.len(), "{server}");
+        let pong: String = redis::cmd("PING").query(&mut idle).expect("PING");
+        assert_eq!(pong, "PONG");
+        if server == "kvasir" {
+            let (qbuf, rbs) = buffers_of(&mut watcher, "idler");
+            assert!(qbuf > 0 && rbs > 0, "buffers not back: {qbuf} {rbs}");
+        }
+    }
+}

@@ -67,6 +67,14 @@ pub struct ClientInfo {
     pub last_cmd: Cell<&'static str>,
     pub last_sub: Cell<&'static str>,
     pub qbuf: Cell<usize>,
+    /// Room left in the query buffer, and the reply buffer's size (CLIENT
+    /// LIST qbuf-free and rbs): 0 once an idle connection gave them back.
+    pub qbuf_free: Cell<usize>,
+    pub reply_buf: Cell<usize>,
+    /// Wakes the session of a connection idle for [`IDLE_RELEASE`] to give
+    /// its buffers back; `buffers_released` until it reads again.
+    pub idle_release: Notify,
+    pub buffers_released: Cell<bool>,
     pub no_evict: Cell<bool>,
     /// CLIENT NO-TOUCH: the client's commands (other than TOUCH) leave the
     /// keys' LRU/LFU stamps as they are.
@@ -104,6 +112,10 @@ pub struct ClientInfo {
     /// `client-output-buffer-limit`, shared by every connection.
     pub output_limits: Rc<Cell<OutputLimits>>,
 }
+
+/// How long a connection stays idle before it gives its query and reply
+/// buffers back (Redis frees an idle client's query buffer after 2 s).
+pub const IDLE_RELEASE: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl ClientInfo {
     /// Queues a push message; a connection whose queue is full is killed,
@@ -232,7 +244,7 @@ impl ClientInfo {
             flags.push('N');
         }
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp=0 obl=0 oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -247,9 +259,12 @@ impl ClientInfo {
             self.ssubscriptions.get(),
             self.multi.get(),
             self.qbuf.get(),
+            self.qbuf_free.get(),
+            self.reply_buf.get(),
             self.queued_msgs.get(),
             self.queued_bytes.get(),
-            self.queued_bytes.get() + self.qbuf.get() as u64,
+            self.queued_bytes.get()
+                + (self.qbuf.get() + self.qbuf_free.get() + self.reply_buf.get()) as u64,
             if cmd.is_empty() { "NULL" } else { &cmd },
             self.user.borrow(),
             tracking.redirect_reply(),
@@ -293,6 +308,10 @@ impl Clients {
             last_cmd: Cell::new(""),
             last_sub: Cell::new(""),
             qbuf: Cell::new(0),
+            qbuf_free: Cell::new(0),
+            reply_buf: Cell::new(0),
+            idle_release: Notify::new(),
+            buffers_released: Cell::new(false),
             no_evict: Cell::new(false),
             no_touch: Cell::new(false),
             lib_name: RefCell::new(String::new()),

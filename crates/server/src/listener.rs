@@ -826,9 +826,16 @@ async fn clients_cron(server: Rc<Server>) {
         crate::persistence::scheduled_cron(&server);
         // A client over its soft output limit is closed once its time is
         // up even if nothing more is queued for it.
+        let now = Instant::now();
         for c in server.clients.borrow().iter() {
             if c.queued_bytes.get() > 0 {
                 c.over_output_limit(c.queued_bytes.get());
+            }
+            if !c.buffers_released.get()
+                && now.duration_since(c.last_interaction.get()) >= crate::clients::IDLE_RELEASE
+            {
+                c.buffers_released.set(true);
+                c.idle_release.notify_one();
             }
         }
         let timeout = server.config.borrow().timeout;
@@ -836,7 +843,6 @@ async fn clients_cron(server: Rc<Server>) {
             continue;
         }
         let limit = Duration::from_secs(timeout);
-        let now = Instant::now();
         for c in server.clients.borrow().iter() {
             if now.duration_since(c.last_interaction.get()) > limit {
                 Clients::kill(c);

@@ -295,14 +295,34 @@ impl Session {
         let info = self.info.clone();
         let kill = info.kill.notified();
         tokio::pin!(kill);
+        let release = info.idle_release.notified();
+        tokio::pin!(release);
+        // The buffers were given back while idle: the next read starts
+        // small (BytesMut grows its first chunk) instead of reserving.
+        let mut released = false;
         loop {
             let (mut limits, qbuf_limit) = self.limits();
-            if inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
+            if !released && inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
                 inbuf.reserve(READ_CHUNK);
             }
             let n = tokio::select! {
                 biased;
                 _ = &mut kill => return,
+                () = &mut release => {
+                    // Idle (the clients cron says so): 32 KB per
+                    // connection add up over a pool of idle connections.
+                    if inbuf.is_empty() {
+                        inbuf = BytesMut::new();
+                    }
+                    if out.is_empty() {
+                        out = BytesMut::new();
+                    }
+                    released = true;
+                    self.info.qbuf_free.set(inbuf.capacity() - inbuf.len());
+                    self.info.reply_buf.set(out.capacity());
+                    release.set(info.idle_release.notified());
+                    continue;
+                }
                 Some(msg) = self.push_rx.recv() => {
                     // Counted as queued until written: a client that does
                     // not read is over its output limit either way.
@@ -328,9 +348,15 @@ impl Session {
                 },
             };
             self.server.stats.borrow_mut().net_input_bytes += n as u64;
+            if released {
+                released = false;
+                self.info.buffers_released.set(false);
+            }
             // While its commands run, the query buffer holds them (CLIENT
             // LIST's qbuf, as in Redis); what is left is set after.
             self.info.qbuf.set(inbuf.len());
+            self.info.qbuf_free.set(inbuf.capacity() - inbuf.len());
+            self.info.reply_buf.set(out.capacity());
             self.server.local_store.borrow_mut().refresh_clock();
             let mut clock = Instant::now();
             self.info.last_interaction.set(clock);
@@ -417,6 +443,7 @@ impl Session {
                 grown = false;
             }
             self.info.qbuf.set(inbuf.len());
+            self.info.qbuf_free.set(inbuf.capacity() - inbuf.len());
             if inbuf.len() > qbuf_limit {
                 tracing::warn!(
                     client = self.info.id,
