@@ -9,6 +9,11 @@ impl Config {
         self.stored.get("latency-tracking") != Some("no")
     }
 
+    /// `jemalloc-bg-thread` (yes unless set to no).
+    pub fn background_purge(&self) -> bool {
+        self.stored.get("jemalloc-bg-thread") != Some("no")
+    }
+
     /// `client-output-buffer-limit`, parsed (it is stored in the form
     /// CONFIG SET checked).
     pub fn output_limits(&self) -> crate::output_limits::OutputLimits {
@@ -429,6 +434,10 @@ impl Config {
             other => {
                 use crate::redis_params::Refused;
                 return match self.stored.set(other, value) {
+                    Some(Ok(())) if other == "jemalloc-bg-thread" => {
+                        crate::memory_stats::set_background_purge(self.background_purge());
+                        Ok(())
+                    }
                     Some(Ok(())) => Ok(()),
                     Some(Err(Refused::Immutable)) => Err(SetError::Immutable),
                     Some(Err(Refused::Invalid(why))) => Err(SetError::Invalid(why)),

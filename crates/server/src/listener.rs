@@ -404,6 +404,7 @@ async fn serve(config: Config) -> std::io::Result<()> {
     let blocking: crate::blocking::SharedBlocking = Rc::default();
     let mut server = Server::new(config, port, acl);
     let config = server.config.borrow().clone();
+    crate::memory_stats::set_background_purge(config.background_purge());
     let cluster = match config.initial_cluster {
         Some(_) => Some(
             crate::cluster::ClusterNode::start(

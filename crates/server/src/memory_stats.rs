@@ -236,3 +236,14 @@ pub fn purge() {
         );
     }
 }
+
+/// `jemalloc-bg-thread`: jemalloc's background threads return freed
+/// memory (idle connections' buffers, deleted keys) to the system over
+/// time, as redis-server enables them by default; without them pages are
+/// purged only when the allocator is busy, so an idle server's RSS stays
+/// at its peak. Logged, not fatal, where jemalloc cannot start them.
+pub fn set_background_purge(on: bool) {
+    if let Err(e) = tikv_jemalloc_ctl::background_thread::write(on) {
+        tracing::warn!("jemalloc-bg-thread {}: {e}", if on { "yes" } else { "no" });
+    }
+}
