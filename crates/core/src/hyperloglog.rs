@@ -53,10 +53,11 @@ pub const COMMANDS: &[CommandSpec] = &[
     // The destination (also merged as a source) and the sources.
     cmd("pfmerge", -2, W_OOM, (1, -1, 1), &["write", "hyperloglog", "slow"], G, "2.8.9", "Merges one or more HyperLogLog values into a single key.", crate::write_handler!(pfmerge)).events(crate::notify::Events::Dest("pfadd")).keys_access(crate::table::KeyAccess::ReadWriteThenRead),
     // The subcommand is an argument, not a container (as in Redis), so
-    // the key is the second argument.
+    // the key is the second argument. Its key spec (RW access) asks ACL
+    // for read permission only, as Redis derives it.
     // Runs on the server's thread (it touches no key), see [`self_test`].
     cmd("pfselftest", 1, Flags::ADMIN, (0, 0, 0), &["hyperloglog", "admin", "slow", "dangerous"], G, "2.8.9", "An internal command for testing HyperLogLog values.", crate::connection::s(crate::connection::SessionCmd::Pfselftest)),
-    cmd("pfdebug", 3, W_OOM.union(Flags::ADMIN), (2, 2, 1), &["write", "hyperloglog", "admin", "slow", "dangerous"], G, "2.8.9", "Internal commands for debugging HyperLogLog values.", crate::write_handler!(pfdebug)).events(crate::notify::Events::None).with_key_specs(&[crate::table::ks::RW_ACCESS]).unchanged_when(pfdebug_changed_nothing),
+    cmd("pfdebug", 3, W_OOM.union(Flags::ADMIN), (2, 2, 1), &["write", "hyperloglog", "admin", "slow", "dangerous"], G, "2.8.9", "Internal commands for debugging HyperLogLog values.", crate::write_handler!(pfdebug)).events(crate::notify::Events::None).with_key_specs(&[crate::table::ks::RW_ACCESS]).keys_access(crate::table::KeyAccess::Read).unchanged_when(pfdebug_changed_nothing),
 ];
 
 /// Redis's `hll-sparse-max-bytes` default: a sparse HLL (header included)
