@@ -463,6 +463,99 @@ fn output_buffer_limit_closes_a_subscriber_that_does_not_read() {
     }
 }
 
+/// What a client that sent `request` (inline commands) reads until the
+/// server closes the connection or 3 s pass: the bytes, and whether it
+/// was closed.
+fn read_until_closed(port: u16, request: &str) -> (Vec<u8>, bool) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    stream.write_all(request.as_bytes()).expect("write");
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        let mut buf = [0u8; 65536];
+        match stream.read(&mut buf) {
+            Ok(0) => return (got, true),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return (got, true),
+            Err(_) => {}
+        }
+    }
+    (got, false)
+}
+
+#[test]
+fn output_buffer_limit_closes_a_client_whose_replies_pass_it() {
+    let pair = Pair::start(&[]);
+    for (name, port) in pair.ports() {
+        let mut c = connect(port);
+        let item = "x".repeat(1000);
+        for _ in 0..150 {
+            go(&mut c, &["RPUSH", "biglist", &item]).expect("rpush");
+        }
+        go(&mut c, &["SET", "bigkey", &"y".repeat(10_000)]).expect("set");
+        // No limit for normal clients by default: the whole reply comes.
+        let (whole, closed) = read_until_closed(port, "LRANGE biglist 0 -1\r\nQUIT\r\n");
+        assert!(closed, "{name}: QUIT did not close");
+        assert!(whole.len() > 150_000, "{name}: {} bytes", whole.len());
+
+        go(
+            &mut c,
+            &[
+                "CONFIG",
+                "SET",
+                "client-output-buffer-limit",
+                "normal 100000 0 0",
+            ],
+        )
+        .expect("limit");
+        // One reply past the hard limit: closed before any of it is sent.
+        let (got, closed) = read_until_closed(port, "LRANGE biglist 0 -1\r\n");
+        assert!(
+            closed && got.is_empty(),
+            "{name}: {} bytes, closed {closed}",
+            got.len()
+        );
+        // Small replies under the limit still flow.
+        let (got, closed) = read_until_closed(port, "GET bigkey\r\nLRANGE biglist 0 9\r\nQUIT\r\n");
+        assert!(closed && got.len() > 20_000, "{name}: {} bytes", got.len());
+        // A pipeline whose replies add up past it: nothing is sent.
+        let pipeline = "GET bigkey\r\n".repeat(15);
+        let (got, closed) = read_until_closed(port, &pipeline);
+        assert!(
+            closed && got.is_empty(),
+            "{name}: pipeline {} bytes",
+            got.len()
+        );
+        // A transaction runs to its end even though its reply closes the
+        // client.
+        let (got, closed) = read_until_closed(
+            port,
+            "MULTI\r\nSET k1 v1\r\nLRANGE biglist 0 -1\r\nSET k2 v2\r\nEXEC\r\n",
+        );
+        assert!(closed, "{name}: EXEC's client not closed");
+        assert!(
+            !got.windows(4).any(|w| w == b"*4\r\n"),
+            "{name}: EXEC's reply sent"
+        );
+        for (key, value) in [("k1", b"v1"), ("k2", b"v2")] {
+            assert!(
+                matches!(go(&mut c, &["GET", key]), Ok(Value::BulkString(ref v)) if v == value),
+                "{name}: the transaction did not finish"
+            );
+        }
+        // The limit closes what it closed, and no more: this client is open.
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut c)
+            .expect("client list");
+        assert_eq!(list.lines().count(), 1, "{name}: {list}");
+    }
+}
+
 #[test]
 fn function_names_ignore_case() {
     let pair = Pair::start(&[]);

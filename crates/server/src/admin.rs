@@ -150,6 +150,7 @@ pub fn run(s: &mut Session, cmd: SessionCmd, args: &[Bytes]) -> Outcome {
             crate::lolwut::render(&args[1..]).map(|t| Reply::Verbatim("txt", Bytes::from(t)))
         }
         C::Sync => {
+            s.sync_transfer = true;
             if let Some(node) = &cluster {
                 // The shards this node leads, as a Redis Cluster master
                 // sends its own slots (redis-cli --rdb on each node).

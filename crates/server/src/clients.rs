@@ -107,6 +107,10 @@ pub struct ClientInfo {
     /// taken yet (CLIENT LIST omem and oll).
     pub queued_bytes: Cell<u64>,
     pub queued_msgs: Cell<u64>,
+    /// Bytes of replies encoded and not written yet, once they are more
+    /// than the [`REPLY_BUFFER`] every connection has: a large reply, or
+    /// a pipeline's replies, waiting for the socket.
+    pub reply_bytes: Cell<u64>,
     /// Since when the queue has been over its class's soft limit.
     pub over_soft_since: Cell<Option<Instant>>,
     /// `client-output-buffer-limit`, shared by every connection.
@@ -117,6 +121,14 @@ pub struct ClientInfo {
 /// buffers back (Redis frees an idle client's query buffer after 2 s).
 pub const IDLE_RELEASE: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// The reply bytes a connection may hold without counting against its
+/// output limits: Redis's per-client reply buffer (PROTO_REPLY_CHUNK_BYTES),
+/// past which its replies go to the reply list its limits measure. Redis
+/// counts that list in allocated blocks (16 KB of replies take about 20
+/// KB), so every unwritten byte counts once past the buffer, which
+/// matches its limits more closely than the bytes past 16 KB would.
+pub const REPLY_BUFFER: u64 = 16 * 1024;
+
 impl ClientInfo {
     /// Queues a push message; a connection whose queue is full is killed,
     /// as Redis drops a client over its output buffer limit.
@@ -125,7 +137,7 @@ impl ClientInfo {
             return false;
         }
         let size = msg.approx_wire_len() as u64;
-        if self.over_output_limit(self.queued_bytes.get() + size) {
+        if self.over_output_limit(self.waiting_bytes() + size) {
             return false;
         }
         match self.push_tx.try_send(msg) {
@@ -151,6 +163,12 @@ impl ClientInfo {
             .set(self.queued_msgs.get().saturating_sub(msgs));
     }
 
+    /// What waits for this client: queued messages and unwritten replies
+    /// (CLIENT LIST omem; what its output limits measure).
+    pub fn waiting_bytes(&self) -> u64 {
+        self.queued_bytes.get() + self.reply_bytes.get()
+    }
+
     /// The class whose `client-output-buffer-limit` applies.
     pub fn output_class(&self) -> Class {
         if self.monitor.get() {
@@ -167,6 +185,9 @@ impl ClientInfo {
     /// such a client is closed, as Redis closes it.
     pub fn over_output_limit(&self, queued: u64) -> bool {
         let limit = self.output_limits.get().of(self.output_class());
+        if limit.hard == 0 && limit.soft == 0 {
+            return false;
+        }
         let mut since = self.over_soft_since.get();
         let over = limit.exceeded(queued, &mut since, Instant::now());
         self.over_soft_since.set(since);
@@ -262,8 +283,8 @@ impl ClientInfo {
             self.qbuf_free.get(),
             self.reply_buf.get(),
             self.queued_msgs.get(),
-            self.queued_bytes.get(),
-            self.queued_bytes.get()
+            self.waiting_bytes(),
+            self.waiting_bytes()
                 + (self.qbuf.get() + self.qbuf_free.get() + self.reply_buf.get()) as u64,
             if cmd.is_empty() { "NULL" } else { &cmd },
             self.user.borrow(),
@@ -330,6 +351,7 @@ impl Clients {
             push_tx,
             queued_bytes: Cell::new(0),
             queued_msgs: Cell::new(0),
+            reply_bytes: Cell::new(0),
             over_soft_since: Cell::new(None),
             output_limits: self.output_limits.clone(),
         });

@@ -829,8 +829,8 @@ async fn clients_cron(server: Rc<Server>) {
         // up even if nothing more is queued for it.
         let now = Instant::now();
         for c in server.clients.borrow().iter() {
-            if c.queued_bytes.get() > 0 {
-                c.over_output_limit(c.queued_bytes.get());
+            if c.waiting_bytes() > 0 {
+                c.over_output_limit(c.waiting_bytes());
             }
             if !c.buffers_released.get()
                 && now.duration_since(c.last_interaction.get()) >= crate::clients::IDLE_RELEASE

@@ -1,10 +1,10 @@
 //! `client-output-buffer-limit`, as Redis 7 has it: per class of client
 //! (normal, replica, pubsub) a hard limit in bytes, and a soft limit that
 //! may be exceeded for at most `soft_seconds`; a client over either is
-//! closed. What is limited is what waits for a slow client: the messages
+//! closed. What is limited is what waits for a client: the messages
 //! queued for it (pub/sub, invalidations, MONITOR lines) that it has not
-//! read yet. A normal client's replies need no limit here: a connection
-//! that does not read stops being read from, so its replies cannot pile up.
+//! read yet, and its unwritten replies once they pass its reply buffer
+//! (`ClientInfo::waiting_bytes`).
 
 use std::time::{Duration, Instant};
 

@@ -64,6 +64,9 @@ pub struct Session {
     /// REPLCONF rdb-filter-only functions: SYNC sends only the function
     /// libraries (`redis-cli --functions-rdb`).
     pub rdb_functions_only: bool,
+    /// SYNC answered: its image goes out whatever the output limits, as
+    /// Redis sends a replica its image outside the reply buffer.
+    pub sync_transfer: bool,
     /// Cluster mode: replies of this read batch in request order, some
     /// still waiting for Raft. Consecutive writes (or consecutive reads)
     /// are in flight together; anything else waits for them first.
@@ -242,6 +245,7 @@ pub async fn run<C: ClientConn>(server: Rc<Server>, mut conn: C, addr: crate::cl
         push_rx,
         readonly: false,
         rdb_functions_only: false,
+        sync_transfer: false,
         pending: std::collections::VecDeque::new(),
         pending_kind: None,
         reply_mode: ReplyMode::default(),
@@ -336,10 +340,11 @@ impl Session {
                             break;
                         }
                     }
+                    // Written, they count as replies waiting (below).
+                    self.info.taken(bytes, msgs);
                     if !self.flush(conn, &mut out).await {
                         return;
                     }
-                    self.info.taken(bytes, msgs);
                     continue;
                 }
                 r = conn.read_buf(&mut inbuf) => match r {
@@ -562,6 +567,18 @@ impl Session {
         if out.is_empty() {
             return true;
         }
+        // Replies past the connection's reply buffer count against its
+        // output limits, as Redis's reply list does: a client over them is
+        // closed before any of it is written (a huge LRANGE or KEYS, a
+        // pipeline of large GETs), so the server does not hold it.
+        let unwritten = out.len() as u64;
+        if unwritten > crate::clients::REPLY_BUFFER && !self.sync_transfer {
+            self.info.reply_bytes.set(unwritten);
+            if self.info.over_output_limit(self.info.waiting_bytes()) {
+                self.info.reply_bytes.set(0);
+                return false;
+            }
+        }
         // No reply goes out before the writes it may tell of are in the
         // append-only file.
         if !crate::aof_persistence::before_reply(&self.server).await {
@@ -580,6 +597,7 @@ impl Session {
             }
             _ = kill => return false,
         }
+        self.info.reply_bytes.set(0);
         // A buffer a large reply (or a burst of invalidations) grew is
         // given back once written, as Redis frees its reply list: kept, it
         // counted in used memory for the connection's lifetime, and under
