@@ -29,12 +29,62 @@ pub fn parse_f64(b: &[u8]) -> Result<f64, CmdError> {
         "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
         "-inf" | "-infinity" => f64::NEG_INFINITY,
         "nan" | "+nan" | "-nan" => return Err(CmdError::NotFloat),
-        _ => s.parse::<f64>().map_err(|_| CmdError::NotFloat)?,
+        _ => match s.parse::<f64>() {
+            Ok(v) => v,
+            Err(_) => parse_hex_float(s).ok_or(CmdError::NotFloat)?,
+        },
     };
     if v.is_nan() {
         return Err(CmdError::NotFloat);
     }
     Ok(v)
+}
+
+/// C's hexadecimal float form, which Redis's strtod/strtold accept:
+/// `[+-]0x` hex digits with an optional `.` fraction and an optional
+/// binary exponent `p[+-]digits` (`0x10` is 16, `0x1p-2` is 0.25).
+pub fn parse_hex_float(s: &str) -> Option<f64> {
+    let (negative, rest) = match s.as_bytes().first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let rest = rest
+        .strip_prefix("0x")
+        .or_else(|| rest.strip_prefix("0X"))?;
+    let (digits, exponent) = match rest.find(['p', 'P']) {
+        Some(at) => (&rest[..at], rest[at + 1..].parse::<i32>().ok()?),
+        None => (rest, 0),
+    };
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    // 15 hex digits fit in the mantissa's 53 bits with room; later digits
+    // only move the exponent.
+    let mut mantissa: u64 = 0;
+    let mut scale: i64 = i64::from(exponent);
+    let mut kept = 0;
+    for (i, c) in int.chars().chain(frac.chars()).enumerate() {
+        let d = u64::from(c.to_digit(16)?);
+        let fractional = i >= int.len();
+        if kept < 15 {
+            if mantissa != 0 || d != 0 {
+                kept += 1;
+            }
+            mantissa = mantissa * 16 + d;
+            if fractional {
+                scale -= 4;
+            }
+        } else if !fractional {
+            scale += 4;
+        }
+    }
+    // In two steps, so that a large mantissa times a tiny power of two
+    // is not lost to an underflow of the power alone.
+    let scale = scale.clamp(-3000, 3000) as i32;
+    let v = mantissa as f64 * 2f64.powi(scale / 2) * 2f64.powi(scale - scale / 2);
+    Some(if negative { -v } else { v })
 }
 
 /// Parses a blocking command's timeout (seconds, fractions allowed) into
@@ -92,6 +142,26 @@ pub fn upper(arg: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hex_floats_like_strtod() {
+        for (text, v) in [
+            ("0x10", 16.0),
+            ("-0x10", -16.0),
+            ("+0X1p-2", 0.25),
+            ("0x1.8", 1.5),
+            ("0x.8p1", 1.0),
+            ("0xA.8P+1", 21.0),
+            ("0x1p-1074", f64::from_bits(1)),
+            ("0x10000000000000000", 18446744073709551616.0),
+        ] {
+            assert_eq!(parse_f64(text.as_bytes()), Ok(v), "{text}");
+        }
+        for bad in ["0x", "0x.", "0xg", "0x1p", "0x1p+", "x10", "0x1 ", "0x1q"] {
+            assert!(parse_f64(bad.as_bytes()).is_err(), "{bad}");
+        }
+        assert_eq!(parse_f64(b"0x1p5000"), Ok(f64::INFINITY));
+    }
 
     #[test]
     fn ints_like_redis() {

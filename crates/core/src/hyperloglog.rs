@@ -809,6 +809,8 @@ fn pfdebug<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &C
     let Some(v) = store.live_value_mut(db, &args[2], ctx) else {
         return Err(CmdError::other("ERR The specified key does not exist"));
     };
+    // As Redis: the key must hold a HyperLogLog whatever the subcommand.
+    hll_bytes(v)?;
     let sub = args[1].to_ascii_lowercase();
     match sub.as_slice() {
         b"getreg" | b"todense" => {

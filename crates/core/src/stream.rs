@@ -570,13 +570,15 @@ fn xlen<K: Keyspace>(store: &Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> 
 }
 
 fn xdel<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
+    // As Redis: the key first (a missing key answers 0, another type
+    // WRONGTYPE), then every ID, so that none is deleted when one is bad.
+    let Some(s) = write_stream(store, db, &args[1], ctx)? else {
+        return Ok(Reply::Int(0));
+    };
     let ids = args[2..]
         .iter()
         .map(|a| parse_strict_id(a))
         .collect::<Result<Vec<_>, _>>()?;
-    let Some(s) = write_stream(store, db, &args[1], ctx)? else {
-        return Ok(Reply::Int(0));
-    };
     Ok(Reply::Int(
         ids.into_iter().filter(|id| s.delete(*id)).count() as i64,
     ))

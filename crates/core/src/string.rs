@@ -1037,10 +1037,22 @@ pub(crate) mod float {
 
     /// Parses strtold's decimal syntax: [+-] digits [. digits] [e [+-] digits],
     /// or [+-]inf / infinity (None). No spaces, no NaN, within long double's
-    /// range. Hex floats, which strtold also reads, are not supported.
+    /// range. Hex floats, which strtold also reads, are read within a
+    /// double's range (past it, refused: a long double reaches further).
     fn parse(s: &[u8]) -> Result<Option<Decimal>, CmdError> {
         if s.is_empty() || s.len() >= MAX_INPUT_LEN {
             return Err(not_float());
+        }
+        let unsigned = s.strip_prefix(b"-").or(s.strip_prefix(b"+")).unwrap_or(s);
+        if unsigned.len() > 1 && unsigned[0] == b'0' && unsigned[1].eq_ignore_ascii_case(&b'x') {
+            let v = std::str::from_utf8(s)
+                .ok()
+                .and_then(crate::args::parse_hex_float)
+                .filter(|v| v.is_finite())
+                .ok_or_else(not_float)?;
+            // A double's exact decimal expansion has at most 767
+            // significant digits.
+            return parse(format!("{v:.800e}").as_bytes());
         }
         let (neg, body) = match s[0] {
             b'-' => (true, &s[1..]),
@@ -1322,12 +1334,15 @@ pub(crate) mod float {
         fn rejects_what_strtold_rejects() {
             let bad = "ERR value is not a valid float";
             for s in [
-                "", " 1", "1 ", "abc", "1e", "1e+", ".", "-", "nan", "1.2.3", "0x10", "1e4933",
-                "1e-5000",
+                "", " 1", "1 ", "abc", "1e", "1e+", ".", "-", "nan", "1.2.3", "0xg", "0x",
+                "1e4933", "1e-5000",
             ] {
                 assert_eq!(sum("0", s), Err(bad.to_string()), "{s:?}");
                 assert_eq!(sum(s, "1"), Err(bad.to_string()), "{s:?}");
             }
+            // strtold reads hexadecimal floats.
+            assert_eq!(sum("0x10", "-0x1p-2"), Ok("15.75".into()));
+            assert_eq!(sum("0", "0x1p-60"), Ok("0".into()));
             assert_eq!(sum("0", &"1".repeat(5120)), Err(bad.to_string()));
         }
 

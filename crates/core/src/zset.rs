@@ -227,7 +227,7 @@ fn strtod_full(b: &[u8]) -> Option<f64> {
     if s.is_empty() {
         return None;
     }
-    let v: f64 = s.parse().ok()?;
+    let v: f64 = s.parse().ok().or_else(|| crate::args::parse_hex_float(s))?;
     (!v.is_nan()).then_some(v)
 }
 

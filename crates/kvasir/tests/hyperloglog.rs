@@ -428,6 +428,10 @@ fn debug_cases(p: &mut Pair) {
     p.cmd(&["PFDEBUG", "encoding", "plain"]);
     p.cmd(&["LPUSH", "alist", "x"]);
     p.cmd(&["PFDEBUG", "encoding", "alist"]);
+    // The key is checked before the subcommand.
+    for key in ["plain", "alist", "missing"] {
+        p.cmd(&["PFDEBUG", "nosuch", key]);
+    }
     p.cmd(&["PFSELFTEST"]);
     p.cmd(&["PFSELFTEST", "extra"]);
 }

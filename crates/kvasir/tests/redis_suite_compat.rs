@@ -557,6 +557,31 @@ fn output_buffer_limit_closes_a_client_whose_replies_pass_it() {
 }
 
 #[test]
+fn hex_floats_are_read_as_strtod_reads_them() {
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        [
+            &["INCRBYFLOAT", "f", "0x10"][..],
+            &["INCRBYFLOAT", "f", "-0x1p-2"],
+            &["INCRBYFLOAT", "f", "0X.8"],
+            &["INCRBYFLOAT", "f", "0xg"],
+            &["HINCRBYFLOAT", "h", "f", "0x1.8p1"],
+            &["ZADD", "z", "0x10", "a", "0x1p-3", "b"],
+            &["ZADD", "z", "0x1p5000", "c"],
+            &["ZINCRBY", "z", "0x2", "a"],
+            &["ZCOUNT", "z", "(0x0", "0x12"],
+            &["ZRANGEBYSCORE", "z", "0x.1", "+inf", "WITHSCORES"],
+            &["ZREMRANGEBYSCORE", "z", "0x12", "0x12"],
+            &["ZRANGE", "z", "0", "-1", "WITHSCORES"],
+        ]
+        .iter()
+        .map(|args| go(&mut c, args))
+        .collect()
+    });
+}
+
+#[test]
 fn function_names_ignore_case() {
     let pair = Pair::start(&[]);
     same_on_both(&pair, |port| {

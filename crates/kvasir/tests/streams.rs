@@ -173,6 +173,10 @@ fn basic_commands_and_errors_match_redis() {
         &["XDEL", "s", "2-0", "9-9"],
         &["XDEL", "s", "bad"],
         &["XDEL", "nos", "1-1"],
+        // The key is looked at before the IDs: a missing key answers 0,
+        // another type WRONGTYPE, and one bad ID deletes nothing.
+        &["XDEL", "nos", "bad"],
+        &["XDEL", "s", "3-0", "bad"],
         &["XLEN", "s"],
         &["XTRIM", "s"],
         &["XTRIM", "s", "MAXLEN"],
@@ -187,6 +191,7 @@ fn basic_commands_and_errors_match_redis() {
         &["XADD", "str", "*", "a", "1"],
         &["XRANGE", "str", "-", "+"],
         &["XLEN", "str"],
+        &["XDEL", "str", "bad"],
         &["TYPE", "s"],
         &["OBJECT", "ENCODING", "s"],
         &["XSETID", "s", "1-1"],
