@@ -420,6 +420,33 @@ fn sharded_pubsub_and_cluster_introspection() {
     assert!(text.contains("[OK] All 16384 slots covered."), "{text}");
     assert_eq!(text.matches("M: ").count(), 3, "three masters: {text}");
     assert!(text.contains("keys in 3 masters."), "{text}");
+
+    // A keyed command whose arguments name no key (a HELP subcommand, a
+    // bad key count) answers as on a Redis Cluster node, which runs it
+    // where it is: as redis-server does.
+    let (_redis, redis_port) = common::redis_server::start_redis_in(None, &[]);
+    let mut real = redis::Client::open(format!("redis://127.0.0.1:{redis_port}/"))
+        .and_then(|cl| cl.get_connection())
+        .expect("redis-server");
+    for args in [
+        &["OBJECT", "HELP"][..],
+        &["XINFO", "HELP"],
+        &["XGROUP", "HELP"],
+        &["MEMORY", "HELP"],
+        &["SCRIPT", "HELP"],
+        &["FUNCTION", "HELP"],
+        &["XINFO", "NOSUCH"],
+        &["ZUNION", "abc", "{news}a"],
+        &["ZUNIONSTORE", "{news}d", "0", "{news}a"],
+        &["ZINTER", "5", "{news}a"],
+        &["LMPOP", "0", "LEFT"],
+        &["SINTERCARD", "-1", "{news}s"],
+        &["EVAL", "return 1", "x"],
+    ] {
+        let ours = cmd(&mut p, args).map_err(|e| e.to_string());
+        let theirs = cmd(&mut real, args).map_err(|e| e.to_string());
+        assert_eq!(ours, theirs, "{args:?}");
+    }
 }
 
 /// Active expiry in cluster mode: each shard's leader picks expired keys

@@ -582,6 +582,39 @@ fn hex_floats_are_read_as_strtod_reads_them() {
 }
 
 #[test]
+fn help_subcommands_answer_redis_text() {
+    let pair = Pair::start(&[]);
+    // LATENCY HELP is not compared: Kvasir has no LATENCY GRAPH.
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        [
+            "OBJECT", "MEMORY", "XINFO", "XGROUP", "SCRIPT", "FUNCTION", "CONFIG", "PUBSUB",
+            "COMMAND", "SLOWLOG", "ACL", "MODULE",
+        ]
+        .iter()
+        .map(|container| go(&mut c, &[container, "HELP"]))
+        .collect()
+    });
+    // CLIENT HELP: Redis 7.0's text, then the 7.2 subcommands Kvasir has.
+    let lines = |port: u16| strings(&go(&mut connect(port), &["CLIENT", "HELP"]).expect("help"));
+    let (ours, theirs) = (lines(pair.kvasir_port), lines(pair.redis_port));
+    let extra = [
+        "SETINFO <option> <value>",
+        "    Set client meta attr. Options are:",
+        "    * LIB-NAME: the client lib name.",
+        "    * LIB-VER: the client lib version.",
+        "NO-TOUCH (ON|OFF)",
+        "    Will not touch LRU/LFU stats when this mode is on.",
+    ];
+    let without: Vec<&String> = ours
+        .iter()
+        .filter(|l| !extra.contains(&l.as_str()))
+        .collect();
+    assert_eq!(without, theirs.iter().collect::<Vec<_>>());
+    assert_eq!(ours.len(), theirs.len() + extra.len());
+}
+
+#[test]
 fn function_names_ignore_case() {
     let pair = Pair::start(&[]);
     same_on_both(&pair, |port| {

@@ -403,7 +403,7 @@ pub fn container(s: &Session, sub: PubsubCmd, args: &[Bytes]) -> Result<Reply, C
             "SHARDNUMSUB [<shardchannel> ...]",
             "    Return the number of subscribers for the specified shard level channel(s)",
             "HELP",
-            "    Print this help.",
+            "    Prints this help.",
         ])),
     }
 }

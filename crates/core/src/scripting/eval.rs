@@ -389,6 +389,6 @@ fn script_help<K: Keyspace>(
         "LOAD <script>",
         "    Load a script into the scripts cache without executing it.",
         "HELP",
-        "    Print this help.",
+        "    Prints this help.",
     ]))
 }

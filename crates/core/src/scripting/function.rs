@@ -630,6 +630,6 @@ fn function_help<K: Keyspace>(
         "      libraries with the new libraries (notice that even on this option there is a chance of failure",
         "      in case of functions name collision with another library).",
         "HELP",
-        "    Print this help.",
+        "    Prints this help.",
     ]))
 }
