@@ -92,13 +92,16 @@ fn read_string<'a, K: Keyspace>(
 /// and zero-padded so that bit `max_bit` exists; a missing key is created.
 /// WRONGTYPE for other types; a string that would grow beyond
 /// proto-max-bulk-len is refused (and nothing is created).
+/// The second value is true when the string was created or grown (a
+/// change whatever the bits written), as Redis's lookupStringForBitCommand
+/// reports.
 fn bits_for_write<'a, K: Keyspace>(
     store: &'a mut Store<K>,
     db: usize,
     key: &[u8],
     max_bit: u64,
     ctx: &Ctx,
-) -> Result<&'a mut CompactBytes, CmdError> {
+) -> Result<(&'a mut CompactBytes, bool), CmdError> {
     let need = (max_bit >> 3) + 1;
     if need > MAX_STRING_LEN {
         // WRONGTYPE first, as Redis checks the key before the size.
@@ -110,7 +113,9 @@ fn bits_for_write<'a, K: Keyspace>(
         ));
     }
     let need = need as usize;
+    let mut created = false;
     let v = store.live_value_mut_or_insert(db, key, ctx, || {
+        created = true;
         Value::Raw(CompactBytes::from_elem(0, need))
     });
     match v {
@@ -120,10 +125,11 @@ fn bits_for_write<'a, K: Keyspace>(
     }
     match v {
         Value::Raw(s) => {
-            if s.len() < need {
+            let grown = s.len() < need;
+            if grown {
                 s.resize(need, 0);
             }
-            Ok(s)
+            Ok((s, created || grown))
         }
         _ => Err(CmdError::WrongType),
     }
@@ -191,7 +197,7 @@ fn setbit<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ct
         Ok(b @ (0 | 1)) => b == 1,
         _ => return Err(CmdError::other("ERR bit is not an integer or out of range")),
     };
-    let bytes = bits_for_write(store, db, &args[1], offset, ctx)?;
+    let (bytes, grown) = bits_for_write(store, db, &args[1], offset, ctx)?;
     let mask = 0x80u8 >> (offset & 7);
     let Some(byte) = bytes.get_mut((offset >> 3) as usize) else {
         return Err(CmdError::IndexOutOfRange);
@@ -201,6 +207,9 @@ fn setbit<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ct
         *byte |= mask;
     } else {
         *byte &= !mask;
+    }
+    if !grown && was == on {
+        store.unchanged.set(true);
     }
     Ok(Reply::Int(i64::from(was)))
 }
@@ -518,10 +527,24 @@ fn bitfield<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &
         .map(|f| f.offset + u64::from(f.bits) - 1)
         .max();
     let Some(last_bit) = last_bit else {
+        store.unchanged.set(true);
         return read_fields(store, db, args, ctx, &fields);
     };
-    let bytes = bits_for_write(store, db, &args[1], last_bit, ctx)?;
-    let replies = fields.iter().map(|f| run_field(bytes, f)).collect();
+    let (bytes, grown) = bits_for_write(store, db, &args[1], last_bit, ctx)?;
+    let mut changed = grown;
+    let replies = fields
+        .iter()
+        .map(|f| {
+            let (reply, wrote) = run_field(bytes, f);
+            changed |= wrote;
+            reply
+        })
+        .collect();
+    // As Redis: only a field whose bits changed (or a grown string)
+    // counts as a change.
+    if !changed {
+        store.unchanged.set(true);
+    }
     Ok(Reply::Array(replies))
 }
 
@@ -560,9 +583,10 @@ fn field_get(s: &[u8], f: &Field) -> Reply {
 /// Runs one operation on a string already long enough for every write.
 /// SET answers the old value, INCRBY the new one; with OVERFLOW FAIL an
 /// overflowing write is skipped and answers nil.
-fn run_field(s: &mut [u8], f: &Field) -> Reply {
+/// A field's reply, and whether its bits changed.
+fn run_field(s: &mut [u8], f: &Field) -> (Reply, bool) {
     let (value, incr, is_set) = match f.op {
-        FieldOp::Get => return field_get(s, f),
+        FieldOp::Get => return (field_get(s, f), false),
         FieldOp::Set(v) => (v, 0, true),
         FieldOp::IncrBy(by) => (0, by, false),
     };
@@ -571,18 +595,19 @@ fn run_field(s: &mut [u8], f: &Field) -> Reply {
         let old = sign_extend(old, f.bits);
         let base = if is_set { value } else { old };
         let Some(new) = signed_result(base, incr, f.bits, f.overflow) else {
-            return Reply::Nil;
+            return (Reply::Nil, false);
         };
         (new as u64, if is_set { old } else { new })
     } else {
         let base = if is_set { value as u64 } else { old };
         let Some(new) = unsigned_result(base, incr, f.bits, f.overflow) else {
-            return Reply::Nil;
+            return (Reply::Nil, false);
         };
         (new, if is_set { old as i64 } else { new as i64 })
     };
+    let before = get_bits(s, f.offset, f.bits);
     set_bits(s, f.offset, f.bits, new);
-    Reply::Int(reply)
+    (Reply::Int(reply), get_bits(s, f.offset, f.bits) != before)
 }
 
 /// `value + incr` for an unsigned field of `bits` (at most 63) bits, with

@@ -268,7 +268,7 @@ fn run<K: Keyspace>(
                     on_write(db, Written::Command(spec, &args));
                 }
             } else if let Ok(reply) = &r {
-                if spec.is_write() && !spec.changed_nothing(args, reply) {
+                if spec.is_write() && !store.changed_nothing(spec, args, reply) {
                     on_write(db, Written::Command(spec, args));
                 }
             }

@@ -208,6 +208,7 @@ pub fn write<K: crate::keyspace::Keyspace>(
     args: &[Bytes],
     ctx: &Ctx,
 ) -> Result<Reply, CmdError> {
+    store.unchanged.set(false);
     if store.notify == 0 || matches!(spec.events, Events::None) {
         return f(store, db, args, ctx);
     }
@@ -217,7 +218,7 @@ pub fn write<K: crate::keyspace::Keyspace>(
     };
     let before: Vec<bool> = keys.iter().map(|&i| live(store, &args[i])).collect();
     let reply = f(store, db, args, ctx)?;
-    if spec.changed_nothing(args, &reply) {
+    if store.changed_nothing(spec, args, &reply) {
         return Ok(reply);
     }
     let after: Vec<bool> = keys.iter().map(|&i| live(store, &args[i])).collect();

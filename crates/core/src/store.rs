@@ -142,6 +142,11 @@ pub struct Store<K: Keyspace = MemoryKeyspace> {
     /// does so that scripts see one order. A cell because read-only
     /// scripts reach the store shared; never replicated or imaged.
     pub(crate) script_call: std::cell::Cell<bool>,
+    /// Set by a write whose run changed nothing although its reply
+    /// cannot tell (a SETBIT of a bit already so): as in Redis it then
+    /// counts no change, fires no keyspace event, touches no WATCH and is
+    /// not logged. Cleared before each write ([`crate::notify::write`]).
+    pub(crate) unchanged: std::cell::Cell<bool>,
     /// A script run since this was last cleared called a read-only
     /// command: how many of its writes ([`Store::reported_writes`]) came
     /// before its last read. CLIENT TRACKING tracks the script's declared
@@ -250,6 +255,17 @@ impl Store {
 }
 
 impl<K: Keyspace> Store<K> {
+    /// Whether the write `spec` that just ran with `args` and answered
+    /// `reply` changed nothing: its reply says so, or it said so itself.
+    pub fn changed_nothing(
+        &self,
+        spec: &crate::table::CommandSpec,
+        args: &[Bytes],
+        reply: &kvasir_resp::Reply,
+    ) -> bool {
+        self.unchanged.get() || spec.changed_nothing(args, reply)
+    }
+
     /// A store over the keyspace `ks`.
     pub fn with_keyspace(ks: K) -> Store<K> {
         Store {
@@ -262,6 +278,7 @@ impl<K: Keyspace> Store<K> {
             notify: 0,
             events: Vec::new(),
             script_call: std::cell::Cell::new(false),
+            unchanged: std::cell::Cell::new(false),
             script_read: std::cell::Cell::new(None),
             script_oom: std::cell::Cell::new(false),
             script_write_refusal: std::cell::RefCell::new(None),

@@ -929,11 +929,84 @@ fn changes_since_last_save_count_what_changed() {
             &[&["SET", "a", "again", "NX"]],
             &[&["SET", "a", "new"]],
             &[&["SADD", "s", "m"], &["SADD", "s", "m"]],
+            // SETBIT and BITFIELD count only when a bit changes or the
+            // string is created or grown (unit/bitops).
+            &[
+                &["SETBIT", "bits", "0", "0"],
+                &["BITFIELD", "f", "SET", "i5", "0", "0"],
+            ],
+            &[
+                &["SETBIT", "bits", "0", "0"],
+                &["BITFIELD", "f", "SET", "i5", "0", "0"],
+            ],
+            &[
+                &["SETBIT", "bits", "0", "1"],
+                &["SETBIT", "bits", "0", "1"],
+                &["BITFIELD", "f", "SET", "i5", "0", "1"],
+                &["BITFIELD", "f", "SET", "i5", "0", "1"],
+            ],
+            &[
+                &["BITFIELD", "f", "INCRBY", "u2", "100", "1"],
+                &["BITFIELD", "f", "GET", "u2", "0"],
+            ],
+            &[
+                &[
+                    "BITFIELD", "f", "OVERFLOW", "FAIL", "INCRBY", "u2", "100", "9",
+                ],
+                &["BITFIELD", "f", "INCRBY", "u2", "100", "0"],
+            ],
+            &[&["SETBIT", "bits", "90", "0"]],
         ] {
             for command in step {
                 go(&mut c, command).expect("command");
             }
             out.push(changes(&mut c));
+        }
+        out
+    });
+}
+
+/// A SETBIT or BITFIELD that changes no bit touches no WATCH and fires no
+/// keyspace event, as in Redis (it is not a change).
+#[test]
+fn an_unchanged_bit_is_no_write() {
+    let pair = Pair::start(&[]);
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        let mut out = vec![
+            go(&mut c, &["SETBIT", "b", "3", "1"]),
+            go(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "KA"]),
+        ];
+        let mut sub = connect(port);
+        redis::cmd("SUBSCRIBE")
+            .arg("__keyspace@0__:b")
+            .exec(&mut sub)
+            .expect("subscribe");
+        let mut pubsub = sub.as_pubsub();
+        pubsub
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .expect("timeout");
+        let _ = pubsub.get_message(); // the subscription's confirmation
+        for (same, changed) in [
+            (
+                &["SETBIT", "b", "3", "1"][..],
+                &["SETBIT", "b", "4", "1"][..],
+            ),
+            (
+                &["BITFIELD", "b", "SET", "u1", "3", "1", "GET", "u4", "0"],
+                &["BITFIELD", "b", "SET", "u1", "5", "1"],
+            ),
+        ] {
+            for command in [same, changed] {
+                go(&mut c, &["WATCH", "b"]).expect("watch");
+                out.push(go(&mut c, command));
+                go(&mut c, &["MULTI"]).expect("multi");
+                go(&mut c, &["GET", "b"]).expect("queued");
+                // An EXEC that is not aborted answers [value].
+                out.push(go(&mut c, &["EXEC"]));
+                let event = pubsub.get_message().ok().map(|m| m.get_payload::<String>());
+                out.push(Ok(Value::BulkString(format!("{event:?}").into_bytes())));
+            }
         }
         out
     });

@@ -137,7 +137,9 @@ impl LocalStore {
             }
             Err(CmdError::WouldBlock(_)) => return,
             Err(_) if !spec.reports_writes => return,
-            Ok(reply) if !spec.reports_writes && spec.changed_nothing(args, reply) => return,
+            Ok(reply) if !spec.reports_writes && self.store.changed_nothing(spec, args, reply) => {
+                return
+            }
             _ => {}
         }
         self.log_command(ctx, db, args);

@@ -157,7 +157,12 @@ fn hear_of_writes(
             crate::events::after_write(server, db, Written::Command(spec, &args));
         }
     } else if let Some(reply) = reply {
-        if matches!(spec.handler, Handler::Write(_)) && !spec.changed_nothing(args, reply) {
+        let unchanged = server
+            .local_store
+            .borrow()
+            .store()
+            .changed_nothing(spec, args, reply);
+        if matches!(spec.handler, Handler::Write(_)) && !unchanged {
             crate::events::after_write(server, db, Written::Command(spec, args));
         }
     }

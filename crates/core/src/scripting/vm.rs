@@ -1614,7 +1614,8 @@ impl<K: Keyspace> CallState<'_, K> {
         self.note_stat(spec, parent, timer, &result);
         // A command that reports its own writes (SMOVE) already did.
         if let Ok(reply) = &result {
-            if spec.is_write() && !spec.reports_writes && !spec.changed_nothing(&argv, reply) {
+            let unchanged = self.access.store().changed_nothing(spec, &argv, reply);
+            if spec.is_write() && !spec.reports_writes && !unchanged {
                 self.access
                     .store()
                     .reported_writes
