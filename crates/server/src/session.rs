@@ -598,6 +598,12 @@ impl Session {
             _ = kill => return false,
         }
         self.info.reply_bytes.set(0);
+        if self.info.queued_bytes.get() == 0 {
+            // Everything waiting went out: a later reply over the soft
+            // limit starts its own clock, as Redis's does once a client
+            // is back under it.
+            self.info.over_soft_since.set(None);
+        }
         // A buffer a large reply (or a burst of invalidations) grew is
         // given back once written, as Redis frees its reply list: kept, it
         // counted in used memory for the connection's lifetime, and under
