@@ -605,9 +605,8 @@ fn run_field(s: &mut [u8], f: &Field) -> (Reply, bool) {
         };
         (new, if is_set { old as i64 } else { new as i64 })
     };
-    let before = get_bits(s, f.offset, f.bits);
     set_bits(s, f.offset, f.bits, new);
-    (Reply::Int(reply), get_bits(s, f.offset, f.bits) != before)
+    (Reply::Int(reply), get_bits(s, f.offset, f.bits) != old)
 }
 
 /// `value + incr` for an unsigned field of `bits` (at most 63) bits, with

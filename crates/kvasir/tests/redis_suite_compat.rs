@@ -1011,7 +1011,7 @@ fn an_unchanged_bit_is_no_write() {
             .expect("subscribe");
         let mut pubsub = sub.as_pubsub();
         pubsub
-            .set_read_timeout(Some(Duration::from_millis(300)))
+            .set_read_timeout(Some(Duration::from_millis(1000)))
             .expect("timeout");
         let _ = pubsub.get_message(); // the subscription's confirmation
         for (same, changed) in [

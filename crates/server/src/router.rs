@@ -157,12 +157,14 @@ fn hear_of_writes(
             crate::events::after_write(server, db, Written::Command(spec, &args));
         }
     } else if let Some(reply) = reply {
-        let unchanged = server
-            .local_store
-            .borrow()
-            .store()
-            .changed_nothing(spec, args, reply);
-        if matches!(spec.handler, Handler::Write(_)) && !unchanged {
+        let changed = || {
+            !server
+                .local_store
+                .borrow()
+                .store()
+                .changed_nothing(spec, args, reply)
+        };
+        if matches!(spec.handler, Handler::Write(_)) && changed() {
             crate::events::after_write(server, db, Written::Command(spec, args));
         }
     }

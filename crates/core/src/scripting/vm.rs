@@ -1614,8 +1614,10 @@ impl<K: Keyspace> CallState<'_, K> {
         self.note_stat(spec, parent, timer, &result);
         // A command that reports its own writes (SMOVE) already did.
         if let Ok(reply) = &result {
-            let unchanged = self.access.store().changed_nothing(spec, &argv, reply);
-            if spec.is_write() && !spec.reports_writes && !unchanged {
+            if spec.is_write()
+                && !spec.reports_writes
+                && !self.access.store().changed_nothing(spec, &argv, reply)
+            {
                 self.access
                     .store()
                     .reported_writes
