@@ -199,6 +199,7 @@ pub enum LatencyCmd {
     History,
     Reset,
     Doctor,
+    Graph,
     Histogram,
     Help,
 }
@@ -353,6 +354,7 @@ const LATENCY_SUBS: &[CommandSpec] = &[
     sub("history", 3, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns timestamp-latency samples for an event.", SessionCmd::Latency(LatencyCmd::History)).with_tips(&["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
     sub("reset", -2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Resets the latency data for one or more events.", SessionCmd::Latency(LatencyCmd::Reset)).with_tips(&["request_policy:all_nodes", "response_policy:all_succeeded"]),
     sub("doctor", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns a human-readable latency analysis report.", SessionCmd::Latency(LatencyCmd::Doctor)).with_tips(&["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
+    sub("graph", 3, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns a latency graph for an event.", SessionCmd::Latency(LatencyCmd::Graph)).with_tips(&["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
     sub("histogram", -2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the cumulative distribution of latencies of a subset or all commands.", SessionCmd::Latency(LatencyCmd::Histogram)).with_tips(&["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
     sub("help", 2, FAST_STALE, &["slow"], SRV, "Returns helpful text about the different subcommands.", SessionCmd::Latency(LatencyCmd::Help)),
 ];

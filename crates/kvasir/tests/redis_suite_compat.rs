@@ -611,12 +611,11 @@ fn hex_floats_are_read_as_strtod_reads_them() {
 #[test]
 fn help_subcommands_answer_redis_text() {
     let pair = Pair::start(&[]);
-    // LATENCY HELP is not compared: Kvasir has no LATENCY GRAPH.
     same_on_both(&pair, |port| {
         let mut c = connect(port);
         [
             "OBJECT", "MEMORY", "XINFO", "XGROUP", "SCRIPT", "FUNCTION", "CONFIG", "PUBSUB",
-            "COMMAND", "SLOWLOG", "ACL", "MODULE",
+            "COMMAND", "SLOWLOG", "ACL", "MODULE", "LATENCY",
         ]
         .iter()
         .map(|container| go(&mut c, &[container, "HELP"]))
@@ -2510,4 +2509,46 @@ fn command_introspection_follows_rename_command() {
         out.push(go(&mut c, &["ACL", "DRYRUN", "u", "cfg", "get", "x"]));
         out
     });
+}
+
+/// LATENCY GRAPH draws the same ASCII graph as redis-server 7.0 for the
+/// same slow commands (the milliseconds and ages masked: they are timings),
+/// and answers an unknown event or a wrong argument count as it does.
+#[test]
+fn latency_graph_draws_redis_graph() {
+    let pair = Pair::start(&["--enable-debug-command", "yes"]);
+    let mut kv = connect(pair.kvasir_port);
+    let mut redis = connect(pair.redis_port);
+    let digits = |text: String| -> String {
+        text.chars()
+            .map(|c| if c.is_ascii_digit() { '9' } else { c })
+            .collect()
+    };
+    for c in [&mut kv, &mut redis] {
+        let _: () = common::q(c, &["CONFIG", "SET", "latency-monitor-threshold", "1"]);
+        let _: () = common::q(c, &["DEBUG", "SLEEP", "0.02"]);
+    }
+    // A second sample a second later, four times as slow: the first is the
+    // graph's lowest level, the second its highest.
+    std::thread::sleep(Duration::from_millis(1100));
+    for c in [&mut kv, &mut redis] {
+        let _: () = common::q(c, &["DEBUG", "SLEEP", "0.08"]);
+    }
+    let graphs: Vec<String> = [&mut kv, &mut redis]
+        .into_iter()
+        .map(|c| common::q::<String>(c, &["LATENCY", "GRAPH", "command"]))
+        .collect();
+    assert!(
+        graphs[0].starts_with("command - high ") && graphs[0].contains("\n_|\n"),
+        "{}",
+        graphs[0]
+    );
+    assert_eq!(digits(graphs[0].clone()), digits(graphs[1].clone()));
+    for args in [
+        &["LATENCY", "GRAPH", "fast-command"][..],
+        &["LATENCY", "GRAPH"],
+        &["LATENCY", "GRAPH", "a", "b"],
+    ] {
+        assert_eq!(go(&mut kv, args), go(&mut redis, args), "{args:?}");
+    }
 }

@@ -1406,6 +1406,16 @@ fn latency(s: &Session, sub: LatencyCmd, args: &[Bytes]) -> Reply {
             let now = (crate::local_store::unix_ms() / 1000) as i64;
             text_reply(monitor.borrow().doctor(threshold, now))
         }
+        LatencyCmd::Graph => {
+            let now = (crate::local_store::unix_ms() / 1000) as i64;
+            match monitor.borrow().graph(&args[2], now) {
+                Some(graph) => text_reply(graph),
+                None => Reply::error(format!(
+                    "ERR No samples available for event '{}'",
+                    String::from_utf8_lossy(&args[2])
+                )),
+            }
+        }
         LatencyCmd::Histogram => latency_histogram(s, &args[2..]),
         LatencyCmd::Help => help(crate::latency::HELP),
     }

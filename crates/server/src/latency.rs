@@ -1,4 +1,4 @@
-//! The latency monitor (LATENCY LATEST / HISTORY / RESET / DOCTOR), as
+//! The latency monitor (LATENCY LATEST / HISTORY / GRAPH / RESET / DOCTOR), as
 //! Redis 7.0 keeps it: with `latency-monitor-threshold` N > 0 (ms), every
 //! command that took N ms or more is a sample of the event `command`, or
 //! of `fast-command` for commands flagged fast. Each event keeps its last
@@ -82,6 +82,37 @@ impl LatencyMonitor {
         )
     }
 
+    /// LATENCY GRAPH event: Redis's ASCII sparkline of the event's samples
+    /// (80 columns, 4 rows, each column labelled vertically with the age of
+    /// its sample), or None when the event has no samples. `now` is the
+    /// unix time in seconds.
+    pub fn graph(&self, event: &[u8], now: i64) -> Option<String> {
+        let (name, h) = self
+            .events
+            .iter()
+            .find(|(name, _)| name.as_bytes() == event)?;
+        let samples: Vec<(u64, String)> = h
+            .samples
+            .iter()
+            .map(|&(t, ms)| (ms, age_label(now - t)))
+            .collect();
+        let high = samples.iter().map(|s| s.0).max().unwrap_or(0);
+        let low = samples.iter().map(|s| s.0).min().unwrap_or(0);
+        let mut out = format!(
+            "{name} - high {high} ms, low {low} ms (all time high {} ms)\n",
+            h.max
+        );
+        out.push_str(&"-".repeat(GRAPH_COLUMNS));
+        out.push('\n');
+        for (i, chunk) in samples.chunks(GRAPH_COLUMNS).enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            render_sparkline(&mut out, chunk, low, high);
+        }
+        Some(out)
+    }
+
     /// LATENCY RESET [event ...]: how many events were reset.
     pub fn reset(&mut self, events: &[Bytes]) -> Reply {
         if events.is_empty() {
@@ -152,6 +183,58 @@ impl LatencyMonitor {
     }
 }
 
+/// Columns of a LATENCY GRAPH before it wraps (Redis's LATENCY_GRAPH_COLS).
+const GRAPH_COLUMNS: usize = 80;
+/// Rows of bars of a LATENCY GRAPH.
+const GRAPH_ROWS: usize = 4;
+/// The bar characters within one row, low to high; a column higher than
+/// the row is `|` (Redis's sparkline with SPARKLINE_FILL).
+const BAR_CHARS: &[u8] = b"_o#";
+
+/// How long ago a sample was, as Redis labels a graph's columns.
+fn age_label(secs: i64) -> String {
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s if s < 86_400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+/// Appends the rows of one graph line of at most GRAPH_COLUMNS samples
+/// (latency, label): GRAPH_ROWS rows of bars scaled from `low` to `high`,
+/// an empty row, then the labels written downwards one character per row.
+fn render_sparkline(out: &mut String, samples: &[(u64, String)], low: u64, high: u64) {
+    let levels = (BAR_CHARS.len() * GRAPH_ROWS) as u64;
+    let span = (high - low).max(1);
+    let level = |ms: u64| (((ms - low) * levels) / span).min(levels - 1) as usize;
+    for row in 0..GRAPH_ROWS {
+        // The level at which this row's bar characters start.
+        let base = (GRAPH_ROWS - row - 1) * BAR_CHARS.len();
+        let line: String = samples
+            .iter()
+            .map(|(ms, _)| match level(*ms).checked_sub(base) {
+                Some(i) if i < BAR_CHARS.len() => BAR_CHARS[i] as char,
+                Some(_) => '|',
+                None => ' ',
+            })
+            .collect();
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out.push_str(&" ".repeat(samples.len()));
+    out.push('\n');
+    let longest = samples.iter().map(|(_, l)| l.len()).max().unwrap_or(0);
+    for i in 0..longest {
+        let line: String = samples
+            .iter()
+            .map(|(_, l)| l.as_bytes().get(i).map_or(' ', |&c| c as char))
+            .collect();
+        out.push_str(&line);
+        out.push('\n');
+    }
+}
+
 /// The event a command's latency counts in.
 pub fn event_of(fast: bool) -> &'static str {
     if fast {
@@ -165,6 +248,8 @@ pub const HELP: &[&str] = &[
     "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "DOCTOR",
     "    Return a human readable latency analysis report.",
+    "GRAPH <event>",
+    "    Return an ASCII latency graph for the <event> class.",
     "HISTORY <event>",
     "    Return time-latency samples for the <event> class.",
     "LATEST",
@@ -222,5 +307,35 @@ mod tests {
         assert_eq!(m.history(b"command"), Reply::Array(vec![]));
         assert_eq!(m.reset(&[]), Reply::Int(1));
         assert_eq!(m.latest(), Reply::Array(vec![]));
+    }
+
+    #[test]
+    fn the_graph_draws_redis_sparkline_with_vertical_age_labels() {
+        let mut m = LatencyMonitor::default();
+        m.add("command", 10, 100);
+        m.add("command", 30, 101);
+        m.add("command", 20, 170);
+        // Twelve levels from 10 to 30 ms: 10 is level 0 (`_` on the bottom
+        // row), 30 the top level (`#` over `|`), 20 level 6 (`_` on the
+        // second row); ages 100 s, 99 s and 30 s read downwards.
+        let expected = format!(
+            "command - high 30 ms, low 10 ms (all time high 30 ms)\n{}\n \
+             # \n |_\n ||\n_||\n   \n113\nmm0\n  s\n",
+            "-".repeat(80)
+        );
+        assert_eq!(m.graph(b"command", 200).as_deref(), Some(&*expected));
+        assert_eq!(m.graph(b"fast-command", 200), None);
+        // More than 80 samples wrap into a second graph line.
+        for t in 0..85 {
+            m.add("fast-command", 5, 1000 + t);
+        }
+        let graph = m.graph(b"fast-command", 1084).unwrap_or_default();
+        let lines: Vec<&str> = graph.lines().collect();
+        assert_eq!(lines[2], " ".repeat(80));
+        assert_eq!(lines[5], "_".repeat(80));
+        assert_eq!(lines[6], " ".repeat(80));
+        assert_eq!(lines[10], "");
+        assert_eq!(lines[14], "_".repeat(5));
+        assert_eq!(lines[16..], ["43210", "sssss"]);
     }
 }
