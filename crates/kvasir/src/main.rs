@@ -387,7 +387,8 @@ fn run_server(args: ServerArgs, redis_style: RedisStyleArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             eprintln!("kvasir: {e}");
-            return ExitCode::from(2);
+            // redis-server's exit status for a configuration it refuses.
+            return ExitCode::FAILURE;
         }
     };
     let mut config = config;
@@ -402,7 +403,7 @@ fn run_server(args: ServerArgs, redis_style: RedisStyleArgs) -> ExitCode {
         std::fs::create_dir_all(&config.dir).and_then(|_| std::env::set_current_dir(&config.dir))
     {
         eprintln!("kvasir: cannot use dir {}: {e}", config.dir);
-        return ExitCode::from(2);
+        return ExitCode::FAILURE;
     }
     // As redis-server, which moves into `dir` while reading its config: a
     // relative logfile or pidfile is in the data folder.
