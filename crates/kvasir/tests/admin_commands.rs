@@ -807,6 +807,71 @@ fn migrate_moves_keys_to_another_server_as_redis_does() {
     assert_eq!(session(server.port), session(source_port));
 }
 
+/// MIGRATE keeps its connection to a target for the next MIGRATE, as
+/// redis-server does: INFO `migrate_cached_sockets` counts it, the target
+/// sees no new connection for a second MIGRATE (another database too), a
+/// kept connection the target closed is replaced without an error, and
+/// after 10 idle seconds it is closed.
+#[test]
+fn migrate_keeps_its_connection_for_the_next_migrate() {
+    let (_target, target_port) = common::redis_server::start_redis();
+    let (_source, source_port) = common::redis_server::start_redis();
+    let server = Kvasir::start(&[]);
+    let target = target_port.to_string();
+    let mut t = RawConn::to_port(target_port);
+    let info_field = |c: &mut RawConn, name: &str| -> String {
+        let info = c.cmd_str(&["INFO", "all"]);
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .unwrap_or_else(|| panic!("no {name} in {info}"))
+            .trim()
+            .to_string()
+    };
+    let mut session = |port: u16| {
+        let mut c = RawConn::to_port(port);
+        let mut out = vec![info_field(&mut c, "migrate_cached_sockets")];
+        let connections = |t: &mut RawConn| -> i64 {
+            info_field(t, "total_connections_received")
+                .parse()
+                .expect("a count")
+        };
+        let before = connections(&mut t);
+        for key in ["a", "b", "c", "d"] {
+            out.push(c.cmd_str(&["SET", key, key]));
+        }
+        out.push(c.cmd_str(&["MIGRATE", "127.0.0.1", &target, "a", "0", "1000"]));
+        out.push(info_field(&mut c, "migrate_cached_sockets"));
+        out.push(c.cmd_str(&["MIGRATE", "127.0.0.1", &target, "b", "0", "1000"]));
+        out.push(c.cmd_str(&["MIGRATE", "127.0.0.1", &target, "c", "1", "1000"]));
+        out.push(format!("new connections: {}", connections(&mut t) - before));
+        // The target closes every connection but this one: the kept one is
+        // found dead and replaced (the other source's kept connection is
+        // closed too: the count is not compared).
+        let killed = t.cmd_str(&["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"]);
+        assert!(killed != ":0\r\n", "{killed}");
+        out.push(c.cmd_str(&["MIGRATE", "127.0.0.1", &target, "d", "0", "1000"]));
+        out.push(format!("new connections: {}", connections(&mut t) - before));
+        out.push(t.cmd_str(&["MGET", "a", "b", "c", "d"]));
+        out.push(t.cmd_str(&["SELECT", "1"]));
+        out.push(t.cmd_str(&["GET", "c"]));
+        out.push(t.cmd_str(&["SELECT", "0"]));
+        out.push(t.cmd_str(&["FLUSHALL"]));
+        out
+    };
+    let kvasir = session(server.port);
+    let redis = session(source_port);
+    assert_eq!(kvasir, redis, "Kvasir (left) and redis-server (right)");
+    assert_eq!(kvasir[0], "0");
+    assert_eq!(kvasir[6], "1");
+    assert_eq!(kvasir[9], "new connections: 1");
+    assert_eq!(kvasir[11], "new connections: 2");
+    std::thread::sleep(Duration::from_millis(11_500));
+    for port in [server.port, source_port] {
+        let mut c = RawConn::to_port(port);
+        assert_eq!(info_field(&mut c, "migrate_cached_sockets"), "0", "{port}");
+    }
+}
+
 /// LATENCY HISTOGRAM and INFO latencystats: per-command latency
 /// distributions as redis-server 7.0 reports them (the same commands,
 /// calls, buckets shape and percentile keys; the times themselves differ).

@@ -168,6 +168,8 @@ pub struct Server {
     pub memory_guard: crate::maxmemory::MemoryGuard,
     /// Cluster mode: this node's Raft groups and the cluster map.
     pub cluster: Option<Rc<crate::cluster::ClusterNode>>,
+    /// MIGRATE's connections kept for the next MIGRATE to the same target.
+    pub migrate_sockets: crate::migrate::SocketCache,
 }
 
 impl Server {
@@ -229,6 +231,7 @@ impl Server {
             active_expire: Cell::new(true),
             memory_guard: Default::default(),
             cluster: None,
+            migrate_sockets: Default::default(),
         }
     }
 
@@ -825,6 +828,7 @@ async fn clients_cron(server: Rc<Server>) {
         }
         crate::persistence::save_points_cron(&server);
         crate::persistence::scheduled_cron(&server);
+        server.migrate_sockets.close_idle(Instant::now());
         // A client over its soft output limit is closed once its time is
         // up even if nothing more is queued for it.
         let now = Instant::now();

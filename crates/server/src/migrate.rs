@@ -3,6 +3,8 @@
 //! does it: the keys' DUMP payloads are sent to the target as RESTORE
 //! commands over one connection (the server waits for it, as Redis's data
 //! thread does, bounded by `timeout` ms), then deleted here unless COPY.
+//! Connections are kept for the next MIGRATE to the same target, as Redis
+//! keeps them (INFO `migrate_cached_sockets`), until idle for 10 seconds.
 //! Standalone only: in cluster mode Kvasir moves slots itself.
 
 use crate::session::Session;
@@ -11,9 +13,68 @@ use kvasir_core::args::{eq_ic, parse_i64};
 use kvasir_core::table::resolve;
 use kvasir_core::CmdError;
 use kvasir_resp::{Protocol, Reply};
-use std::io::{BufRead, BufReader, Write};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Connections kept at most (Redis's MIGRATE_SOCKET_CACHE_ITEMS).
+const CACHED_MAX: usize = 64;
+/// A kept connection idle this long is closed (MIGRATE_SOCKET_CACHE_TTL).
+const CACHED_IDLE: Duration = Duration::from_secs(10);
+
+/// A connection to a MIGRATE target kept for the next MIGRATE to it.
+struct Cached {
+    stream: TcpStream,
+    /// The database the last MIGRATE selected on it, so the next one to the
+    /// same database sends no SELECT.
+    db: i64,
+    last_use: Instant,
+}
+
+/// MIGRATE's connections by "host:port".
+#[derive(Default)]
+pub struct SocketCache {
+    sockets: RefCell<HashMap<String, Cached>>,
+}
+
+impl SocketCache {
+    /// INFO's `migrate_cached_sockets`.
+    pub fn len(&self) -> usize {
+        self.sockets.borrow().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Closes the connections idle for CACHED_IDLE (the server cron).
+    pub fn close_idle(&self, now: Instant) {
+        self.sockets
+            .borrow_mut()
+            .retain(|_, c| now.duration_since(c.last_use) < CACHED_IDLE);
+    }
+
+    fn take(&self, target: &str) -> Option<Cached> {
+        self.sockets.borrow_mut().remove(target)
+    }
+
+    fn keep(&self, target: String, cached: Cached) {
+        let mut sockets = self.sockets.borrow_mut();
+        if sockets.len() >= CACHED_MAX && !sockets.contains_key(&target) {
+            // Full: the least recently used goes (Redis drops a random one).
+            let oldest = sockets
+                .iter()
+                .min_by_key(|(_, c)| c.last_use)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                sockets.remove(&k);
+            }
+        }
+        sockets.insert(target, cached);
+    }
+}
 
 struct Options {
     copy: bool,
@@ -102,66 +163,42 @@ pub fn run(s: &mut Session, args: &[Bytes]) -> Result<Reply, CmdError> {
     }
     let host = String::from_utf8_lossy(&args[1]).into_owned();
     let port = parse_i64(&args[2])?;
-    let connect_error = || CmdError::other("IOERR error or timeout connecting to the client");
-    let addr = u16::try_from(port)
-        .ok()
-        .and_then(|p| (host.as_str(), p).to_socket_addrs().ok()?.next())
-        .ok_or_else(connect_error)?;
-    // A refused or timed-out connection reads as Redis reports it (its
-    // non-blocking connect fails on the first write).
-    let stream = TcpStream::connect_timeout(&addr, timeout)
-        .map_err(|_| CmdError::other("IOERR error or timeout writing to target instance"))?;
-    let _ = stream.set_read_timeout(Some(timeout));
-    let _ = stream.set_write_timeout(Some(timeout));
-    let _ = stream.set_nodelay(true);
-    let mut out = BytesMut::new();
-    let mut expected = 0;
-    if let Some(auth) = &o.auth {
-        let mut a: Vec<&[u8]> = vec![b"AUTH"];
-        a.extend(auth.iter().map(|b| &b[..]));
-        resp(&a, &mut out);
-        expected += 1;
-    }
-    resp(&[b"SELECT", db.to_string().as_bytes()], &mut out);
-    expected += 1;
-    for (key, payload, ttl) in &found {
-        let ttl = ttl.to_string();
-        let mut a: Vec<&[u8]> = vec![b"RESTORE", key, ttl.as_bytes(), payload];
-        if o.replace {
-            a.push(b"REPLACE");
-        }
-        resp(&a, &mut out);
-    }
-    let mut writer = &stream;
-    writer
-        .write_all(&out)
-        .map_err(|_| CmdError::other("IOERR error or timeout writing to target instance"))?;
-    let mut reader = BufReader::new(&stream);
-    let mut line = Vec::new();
-    let mut read_reply = |line: &mut Vec<u8>| -> Result<Option<String>, CmdError> {
-        line.clear();
-        match reader.read_until(b'\n', line) {
-            Ok(n) if n > 0 => {}
-            _ => {
-                return Err(CmdError::other(
-                    "IOERR error or timeout reading to target instance",
-                ))
+    let target = format!("{host}:{port}");
+    let cache = &s.server.migrate_sockets;
+    // A kept connection the target has closed since fails at once: then
+    // once more on a new one, as Redis retries (not after a timeout).
+    let (mut conn, mut from_cache) = match cache.take(&target) {
+        Some(c) => (c, true),
+        None => (connect(&host, port, timeout)?, false),
+    };
+    let replies = loop {
+        match exchange(&mut conn, db, timeout, &o, &found) {
+            Ok(replies) => break replies,
+            Err(Failure::Io(_, kind))
+                if from_cache && !matches!(kind, ErrorKind::TimedOut | ErrorKind::WouldBlock) =>
+            {
+                conn = connect(&host, port, timeout)?;
+                from_cache = false;
+            }
+            Err(Failure::Io(text, _)) => return Err(CmdError::other(text)),
+            Err(Failure::Target(err)) => {
+                // The connection is sound; its selected database is not known.
+                conn.db = -1;
+                conn.last_use = Instant::now();
+                cache.keep(target, conn);
+                return Err(CmdError::other(format!(
+                    "ERR Target instance replied with error: {err}"
+                )));
             }
         }
-        let text = String::from_utf8_lossy(line).trim_end().to_string();
-        Ok(text.strip_prefix('-').map(str::to_string))
     };
-    for _ in 0..expected {
-        if let Some(err) = read_reply(&mut line)? {
-            return Err(CmdError::other(format!(
-                "ERR Target instance replied with error: {err}"
-            )));
-        }
-    }
+    conn.db = db;
+    conn.last_use = Instant::now();
+    cache.keep(target, conn);
     let mut moved = Vec::new();
     let mut first_error = None;
-    for (key, _, _) in &found {
-        match read_reply(&mut line)? {
+    for ((key, _, _), reply) in found.iter().zip(replies) {
+        match reply {
             None => moved.push(key.clone()),
             Some(err) => {
                 first_error.get_or_insert(err);
@@ -183,4 +220,89 @@ pub fn run(s: &mut Session, args: &[Bytes]) -> Result<Reply, CmdError> {
         ))),
         None => Ok(Reply::ok()),
     }
+}
+
+/// Why an exchange with the target failed.
+enum Failure {
+    /// The connection failed (Redis's IOERR text, and what happened).
+    Io(&'static str, ErrorKind),
+    /// The target refused AUTH or SELECT.
+    Target(String),
+}
+
+fn connect(host: &str, port: i64, timeout: Duration) -> Result<Cached, CmdError> {
+    let addr = u16::try_from(port)
+        .ok()
+        .and_then(|p| (host, p).to_socket_addrs().ok()?.next())
+        .ok_or_else(|| CmdError::other("IOERR error or timeout connecting to the client"))?;
+    // A refused or timed-out connection reads as Redis reports it (its
+    // non-blocking connect fails on the first write).
+    let stream = TcpStream::connect_timeout(&addr, timeout)
+        .map_err(|_| CmdError::other("IOERR error or timeout writing to target instance"))?;
+    let _ = stream.set_nodelay(true);
+    Ok(Cached {
+        stream,
+        db: -1,
+        last_use: Instant::now(),
+    })
+}
+
+/// Sends AUTH, SELECT (unless the connection has `db` selected) and one
+/// RESTORE per key; answers each RESTORE's error, if any, in key order.
+fn exchange(
+    conn: &mut Cached,
+    db: i64,
+    timeout: Duration,
+    o: &Options,
+    found: &[(Bytes, Vec<u8>, u64)],
+) -> Result<Vec<Option<String>>, Failure> {
+    let stream = &conn.stream;
+    let _ = stream.set_read_timeout(Some(timeout));
+    let _ = stream.set_write_timeout(Some(timeout));
+    let mut out = BytesMut::new();
+    let mut expected = 0;
+    if let Some(auth) = &o.auth {
+        let mut a: Vec<&[u8]> = vec![b"AUTH"];
+        a.extend(auth.iter().map(|b| &b[..]));
+        resp(&a, &mut out);
+        expected += 1;
+    }
+    if conn.db != db {
+        resp(&[b"SELECT", db.to_string().as_bytes()], &mut out);
+        expected += 1;
+    }
+    for (key, payload, ttl) in found {
+        let ttl = ttl.to_string();
+        let mut a: Vec<&[u8]> = vec![b"RESTORE", key, ttl.as_bytes(), payload];
+        if o.replace {
+            a.push(b"REPLACE");
+        }
+        resp(&a, &mut out);
+    }
+    let mut writer = stream;
+    writer.write_all(&out).map_err(|e| {
+        Failure::Io(
+            "IOERR error or timeout writing to target instance",
+            e.kind(),
+        )
+    })?;
+    let mut reader = BufReader::new(stream);
+    let mut line = Vec::new();
+    let mut read_reply = || -> Result<Option<String>, Failure> {
+        line.clear();
+        let failed = |kind| Failure::Io("IOERR error or timeout reading to target instance", kind);
+        match reader.read_until(b'\n', &mut line) {
+            Ok(n) if n > 0 => {}
+            Ok(_) => return Err(failed(ErrorKind::UnexpectedEof)),
+            Err(e) => return Err(failed(e.kind())),
+        }
+        let text = String::from_utf8_lossy(&line).trim_end().to_string();
+        Ok(text.strip_prefix('-').map(str::to_string))
+    };
+    for _ in 0..expected {
+        if let Some(err) = read_reply()? {
+            return Err(Failure::Target(err));
+        }
+    }
+    found.iter().map(|_| read_reply()).collect()
 }
