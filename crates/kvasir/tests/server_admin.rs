@@ -2390,3 +2390,82 @@ fn a_wrong_command_line_gets_redis_servers_texts() {
         );
     }
 }
+
+/// `oom-score-adj` sets the process's Linux OOM score adjustment as
+/// redis-server does: relative to the score it had (the first of
+/// `oom-score-adj-values`), absolute, restored by `no`; a forked BGSAVE
+/// child takes the third value; out-of-range values are refused with
+/// Redis's text. Both servers run the same steps.
+#[test]
+fn oom_score_adj_sets_the_process_score_as_redis() {
+    let server = Kvasir::start(&[]);
+    let (mut redis, redis_port) = common::redis_server::start_redis();
+    let redis_pid = redis.child().id();
+    let score = |pid: u32| -> i64 {
+        std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj"))
+            .expect("oom_score_adj")
+            .trim()
+            .parse()
+            .expect("a number")
+    };
+    let set = |pid: u32, value: i64| {
+        std::fs::write(format!("/proc/{pid}/oom_score_adj"), format!("{value}\n"))
+            .expect("write oom_score_adj")
+    };
+    let steps = |pid: u32, c: &mut Connection| -> Vec<String> {
+        let mut out = Vec::new();
+        set(pid, 22);
+        let _: () = q(c, &["CONFIG", "SET", "oom-score-adj-values", "9 19 29"]);
+        out.push(format!("values, still off: {}", score(pid)));
+        let _: () = q(c, &["CONFIG", "SET", "oom-score-adj", "yes"]);
+        out.push(format!("yes: {}", score(pid)));
+        let _: () = q(c, &["CONFIG", "SET", "oom-score-adj-values", "15 19 30"]);
+        out.push(format!("new values: {}", score(pid)));
+        let _: () = q(c, &["CONFIG", "SET", "oom-score-adj", "absolute"]);
+        out.push(format!("absolute: {}", score(pid)));
+        let _: () = q(c, &["CONFIG", "SET", "oom-score-adj", "relative"]);
+        out.push(format!("relative: {}", score(pid)));
+        // A forked child takes the third value.
+        for i in 0..5 {
+            let _: () = q(c, &["SET", &format!("k{i}"), "v"]);
+        }
+        let _: () = q(c, &["CONFIG", "SET", "rdb-key-save-delay", "200000"]);
+        let _: String = q(c, &["BGSAVE"]);
+        let mut child_score = None;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while child_score != Some(52) && Instant::now() < deadline {
+            child_score = common::children_of(pid).first().map(|&child| score(child));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        out.push(format!("bgsave child: {child_score:?}"));
+        let _: () = q(c, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+        assert!(common::eventually(Duration::from_secs(10), || {
+            common::children_of(pid).is_empty()
+        }));
+        let _: () = q(
+            c,
+            &["CONFIG", "SET", "oom-score-adj-values", "1000 1000 1000"],
+        );
+        out.push(format!("clamped: {}", score(pid)));
+        let _: () = q(c, &["CONFIG", "SET", "oom-score-adj", "no"]);
+        out.push(format!("no: {}", score(pid)));
+        for values in ["-2001 0 0", "0 0 2001", "1 2", "1 2 x"] {
+            out.push(err(c, &["CONFIG", "SET", "oom-score-adj-values", values]));
+        }
+        let got: HashMap<String, String> = q(c, &["CONFIG", "GET", "oom-score-adj*"]);
+        let mut got: Vec<_> = got.into_iter().collect();
+        got.sort();
+        out.push(format!("{got:?}"));
+        out
+    };
+    let mut c = server.conn();
+    let kvasir = steps(server.child.id(), &mut c);
+    let mut r = redis::Client::open(format!("redis://127.0.0.1:{redis_port}/"))
+        .expect("client")
+        .get_connection()
+        .expect("connect");
+    let expected = steps(redis_pid, &mut r);
+    assert_eq!(kvasir, expected, "Kvasir (left) and redis-server (right)");
+    assert_eq!(kvasir[1], "yes: 31");
+    assert_eq!(kvasir[5], "bgsave child: Some(52)");
+}

@@ -1057,6 +1057,21 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
             // New listeners are bound before anything changes, so that a
             // port in use refuses the whole CONFIG SET.
             let listeners = listen_again(&s.server, &next)?;
+            let (oom_mode, oom_values) = next.oom_score();
+            let (old_mode, old_values) = s.server.config.borrow().oom_score();
+            if (oom_mode != old_mode || oom_values != old_values)
+                && crate::oom_score::apply(&oom_mode, oom_values).is_err()
+            {
+                let name = if oom_mode != old_mode {
+                    "oom-score-adj"
+                } else {
+                    "oom-score-adj-values"
+                };
+                return Err(CmdError::other(format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{name}') - {}",
+                    crate::oom_score::FAILED
+                )));
+            }
             let aof_changed = {
                 let now = s.server.config.borrow();
                 let (a, b) = (next.aof_settings(), now.aof_settings());

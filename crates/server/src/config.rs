@@ -9,6 +9,16 @@ impl Config {
         self.stored.get("latency-tracking") != Some("no")
     }
 
+    /// `oom-score-adj` (no, yes, relative, absolute) and its three
+    /// `oom-score-adj-values`.
+    pub fn oom_score(&self) -> (String, [i32; 3]) {
+        let mode = self.stored.get("oom-score-adj").unwrap_or("no").to_string();
+        let values =
+            crate::oom_score::parse_values(self.stored.get("oom-score-adj-values").unwrap_or(""))
+                .unwrap_or([0, 200, 800]);
+        (mode, values)
+    }
+
     /// `jemalloc-bg-thread` (yes unless set to no).
     pub fn background_purge(&self) -> bool {
         self.stored.get("jemalloc-bg-thread") != Some("no")
@@ -422,6 +432,12 @@ impl Config {
                     .with(value)
                     .map_err(|why| SetError::Invalid(why.into()))?;
                 self.stored.set(name, &limits.render());
+            }
+            "oom-score-adj-values" => {
+                let values = crate::oom_score::parse_values(value)
+                    .map_err(|why| SetError::Invalid(why.into()))?;
+                let text = values.map(|v| v.to_string()).join(" ");
+                self.stored.set(name, &text);
             }
             "latency-tracking-info-percentiles" => {
                 let normalized = percentiles(value)?;

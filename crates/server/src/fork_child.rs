@@ -150,6 +150,7 @@ fn prepare_child() {
         }
     }
     std::panic::set_hook(Box::new(|_| {}));
+    crate::oom_score::set_in_child();
     // SAFETY: plain system calls on descriptor numbers.
     let closed = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
     if closed != 0 {

@@ -64,6 +64,7 @@ pub mod memory_stats;
 pub mod migrate;
 pub mod monitor;
 pub mod notify;
+pub mod oom_score;
 pub mod output_limits;
 pub mod persistence;
 pub mod pubsub;

@@ -408,6 +408,11 @@ async fn serve(config: Config) -> std::io::Result<()> {
     let mut server = Server::new(config, port, acl);
     let config = server.config.borrow().clone();
     crate::memory_stats::set_background_purge(config.background_purge());
+    let (oom_mode, oom_values) = config.oom_score();
+    if oom_mode != "no" {
+        // As redis-server: a score it cannot write is logged, not fatal.
+        let _ = crate::oom_score::apply(&oom_mode, oom_values);
+    }
     let cluster = match config.initial_cluster {
         Some(_) => Some(
             crate::cluster::ClusterNode::start(
