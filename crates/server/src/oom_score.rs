@@ -23,6 +23,10 @@ pub const OUT_OF_RANGE: &str =
 /// CONFIG SET's error when the score cannot be written.
 pub const FAILED: &str = "Failed to set current oom_score_adj. Check server logs.";
 
+/// The score could not be read or written (logged).
+#[derive(Debug)]
+pub struct Failed;
+
 /// `oom-score-adj-values`: three integers from -2000 to 2000.
 pub fn parse_values(text: &str) -> Result<[i32; 3], &'static str> {
     let words: Vec<&str> = text.split_whitespace().collect();
@@ -43,7 +47,7 @@ pub fn parse_values(text: &str) -> Result<[i32; 3], &'static str> {
 /// Sets the process's score for `mode` (`no`, `yes`, `relative` or
 /// `absolute`) and `values`, or restores the score it had when `mode`
 /// turns it off. A failure is logged and leaves the score as it was.
-pub fn apply(mode: &str, values: [i32; 3]) -> Result<(), ()> {
+pub fn apply(mode: &str, values: [i32; 3]) -> Result<(), Failed> {
     let mut base = BASE.lock().unwrap_or_else(|e| e.into_inner());
     let relative = match mode {
         "no" => {
@@ -67,16 +71,21 @@ pub fn apply(mode: &str, values: [i32; 3]) -> Result<(), ()> {
     Ok(())
 }
 
-fn read() -> Result<i32, ()> {
+fn read() -> Result<i32, Failed> {
     std::fs::read_to_string(PATH)
         .map_err(|e| e.to_string())
         .and_then(|t| t.trim().parse().map_err(|_| format!("not a number: {t}")))
-        .map_err(|e| tracing::warn!("Unable to read oom_score_adj: {e}"))
+        .map_err(|e| {
+            tracing::warn!("Unable to read oom_score_adj: {e}");
+            Failed
+        })
 }
 
-fn write(score: i32) -> Result<(), ()> {
-    std::fs::write(PATH, format!("{score}\n"))
-        .map_err(|e| tracing::warn!("Unable to write oom_score_adj: {e}"))
+fn write(score: i32) -> Result<(), Failed> {
+    std::fs::write(PATH, format!("{score}\n")).map_err(|e| {
+        tracing::warn!("Unable to write oom_score_adj: {e}");
+        Failed
+    })
 }
 
 /// In a forked child: its class's score, with plain system calls (no
