@@ -2399,7 +2399,9 @@ fn a_wrong_command_line_gets_redis_servers_texts() {
 #[test]
 fn oom_score_adj_sets_the_process_score_as_redis() {
     let server = Kvasir::start(&[]);
-    let (mut redis, redis_port) = common::redis_server::start_redis();
+    // Its BGSAVE writes a dump.rdb: in a folder of its own.
+    let redis_dir = common::temp_dir();
+    let (mut redis, redis_port) = common::redis_server::start_redis_in(Some(&redis_dir), &[]);
     let redis_pid = redis.child().id();
     let score = |pid: u32| -> i64 {
         std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj"))
@@ -2468,4 +2470,6 @@ fn oom_score_adj_sets_the_process_score_as_redis() {
     assert_eq!(kvasir, expected, "Kvasir (left) and redis-server (right)");
     assert_eq!(kvasir[1], "yes: 31");
     assert_eq!(kvasir[5], "bgsave child: Some(52)");
+    drop(redis);
+    let _ = std::fs::remove_dir_all(&redis_dir);
 }
