@@ -23,6 +23,7 @@
 pub mod acl;
 pub mod args;
 pub mod bitmap;
+pub mod command_docs;
 pub mod connection;
 pub mod error;
 pub mod evict;

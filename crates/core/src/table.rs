@@ -654,13 +654,27 @@ impl CommandSpec {
         ])]
     }
 
-    /// The COMMAND DOCS entry (minimal: summary, since, group).
+    /// The COMMAND DOCS entry: summary, since, group, then Redis's
+    /// reference of the command (complexity, history, arguments...).
     pub fn docs_reply(&self, parent: Option<&CommandSpec>) -> (Reply, Reply) {
+        let full = self.full_name(parent);
+        let doc = crate::command_docs::lookup(&full);
+        // Redis's version and group for a command Redis 7.0 has; the
+        // table's for the others (CLIENT SETINFO, Kvasir's own).
         let mut fields = vec![
             (Reply::bulk_str("summary"), Reply::bulk_str(self.summary)),
-            (Reply::bulk_str("since"), Reply::bulk_str(self.since)),
-            (Reply::bulk_str("group"), Reply::bulk_str(self.group)),
+            (
+                Reply::bulk_str("since"),
+                Reply::bulk_str(doc.map_or(self.since, |d| d.since)),
+            ),
+            (
+                Reply::bulk_str("group"),
+                Reply::bulk_str(doc.map_or(self.group, |d| d.group)),
+            ),
         ];
+        if let Some(doc) = doc {
+            fields.extend(doc.fields());
+        }
         if !self.subcommands.is_empty() {
             let subs = self
                 .subcommands
@@ -672,7 +686,7 @@ impl CommandSpec {
                 .collect();
             fields.push((Reply::bulk_str("subcommands"), Reply::Map(subs)));
         }
-        (Reply::bulk_str(&self.full_name(parent)), Reply::Map(fields))
+        (Reply::bulk_str(&full), Reply::Map(fields))
     }
 }
 

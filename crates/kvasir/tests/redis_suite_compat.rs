@@ -2552,3 +2552,75 @@ fn latency_graph_draws_redis_graph() {
         assert_eq!(go(&mut kv, args), go(&mut redis, args), "{args:?}");
     }
 }
+
+/// COMMAND DOCS's entries (RESP2: name/value pairs) by full name, each
+/// without its summary (Kvasir's are Redis 7.2's wording) and with its
+/// subcommands as entries of their own (a container's set of them differs:
+/// CLIENT SETINFO, Redis Cluster's slot commands).
+fn docs_by_name(entries: &[Value], out: &mut std::collections::BTreeMap<String, Value>) {
+    for entry in entries.chunks(2) {
+        let Value::Array(items) = &entry[1] else {
+            panic!("not an array: {:?}", entry[1]);
+        };
+        let mut fields = Vec::new();
+        for pair in items.chunks(2) {
+            match strings(&pair[0]).concat().as_str() {
+                "summary" => {}
+                "subcommands" => {
+                    let Value::Array(subs) = &pair[1] else {
+                        panic!("subcommands: {:?}", pair[1]);
+                    };
+                    docs_by_name(subs, out);
+                }
+                _ => fields.extend(pair.iter().cloned()),
+            }
+        }
+        out.insert(strings(&entry[0]).concat(), Value::Array(fields));
+    }
+}
+
+/// COMMAND DOCS gives Redis 7.0's reference of every command both servers
+/// have (version, group, complexity, deprecation, history, arguments with
+/// their tokens, flags and key spec indexes), so redis-cli shows the same
+/// syntax in its HELP and its hints as against redis-server.
+#[test]
+fn command_docs_give_redis_reference_and_redis_cli_its_syntax() {
+    let pair = Pair::start(&[]);
+    let docs = |port: u16| {
+        let all = go(&mut connect(port), &["COMMAND", "DOCS"]).expect("COMMAND DOCS");
+        let Value::Array(items) = all else {
+            panic!("not an array: {all:?}");
+        };
+        let mut out = std::collections::BTreeMap::new();
+        docs_by_name(&items, &mut out);
+        out
+    };
+    let kvasir = docs(pair.kvasir_port);
+    let redis = docs(pair.redis_port);
+    let shared: Vec<&String> = kvasir.keys().filter(|n| redis.contains_key(*n)).collect();
+    assert!(shared.len() > 300, "only {} in common", shared.len());
+    let differ: Vec<String> = shared
+        .iter()
+        .filter(|n| kvasir[**n] != redis[**n])
+        .map(|n| format!("{n}:\n kvasir {:?}\n redis  {:?}", kvasir[*n], redis[*n]))
+        .collect();
+    assert!(differ.is_empty(), "{} differ: {differ:#?}", differ.len());
+    // redis-cli's HELP: the syntax line (the second) is the same.
+    for command in ["set", "client kill", "georadius", "xreadgroup", "migrate"] {
+        let help: Vec<String> = pair
+            .ports()
+            .iter()
+            .map(|(_, port)| {
+                let out = std::process::Command::new("redis-cli")
+                    .args(["-p", &port.to_string(), "help"])
+                    .args(command.split(' '))
+                    .output()
+                    .expect("redis-cli");
+                let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                text.lines().nth(1).unwrap_or_default().to_string()
+            })
+            .collect();
+        assert!(help[0].len() > command.len() + 12, "{command}: {help:?}");
+        assert_eq!(help[0], help[1], "{command}");
+    }
+}

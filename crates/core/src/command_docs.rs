@@ -1,0 +1,155 @@
+//! The command reference COMMAND DOCS gives beside a command's summary:
+//! complexity, history, deprecation and the arguments (redis-cli builds
+//! its hints and HELP syntax from them). Generated from Redis 7.0's
+//! command reference by scripts/gen-command-docs.py (`data.rs`).
+
+use kvasir_resp::Reply;
+
+mod data;
+
+/// An argument may be left out.
+pub const OPTIONAL: u8 = 1;
+/// An argument may repeat.
+pub const MULTIPLE: u8 = 2;
+/// A repeated argument repeats its token too.
+pub const MULTIPLE_TOKEN: u8 = 4;
+
+/// One argument of a command's syntax.
+pub struct Arg {
+    pub name: &'static str,
+    /// string, integer, double, key, pattern, unix-time, pure-token,
+    /// oneof or block.
+    pub kind: &'static str,
+    /// The key spec a key argument belongs to, -1 for none.
+    pub key_spec_index: i32,
+    pub token: Option<&'static str>,
+    pub since: Option<&'static str>,
+    pub deprecated_since: Option<&'static str>,
+    pub flags: u8,
+    /// The alternatives of a oneof, the parts of a block.
+    pub args: &'static [Arg],
+}
+
+/// The reference of one command or subcommand (`container|name`).
+pub struct Doc {
+    pub name: &'static str,
+    /// The Redis version that added it.
+    pub since: &'static str,
+    /// Its group (string, list, server...).
+    pub group: &'static str,
+    pub complexity: Option<&'static str>,
+    pub doc_flags: &'static [&'static str],
+    pub deprecated_since: Option<&'static str>,
+    pub replaced_by: Option<&'static str>,
+    /// (version, change) pairs.
+    pub history: &'static [(&'static str, &'static str)],
+    pub args: &'static [Arg],
+}
+
+/// The reference of `full_name` (lowercase, `container|name` for a
+/// subcommand), if Redis 7.0 has the command.
+pub fn lookup(full_name: &str) -> Option<&'static Doc> {
+    data::DOCS
+        .binary_search_by(|d| d.name.cmp(full_name))
+        .ok()
+        .map(|i| &data::DOCS[i])
+}
+
+impl Doc {
+    /// COMMAND DOCS's fields after summary, since and group, in Redis's
+    /// order; the fields a command has not got are left out, as Redis
+    /// does.
+    pub fn fields(&self) -> Vec<(Reply, Reply)> {
+        let mut out = Vec::new();
+        if let Some(c) = self.complexity {
+            out.push((Reply::bulk_str("complexity"), Reply::bulk_str(c)));
+        }
+        if !self.doc_flags.is_empty() {
+            out.push((
+                Reply::bulk_str("doc_flags"),
+                Reply::Set(self.doc_flags.iter().map(|f| Reply::simple(f)).collect()),
+            ));
+        }
+        if let Some(v) = self.deprecated_since {
+            out.push((Reply::bulk_str("deprecated_since"), Reply::bulk_str(v)));
+        }
+        if let Some(r) = self.replaced_by {
+            out.push((Reply::bulk_str("replaced_by"), Reply::bulk_str(r)));
+        }
+        if !self.history.is_empty() {
+            let history = self
+                .history
+                .iter()
+                .map(|(v, change)| Reply::Array(vec![Reply::bulk_str(v), Reply::bulk_str(change)]))
+                .collect();
+            out.push((Reply::bulk_str("history"), Reply::Set(history)));
+        }
+        if !self.args.is_empty() {
+            out.push((Reply::bulk_str("arguments"), args_reply(self.args)));
+        }
+        out
+    }
+}
+
+fn args_reply(args: &[Arg]) -> Reply {
+    Reply::Array(
+        args.iter()
+            .map(|a| {
+                let mut m = vec![
+                    (Reply::bulk_str("name"), Reply::bulk_str(a.name)),
+                    (Reply::bulk_str("type"), Reply::bulk_str(a.kind)),
+                ];
+                if a.key_spec_index >= 0 {
+                    m.push((
+                        Reply::bulk_str("key_spec_index"),
+                        Reply::Int(a.key_spec_index as i64),
+                    ));
+                }
+                if let Some(t) = a.token {
+                    m.push((Reply::bulk_str("token"), Reply::bulk_str(t)));
+                }
+                if let Some(v) = a.since {
+                    m.push((Reply::bulk_str("since"), Reply::bulk_str(v)));
+                }
+                if let Some(v) = a.deprecated_since {
+                    m.push((Reply::bulk_str("deprecated_since"), Reply::bulk_str(v)));
+                }
+                if a.flags != 0 {
+                    let flags = [
+                        (OPTIONAL, "optional"),
+                        (MULTIPLE, "multiple"),
+                        (MULTIPLE_TOKEN, "multiple_token"),
+                    ]
+                    .iter()
+                    .filter(|(f, _)| a.flags & f != 0)
+                    .map(|(_, n)| Reply::simple(n))
+                    .collect();
+                    m.push((Reply::bulk_str("flags"), Reply::Set(flags)));
+                }
+                if matches!(a.kind, "oneof" | "block") {
+                    m.push((Reply::bulk_str("arguments"), args_reply(a.args)));
+                }
+                Reply::Map(m)
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reference_is_sorted_and_holds_commands_and_subcommands() {
+        assert!(data::DOCS.windows(2).all(|w| w[0].name < w[1].name));
+        let set = lookup("set").expect("SET");
+        assert_eq!(set.complexity, Some("O(1)"));
+        assert_eq!(set.args[0].name, "key");
+        assert_eq!(set.args[0].key_spec_index, 0);
+        assert_eq!(set.args[2].kind, "oneof");
+        assert_eq!(set.args[2].flags, OPTIONAL);
+        assert!(lookup("client|kill").is_some());
+        assert!(lookup("georadius").is_some_and(|d| d.doc_flags == ["deprecated"]));
+        assert!(lookup("nosuch").is_none());
+    }
+}
