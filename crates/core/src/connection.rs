@@ -216,6 +216,7 @@ pub enum PubsubCmd {
 }
 
 const FAST_STALE: Flags = Flags::FAST.union(Flags::STALE).union(Flags::LOADING);
+const LOADING_STALE: Flags = Flags::STALE.union(Flags::LOADING);
 const NOSCRIPT_STALE: Flags = Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE);
 const ADMIN: Flags = Flags::ADMIN
     .union(Flags::NOSCRIPT)
@@ -263,9 +264,9 @@ const CLUSTER_SUBS: &[CommandSpec] = &[
     cmd("links", 2, Flags::STALE, NONE, &["slow"], CLUSTER, "7.0.0", "Returns a list of all TCP links to and from peer nodes.", s(SessionCmd::Cluster(ClusterCmd::Links))).with_tips(&["nondeterministic_output"]),
     cmd("replicas", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "5.0.0", "Lists the replica nodes of a master node.", s(SessionCmd::Cluster(ClusterCmd::Replicas))).with_tips(&["nondeterministic_output"]),
     cmd("slaves", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Lists the replica nodes of a master node.", s(SessionCmd::Cluster(ClusterCmd::Slaves))).with_tips(&["nondeterministic_output"]),
-    cmd("meet", -4, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Forces a node to handshake with another node.", s(SessionCmd::Cluster(ClusterCmd::Meet))),
-    cmd("forget", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Removes a node from the nodes table.", s(SessionCmd::Cluster(ClusterCmd::Forget))),
-    cmd("replicate", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Configure a node as replica of a master node.", s(SessionCmd::Cluster(ClusterCmd::Replicate))),
+    cmd("meet", -4, Flags::ADMIN.union(Flags::STALE).union(Flags::NO_ASYNC_LOADING), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Forces a node to handshake with another node.", s(SessionCmd::Cluster(ClusterCmd::Meet))),
+    cmd("forget", 3, Flags::ADMIN.union(Flags::STALE).union(Flags::NO_ASYNC_LOADING), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Removes a node from the nodes table.", s(SessionCmd::Cluster(ClusterCmd::Forget))),
+    cmd("replicate", 3, Flags::ADMIN.union(Flags::STALE).union(Flags::NO_ASYNC_LOADING), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Configure a node as replica of a master node.", s(SessionCmd::Cluster(ClusterCmd::Replicate))),
     cmd("reset", -2, Flags::ADMIN.union(Flags::STALE).union(Flags::NOSCRIPT), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Resets a node.", s(SessionCmd::Cluster(ClusterCmd::Reset))),
     cmd("count-failure-reports", 3, Flags::ADMIN.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], CLUSTER, "3.0.0", "Returns the number of active failure reports active for a node.", s(SessionCmd::Cluster(ClusterCmd::CountFailureReports))).with_tips(&["nondeterministic_output"]),
     cmd("sharddigest", 3, Flags::STALE, NONE, &["slow"], CLUSTER, "7.0.15", "Kvasir: this node's replica of a shard: applied index, keys and content digest.", s(SessionCmd::Cluster(ClusterCmd::Sharddigest))),
@@ -291,7 +292,7 @@ const CLIENT_SUBS: &[CommandSpec] = &[
     sub("pause", -3, ADMIN, &["admin", "slow", "dangerous", "connection"], CONN, "Suspends commands processing.", SessionCmd::Client(ClientCmd::Pause)),
     sub("unblock", -3, ADMIN, &["admin", "slow", "dangerous", "connection"], CONN, "Unblocks a client blocked by a blocking command from a different connection.", SessionCmd::Client(ClientCmd::Unblock)),
     sub("unpause", 2, ADMIN, &["admin", "slow", "dangerous", "connection"], CONN, "Resumes processing commands from paused clients.", SessionCmd::Client(ClientCmd::Unpause)),
-    sub("help", 2, FAST_STALE, &["slow", "connection"], CONN, "Returns helpful text about the different subcommands.", SessionCmd::Client(ClientCmd::Help)),
+    sub("help", 2, LOADING_STALE, &["slow", "connection"], CONN, "Returns helpful text about the different subcommands.", SessionCmd::Client(ClientCmd::Help)),
 ];
 
 #[rustfmt::skip]
@@ -300,18 +301,18 @@ const CONFIG_SUBS: &[CommandSpec] = &[
     sub("set", -4, ADMIN, &["admin", "slow", "dangerous"], SRV, "Sets configuration parameters in-flight.", SessionCmd::Config(ConfigCmd::Set)).with_tips(&["request_policy:all_nodes", "response_policy:all_succeeded"]),
     sub("rewrite", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Persists the effective configuration to file.", SessionCmd::Config(ConfigCmd::Rewrite)),
     sub("resetstat", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Resets the server's statistics.", SessionCmd::Config(ConfigCmd::Resetstat)),
-    sub("help", 2, FAST_STALE, &["slow"], SRV, "Returns helpful text about the different subcommands.", SessionCmd::Config(ConfigCmd::Help)),
+    sub("help", 2, LOADING_STALE, &["slow"], SRV, "Returns helpful text about the different subcommands.", SessionCmd::Config(ConfigCmd::Help)),
 ];
 
 #[rustfmt::skip]
 const COMMAND_SUBS: &[CommandSpec] = &[
-    sub("count", 2, FAST_STALE, &["slow", "connection"], SRV, "Returns a count of commands.", SessionCmd::Command(CommandCmd::Count)),
-    sub("info", -2, FAST_STALE, &["slow", "connection"], SRV, "Returns information about one, multiple or all commands.", SessionCmd::Command(CommandCmd::Info)).with_tips(&["nondeterministic_output_order"]),
-    sub("docs", -2, FAST_STALE, &["slow", "connection"], SRV, "Returns documentary information about one, multiple or all commands.", SessionCmd::Command(CommandCmd::Docs)).with_tips(&["nondeterministic_output_order"]),
-    sub("getkeys", -4, FAST_STALE, &["slow", "connection"], SRV, "Extracts the key names from an arbitrary command.", SessionCmd::Command(CommandCmd::Getkeys)),
-    sub("getkeysandflags", -4, FAST_STALE, &["slow", "connection"], SRV, "Extracts the key names and access flags for an arbitrary command.", SessionCmd::Command(CommandCmd::Getkeysandflags)),
-    sub("list", -2, FAST_STALE, &["slow", "connection"], SRV, "Returns a list of command names.", SessionCmd::Command(CommandCmd::List)).with_tips(&["nondeterministic_output_order"]),
-    sub("help", 2, FAST_STALE, &["slow", "connection"], SRV, "Returns helpful text about the different subcommands.", SessionCmd::Command(CommandCmd::Help)),
+    sub("count", 2, LOADING_STALE, &["slow", "connection"], SRV, "Returns a count of commands.", SessionCmd::Command(CommandCmd::Count)),
+    sub("info", -2, LOADING_STALE, &["slow", "connection"], SRV, "Returns information about one, multiple or all commands.", SessionCmd::Command(CommandCmd::Info)).with_tips(&["nondeterministic_output_order"]),
+    sub("docs", -2, LOADING_STALE, &["slow", "connection"], SRV, "Returns documentary information about one, multiple or all commands.", SessionCmd::Command(CommandCmd::Docs)).with_tips(&["nondeterministic_output_order"]),
+    sub("getkeys", -4, LOADING_STALE, &["slow", "connection"], SRV, "Extracts the key names from an arbitrary command.", SessionCmd::Command(CommandCmd::Getkeys)),
+    sub("getkeysandflags", -4, LOADING_STALE, &["slow", "connection"], SRV, "Extracts the key names and access flags for an arbitrary command.", SessionCmd::Command(CommandCmd::Getkeysandflags)),
+    sub("list", -2, LOADING_STALE, &["slow", "connection"], SRV, "Returns a list of command names.", SessionCmd::Command(CommandCmd::List)).with_tips(&["nondeterministic_output_order"]),
+    sub("help", 2, LOADING_STALE, &["slow", "connection"], SRV, "Returns helpful text about the different subcommands.", SessionCmd::Command(CommandCmd::Help)),
 ];
 
 #[rustfmt::skip]
@@ -319,7 +320,7 @@ const SLOWLOG_SUBS: &[CommandSpec] = &[
     sub("get", -2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the slow log's entries.", SessionCmd::Slowlog(SlowlogCmd::Get)).with_tips(&["request_policy:all_nodes", "nondeterministic_output"]),
     sub("len", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the number of entries in the slow log.", SessionCmd::Slowlog(SlowlogCmd::Len)).with_tips(&["request_policy:all_nodes", "response_policy:agg_sum", "nondeterministic_output"]),
     sub("reset", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Clears all entries from the slow log.", SessionCmd::Slowlog(SlowlogCmd::Reset)).with_tips(&["request_policy:all_nodes", "response_policy:all_succeeded"]),
-    sub("help", 2, FAST_STALE, &["slow"], SRV, "Show helpful text about the different subcommands.", SessionCmd::Slowlog(SlowlogCmd::Help)),
+    sub("help", 2, LOADING_STALE, &["slow"], SRV, "Show helpful text about the different subcommands.", SessionCmd::Slowlog(SlowlogCmd::Help)),
 ];
 
 #[rustfmt::skip]
@@ -336,15 +337,15 @@ const ACL_SUBS: &[CommandSpec] = &[
     sub("setuser", -3, ADMIN, &["admin", "slow", "dangerous"], SRV, "Creates and modifies an ACL user and its rules.", SessionCmd::Acl(AclCmd::Setuser)),
     sub("users", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Lists all ACL users.", SessionCmd::Acl(AclCmd::Users)),
     sub("whoami", 2, NOSCRIPT_STALE, &["slow"], SRV, "Returns the authenticated username of the current connection.", SessionCmd::Acl(AclCmd::Whoami)),
-    sub("help", 2, FAST_STALE, &["slow"], SRV, "Returns helpful text about the different subcommands.", SessionCmd::Acl(AclCmd::Help)),
+    sub("help", 2, LOADING_STALE, &["slow"], SRV, "Returns helpful text about the different subcommands.", SessionCmd::Acl(AclCmd::Help)),
 ];
 
 #[rustfmt::skip]
 const MODULE_SUBS: &[CommandSpec] = &[
     sub("list", 2, Flags::ADMIN.union(Flags::NOSCRIPT), &["admin", "slow", "dangerous"], SRV, "Returns all loaded modules.", SessionCmd::Module(ModuleCmd::List)).with_tips(&["nondeterministic_output_order"]),
-    sub("load", -3, Flags::ADMIN.union(Flags::NOSCRIPT), &["admin", "slow", "dangerous"], SRV, "Loads a module.", SessionCmd::Module(ModuleCmd::Load)),
-    sub("loadex", -3, Flags::ADMIN.union(Flags::NOSCRIPT), &["admin", "slow", "dangerous"], SRV, "Loads a module using extended parameters.", SessionCmd::Module(ModuleCmd::Load)),
-    sub("unload", 3, Flags::ADMIN.union(Flags::NOSCRIPT), &["admin", "slow", "dangerous"], SRV, "Unloads a module.", SessionCmd::Module(ModuleCmd::Unload)),
+    sub("load", -3, Flags::ADMIN.union(Flags::NOSCRIPT).union(Flags::NO_ASYNC_LOADING), &["admin", "slow", "dangerous"], SRV, "Loads a module.", SessionCmd::Module(ModuleCmd::Load)),
+    sub("loadex", -3, Flags::ADMIN.union(Flags::NOSCRIPT).union(Flags::NO_ASYNC_LOADING), &["admin", "slow", "dangerous"], SRV, "Loads a module using extended parameters.", SessionCmd::Module(ModuleCmd::Load)),
+    sub("unload", 3, Flags::ADMIN.union(Flags::NOSCRIPT).union(Flags::NO_ASYNC_LOADING), &["admin", "slow", "dangerous"], SRV, "Unloads a module.", SessionCmd::Module(ModuleCmd::Unload)),
     sub("help", 2, Flags::LOADING.union(Flags::STALE), &["slow"], SRV, "Returns helpful text about the different subcommands.", SessionCmd::Module(ModuleCmd::Help)),
 ];
 
@@ -356,7 +357,7 @@ const LATENCY_SUBS: &[CommandSpec] = &[
     sub("doctor", 2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns a human-readable latency analysis report.", SessionCmd::Latency(LatencyCmd::Doctor)).with_tips(&["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
     sub("graph", 3, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns a latency graph for an event.", SessionCmd::Latency(LatencyCmd::Graph)).with_tips(&["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
     sub("histogram", -2, ADMIN, &["admin", "slow", "dangerous"], SRV, "Returns the cumulative distribution of latencies of a subset or all commands.", SessionCmd::Latency(LatencyCmd::Histogram)).with_tips(&["nondeterministic_output", "request_policy:all_nodes", "response_policy:special"]),
-    sub("help", 2, FAST_STALE, &["slow"], SRV, "Returns helpful text about the different subcommands.", SessionCmd::Latency(LatencyCmd::Help)),
+    sub("help", 2, LOADING_STALE, &["slow"], SRV, "Returns helpful text about the different subcommands.", SessionCmd::Latency(LatencyCmd::Help)),
 ];
 
 #[rustfmt::skip]
@@ -366,7 +367,7 @@ const PUBSUB_SUBS: &[CommandSpec] = &[
     sub("numpat", 2, Flags::PUBSUB.union(Flags::LOADING).union(Flags::STALE), &["pubsub", "slow"], PUBSUB, "Returns a count of unique pattern subscriptions.", SessionCmd::Pubsub(PubsubCmd::Numpat)),
     sub("shardchannels", -2, Flags::PUBSUB.union(Flags::LOADING).union(Flags::STALE), &["pubsub", "slow"], PUBSUB, "Returns the active shard channels.", SessionCmd::Pubsub(PubsubCmd::Shardchannels)),
     sub("shardnumsub", -2, Flags::PUBSUB.union(Flags::LOADING).union(Flags::STALE), &["pubsub", "slow"], PUBSUB, "Returns the count of subscribers of shard channels.", SessionCmd::Pubsub(PubsubCmd::Shardnumsub)),
-    sub("help", 2, FAST_STALE, &["slow"], PUBSUB, "Returns helpful text about the different subcommands.", SessionCmd::Pubsub(PubsubCmd::Help)),
+    sub("help", 2, LOADING_STALE, &["slow"], PUBSUB, "Returns helpful text about the different subcommands.", SessionCmd::Pubsub(PubsubCmd::Help)),
 ];
 
 const TXN: Flags = Flags::NOSCRIPT
@@ -410,8 +411,8 @@ pub const COMMANDS: &[CommandSpec] = &[
     container("latency", -2, &["slow"], SRV, "2.8.13", "A container for latency diagnostics commands.", LATENCY_SUBS),
     container("module", -2, &["slow"], SRV, "4.0.0", "A container for module commands.", MODULE_SUBS),
     CommandSpec { key_finder: Some(migrate_keys), ..cmd("migrate", -6, Flags::WRITE.union(Flags::MOVABLEKEYS), (3, 3, 1), &["keyspace", "write", "slow", "dangerous"], "generic", "2.6.0", "Atomically transfers a key from one Redis instance to another.", s(SessionCmd::Migrate)) }.with_key_specs(&[crate::table::ks::RW_ACCESS_DELETE, crate::table::KeySpec::RW.union(crate::table::KeySpec::ACCESS).union(crate::table::KeySpec::DELETE).union(crate::table::KeySpec::INCOMPLETE)]).with_tips(&["nondeterministic_output"]),
-    cmd("replicaof", 3, ADMIN_NOT_LOADING.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], SRV, "5.0.0", "Configures a server as replica of another, or promotes it to a master.", s(SessionCmd::Replicaof)),
-    cmd("slaveof", 3, ADMIN_NOT_LOADING.union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Sets a Redis server as a replica of another, or promotes it to being a master.", s(SessionCmd::Replicaof)),
+    cmd("replicaof", 3, ADMIN_NOT_LOADING.union(Flags::NO_ASYNC_LOADING).union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], SRV, "5.0.0", "Configures a server as replica of another, or promotes it to a master.", s(SessionCmd::Replicaof)),
+    cmd("slaveof", 3, ADMIN_NOT_LOADING.union(Flags::NO_ASYNC_LOADING).union(Flags::STALE), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Sets a Redis server as a replica of another, or promotes it to being a master.", s(SessionCmd::Replicaof)),
     container("slowlog", -2, &["slow"], SRV, "2.4.0", "A container for slow log commands.", SLOWLOG_SUBS),
     cmd("time", 1, FAST_STALE, NONE, &["fast"], SRV, "2.6.0", "Returns the server time.", s(SessionCmd::Time)).with_tips(&["nondeterministic_output"]),
     cmd("lastsave", 1, FAST_STALE, NONE, &["admin", "fast", "dangerous"], SRV, "1.0.0", "Returns the Unix timestamp of the last successful save to disk.", s(SessionCmd::Lastsave)).with_tips(&["nondeterministic_output"]),
@@ -420,10 +421,10 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("readonly", 1, FAST_STALE, NONE, &["fast", "connection"], CLUSTER, "3.0.0", "Enables read-only queries for a connection to a Redis Cluster replica node.", s(SessionCmd::Readonly)),
     cmd("readwrite", 1, FAST_STALE, NONE, &["fast", "connection"], CLUSTER, "3.0.0", "Enables read-write queries for a connection to a Redis Cluster replica node.", s(SessionCmd::Readwrite)),
     cmd("asking", 1, Flags::FAST, NONE, &["fast", "connection"], CLUSTER, "3.0.0", "Signals that a cluster client is following an -ASK redirect.", s(SessionCmd::Asking)),
-    cmd("save", 1, ADMIN_NOT_LOADING.union(Flags::NO_MULTI), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Synchronously saves the database(s) to disk.", s(SessionCmd::Save)),
-    cmd("bgsave", -1, ADMIN_NOT_LOADING, NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Asynchronously saves the database(s) to disk.", s(SessionCmd::Bgsave)),
-    cmd("bgrewriteaof", 1, ADMIN_NOT_LOADING, NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Asynchronously rewrites the append-only file to disk.", s(SessionCmd::Bgrewriteaof)),
-    cmd("sync", 1, ADMIN_NOT_LOADING.union(Flags::NO_MULTI), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "An internal command used in replication.", s(SessionCmd::Sync)),
+    cmd("save", 1, ADMIN_NOT_LOADING.union(Flags::NO_ASYNC_LOADING).union(Flags::NO_MULTI), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Synchronously saves the database(s) to disk.", s(SessionCmd::Save)),
+    cmd("bgsave", -1, ADMIN_NOT_LOADING.union(Flags::NO_ASYNC_LOADING), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Asynchronously saves the database(s) to disk.", s(SessionCmd::Bgsave)),
+    cmd("bgrewriteaof", 1, ADMIN_NOT_LOADING.union(Flags::NO_ASYNC_LOADING), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "Asynchronously rewrites the append-only file to disk.", s(SessionCmd::Bgrewriteaof)),
+    cmd("sync", 1, ADMIN_NOT_LOADING.union(Flags::NO_ASYNC_LOADING).union(Flags::NO_MULTI), NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "An internal command used in replication.", s(SessionCmd::Sync)),
     cmd("replconf", -1, ADMIN.union(Flags::NO_MULTI), NONE, &["admin", "slow", "dangerous"], SRV, "3.0.0", "An internal command for configuring the replication stream.", s(SessionCmd::Replconf)),
     cmd("lolwut", -1, Flags::READONLY.union(Flags::FAST), NONE, &["read", "fast"], SRV, "5.0.0", "Displays computer art and the Redis version", s(SessionCmd::Lolwut)),
     cmd("debug", -2, ADMIN, NONE, &["admin", "slow", "dangerous"], SRV, "1.0.0", "A container for debugging commands.", s(SessionCmd::Debug)),

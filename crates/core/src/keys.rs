@@ -58,7 +58,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd("restore", -4, W.union(Flags::DENYOOM), KEY, &["keyspace", "write", "slow", "dangerous"], G, "2.6.0", "Creates a key from the serialized representation of a value.", crate::write_handler!(restore)).events(crate::notify::Events::Custom(crate::notify::restore)).keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::OW_UPDATE]),
     // What MIGRATE sends from a Redis Cluster node (its target accepts it
     // for a slot being imported): RESTORE here, where slots move by Raft.
-    cmd("restore-asking", -4, W.union(Flags::DENYOOM), KEY, &["keyspace", "write", "slow", "dangerous"], G, "3.0.0", "An internal command for migrating keys in a cluster.", crate::write_handler!(restore)).events(crate::notify::Events::Custom(crate::notify::restore)).keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::OW_UPDATE]),
+    cmd("restore-asking", -4, W.union(Flags::DENYOOM).union(Flags::ASKING), KEY, &["keyspace", "write", "slow", "dangerous"], G, "3.0.0", "An internal command for migrating keys in a cluster.", crate::write_handler!(restore)).events(crate::notify::Events::Custom(crate::notify::restore)).keys_access(crate::table::KeyAccess::Write).with_key_specs(&[crate::table::ks::OW_UPDATE]),
     container("object", -2, &["slow"], G, "2.2.3", "A container for object introspection commands.", OBJECT_SUBS),
 ];
 

@@ -39,7 +39,8 @@ const ACL_R: &[&str] = &["read", "set", "sortedset", "list", "slow", "dangerous"
 pub const COMMANDS: &[CommandSpec] = &[
     // The STORE destination is a key too: movable keys.
     CommandSpec { key_finder: Some(sort_keys), ..cmd("sort", -2, W_OOM_MOV, KEY, ACL_W, G, "1.0.0", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", crate::write_handler!(sort)) }.events(crate::notify::Events::Custom(crate::notify::sortstore)).keys_access(crate::table::KeyAccess::ReadThenWrite).reading_patterns(pattern_option),
-    cmd("sort_ro", -2, Flags::READONLY, KEY, ACL_R, G, "7.0.0", "Returns the sorted elements of a list, a set, or a sorted set.", crate::read_handler!(sort_ro)).reading_patterns(pattern_option),
+    // Movable too, as Redis flags it (BY and GET patterns name keys).
+    cmd("sort_ro", -2, Flags::READONLY.union(Flags::MOVABLEKEYS), KEY, ACL_R, G, "7.0.0", "Returns the sorted elements of a list, a set, or a sorted set.", crate::read_handler!(sort_ro)).reading_patterns(pattern_option),
 ];
 
 const BY_DENIED: &str = "ERR BY option of SORT denied in Cluster mode when keys formed by the pattern may be in different slots.";

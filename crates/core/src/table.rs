@@ -39,8 +39,16 @@ impl Flags {
     /// The key arguments may be none at all (scripts and functions):
     /// COMMAND GETKEYS answers an empty list instead of an error.
     pub const NO_MANDATORY_KEYS: Flags = Flags(1 << 17);
+    /// Refused while a replica loads its data asynchronously (Redis's
+    /// replication commands, SAVE, MODULE LOAD): reported only.
+    pub const NO_ASYNC_LOADING: Flags = Flags(1 << 18);
+    /// Served on a cluster node for a slot it is importing after ASKING
+    /// (RESTORE-ASKING): reported only.
+    pub const ASKING: Flags = Flags(1 << 19);
 
-    const NAMES: [(Flags, &'static str); 18] = [
+    /// The flags COMMAND INFO names, in Redis's order; MAY_REPLICATE is
+    /// hidden, as Redis hides it.
+    const NAMES: [(Flags, &'static str); 19] = [
         (Flags::WRITE, "write"),
         (Flags::READONLY, "readonly"),
         (Flags::DENYOOM, "denyoom"),
@@ -52,11 +60,12 @@ impl Flags {
         (Flags::STALE, "stale"),
         (Flags::SKIP_MONITOR, "skip_monitor"),
         (Flags::SKIP_SLOWLOG, "skip_slowlog"),
+        (Flags::ASKING, "asking"),
         (Flags::FAST, "fast"),
         (Flags::NO_AUTH, "no_auth"),
-        (Flags::MAY_REPLICATE, "may_replicate"),
-        (Flags::NO_MULTI, "no_multi"),
         (Flags::NO_MANDATORY_KEYS, "no_mandatory_keys"),
+        (Flags::NO_ASYNC_LOADING, "no_async_loading"),
+        (Flags::NO_MULTI, "no_multi"),
         (Flags::MOVABLEKEYS, "movablekeys"),
         (Flags::ALLOW_BUSY, "allow_busy"),
     ];
