@@ -2473,3 +2473,27 @@ fn oom_score_adj_sets_the_process_score_as_redis() {
     drop(redis);
     let _ = std::fs::remove_dir_all(&redis_dir);
 }
+
+/// Once SHUTDOWN closes its connection the server accepts no other, as
+/// an exited redis-server: a client that reconnects at once is refused
+/// (Kvasir used to accept it for a moment while it exited).
+#[test]
+fn after_shutdown_closes_its_connection_new_connections_are_refused() {
+    for _ in 0..5 {
+        let mut server = Kvasir::start(&[]);
+        let port = server.port;
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        use std::io::{Read, Write};
+        c.write_all(b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n")
+            .expect("send");
+        let mut buf = [0u8; 64];
+        assert_eq!(
+            c.read(&mut buf).expect("EOF"),
+            0,
+            "SHUTDOWN answers nothing"
+        );
+        let again = std::net::TcpStream::connect(("127.0.0.1", port));
+        assert!(again.is_err(), "a connection was accepted after SHUTDOWN");
+        assert!(server.child.wait().expect("exit").success());
+    }
+}

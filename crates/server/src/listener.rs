@@ -235,8 +235,10 @@ impl Server {
         }
     }
 
-    /// Starts a graceful shutdown (SHUTDOWN command).
+    /// Starts a graceful shutdown (SHUTDOWN command, its final steps
+    /// done): no new connection is accepted from here on.
     pub fn request_shutdown(&self) {
+        self.listening.stop_now();
         self.shutting_down.set(true);
         self.shutdown.notify_one();
     }
@@ -341,7 +343,8 @@ fn bind_one(host: &str, port: u16) -> std::io::Result<TcpListener> {
 /// CONFIG SET changes `port` or `bind`.
 #[derive(Default)]
 pub struct Listening {
-    accepting: RefCell<Vec<tokio::task::JoinHandle<()>>>,
+    /// Each listener's accept loop and the listener's descriptor.
+    accepting: RefCell<Vec<(tokio::task::JoinHandle<()>, std::os::fd::RawFd)>>,
     io_threads: RefCell<Option<Rc<crate::io_threads::IoThreads>>>,
 }
 
@@ -354,10 +357,33 @@ pub fn listen_on(server: &Rc<Server>, listeners: Vec<TcpListener>) {
     let io_threads = server.listening.io_threads.borrow().clone();
     let tasks = listeners
         .into_iter()
-        .map(|l| tokio::task::spawn_local(accept_loop(server.clone(), l, io_threads.clone())))
+        .map(|l| {
+            use std::os::fd::AsRawFd;
+            let fd = l.as_raw_fd();
+            let task = tokio::task::spawn_local(accept_loop(server.clone(), l, io_threads.clone()));
+            (task, fd)
+        })
         .collect();
-    for old in server.listening.accepting.replace(tasks) {
+    for (old, _) in server.listening.accepting.replace(tasks) {
         old.abort();
+    }
+}
+
+impl Listening {
+    /// Stops listening at once, as a SHUTDOWN that is exiting does: a client
+    /// that sees its connection close and connects again is refused, as by
+    /// an exited redis-server (the accept loops, aborted, end at the
+    /// runtime's next turn, later than the connection's close).
+    fn stop_now(&self) {
+        for (task, fd) in self.accepting.take() {
+            // SAFETY: the descriptor is the listener's, open until its
+            // aborted task is dropped; shutting a listening socket down
+            // takes it out of the listening state (connections refused).
+            unsafe {
+                libc::shutdown(fd, libc::SHUT_RDWR);
+            }
+            task.abort();
+        }
     }
 }
 
@@ -367,10 +393,10 @@ pub fn listen_on(server: &Rc<Server>, listeners: Vec<TcpListener>) {
 /// bound after all, the old one is bound again.
 pub async fn rebind(server: Rc<Server>, bind: String, old_bind: String) {
     let old = server.listening.accepting.take();
-    for task in &old {
+    for (task, _) in &old {
         task.abort();
     }
-    for task in old {
+    for (task, _) in old {
         let _ = task.await;
     }
     let port = server.port.get();
