@@ -1,7 +1,8 @@
 //! The command reference COMMAND DOCS gives beside a command's summary:
 //! complexity, history, deprecation and the arguments (redis-cli builds
-//! its hints and HELP syntax from them). Generated from Redis 7.0's
-//! command reference by scripts/gen-command-docs.py (`data.rs`).
+//! its hints and HELP syntax from them), and the key specs COMMAND INFO
+//! gives. Generated from Redis 7.0's command table by
+//! scripts/gen-command-docs.py (`data.rs`).
 
 use kvasir_resp::Reply;
 
@@ -30,6 +31,36 @@ pub struct Arg {
     pub args: &'static [Arg],
 }
 
+/// Where a key spec's search for keys starts.
+pub enum Begin {
+    /// At this argument.
+    Index(i64),
+    /// After this keyword, searched from this argument (negative: from the
+    /// end, backwards).
+    Keyword(&'static str, i64),
+    Unknown,
+}
+
+/// How a key spec's keys follow from where the search began.
+pub enum Find {
+    /// (last key relative to the first, or negative from the end; step;
+    /// limit).
+    Range(i64, i64, i64),
+    /// (the argument with the key count, relative; the first key relative
+    /// to it; step).
+    Keynum(i64, i64, i64),
+    Unknown,
+}
+
+/// One of a command's Redis 7 key specs.
+pub struct KeySpec {
+    pub notes: Option<&'static str>,
+    /// Flag names in Redis's order (RO, RW, OW, RM, access, update...).
+    pub flags: &'static [&'static str],
+    pub begin: Begin,
+    pub find: Find,
+}
+
 /// The reference of one command or subcommand (`container|name`).
 pub struct Doc {
     pub name: &'static str,
@@ -43,6 +74,7 @@ pub struct Doc {
     pub replaced_by: Option<&'static str>,
     /// (version, change) pairs.
     pub history: &'static [(&'static str, &'static str)],
+    pub key_specs: &'static [KeySpec],
     pub args: &'static [Arg],
 }
 
@@ -88,6 +120,67 @@ impl Doc {
             out.push((Reply::bulk_str("arguments"), args_reply(self.args)));
         }
         out
+    }
+}
+
+impl KeySpec {
+    /// The entry of COMMAND INFO's key specs, as Redis writes it.
+    pub fn reply(&self) -> Reply {
+        let map = |pairs: Vec<(&str, Reply)>| {
+            Reply::Map(
+                pairs
+                    .into_iter()
+                    .map(|(k, v)| (Reply::bulk_str(k), v))
+                    .collect(),
+            )
+        };
+        let mut fields = Vec::new();
+        if let Some(notes) = self.notes {
+            fields.push(("notes", Reply::bulk_str(notes)));
+        }
+        fields.push((
+            "flags",
+            Reply::Set(self.flags.iter().map(|f| Reply::simple(f)).collect()),
+        ));
+        let begin = match self.begin {
+            Begin::Index(i) => ("index", map(vec![("index", Reply::Int(i))])),
+            Begin::Keyword(k, from) => (
+                "keyword",
+                map(vec![
+                    ("keyword", Reply::bulk_str(k)),
+                    ("startfrom", Reply::Int(from)),
+                ]),
+            ),
+            Begin::Unknown => ("unknown", map(Vec::new())),
+        };
+        fields.push((
+            "begin_search",
+            map(vec![("type", Reply::bulk_str(begin.0)), ("spec", begin.1)]),
+        ));
+        let find = match self.find {
+            Find::Range(last, step, limit) => (
+                "range",
+                map(vec![
+                    ("lastkey", Reply::Int(last)),
+                    ("keystep", Reply::Int(step)),
+                    ("limit", Reply::Int(limit)),
+                ]),
+            ),
+            Find::Keynum(idx, first, step) => (
+                "keynum",
+                map(vec![
+                    ("keynumidx", Reply::Int(idx)),
+                    ("firstkey", Reply::Int(first)),
+                    ("keystep", Reply::Int(step)),
+                ]),
+            ),
+            Find::Unknown => ("unknown", map(Vec::new())),
+        };
+        fields.push((
+            "find_keys",
+            map(vec![("type", Reply::bulk_str(find.0)), ("spec", find.1)]),
+        ));
+        map(fields)
     }
 }
 

@@ -608,13 +608,17 @@ impl CommandSpec {
             Reply::Int(self.step as i64),
             Reply::Set(acl),
             Reply::Set(self.tips.iter().map(|t| Reply::bulk_str(t)).collect()),
-            Reply::Set(self.key_specs_reply()),
+            Reply::Set(self.key_specs_reply(&full)),
             Reply::Set(subs),
         ])
     }
 
-    /// Redis 7 key specs derived from first/last/step.
-    fn key_specs_reply(&self) -> Vec<Reply> {
+    /// Redis 7 key specs: Redis 7.0's for a command it has (its full
+    /// name is `full`), else one derived from first/last/step.
+    fn key_specs_reply(&self, full: &str) -> Vec<Reply> {
+        if let Some(doc) = crate::command_docs::lookup(full) {
+            return doc.key_specs.iter().map(|k| k.reply()).collect();
+        }
         if self.first_key <= 0 {
             return Vec::new();
         }

@@ -2627,7 +2627,7 @@ fn command_docs_give_redis_reference_and_redis_cli_its_syntax() {
 
 /// COMMAND INFO's entries (RESP2) by full name, subcommands as entries of
 /// their own: arity, flags and ACL categories (as sorted sets), first key,
-/// last key and step. Tips and key specs are compared elsewhere.
+/// last key and step, key specs. Tips are compared elsewhere.
 fn command_info_by_name(entries: &[Value], out: &mut std::collections::BTreeMap<String, String>) {
     for entry in entries {
         let Value::Array(fields) = entry else {
@@ -2651,13 +2651,14 @@ fn command_info_by_name(entries: &[Value], out: &mut std::collections::BTreeMap<
         out.insert(
             name,
             format!(
-                "arity {:?} flags [{}] keys {:?} {:?} {:?} acl [{}]",
+                "arity {:?} flags [{}] keys {:?} {:?} {:?} acl [{}] key specs {:?}",
                 fields[1],
                 sorted(&fields[2]),
                 fields[3],
                 fields[4],
                 fields[5],
-                sorted(&fields[6])
+                sorted(&fields[6]),
+                fields[8]
             ),
         );
         if let Some(Value::Array(subs)) = fields.get(9) {
@@ -2667,9 +2668,9 @@ fn command_info_by_name(entries: &[Value], out: &mut std::collections::BTreeMap<
 }
 
 /// COMMAND INFO gives every command and subcommand both servers have
-/// redis-server 7.0's arity, flags, key positions and ACL categories
-/// (cluster clients route by them, ACL CAT lists by them), but for the
-/// differences Kvasir keeps on purpose, listed here.
+/// redis-server 7.0's arity, flags, key positions, ACL categories and key
+/// specs (cluster clients route by them, ACL CAT lists by them), but for
+/// the differences Kvasir keeps on purpose, listed here.
 #[test]
 fn command_info_flags_and_key_positions_are_redis() {
     let pair = Pair::start(&[]);
