@@ -2714,3 +2714,54 @@ fn command_info_flags_and_key_positions_are_redis() {
         .collect();
     assert!(differ.is_empty(), "{} differ: {differ:#?}", differ.len());
 }
+
+/// The globals and library tables are read-only as in Redis 7.0, whatever
+/// the way in: assignment, rawset, setmetatable, and the metatables
+/// getmetatable shows. Before, rawset on a library table (`redis`,
+/// `string`) succeeded and the change reached every later script of the
+/// shard: `rawset(redis, 'call', f)` replaced redis.call for every client.
+/// Errors, texts and positions compared with redis-server; redis.set_repl
+/// checks its flags as Redis.
+#[test]
+fn script_sandbox_tables_are_read_only_as_redis() {
+    let pair = Pair::start(&[]);
+    let scripts = [
+        "rawset(redis, 'call', function() return 'replaced' end)",
+        "rawset(string, 'format', function() return 'replaced' end)",
+        "rawset(_G, 'x', 1)",
+        "local s = string; s.x = 1",
+        "setmetatable(_G, {})",
+        "setmetatable(cjson, {})",
+        "local g = getmetatable(_G) g.__index = {}",
+        "local g = getmetatable(_G) return type(g.__index)",
+        "rawset(getmetatable(_G), '__index', nil)",
+        "return type(getmetatable(''))",
+        "getmetatable('').__index = {}",
+        "return getmetatable('').__index.rep('a', 2)",
+        "return getmetatable(redis)",
+        "local ok, e = pcall(rawset, cjson, 'a', 1) return e",
+        "local t = setmetatable({}, {__metatable = 1}) setmetatable(t, {})",
+        "return getmetatable(setmetatable({}, {__metatable = 'x'}))",
+        "local t = setmetatable({}, {__index = function() return 5 end}) return t.x",
+        "return rawset({}, 'a', 1).a",
+        "rawset({}, nil, 1)",
+        "setmetatable(1, {})",
+        "setmetatable({}, 1)",
+        "rawset({})",
+        "redis.set_repl(12345)",
+        "redis.set_repl()",
+        "redis.set_repl(redis.REPL_ALL) return 1",
+        // Later scripts see the libraries unchanged.
+        "return redis.call('PING')",
+        "return string.format('%d', 5)",
+        "return string.x",
+    ];
+    // Errors name the script by its SHA1, the same on both.
+    same_on_both(&pair, |port| {
+        let mut c = connect(port);
+        scripts
+            .iter()
+            .map(|s| go(&mut c, &["EVAL", s, "0"]))
+            .collect()
+    });
+}

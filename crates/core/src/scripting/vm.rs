@@ -143,17 +143,53 @@ load = function(f, name)
   end
   return loadstring(concat(parts), name)
 end
-rawset = function(t, k, v)
-  if t == _G then rawerror('Attempt to modify a readonly table', 2) end
-  return rawset_(t, k, v)
+-- Tables no script may change, as Redis 7.0's read-only tables: the
+-- globals, the library tables and the metatables getmetatable shows of
+-- them. A change would outlive the run and reach every later script of
+-- this interpreter. rawset and setmetatable on them fail without a
+-- position, as Redis's C functions fail; an assignment fails at the line.
+local locked = rawsetmeta({}, {__mode = 'k'})
+local function refused() rawerror('Attempt to modify a readonly table', 0) end
+-- Lua 5.1's argument errors of the C functions, at the caller's line.
+local rawselect = select
+local function check_table(name, n, t)
+  if rawtype(t) ~= 'table' then
+    local got = n == 0 and 'no value' or rawtype(t)
+    rawerror("bad argument #1 to '" .. name .. "' (table expected, got " .. got .. ")", 3)
+  end
+end
+-- An error of the C function itself: luaL_error's at the caller's line
+-- (setmetatable's "cannot change a protected metatable"), a table
+-- error without a line (rawset's "table index is nil").
+local function raised(level, ok, ...)
+  if not ok then rawerror((...), level) end
+  return ...
+end
+rawset = function(...)
+  local n, t, k, v = rawselect('#', ...), ...
+  check_table('rawset', n, t)
+  if n < 3 then rawerror("bad argument #" .. (n + 1) .. " to 'rawset' (value expected)", 2) end
+  if locked[t] then refused() end
+  return raised(0, rawpcall(rawset_, t, k, v))
+end
+setmetatable = function(...)
+  local n, t, mt = rawselect('#', ...), ...
+  check_table('setmetatable', n, t)
+  if mt ~= nil and rawtype(mt) ~= 'table' then
+    rawerror("bad argument #2 to 'setmetatable' (nil or table expected)", 2)
+  end
+  if locked[t] then refused() end
+  return raised(3, rawpcall(rawsetmeta, t, mt))
 end
 
 local function readonly(t)
-  return rawsetmeta({}, {
+  local proxy = rawsetmeta({}, {
     __index = t,
     __newindex = function() rawerror('Attempt to modify a readonly table', 2) end,
     __metatable = false,
   })
+  locked[proxy] = true
+  return proxy
 end
 for _, name in ipairs({'string', 'table', 'math', 'redis', 'cjson', 'cmsgpack', 'bit', 'struct', 'coroutine'}) do
   local t = _G[name]
@@ -200,18 +236,30 @@ end
 local G = _G
 for k, v in next, G do G0[k] = v end
 for k in next, G0 do rawset_(G, k, nil) end
-rawsetmeta(G0, {
-  __index = function(_, n)
-    rawerror("Script attempted to access nonexistent global variable '" .. rawtostring(n) .. "'", 2)
-  end,
-  __metatable = false,
-})
+local function unknown_global(_, n)
+  rawerror("Script attempted to access nonexistent global variable '" .. rawtostring(n) .. "'", 2)
+end
+rawsetmeta(G0, {__index = unknown_global, __metatable = false})
 local gmeta = {
   __index = G0,
   __newindex = function() rawerror('Attempt to modify a readonly table', 2) end,
   __metatable = false,
 }
 rawsetmeta(G, gmeta)
+locked[G] = true
+locked[G0] = true
+-- What getmetatable shows, as in Redis: the globals' metatable with its
+-- __index that refuses unknown names, the strings' with the string
+-- library, nothing for a library table; all read-only.
+local rawgetmeta = getmetatable
+local string_meta = readonly({__index = G0.string})
+local shown_meta = {[G] = readonly({__index = unknown_global})}
+rawset_(G0, 'getmetatable', function(v)
+  local t = rawtype(v)
+  if t == 'string' then return string_meta end
+  if t == 'table' and locked[v] then return shown_meta[v] end
+  return rawgetmeta(v)
+end)
 -- A library's code (FUNCTION LOAD) sees Redis 7.0's library API instead
 -- of the globals: a `redis` with register_function, log and the version
 -- only; reading anything else is an error. Functions it defines see the
@@ -2015,9 +2063,28 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
     redis.raw_set("log", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
     redis.raw_set("debug", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
     redis.raw_set("breakpoint", lua.create_function(|_, ()| Ok(false))?)?;
-    // Raft replicates the script itself: these are accepted and change
-    // nothing.
-    redis.raw_set("set_repl", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
+    // Raft replicates the script itself: these are checked as Redis
+    // checks them and change nothing.
+    redis.raw_set(
+        "set_repl",
+        lua.create_function(|lua, args: MultiValue| {
+            if args.len() != 1 {
+                return Err(mlua::Error::external(CallError(
+                    "ERR redis.set_repl() requires two arguments.".into(),
+                )));
+            }
+            let flags = args.into_iter().next().unwrap_or(Value::Nil);
+            // lua_tonumber: a number, or a string read as one, else 0.
+            let flags = lua.coerce_number(flags)?.unwrap_or(0.0) as i64;
+            // Redis's PROPAGATE_AOF | PROPAGATE_REPL.
+            if flags & !3 != 0 {
+                return Err(mlua::Error::external(CallError(
+                    "ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.".into(),
+                )));
+            }
+            Ok(())
+        })?,
+    )?;
     redis.raw_set("replicate_commands", lua.create_function(|_, ()| Ok(true))?)?;
     redis.raw_set("REDIS_VERSION", crate::server::REDIS_VERSION)?;
     redis.raw_set("REDIS_VERSION_NUM", redis_version_num())?;
