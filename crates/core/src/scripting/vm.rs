@@ -455,6 +455,9 @@ impl<K: Keyspace> ScriptVm<K> {
         let script_body = lua.create_registry_value(hidden.raw_get::<Function>("script_body")?)?;
         let function_body =
             lua.create_registry_value(hidden.raw_get::<Function>("function_body")?)?;
+        // The prelude's garbage (its chunk, its set-up tables) goes before
+        // the first run: INFO's used_memory_lua starts at what is kept.
+        lua.gc_collect()?;
         Ok(ScriptVm {
             lua,
             compiled: Default::default(),
