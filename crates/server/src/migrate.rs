@@ -299,10 +299,20 @@ fn exchange(
         let text = String::from_utf8_lossy(&line).trim_end().to_string();
         Ok(text.strip_prefix('-').map(str::to_string))
     };
+    // Every reply is read, even after an error, so that a kept connection
+    // has none left over for the next MIGRATE.
+    let mut setup_error = None;
     for _ in 0..expected {
         if let Some(err) = read_reply()? {
-            return Err(Failure::Target(err));
+            setup_error.get_or_insert(err);
         }
     }
-    found.iter().map(|_| read_reply()).collect()
+    let replies = found
+        .iter()
+        .map(|_| read_reply())
+        .collect::<Result<_, _>>()?;
+    match setup_error {
+        Some(err) => Err(Failure::Target(err)),
+        None => Ok(replies),
+    }
 }
