@@ -1057,21 +1057,6 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
             // New listeners are bound before anything changes, so that a
             // port in use refuses the whole CONFIG SET.
             let listeners = listen_again(&s.server, &next)?;
-            let (oom_mode, oom_values) = next.oom_score();
-            let (old_mode, old_values) = s.server.config.borrow().oom_score();
-            if (oom_mode != old_mode || oom_values != old_values)
-                && crate::oom_score::apply(&oom_mode, oom_values).is_err()
-            {
-                let name = if oom_mode != old_mode {
-                    "oom-score-adj"
-                } else {
-                    "oom-score-adj-values"
-                };
-                return Err(CmdError::other(format!(
-                    "ERR CONFIG SET failed (possibly related to argument '{name}') - {}",
-                    crate::oom_score::FAILED
-                )));
-            }
             let aof_changed = {
                 let now = s.server.config.borrow();
                 let (a, b) = (next.aof_settings(), now.aof_settings());
@@ -1086,6 +1071,23 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
                 return Err(CmdError::other(
                     "ERR CONFIG SET of encoding thresholds is not supported in cluster mode (set them at bootstrap)",
                 ));
+            }
+            // The OOM score is set after the checks above and is the last
+            // step that may fail: if it does, nothing has changed yet.
+            let (oom_mode, oom_values) = next.oom_score();
+            let (old_mode, old_values) = s.server.config.borrow().oom_score();
+            if (oom_mode != old_mode || oom_values != old_values)
+                && crate::oom_score::apply(&oom_mode, oom_values).is_err()
+            {
+                let name = if oom_mode != old_mode {
+                    "oom-score-adj"
+                } else {
+                    "oom-score-adj-values"
+                };
+                return Err(CmdError::other(format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{name}') - {}",
+                    crate::oom_score::FAILED
+                )));
             }
             let notify = next.notify_keyspace_events;
             // Redis evicts at once when maxmemory changes, else at the next
