@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Writes crates/core/src/command_docs/data.rs: the COMMAND DOCS reference
-(complexity, history, deprecation, arguments) of every Redis 7.0 command,
+(version, group, complexity, history, deprecation, arguments) and the
+COMMAND INFO key specs of every Redis 7.0 command,
 from the command table of the redis-server 7.0 sources (src/commands.c, as
 the server is built with it; scripts/redis-suite.sh unpacks Debian's into
 ~/.cache/kvasir-redis-src).
-Kvasir's table keeps its own summaries, groups and flags; this adds what
-redis-cli shows as a command's syntax (its hints and HELP).
+Kvasir's table keeps its own summaries, flags and key positions; this adds
+what redis-cli shows as a command's syntax (its hints and HELP).
 
     python3 scripts/gen-command-docs.py [SRC]
 """
@@ -25,27 +26,6 @@ def lit(s):
 
 def opt(s):
     return "None" if s is None else f"Some({lit(s)})"
-
-
-def args_expr(args):
-    parts = []
-    for a in args:
-        flags = []
-        if a.get("optional"):
-            flags.append("OPTIONAL")
-        if a.get("multiple"):
-            flags.append("MULTIPLE")
-        if a.get("multiple_token"):
-            flags.append("MULTIPLE_TOKEN")
-        parts.append(
-            "A { "
-            f"name: {lit(a['name'])}, kind: {lit(a['type'])}, "
-            f"key_spec_index: {a.get('key_spec_index', -1)}, token: {opt(a.get('token'))}, "
-            f"since: {opt(a.get('since'))}, deprecated_since: {opt(a.get('deprecated_since'))}, "
-            f"flags: {' | '.join(flags) if flags else '0'}, "
-            f"args: {args_expr(a.get('arguments', []))} }}"
-        )
-    return "&[" + ", ".join(parts) + "]"
 
 
 def c_fields(text):
@@ -131,23 +111,24 @@ for line in code:
 
 
 def arg(fields):
-    flags = fields[6].strip()
-    sub = named(fields, "subargs")
-    out = {
-        "name": c_str(fields[0]),
-        "type": fields[1].strip()[len("ARG_TYPE_"):].lower().replace("_", "-"),
-        "token": c_str(fields[3]),
-        "since": c_str(fields[5]),
-        "deprecated_since": c_str(named(fields, "deprecated_since") or "NULL"),
-        "optional": "CMD_ARG_OPTIONAL" in flags,
-        "multiple": "CMD_ARG_MULTIPLE" in flags.replace("CMD_ARG_MULTIPLE_TOKEN", ""),
-        "multiple_token": "CMD_ARG_MULTIPLE_TOKEN" in flags,
-        "arguments": [arg(a) for a in arg_arrays[sub]] if sub else [],
-    }
-    index = int(fields[2])
-    if index >= 0:
-        out["key_spec_index"] = index
-    return out
+    """One argument of a redisCommandArg array, as a Rust `Arg`."""
+    flags = [f.strip()[len("CMD_ARG_"):] for f in fields[6].split("|")]
+    flags = [f for f in ("OPTIONAL", "MULTIPLE", "MULTIPLE_TOKEN") if f in flags]
+    return (
+        "A { "
+        f"name: {lit(c_str(fields[0]))}, "
+        f"kind: {lit(fields[1].strip()[len('ARG_TYPE_'):].lower().replace('_', '-'))}, "
+        f"key_spec_index: {int(fields[2])}, token: {opt(c_str(fields[3]))}, "
+        f"since: {opt(c_str(fields[5]))}, "
+        f"deprecated_since: {opt(c_str(named(fields, 'deprecated_since') or 'NULL'))}, "
+        f"flags: {' | '.join(flags) if flags else '0'}, "
+        f"args: {args_list(named(fields, 'subargs'))} }}"
+    )
+
+
+def args_list(array):
+    """The arguments of a named redisCommandArg array (None: none)."""
+    return "&[" + ", ".join(arg(a) for a in arg_arrays[array]) + "]" if array else "&[]"
 
 
 KEY_FLAGS = ["RO", "RW", "OW", "RM", "ACCESS", "UPDATE", "INSERT", "DELETE", "NOT_KEY",
@@ -188,23 +169,24 @@ docs = []
 
 
 def add(table, container):
+    """Every command of a redisCommand table (and its subcommands) as a
+    Rust `Doc`, by full name."""
     for fields in tables[table]:
         name = c_str(fields[0])
         full = f"{container}|{name}" if container else name
-        doc_flags = [f[len("CMD_DOC_"):].lower() for f in fields[4].split("|") if f.strip() != "CMD_DOC_NONE"]
-        history = histories.get(fields[8].strip(), [])
-        args = named(fields, "args")
-        docs.append((full, {
-            "since": c_str(fields[3]),
-            "group": fields[7].strip()[len("COMMAND_GROUP_"):].lower().replace("_", "-"),
-            "complexity": c_str(fields[2]),
-            "doc_flags": [f.strip().upper() for f in doc_flags],
-            "replaced_by": c_str(fields[5]),
-            "deprecated_since": c_str(fields[6]),
-            "history": [(c_str(h[0]), c_str(h[1])) for h in history],
-            "arguments": [arg(a) for a in arg_arrays[args]] if args else [],
-            "key_specs": key_specs(fields[14] if len(fields) > 14 else None),
-        }))
+        doc_flags = [f.strip()[len("CMD_DOC_"):].lower() for f in fields[4].split("|")]
+        doc_flags = ", ".join(lit(f) for f in doc_flags if f != "none")
+        history = ", ".join(f"({lit(c_str(v))}, {lit(c_str(t))})"
+                            for v, t in histories.get(fields[8].strip(), []))
+        group = fields[7].strip()[len("COMMAND_GROUP_"):].lower().replace("_", "-")
+        specs = ", ".join(key_specs(fields[14] if len(fields) > 14 else None))
+        docs.append((full,
+            "    Doc { "
+            f"name: {lit(full)}, since: {lit(c_str(fields[3]))}, group: {lit(group)}, "
+            f"complexity: {opt(c_str(fields[2]))}, doc_flags: &[{doc_flags}], "
+            f"deprecated_since: {opt(c_str(fields[6]))}, replaced_by: {opt(c_str(fields[5]))}, "
+            f"history: &[{history}], key_specs: &[{specs}], "
+            f"args: {args_list(named(fields, 'args'))} }},"))
         subs = named(fields, "subcommands")
         if subs:
             add(subs, name)
@@ -223,18 +205,7 @@ lines = [
     "#[rustfmt::skip]",
     "pub static DOCS: &[Doc] = &[",
 ]
-for full, c in docs:
-    history = ", ".join(f"({lit(v)}, {lit(t)})" for v, t in c.get("history", []))
-    lines.append(
-        "    Doc { "
-        f"name: {lit(full)}, since: {lit(c['since'])}, group: {lit(c['group'])}, "
-        f"complexity: {opt(c.get('complexity'))}, "
-        f"doc_flags: &[{', '.join(lit(f.lower()) for f in c['doc_flags'])}], "
-        f"deprecated_since: {opt(c.get('deprecated_since'))}, replaced_by: {opt(c.get('replaced_by'))}, "
-        f"history: &[{history}], "
-        f"key_specs: &[{', '.join(c['key_specs'])}], "
-        f"args: {args_expr(c.get('arguments', []))} }},"
-    )
+lines += [line for _, line in docs]
 lines.append("];")
 with open(out_path, "w") as f:
     f.write("\n".join(lines) + "\n")

@@ -87,6 +87,23 @@ pub fn lookup(full_name: &str) -> Option<&'static Doc> {
         .map(|i| &data::DOCS[i])
 }
 
+/// A reply map from named fields, as Redis writes its maps.
+fn map(fields: Vec<(&str, Reply)>) -> Reply {
+    Reply::Map(named(fields))
+}
+
+fn named(fields: Vec<(&str, Reply)>) -> Vec<(Reply, Reply)> {
+    fields
+        .into_iter()
+        .map(|(k, v)| (Reply::bulk_str(k), v))
+        .collect()
+}
+
+/// A set of flag names (status replies).
+fn flag_set(names: &[&'static str]) -> Reply {
+    Reply::Set(names.iter().map(|n| Reply::simple(n)).collect())
+}
+
 impl Doc {
     /// COMMAND DOCS's fields after summary, since and group, in Redis's
     /// order; the fields a command has not got are left out, as Redis
@@ -94,19 +111,16 @@ impl Doc {
     pub fn fields(&self) -> Vec<(Reply, Reply)> {
         let mut out = Vec::new();
         if let Some(c) = self.complexity {
-            out.push((Reply::bulk_str("complexity"), Reply::bulk_str(c)));
+            out.push(("complexity", Reply::bulk_str(c)));
         }
         if !self.doc_flags.is_empty() {
-            out.push((
-                Reply::bulk_str("doc_flags"),
-                Reply::Set(self.doc_flags.iter().map(|f| Reply::simple(f)).collect()),
-            ));
+            out.push(("doc_flags", flag_set(self.doc_flags)));
         }
         if let Some(v) = self.deprecated_since {
-            out.push((Reply::bulk_str("deprecated_since"), Reply::bulk_str(v)));
+            out.push(("deprecated_since", Reply::bulk_str(v)));
         }
         if let Some(r) = self.replaced_by {
-            out.push((Reply::bulk_str("replaced_by"), Reply::bulk_str(r)));
+            out.push(("replaced_by", Reply::bulk_str(r)));
         }
         if !self.history.is_empty() {
             let history = self
@@ -114,71 +128,60 @@ impl Doc {
                 .iter()
                 .map(|(v, change)| Reply::Array(vec![Reply::bulk_str(v), Reply::bulk_str(change)]))
                 .collect();
-            out.push((Reply::bulk_str("history"), Reply::Set(history)));
+            out.push(("history", Reply::Set(history)));
         }
         if !self.args.is_empty() {
-            out.push((Reply::bulk_str("arguments"), args_reply(self.args)));
+            out.push(("arguments", args_reply(self.args)));
         }
-        out
+        named(out)
     }
 }
 
 impl KeySpec {
     /// The entry of COMMAND INFO's key specs, as Redis writes it.
     pub fn reply(&self) -> Reply {
-        let map = |pairs: Vec<(&str, Reply)>| {
-            Reply::Map(
-                pairs
-                    .into_iter()
-                    .map(|(k, v)| (Reply::bulk_str(k), v))
-                    .collect(),
-            )
-        };
         let mut fields = Vec::new();
         if let Some(notes) = self.notes {
             fields.push(("notes", Reply::bulk_str(notes)));
         }
-        fields.push((
-            "flags",
-            Reply::Set(self.flags.iter().map(|f| Reply::simple(f)).collect()),
-        ));
-        let begin = match self.begin {
-            Begin::Index(i) => ("index", map(vec![("index", Reply::Int(i))])),
+        fields.push(("flags", flag_set(self.flags)));
+        let (begin, spec) = match self.begin {
+            Begin::Index(i) => ("index", vec![("index", Reply::Int(i))]),
             Begin::Keyword(k, from) => (
                 "keyword",
-                map(vec![
+                vec![
                     ("keyword", Reply::bulk_str(k)),
                     ("startfrom", Reply::Int(from)),
-                ]),
+                ],
             ),
-            Begin::Unknown => ("unknown", map(Vec::new())),
+            Begin::Unknown => ("unknown", Vec::new()),
         };
         fields.push((
             "begin_search",
-            map(vec![("type", Reply::bulk_str(begin.0)), ("spec", begin.1)]),
+            map(vec![("type", Reply::bulk_str(begin)), ("spec", map(spec))]),
         ));
-        let find = match self.find {
+        let (find, spec) = match self.find {
             Find::Range(last, step, limit) => (
                 "range",
-                map(vec![
+                vec![
                     ("lastkey", Reply::Int(last)),
                     ("keystep", Reply::Int(step)),
                     ("limit", Reply::Int(limit)),
-                ]),
+                ],
             ),
             Find::Keynum(idx, first, step) => (
                 "keynum",
-                map(vec![
+                vec![
                     ("keynumidx", Reply::Int(idx)),
                     ("firstkey", Reply::Int(first)),
                     ("keystep", Reply::Int(step)),
-                ]),
+                ],
             ),
-            Find::Unknown => ("unknown", map(Vec::new())),
+            Find::Unknown => ("unknown", Vec::new()),
         };
         fields.push((
             "find_keys",
-            map(vec![("type", Reply::bulk_str(find.0)), ("spec", find.1)]),
+            map(vec![("type", Reply::bulk_str(find)), ("spec", map(spec))]),
         ));
         map(fields)
     }
@@ -189,40 +192,37 @@ fn args_reply(args: &[Arg]) -> Reply {
         args.iter()
             .map(|a| {
                 let mut m = vec![
-                    (Reply::bulk_str("name"), Reply::bulk_str(a.name)),
-                    (Reply::bulk_str("type"), Reply::bulk_str(a.kind)),
+                    ("name", Reply::bulk_str(a.name)),
+                    ("type", Reply::bulk_str(a.kind)),
                 ];
                 if a.key_spec_index >= 0 {
-                    m.push((
-                        Reply::bulk_str("key_spec_index"),
-                        Reply::Int(a.key_spec_index as i64),
-                    ));
+                    m.push(("key_spec_index", Reply::Int(a.key_spec_index as i64)));
                 }
                 if let Some(t) = a.token {
-                    m.push((Reply::bulk_str("token"), Reply::bulk_str(t)));
+                    m.push(("token", Reply::bulk_str(t)));
                 }
                 if let Some(v) = a.since {
-                    m.push((Reply::bulk_str("since"), Reply::bulk_str(v)));
+                    m.push(("since", Reply::bulk_str(v)));
                 }
                 if let Some(v) = a.deprecated_since {
-                    m.push((Reply::bulk_str("deprecated_since"), Reply::bulk_str(v)));
+                    m.push(("deprecated_since", Reply::bulk_str(v)));
                 }
                 if a.flags != 0 {
-                    let flags = [
+                    let names: Vec<&'static str> = [
                         (OPTIONAL, "optional"),
                         (MULTIPLE, "multiple"),
                         (MULTIPLE_TOKEN, "multiple_token"),
                     ]
                     .iter()
                     .filter(|(f, _)| a.flags & f != 0)
-                    .map(|(_, n)| Reply::simple(n))
+                    .map(|(_, n)| *n)
                     .collect();
-                    m.push((Reply::bulk_str("flags"), Reply::Set(flags)));
+                    m.push(("flags", flag_set(&names)));
                 }
                 if matches!(a.kind, "oneof" | "block") {
-                    m.push((Reply::bulk_str("arguments"), args_reply(a.args)));
+                    m.push(("arguments", args_reply(a.args)));
                 }
-                Reply::Map(m)
+                map(m)
             })
             .collect(),
     )

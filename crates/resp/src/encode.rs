@@ -162,7 +162,7 @@ fn itoa_buf() -> [u8; 20] {
 }
 
 /// Formats an i64 into the tail of `buf` without allocating.
-fn fmt_i64(v: i64, buf: &mut [u8; 20]) -> &[u8] {
+pub fn fmt_i64(v: i64, buf: &mut [u8; 20]) -> &[u8] {
     let len = fmt_u64(v.unsigned_abs(), buf).len();
     let mut pos = buf.len() - len;
     if v < 0 {

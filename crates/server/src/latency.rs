@@ -66,13 +66,17 @@ impl LatencyMonitor {
         )
     }
 
-    /// LATENCY HISTORY event: [time, latency] pairs, oldest first.
-    pub fn history(&self, event: &[u8]) -> Reply {
-        let samples = self
-            .events
+    /// The event named `event`, with its history.
+    fn find(&self, event: &[u8]) -> Option<(&'static str, &EventHistory)> {
+        self.events
             .iter()
             .find(|(name, _)| name.as_bytes() == event)
-            .map(|(_, h)| &h.samples);
+            .map(|(name, h)| (*name, h))
+    }
+
+    /// LATENCY HISTORY event: [time, latency] pairs, oldest first.
+    pub fn history(&self, event: &[u8]) -> Reply {
+        let samples = self.find(event).map(|(_, h)| &h.samples);
         Reply::Array(
             samples
                 .into_iter()
@@ -87,10 +91,7 @@ impl LatencyMonitor {
     /// its sample), or None when the event has no samples. `now` is the
     /// unix time in seconds.
     pub fn graph(&self, event: &[u8], now: i64) -> Option<String> {
-        let (name, h) = self
-            .events
-            .iter()
-            .find(|(name, _)| name.as_bytes() == event)?;
+        let (name, h) = self.find(event)?;
         let samples: Vec<(u64, String)> = h
             .samples
             .iter()
@@ -122,8 +123,7 @@ impl LatencyMonitor {
         }
         let mut n = 0;
         for e in events {
-            let name = self.events.keys().find(|k| k.as_bytes() == &e[..]).copied();
-            if let Some(name) = name {
+            if let Some((name, _)) = self.find(e) {
                 self.events.remove(name);
                 n += 1;
             }
@@ -211,26 +211,26 @@ fn render_sparkline(out: &mut String, samples: &[(u64, String)], low: u64, high:
     for row in 0..GRAPH_ROWS {
         // The level at which this row's bar characters start.
         let base = (GRAPH_ROWS - row - 1) * BAR_CHARS.len();
-        let line: String = samples
-            .iter()
-            .map(|(ms, _)| match level(*ms).checked_sub(base) {
-                Some(i) if i < BAR_CHARS.len() => BAR_CHARS[i] as char,
-                Some(_) => '|',
-                None => ' ',
-            })
-            .collect();
-        out.push_str(&line);
+        out.extend(
+            samples
+                .iter()
+                .map(|(ms, _)| match level(*ms).checked_sub(base) {
+                    Some(i) if i < BAR_CHARS.len() => BAR_CHARS[i] as char,
+                    Some(_) => '|',
+                    None => ' ',
+                }),
+        );
         out.push('\n');
     }
     out.push_str(&" ".repeat(samples.len()));
     out.push('\n');
     let longest = samples.iter().map(|(_, l)| l.len()).max().unwrap_or(0);
     for i in 0..longest {
-        let line: String = samples
-            .iter()
-            .map(|(_, l)| l.as_bytes().get(i).map_or(' ', |&c| c as char))
-            .collect();
-        out.push_str(&line);
+        out.extend(
+            samples
+                .iter()
+                .map(|(_, l)| l.as_bytes().get(i).map_or(' ', |&c| c as char)),
+        );
         out.push('\n');
     }
 }

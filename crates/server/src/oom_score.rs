@@ -9,7 +9,12 @@
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
 
-const PATH: &str = "/proc/self/oom_score_adj";
+const PATH: &std::ffi::CStr = c"/proc/self/oom_score_adj";
+
+fn path() -> &'static std::path::Path {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::OsStr::from_bytes(PATH.to_bytes()).as_ref()
+}
 /// No score for a forked child to set.
 const NO_CHANGE: i32 = i32::MIN;
 /// The score the process had before Kvasir set it, while Kvasir sets it.
@@ -72,7 +77,7 @@ pub fn apply(mode: &str, values: [i32; 3]) -> Result<(), Failed> {
 }
 
 fn read() -> Result<i32, Failed> {
-    std::fs::read_to_string(PATH)
+    std::fs::read_to_string(path())
         .map_err(|e| e.to_string())
         .and_then(|t| t.trim().parse().map_err(|_| format!("not a number: {t}")))
         .map_err(|e| {
@@ -82,7 +87,7 @@ fn read() -> Result<i32, Failed> {
 }
 
 fn write(score: i32) -> Result<(), Failed> {
-    std::fs::write(PATH, format!("{score}\n")).map_err(|e| {
+    std::fs::write(path(), format!("{score}\n")).map_err(|e| {
         tracing::warn!("Unable to write oom_score_adj: {e}");
         Failed
     })
@@ -95,27 +100,13 @@ pub fn set_in_child() {
     if score == NO_CHANGE {
         return;
     }
-    let mut buf = [0u8; 16];
-    let mut at = buf.len() - 1;
-    buf[at] = b'\n';
-    let mut n = score.unsigned_abs();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if score < 0 {
-        at -= 1;
-        buf[at] = b'-';
-    }
+    let mut buf = [0u8; 20];
+    let text = kvasir_resp::encode::fmt_i64(score.into(), &mut buf);
     // SAFETY: open/write/close on a NUL-terminated path and a stack buffer.
     unsafe {
-        let fd = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY);
+        let fd = libc::open(PATH.as_ptr(), libc::O_WRONLY);
         if fd >= 0 {
-            libc::write(fd, buf[at..].as_ptr().cast(), buf.len() - at);
+            libc::write(fd, text.as_ptr().cast(), text.len());
             libc::close(fd);
         }
     }
