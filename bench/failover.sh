@@ -29,8 +29,15 @@
 # KEEP_LOGS (directory to copy server logs into), SIGNAL (KILL, the default:
 # kill -9; TERM: a graceful stop, in which the node hands its shards'
 # leadership to the others before it exits).
+# LOAD (empty by default): `kvasir bench` arguments of a load that runs
+# against the whole cluster during each try, from $WARMUP seconds before the
+# kill to $LOAD_AFTER (default 5) seconds after it, e.g. LOAD="kv --writers 50
+# --readers 0 --no-load" (the replicated-write benchmark's load); the load's
+# ops/s, errors and reconnects are reported per try.
 # Needs redis-cli (scripts/install-test-deps.sh) and python3.
 set -euo pipefail
+LOAD=${LOAD:-}
+LOAD_AFTER=${LOAD_AFTER:-5}
 
 TRIES=${TRIES:-10}
 SLOTS=${SLOTS:-"0 683 1366"}
@@ -154,6 +161,20 @@ print(ms(res["a"]), ms(res["b"]), ms(gap), res["leader"] or "-", bg["ok"], bg["e
 EOF
 }
 
+# A load run's JSON report -> "ops/s errors reconnects" ("-" without one).
+load_summary() { # json
+    python3 - "$1" <<'EOF'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    print("-")
+else:
+    e = r["errors"]
+    print(f"{r['ops_per_sec']:.0f} ops/s, {e['total']} errors, {e['reconnects']} reconnects")
+EOF
+}
+
 cluster_init
 say "starting a three-node cluster (${KVASIR_ARGS:-default raft settings})..."
 start_cluster
@@ -175,7 +196,21 @@ for t in $(seq 1 "$TRIES"); do
     other=${survivors[0]}
     sports=$(for i in "${survivors[@]}"; do echo "${PORT[$i]}"; done | paste -sd,)
     say "try $t/$TRIES: slot $slot ({$tag}), SIG$SIGNAL to node $victim (leader), writing through node $other..."
+    load_pid=""
+    if [ -n "$LOAD" ]; then
+        # shellcheck disable=SC2086 # LOAD is a list of arguments
+        "$KVASIR" bench $LOAD --cluster --port "${PORT[$other]}" --no-progress \
+            --duration "$(awk -v w="$WARMUP" -v a="$LOAD_AFTER" 'BEGIN { printf "%d", w + a + 0.999 }')" \
+            --json "$WORK/load-$t.json" >"$WORK/load-$t.txt" 2>&1 &
+        load_pid=$!
+        EXTRA_PIDS="$EXTRA_PIDS $load_pid"
+    fi
     read -r a b gap nport wok werr <<<"$(measure "$slot" "$tag" "$victim" "$other" "$sports")"
+    load="-"
+    if [ -n "$load_pid" ]; then
+        wait "$load_pid" || say "try $t: the load run failed (its output: $WORK/load-$t.txt)"
+        load=$(load_summary "$WORK/load-$t.json")
+    fi
     wait "${PID[$victim]}" 2>/dev/null || true
     PID[victim]=""
     nl=$([ "$nport" = "-" ] && echo "-" || node_of_port "$nport")
@@ -184,9 +219,9 @@ for t in $(seq 1 "$TRIES"); do
     wait_until "try $t: cluster after restarting node $victim" cluster_healthy "$START_TIMEOUT"
     rejoin=$(awk -v a="$rs" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
     rebal=$(wait_balanced)
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$slot" "$victim" "$nl" "$a" "$b" "$gap" \
-        "$wok" "$werr" "$rejoin" "$rebal" >>"$RESULTS"
-    say "try $t/$TRIES: leader seen ${a} ms (node $nl), first write ${b} ms, writer gap ${gap} ms; restarted node healthy after ${rejoin}s, rebalanced: $rebal"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$slot" "$victim" "$nl" "$a" "$b" "$gap" \
+        "$wok" "$werr" "$rejoin" "$rebal" "$load" >>"$RESULTS"
+    say "try $t/$TRIES: leader seen ${a} ms (node $nl), first write ${b} ms, writer gap ${gap} ms; restarted node healthy after ${rejoin}s, rebalanced: $rebal${LOAD:+; load: $load}"
 done
 
 # --- Report -----------------------------------------------------------------------
@@ -208,10 +243,14 @@ echo "Times from the SIG$SIGNAL; polls every 10 ms. (a) a surviving node's CLUST
 echo "(b) \`SET {tag}k v\` through a surviving node (following MOVED) replies OK; writer gap: a background writer's"
 echo "(SET {tag}bg:N in a loop) longest time between two OKs around the kill. The killed node is restarted between tries."
 echo
-echo "| try | slot | killed node | new leader | (a) leader seen ms | (b) first write ms | writer gap ms | writer OKs / errors | restarted node healthy s | rebalanced s |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-while IFS=$'\t' read -r t slot victim nl a b gap wok werr rejoin rebal; do
-    echo "| $t | $slot | $victim | $nl | $a | $b | $gap | $wok / $werr | $rejoin | $rebal |"
+if [ -n "$LOAD" ]; then
+    echo "Load during each try: \`kvasir bench $LOAD --cluster\` from ${WARMUP}s before the kill to ${LOAD_AFTER}s after it."
+    echo
+fi
+echo "| try | slot | killed node | new leader | (a) leader seen ms | (b) first write ms | writer gap ms | writer OKs / errors | restarted node healthy s | rebalanced s |${LOAD:+ load |}"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|${LOAD:+---|}"
+while IFS=$'\t' read -r t slot victim nl a b gap wok werr rejoin rebal load; do
+    echo "| $t | $slot | $victim | $nl | $a | $b | $gap | $wok / $werr | $rejoin | $rebal |${LOAD:+ $load |}"
 done <"$RESULTS"
 echo
 echo "| | median ms | max ms | tries without it |"

@@ -624,12 +624,29 @@ impl Client {
             }
             Target::Cluster(shared) => {
                 let shared = shared.clone();
+                if shared.refresh_wanted.swap(false, Ordering::AcqRel) {
+                    // After a failure the map may name a node that is gone
+                    // (a killed leader): read it again first. A failed
+                    // refresh keeps the old map.
+                    let _ = shared.refresh(&self.auth, self.timeout).await;
+                }
                 let mut cc = ClusterClient::new(shared.clone());
-                // Open the connection to the first node now, so that a dead
-                // cluster shows up here rather than on the first batch.
-                let first = shared.map().nodes.first().cloned();
-                if let Some(addr) = first {
-                    cc.conn(&addr, &self.auth, self.timeout).await?;
+                // Open a connection to a node now, so that a dead cluster
+                // shows up here rather than on the first batch. Any node
+                // that answers will do: the first one may be the one that
+                // just died.
+                let mut last = None;
+                for addr in shared.map().nodes {
+                    match cc.conn(&addr, &self.auth, self.timeout).await {
+                        Ok(_) => {
+                            last = None;
+                            break;
+                        }
+                        Err(e) => last = Some(e),
+                    }
+                }
+                if let Some(e) = last {
+                    return Err(e);
                 }
                 self.cluster = Some(cc);
             }
