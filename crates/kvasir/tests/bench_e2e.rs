@@ -4,6 +4,8 @@
 //! report; a server that answers GET with a wrong value makes the run fail
 //! (exit code 1, "FAILED: ... wrong values" as the last line).
 
+#[path = "common/cluster.rs"]
+mod cluster;
 mod common;
 
 use common::{ChildGuard, Kvasir};
@@ -455,6 +457,67 @@ fn bench_reports_an_unreachable_server() {
     assert!(
         run.last_line().starts_with("FAILED: cannot connect"),
         "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn bench_cluster_run_goes_on_after_the_first_node_of_its_map_dies() {
+    // The bench's slot map lists nodes in CLUSTER SLOTS order, so the
+    // leader of slot 0 is its first node: the one it used to dial first on
+    // every reconnect, which stopped the whole run when that node died.
+    let mut c = cluster::Cluster::start(&[]);
+    let victim = c.wait_leader_of_slot(0, Duration::from_secs(30));
+    let via = (1..=cluster::NODES).find(|&id| id != victim).unwrap();
+    let pid = c.node(victim).pid().expect("victim runs") as i32;
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        // SAFETY: kill(2) on the pid of a child this test started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        Instant::now()
+    });
+    let started = Instant::now();
+    let run = bench(
+        "cluster-kill",
+        &[
+            "kv",
+            "--cluster",
+            "--port",
+            &c.port(via).to_string(),
+            "--writers",
+            "8",
+            "--readers",
+            "0",
+            "--no-load",
+            "--duration",
+            "7",
+        ],
+        LIMIT,
+    );
+    let killed_at = killer.join().unwrap().duration_since(started).as_secs_f64();
+    c.kill(victim);
+    let json = run.json.expect("a JSON report is written on failure too");
+    // The requests in flight to the killed node fail; nothing is wrong.
+    assert_eq!(json["errors"]["wrong_values"], 0, "{}", run.stdout);
+    assert_eq!(json["errors"]["error_replies"], 0, "{}", run.stdout);
+    let timeline = json["runs"][0]["timeline"].as_array().expect("timeline");
+    let before: Vec<f64> = timeline
+        .iter()
+        .filter(|p| p["t"].as_f64().unwrap() < killed_at)
+        .map(|p| p["ops_per_sec"].as_f64().unwrap())
+        .collect();
+    // Leaders of the killed node's shards are elected within ~1 s here;
+    // the last seconds of the run must be served by the two survivors.
+    let late: Vec<f64> = timeline
+        .iter()
+        .filter(|p| p["t"].as_f64().unwrap() > killed_at + 3.5)
+        .map(|p| p["ops_per_sec"].as_f64().unwrap())
+        .collect();
+    assert!(before.iter().any(|&r| r > 0.0), "{}", run.stdout);
+    assert!(!late.is_empty(), "timeline too short: {}", run.stdout);
+    assert!(
+        late.iter().all(|&r| r > 0.0),
+        "the run stopped after node {victim} was killed at {killed_at:.1} s: {}",
         run.stdout
     );
 }
