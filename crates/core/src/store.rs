@@ -313,6 +313,15 @@ impl<K: Keyspace> Store<K> {
         self.ks.databases()
     }
 
+    /// Makes this store a cluster shard's: `key_slot` gives a key's hash
+    /// slot, to scripts' slot checks and to the engine, which counts keys
+    /// per slot from now on (CLUSTER COUNTKEYSINSLOT).
+    pub fn set_cluster_mode(&mut self, key_slot: fn(&[u8]) -> u16) {
+        self.cluster_mode = true;
+        self.key_slot = Some(key_slot);
+        self.ks.count_slots(key_slot);
+    }
+
     /// The engine.
     pub fn keyspace(&self) -> &K {
         &self.ks

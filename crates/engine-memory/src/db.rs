@@ -96,6 +96,11 @@ pub struct Db<V> {
     expires: usize,
     /// Stamps accesses (shared by a keyspace's databases).
     clock: Arc<AccessClock>,
+    /// Cluster mode: the hash slot of a key, and how many keys each slot
+    /// holds (indexed by slot, grown to the highest slot seen), kept on
+    /// every insert and removal so CLUSTER COUNTKEYSINSLOT needs no walk.
+    slot_of: Option<fn(&[u8]) -> u16>,
+    slot_counts: Vec<u32>,
 }
 
 impl<V> Default for Db<V> {
@@ -116,7 +121,39 @@ impl<V> Db<V> {
             index: HashTable::new(),
             expires: 0,
             clock,
+            slot_of: None,
+            slot_counts: Vec::new(),
         }
+    }
+
+    /// Counts keys per hash slot (`slot_of` gives a key's) from now on,
+    /// the keys already here included.
+    pub fn count_slots(&mut self, slot_of: fn(&[u8]) -> u16) {
+        self.slot_of = Some(slot_of);
+        self.slot_counts.clear();
+        for i in 0..self.entries.len() {
+            let slot = slot_of(&self.entries[i].key);
+            self.count_slot(slot);
+        }
+    }
+
+    /// Keys in `slot`, expired ones not yet removed included (as Redis
+    /// counts them); None unless [`Db::count_slots`] was called.
+    pub fn keys_in_slot(&self, slot: u16) -> Option<usize> {
+        self.slot_of?;
+        Some(
+            self.slot_counts
+                .get(slot as usize)
+                .map_or(0, |&n| n as usize),
+        )
+    }
+
+    fn count_slot(&mut self, slot: u16) {
+        let i = slot as usize;
+        if i >= self.slot_counts.len() {
+            self.slot_counts.resize(i + 1, 0);
+        }
+        self.slot_counts[i] += 1;
     }
 
     /// Makes room for `additional` more keys (bulk loads such as restoring
@@ -229,6 +266,9 @@ impl<V> Db<V> {
         });
         if expire_at != 0 {
             self.expires += 1;
+        }
+        if let Some(slot_of) = self.slot_of {
+            self.count_slot(slot_of(key));
         }
         pos
     }
@@ -365,6 +405,11 @@ impl<V> Db<V> {
         if removed.expire_at != 0 {
             self.expires -= 1;
         }
+        if let Some(slot_of) = self.slot_of {
+            if let Some(n) = self.slot_counts.get_mut(slot_of(&removed.key) as usize) {
+                *n = n.saturating_sub(1);
+            }
+        }
         self.shrink_if_sparse();
         Some(removed)
     }
@@ -404,6 +449,7 @@ impl<V> Db<V> {
         self.entries = ChunkedVec::default();
         self.index = HashTable::new();
         self.expires = 0;
+        self.slot_counts = Vec::new();
     }
 
     /// Approximate bytes owned by the entry of `key` (MEMORY USAGE).
@@ -431,6 +477,63 @@ mod tests {
         db.iter()
             .map(|e| String::from_utf8_lossy(&e.key).into_owned())
             .collect()
+    }
+
+    /// A slot function with few slots, so keys share them.
+    fn tiny_slot(key: &[u8]) -> u16 {
+        key.iter().map(|&b| b as u16).sum::<u16>() % 7
+    }
+
+    fn walked(db: &Db<Value>, slot: u16) -> usize {
+        db.iter().filter(|e| tiny_slot(&e.key) == slot).count()
+    }
+
+    /// The per-slot counts follow every way a key comes and goes (new
+    /// keys through each insert path, replacements that are not new,
+    /// removals that move the last entry, clear), and start from the keys
+    /// already there.
+    #[test]
+    fn slot_counts_match_a_walk_of_the_keys() {
+        let mut db: Db<Value> = Db::new();
+        assert_eq!(db.keys_in_slot(0), None, "not counted until asked");
+        db.set(b"before", Value::Int(0), None);
+        db.count_slots(tiny_slot);
+        let mut x: u64 = 12345;
+        for step in 0..4000u64 {
+            // xorshift: a fixed pseudo-random sequence of operations.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let key = format!("k{}", x % 300);
+            match x % 5 {
+                0 | 1 => {
+                    db.set(key.as_bytes(), Value::Int(step as i64), None);
+                }
+                2 => {
+                    let _ = db.set_unless_expired(key.as_bytes(), Value::Int(1), Some(10), 5);
+                }
+                3 => {
+                    let _ = db.live_value_mut_or_insert(key.as_bytes(), 0, || Value::Int(2));
+                }
+                _ => {
+                    db.remove(key.as_bytes());
+                }
+            }
+            if step == 3000 {
+                db.clear();
+            }
+            if step % 97 == 0 || step == 3000 {
+                for slot in 0..8 {
+                    assert_eq!(
+                        db.keys_in_slot(slot),
+                        Some(walked(&db, slot)),
+                        "step {step} slot {slot}"
+                    );
+                }
+            }
+        }
+        let total: usize = (0..7).filter_map(|s| db.keys_in_slot(s)).sum();
+        assert_eq!(total, db.len());
     }
 
     /// The reserve is announced exactly before the insert that grows the

@@ -360,6 +360,37 @@ fn sharded_pubsub_and_cluster_introspection() {
             "node {id} (leader {leader})"
         );
     }
+    // The count follows writes and deletions of the slot's keys, and
+    // GETKEYSINSLOT lists as many (the leader keeps a count per slot).
+    for i in 0..50 {
+        ok(&mut p, &["SET", &format!("{{news}}m{i}"), "v"]);
+    }
+    for i in 0..10 {
+        ok(&mut p, &["DEL", &format!("{{news}}m{i}")]);
+    }
+    ok(&mut p, &["SET", "{news}m20", "again"]);
+    let listed = |conn: &mut redis::Connection, count: &str| match ok(
+        conn,
+        &["CLUSTER", "GETKEYSINSLOT", &slot_arg, count],
+    ) {
+        redis::Value::Array(keys) => keys.len(),
+        other => panic!("GETKEYSINSLOT: {other:?}"),
+    };
+    assert_eq!(
+        ok(&mut p, &["CLUSTER", "COUNTKEYSINSLOT", &slot_arg]),
+        redis::Value::Int(41)
+    );
+    assert_eq!(listed(&mut p, "1000"), 41);
+    assert_eq!(listed(&mut p, "7"), 7);
+    ok(&mut p, &["DEL", "{news}k"]);
+    for i in 10..50 {
+        ok(&mut p, &["DEL", &format!("{{news}}m{i}")]);
+    }
+    assert_eq!(
+        ok(&mut p, &["CLUSTER", "COUNTKEYSINSLOT", &slot_arg]),
+        redis::Value::Int(0)
+    );
+    assert_eq!(listed(&mut p, "10"), 0);
     assert_eq!(
         ok(&mut n, &["CLUSTER", "REPLICAS", &myid]),
         redis::Value::Array(vec![])

@@ -91,6 +91,16 @@ impl Keyspace for MemoryKeyspace {
         self.dbs[db].get(key).map(entry_ref)
     }
 
+    fn count_slots(&mut self, slot_of: fn(&[u8]) -> u16) {
+        for d in &mut self.dbs {
+            d.count_slots(slot_of);
+        }
+    }
+
+    fn keys_in_slot(&self, slot: u16) -> Option<usize> {
+        self.dbs.iter().map(|d| d.keys_in_slot(slot)).sum()
+    }
+
     #[inline]
     fn get_touched(&self, db: usize, key: &[u8], now_ms: u64) -> Option<EntryRef<'_, Self>> {
         self.dbs[db].get_touched(key, now_ms).map(entry_ref)

@@ -12,6 +12,7 @@ use kvasir_cluster::reply as creply;
 use kvasir_cluster::{command_slot, key_slot, SLOTS};
 use kvasir_core::args::parse_i64;
 use kvasir_core::connection::ClusterCmd;
+use kvasir_core::keyspace::Keyspace;
 use kvasir_core::machine::ShardCmd;
 use kvasir_core::table::{help_reply, Handler, Keyless};
 use kvasir_core::{CommandSpec, Ctx};
@@ -679,6 +680,8 @@ fn slot_in_range(n: i64) -> Option<u16> {
 }
 
 /// Keys of `slot` (up to `limit`) if this node leads the slot's shard.
+/// The store's per-slot count bounds the walk: none for an empty slot, and
+/// it stops once every key of the slot is found.
 async fn keys_in_slot(node: &ClusterNode, slot: u16, limit: usize) -> Vec<Bytes> {
     let shard = node.shard_of_slot(slot);
     // Clients see each slot on one master, its shard's leader: the other
@@ -688,14 +691,21 @@ async fn keys_in_slot(node: &ClusterNode, slot: u16, limit: usize) -> Vec<Bytes>
         return Vec::new();
     }
     node.on_store(shard, move |st| {
+        let limit = st
+            .keyspace()
+            .keys_in_slot(slot)
+            .map_or(limit, |n| n.min(limit));
         let mut out = Vec::new();
+        if limit == 0 {
+            return out;
+        }
         for db in 0..st.databases() {
             for e in st.db(db).iter() {
-                if out.len() >= limit {
-                    return out;
-                }
                 if key_slot(e.key) == slot {
                     out.push(Bytes::copy_from_slice(e.key));
+                    if out.len() >= limit {
+                        return out;
+                    }
                 }
             }
         }
@@ -703,6 +713,24 @@ async fn keys_in_slot(node: &ClusterNode, slot: u16, limit: usize) -> Vec<Bytes>
     })
     .await
     .unwrap_or_default()
+}
+
+/// How many keys `slot` holds if this node leads its shard (0 otherwise,
+/// as [`keys_in_slot`] lists none): the store's count, or a walk of its
+/// keys where the engine keeps none.
+async fn count_keys_in_slot(node: &ClusterNode, slot: u16) -> usize {
+    let shard = node.shard_of_slot(slot);
+    if !node.is_leader(shard) {
+        return 0;
+    }
+    let counted = node
+        .on_store(shard, move |st| st.keyspace().keys_in_slot(slot))
+        .await
+        .flatten();
+    match counted {
+        Some(n) => n,
+        None => keys_in_slot(node, slot, usize::MAX).await.len(),
+    }
 }
 
 /// CLUSTER <sub>.
@@ -747,7 +775,7 @@ pub fn cluster(s: &Session, sub: ClusterCmd, args: &[Bytes]) -> Outcome {
         ClusterCmd::Countkeysinslot => match int_arg(&args[2]).map(slot_in_range) {
             Ok(Some(slot)) => {
                 return pending_read(async move {
-                    let n = keys_in_slot(&node, slot, usize::MAX).await.len();
+                    let n = count_keys_in_slot(&node, slot).await;
                     Finished::Reply(Reply::Int(n as i64))
                 })
             }

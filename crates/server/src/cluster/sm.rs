@@ -258,8 +258,7 @@ impl ShardSm {
         // Encoding thresholds are replicated state: every replica starts
         // from the same ones (Redis's defaults), whatever its config says.
         let mut store = Store::new(1);
-        store.cluster_mode = true;
-        store.key_slot = Some(kvasir_cluster::key_slot);
+        store.set_cluster_mode(kvasir_cluster::key_slot);
         ShardSm {
             id,
             store,
@@ -384,9 +383,9 @@ impl StateMachine for NodeSm {
             }
             NodeSm::Shard(s) => {
                 let mut store = kvasir_core::snapshot::decode(image).map_err(|e| e.to_string())?;
-                // Not part of the image: a shard store is always in cluster mode.
-                store.cluster_mode = true;
-                store.key_slot = Some(kvasir_cluster::key_slot);
+                // Not part of the image: a shard store is always in cluster
+                // mode (this also counts the restored keys per slot).
+                store.set_cluster_mode(kvasir_cluster::key_slot);
                 s.store = store;
                 s.record_counts();
                 Ok(())
@@ -422,6 +421,38 @@ mod tests {
                 assert!(decode(&b[..cut]).is_none());
             }
         }
+    }
+
+    /// A replica that takes a snapshot instead of the log counts the
+    /// restored keys per slot (CLUSTER COUNTKEYSINSLOT reads the count).
+    #[test]
+    fn a_restored_shard_counts_its_keys_per_slot() {
+        use kvasir_core::keyspace::Keyspace;
+        let hooks = || {
+            let clients = Rc::default();
+            let tracking = Rc::new(RefCell::new(crate::tracking::Tracking::new(clients)));
+            Rc::new(WriteHooks::new(Rc::default(), Rc::default(), tracking))
+        };
+        let mut first = ShardSm::new(1, HookSink::Local(hooks()), Arc::default());
+        let ctx = Ctx { now_ms: 1, seed: 1 };
+        for k in ["{a}1", "{a}2", "{a}3", "{b}1", "x"] {
+            let set = ShardCmd::Commands {
+                db: 0,
+                cmds: vec![vec![Bytes::from("SET"), Bytes::from(k), Bytes::from("v")]],
+                multi: false,
+            };
+            first.apply(&set, &ctx);
+        }
+        let image = NodeSm::Shard(first).snapshot();
+        let mut second = NodeSm::Shard(ShardSm::new(1, HookSink::Local(hooks()), Arc::default()));
+        second.restore(&image).expect("restore");
+        let NodeSm::Shard(s) = &second else {
+            unreachable!()
+        };
+        let slot = |k: &str| kvasir_cluster::key_slot(k.as_bytes());
+        assert_eq!(s.store.keyspace().keys_in_slot(slot("{a}")), Some(3));
+        assert_eq!(s.store.keyspace().keys_in_slot(slot("{b}")), Some(1));
+        assert_eq!(s.store.keyspace().keys_in_slot(slot("x")), Some(1));
     }
 
     #[test]
