@@ -635,19 +635,14 @@ impl Client {
                 // shows up here rather than on the first batch. Any node
                 // that answers will do: the first one may be the one that
                 // just died.
-                let mut last = None;
+                let mut opened = Ok(0);
                 for addr in shared.map().nodes {
-                    match cc.conn(&addr, &self.auth, self.timeout).await {
-                        Ok(_) => {
-                            last = None;
-                            break;
-                        }
-                        Err(e) => last = Some(e),
+                    opened = cc.conn(&addr, &self.auth, self.timeout).await;
+                    if opened.is_ok() {
+                        break;
                     }
                 }
-                if let Some(e) = last {
-                    return Err(e);
-                }
+                opened?;
                 self.cluster = Some(cc);
             }
         }

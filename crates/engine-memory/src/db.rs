@@ -490,8 +490,8 @@ mod tests {
 
     /// The per-slot counts follow every way a key comes and goes (new
     /// keys through each insert path, replacements that are not new,
-    /// removals that move the last entry, clear), and start from the keys
-    /// already there.
+    /// expired entries removed or replaced, removals that move the last
+    /// entry, clear), and start from the keys already there.
     #[test]
     fn slot_counts_match_a_walk_of_the_keys() {
         let mut db: Db<Value> = Db::new();
@@ -505,7 +505,9 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             let key = format!("k{}", x % 300);
-            match x % 5 {
+            // Keys written with expiry 10 are expired at 20: those paths
+            // remove the old entry (and re-insert) instead of changing it.
+            match x % 6 {
                 0 | 1 => {
                     db.set(key.as_bytes(), Value::Int(step as i64), None);
                 }
@@ -513,7 +515,10 @@ mod tests {
                     let _ = db.set_unless_expired(key.as_bytes(), Value::Int(1), Some(10), 5);
                 }
                 3 => {
-                    let _ = db.live_value_mut_or_insert(key.as_bytes(), 0, || Value::Int(2));
+                    let _ = db.live_value_mut_or_insert(key.as_bytes(), 20, || Value::Int(2));
+                }
+                4 => {
+                    let _ = db.live_value_mut(key.as_bytes(), 20);
                 }
                 _ => {
                     db.remove(key.as_bytes());

@@ -679,58 +679,61 @@ fn slot_in_range(n: i64) -> Option<u16> {
     (0..SLOTS as i64).contains(&n).then_some(n as u16)
 }
 
-/// Keys of `slot` (up to `limit`) if this node leads the slot's shard.
-/// The store's per-slot count bounds the walk: none for an empty slot, and
-/// it stops once every key of the slot is found.
-async fn keys_in_slot(node: &ClusterNode, slot: u16, limit: usize) -> Vec<Bytes> {
+/// Runs `f` on the store of `slot`'s shard if this node leads it. Clients
+/// see each slot on one master, its shard's leader: the other nodes'
+/// replicas of it are not theirs to list or count (a client that asks every
+/// node, as rueidis does, would get each key three times).
+async fn on_led_store<R: Default + Send + 'static>(
+    node: &ClusterNode,
+    slot: u16,
+    f: impl FnOnce(&kvasir_core::Store) -> R + Send + 'static,
+) -> R {
     let shard = node.shard_of_slot(slot);
-    // Clients see each slot on one master, its shard's leader: the other
-    // nodes' replicas of it are not theirs to list (a client that asks
-    // every node, as rueidis does, would get each key three times).
     if !node.is_leader(shard) {
-        return Vec::new();
+        return R::default();
     }
-    node.on_store(shard, move |st| {
-        let limit = st
-            .keyspace()
-            .keys_in_slot(slot)
-            .map_or(limit, |n| n.min(limit));
-        let mut out = Vec::new();
-        if limit == 0 {
-            return out;
-        }
-        for db in 0..st.databases() {
-            for e in st.db(db).iter() {
-                if key_slot(e.key) == slot {
-                    out.push(Bytes::copy_from_slice(e.key));
-                    if out.len() >= limit {
-                        return out;
-                    }
+    node.on_store(shard, f).await.unwrap_or_default()
+}
+
+/// Up to `limit` keys of `slot` in `st`. The store's per-slot count bounds
+/// the walk: none for an empty slot, and it stops once every key of the
+/// slot is found.
+fn slot_keys(st: &kvasir_core::Store, slot: u16, limit: usize) -> Vec<Bytes> {
+    let limit = st
+        .keyspace()
+        .keys_in_slot(slot)
+        .map_or(limit, |n| n.min(limit));
+    let mut out = Vec::new();
+    if limit == 0 {
+        return out;
+    }
+    for db in 0..st.databases() {
+        for e in st.db(db).iter() {
+            if key_slot(e.key) == slot {
+                out.push(Bytes::copy_from_slice(e.key));
+                if out.len() >= limit {
+                    return out;
                 }
             }
         }
-        out
-    })
-    .await
-    .unwrap_or_default()
+    }
+    out
 }
 
-/// How many keys `slot` holds if this node leads its shard (0 otherwise,
-/// as [`keys_in_slot`] lists none): the store's count, or a walk of its
-/// keys where the engine keeps none.
+/// Keys of `slot` (up to `limit`) if this node leads the slot's shard.
+async fn keys_in_slot(node: &ClusterNode, slot: u16, limit: usize) -> Vec<Bytes> {
+    on_led_store(node, slot, move |st| slot_keys(st, slot, limit)).await
+}
+
+/// How many keys `slot` holds if this node leads its shard (0 otherwise):
+/// the store's count, or a walk where the engine keeps none.
 async fn count_keys_in_slot(node: &ClusterNode, slot: u16) -> usize {
-    let shard = node.shard_of_slot(slot);
-    if !node.is_leader(shard) {
-        return 0;
-    }
-    let counted = node
-        .on_store(shard, move |st| st.keyspace().keys_in_slot(slot))
-        .await
-        .flatten();
-    match counted {
-        Some(n) => n,
-        None => keys_in_slot(node, slot, usize::MAX).await.len(),
-    }
+    on_led_store(node, slot, move |st| {
+        st.keyspace()
+            .keys_in_slot(slot)
+            .unwrap_or_else(|| slot_keys(st, slot, usize::MAX).len())
+    })
+    .await
 }
 
 /// CLUSTER <sub>.
