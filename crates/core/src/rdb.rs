@@ -1280,7 +1280,7 @@ fn encode_stream(st: &StreamContent<'_>, out: &mut Vec<u8>) {
 mod tests {
     use super::*;
     use crate::keyspace::memory::{hash_limits, set_limits, zset_limits};
-    use kvasir_engine_memory::stream::Group;
+    use kvasir_engine_memory::stream::{Group, NodeLimits};
     use kvasir_engine_memory::{Hash, List, Set, Stream, ZSet};
 
     // The tests build and inspect the memory engine's values.
@@ -1470,9 +1470,17 @@ mod tests {
         for i in 1..=250u64 {
             let v = i.to_string();
             if i % 3 == 0 {
-                st.append(StreamId::new(i, i), &[("a", v.as_str()), ("b", "x")]);
+                st.append(
+                    StreamId::new(i, i),
+                    &[("a", v.as_str()), ("b", "x")],
+                    NodeLimits::default(),
+                );
             } else {
-                st.append(StreamId::new(i, 0), &[("a", v.as_str())]);
+                st.append(
+                    StreamId::new(i, 0),
+                    &[("a", v.as_str())],
+                    NodeLimits::default(),
+                );
             }
         }
         st.last_id = StreamId::new(300, 0);

@@ -75,7 +75,7 @@
 //! engine, through the collections' image traits
 //! ([`crate::keyspace::image`]).
 //!
-//! # Image format (versions 2 and 3)
+//! # Image format (versions 2 to 4)
 //!
 //! All integers are little-endian; `uvar` is an unsigned LEB128 varint,
 //! `svar` a zigzag-encoded signed one, `bytes` is `uvar(len)` + the bytes,
@@ -86,8 +86,11 @@
 //! body     limits: 7 x uvar (hash entries, hash value, set intset entries,
 //!                  set listpack entries, set listpack value, zset entries,
 //!                  zset value) + svar (list-max-listpack-size)
-//!                  + uvar (list-compress-depth; version 3 only, version 2
+//!                  + uvar (list-compress-depth; from version 3, version 2
 //!                  images read as depth 0)
+//!                  + 2 x uvar (stream-node-max-entries, stream-node-max-bytes;
+//!                  from version 4, older images read as Redis's defaults
+//!                  100 and 4096)
 //!          uvar database count, then per database:
 //!            uvar key count, then per key, in the database's iteration order:
 //!              tag u8 (bit 7: has expiry) | [expiry u64, Unix ms] | bytes key | value
@@ -140,7 +143,7 @@
 //! stream (12) as one `bytes` blob of the engine's node bytes
 //! ([`crate::keyspace::image::node_codec`]). Snapshots already in users'
 //! data folders are in it, so [`decode`] still reads it, into the same
-//! state; [`encode`] writes version 3 only.
+//! state; [`encode`] writes version 4 only.
 //!
 //! # Layouts are restored, not re-derived
 //!
@@ -182,7 +185,7 @@ use std::hash::{BuildHasher, Hasher};
 /// 7-bit and line-ending mangling).
 pub const MAGIC: [u8; 8] = *b"\x89KVSNAP\n";
 /// The format version [`encode`] writes.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// The first format version [`decode`] still reads (see the module docs).
 pub const OLDEST_VERSION: u32 = 1;
 /// Magic, version, body length, header checksum.
@@ -337,6 +340,8 @@ pub fn encode<K: Keyspace>(store: &Store<K>, out: &mut Vec<u8>) {
     }
     put_svar(out, l.list_max_listpack_size);
     put_len(out, l.list_compress_depth as usize);
+    put_uvar(out, l.stream_node_max_entries);
+    put_uvar(out, l.stream_node_max_bytes);
 
     put_len(out, store.databases());
     for i in 0..store.databases() {
@@ -642,6 +647,8 @@ pub fn decode_into<K: Keyspace>(bytes: &[u8]) -> Result<Store<K>, SnapshotError>
         zset_max_listpack_value: r.usize()?,
         list_max_listpack_size: r.svar()?,
         list_compress_depth: 0,
+        stream_node_max_entries: kvasir_engine_memory::stream::NODE_MAX_ENTRIES,
+        stream_node_max_bytes: kvasir_engine_memory::stream::NODE_MAX_BYTES,
         // Not carried: cluster shards run with the default.
         script_max_instructions: crate::store::DEFAULT_SCRIPT_MAX_INSTRUCTIONS,
     };
@@ -652,6 +659,10 @@ pub fn decode_into<K: Keyspace>(bytes: &[u8]) -> Result<Store<K>, SnapshotError>
             .ok()
             .filter(|&d| d <= 65535)
             .ok_or_else(|| r.corrupt(at, "list-compress-depth out of range"))?;
+    }
+    if version >= 4 {
+        limits.stream_node_max_entries = r.uvar()?;
+        limits.stream_node_max_bytes = r.uvar()?;
     }
     let at = r.pos;
     // Each database takes at least its one-byte key count.

@@ -68,6 +68,14 @@ pub struct EncodingLimits {
     /// memory representation only; replies, images and digests are of the
     /// content.
     pub list_compress_depth: u32,
+    /// Redis's stream-node-max-entries: entries (deleted ones counted) in
+    /// a stream node before an append starts another; 0: no limit by
+    /// count. Node boundaries decide what an approximate trim removes, so
+    /// replicas must agree on it.
+    pub stream_node_max_entries: u64,
+    /// Redis's stream-node-max-bytes: a node's data size before an append
+    /// starts another; 0: no limit (1 GB).
+    pub stream_node_max_bytes: u64,
     /// Lua instructions after which a script is stopped (Kvasir's
     /// `script-max-instructions`). A count, not a time, so every replica
     /// stops the same script at the same point.
@@ -93,6 +101,15 @@ impl EncodingLimits {
             compress_depth: self.list_compress_depth,
         }
     }
+
+    /// When a stream append starts a new node.
+    #[inline]
+    pub fn stream_nodes(&self) -> crate::keyspace::stream_ops::StreamNodeLimits {
+        crate::keyspace::stream_ops::StreamNodeLimits {
+            max_entries: self.stream_node_max_entries,
+            max_bytes: self.stream_node_max_bytes,
+        }
+    }
 }
 
 impl Default for EncodingLimits {
@@ -107,6 +124,8 @@ impl Default for EncodingLimits {
             zset_max_listpack_value: 64,
             list_max_listpack_size: -2,
             list_compress_depth: 0,
+            stream_node_max_entries: kvasir_engine_memory::stream::NODE_MAX_ENTRIES,
+            stream_node_max_bytes: kvasir_engine_memory::stream::NODE_MAX_BYTES,
             script_max_instructions: DEFAULT_SCRIPT_MAX_INSTRUCTIONS,
         }
     }

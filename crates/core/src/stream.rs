@@ -16,9 +16,7 @@
 
 use crate::args::{eq_ic, parse_i64};
 use crate::error::{subcommand_syntax, BlockOn, CmdError, CmdResult};
-use crate::keyspace::stream_ops::{
-    ConsumerGroup, ConsumerInfo, StreamEntry, StreamId, Trim, STREAM_NODE_MAX_ENTRIES,
-};
+use crate::keyspace::stream_ops::{ConsumerGroup, ConsumerInfo, StreamEntry, StreamId, Trim};
 use crate::keyspace::{Collection, Keyspace, StreamOps, Value};
 use crate::notify;
 use crate::store::{Ctx, Store};
@@ -328,8 +326,14 @@ struct TrimArgs {
     id: Option<ParsedId>,
 }
 
-/// Redis's streamParseAddOrTrimArgsOrReply, from index 2.
-fn parse_trim_args(args: &[Bytes], xadd: bool) -> Result<TrimArgs, CmdError> {
+/// Redis's streamParseAddOrTrimArgsOrReply, from index 2;
+/// `node_max_entries` is stream-node-max-entries (an approximate trim's
+/// default LIMIT is 100 nodes of it).
+fn parse_trim_args(
+    args: &[Bytes],
+    xadd: bool,
+    node_max_entries: u64,
+) -> Result<TrimArgs, CmdError> {
     let mut t = TrimArgs::default();
     let mut limit_given = false;
     let mut i = 2;
@@ -397,8 +401,9 @@ fn parse_trim_args(args: &[Bytes], xadd: bool) -> Result<TrimArgs, CmdError> {
             ));
         }
     } else if t.approx {
-        // Redis caps an approximate trim's work: 100 nodes' worth.
-        t.limit = 100 * STREAM_NODE_MAX_ENTRIES as u64;
+        // Redis caps an approximate trim's work: 100 nodes' worth (none
+        // when stream-node-max-entries is 0).
+        t.limit = node_max_entries.saturating_mul(100);
     } else {
         t.limit = 0;
     }
@@ -440,7 +445,7 @@ fn next_id(last: StreamId, wanted: Option<ParsedId>, now_ms: u64) -> Result<Stre
 }
 
 fn xadd<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
-    let t = parse_trim_args(args, true)?;
+    let t = parse_trim_args(args, true, store.limits.stream_node_max_entries)?;
     let field_pos = t.id_pos + 1;
     let nfields = args.len().saturating_sub(field_pos);
     if nfields < 2 || nfields % 2 == 1 {
@@ -458,6 +463,7 @@ fn xadd<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx)
     if t.no_mkstream && !existed {
         return Ok(Reply::Nil);
     }
+    let nodes = store.limits.stream_nodes();
     let s = stream_or_create(store, db, key, ctx)?;
     if s.last_id() == StreamId::MAX {
         return Err(CmdError::other(
@@ -475,7 +481,7 @@ fn xadd<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx)
         .chunks_exact(2)
         .map(|c| (&c[0][..], &c[1][..]))
         .collect();
-    s.append(id, &pairs);
+    s.append(id, &pairs, nodes);
     let trimmed = match t.strategy {
         Some(to) => s.trim(to, t.approx, t.limit),
         None => 0,
@@ -509,7 +515,7 @@ fn discard_if_new_and_empty<K: Keyspace>(store: &mut Store<K>, db: usize, key: &
 }
 
 fn xtrim<K: Keyspace>(store: &mut Store<K>, db: usize, args: &[Bytes], ctx: &Ctx) -> CmdResult {
-    let t = parse_trim_args(args, false)?;
+    let t = parse_trim_args(args, false, store.limits.stream_node_max_entries)?;
     let Some(s) = write_stream(store, db, &args[1], ctx)? else {
         return Ok(Reply::Int(0));
     };

@@ -580,7 +580,7 @@ fn error_messages_are_clear() {
     b[8] = 9;
     assert_eq!(
         msg(&b),
-        "unsupported snapshot version 9 (this build reads 1 to 3)"
+        "unsupported snapshot version 9 (this build reads 1 to 4)"
     );
     let mut b = img.to_vec();
     b[13] ^= 1;
@@ -617,10 +617,22 @@ fn forged_body_v2(n: u8, entries: &[u8]) -> Vec<u8> {
     b
 }
 
-/// Default limits as encoded (list-compress-depth 0 after the list fill),
-/// one database, then `n` entries.
-fn forged_body(n: u8, entries: &[u8]) -> Vec<u8> {
+/// Default limits as encoded by version 3 (list-compress-depth 0 after
+/// the list fill, no stream node limits), one database, then `n` entries.
+fn forged_body_v3(n: u8, entries: &[u8]) -> Vec<u8> {
     let mut b = vec![128, 1, 64, 128, 4, 128, 1, 64, 128, 1, 64, 3, 0];
+    b.extend_from_slice(&[1, n]);
+    b.extend_from_slice(entries);
+    b
+}
+
+/// Default limits as encoded (stream-node-max-entries 100 and
+/// stream-node-max-bytes 4096 after list-compress-depth 0), one database,
+/// then `n` entries.
+fn forged_body(n: u8, entries: &[u8]) -> Vec<u8> {
+    let mut b = vec![
+        128, 1, 64, 128, 4, 128, 1, 64, 128, 1, 64, 3, 0, 100, 0x80, 0x20,
+    ];
     b.extend_from_slice(&[1, n]);
     b.extend_from_slice(entries);
     b
@@ -645,6 +657,31 @@ fn list_compress_depth_is_carried_and_version_2_reads_as_depth_0() {
     body.splice(12..13, [0x80, 0x80, 0x04]);
     let e = err(&seal(&body)).to_string();
     assert!(e.contains("list-compress-depth out of range"), "{e}");
+}
+
+#[test]
+fn stream_node_limits_are_carried_and_version_3_reads_redis_defaults() {
+    let mut st = Store::default();
+    st.limits.stream_node_max_entries = 10;
+    st.limits.stream_node_max_bytes = 0;
+    let mut img = Vec::new();
+    encode(&st, &mut img);
+    let limits = |s: &Store| {
+        (
+            s.limits.stream_node_max_entries,
+            s.limits.stream_node_max_bytes,
+        )
+    };
+    assert_eq!(decode(&img).map(|s| limits(&s)).ok(), Some((10, 0)));
+    // Version 3 had no stream node limits: they read as Redis's defaults.
+    let v3 = seal_version(3, &forged_body_v3(1, &[0, 1, b'k', 1, b'v']));
+    let restored = decode(&v3).map(|s| (limits(&s), s.db(0).len()));
+    assert_eq!(restored.ok(), Some(((100, 4096), 1)));
+    // The defaults are what a version 4 image of a default store holds.
+    assert_eq!(
+        decode(&seal(&forged_body(0, &[]))).map(|s| limits(&s)).ok(),
+        Some((100, 4096))
+    );
 }
 
 #[test]

@@ -3,8 +3,9 @@
 //!
 //! Entries live in packed nodes, the way Redis keeps them in listpacks
 //! under a radix tree: a `BTreeMap` from a node's master id to a [`Node`]
-//! holding up to [`NODE_MAX_ENTRIES`] entries (or about
-//! [`NODE_MAX_BYTES`] of data) in one byte buffer. Each entry stores its id
+//! holding up to `stream-node-max-entries` entries (or about
+//! `stream-node-max-bytes` of data, see [`NodeLimits`]) in one byte
+//! buffer. Each entry stores its id
 //! as varint deltas from the master id and, when its field names equal the
 //! node's master fields (the common case: every entry of a queue has the
 //! same shape), only its values. An entry of two 8-byte values costs about
@@ -20,11 +21,35 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-/// Entries per node before a new one starts (Redis's
-/// stream-node-max-entries).
-pub const NODE_MAX_ENTRIES: usize = 100;
-/// Data bytes per node before a new one starts (stream-node-max-bytes).
-pub const NODE_MAX_BYTES: usize = 4096;
+/// Entries per node before a new one starts: the default of Redis's
+/// stream-node-max-entries.
+pub const NODE_MAX_ENTRIES: u64 = 100;
+/// Data bytes per node before a new one starts: the default of
+/// stream-node-max-bytes.
+pub const NODE_MAX_BYTES: u64 = 4096;
+/// The most data one node takes whatever stream-node-max-bytes says
+/// (Redis's STREAM_LISTPACK_MAX_SIZE, 1 GB).
+const NODE_BYTES_CAP: u64 = 1 << 30;
+
+/// When an append starts a new node: Redis's stream-node-max-entries and
+/// stream-node-max-bytes, as they are when the entry is added (a node
+/// already there keeps its entries when they change).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeLimits {
+    /// Entries per node, deleted ones counted; 0: no limit by count.
+    pub max_entries: u64,
+    /// Data bytes per node; 0 (or more than 1 GB): 1 GB.
+    pub max_bytes: u64,
+}
+
+impl Default for NodeLimits {
+    fn default() -> Self {
+        NodeLimits {
+            max_entries: NODE_MAX_ENTRIES,
+            max_bytes: NODE_MAX_BYTES,
+        }
+    }
+}
 
 /// A stream entry id: milliseconds and a sequence number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -284,9 +309,14 @@ impl Node {
     }
 
     /// Whether a new entry must start another node.
-    fn is_full(&self) -> bool {
-        (self.count + self.deleted) as usize >= NODE_MAX_ENTRIES
-            || self.data.len() >= NODE_MAX_BYTES
+    fn is_full(&self, limits: NodeLimits) -> bool {
+        let max_bytes = match limits.max_bytes {
+            0 => NODE_BYTES_CAP,
+            n => n.min(NODE_BYTES_CAP),
+        };
+        self.data.len() as u64 >= max_bytes
+            || (limits.max_entries != 0
+                && u64::from(self.count) + u64::from(self.deleted) >= limits.max_entries)
     }
 
     fn heap_size(&self) -> usize {
@@ -355,10 +385,11 @@ impl Stream {
         self.nodes.len()
     }
 
-    /// Appends an entry; the caller has checked that `id > last_id`.
-    pub fn append<F: AsRef<[u8]>>(&mut self, id: StreamId, fields: &[(F, F)]) {
+    /// Appends an entry, in the last node unless `limits` say it is full;
+    /// the caller has checked that `id > last_id`.
+    pub fn append<F: AsRef<[u8]>>(&mut self, id: StreamId, fields: &[(F, F)], limits: NodeLimits) {
         let start_new = match self.nodes.last_key_value() {
-            Some((_, node)) => node.is_full(),
+            Some((_, node)) => node.is_full(limits),
             None => true,
         };
         if start_new {
@@ -685,9 +716,57 @@ mod tests {
     fn filled(n: u64) -> Stream {
         let mut s = Stream::new();
         for i in 1..=n {
-            s.append(StreamId::new(1000 + i / 3, i % 3), &fields(i));
+            s.append(
+                StreamId::new(1000 + i / 3, i % 3),
+                &fields(i),
+                NodeLimits::default(),
+            );
         }
         s
+    }
+
+    #[test]
+    fn nodes_fill_to_the_limits_each_append_finds() {
+        let by_count = |max_entries, max_bytes, n| {
+            let mut s = Stream::new();
+            let limits = NodeLimits {
+                max_entries,
+                max_bytes,
+            };
+            for i in 1..=n {
+                s.append(StreamId::new(i, 0), &fields(i), limits);
+            }
+            s
+        };
+        assert_eq!(by_count(10, 4096, 250).node_count(), 25);
+        assert_eq!(by_count(1, 4096, 7).node_count(), 7);
+        // 0 is no limit by count; 0 bytes is 1 GB.
+        assert_eq!(by_count(0, 0, 5000).node_count(), 1);
+        // Each entry of `fields` takes over 16 data bytes: a 64-byte limit
+        // fills a node in at most 4 of them.
+        let small = by_count(0, 64, 100);
+        assert!(
+            (25..=50).contains(&small.node_count()),
+            "{}",
+            small.node_count()
+        );
+        // A node made under one limit keeps its entries when it changes;
+        // the next append finds the new one.
+        let mut s = by_count(100, 4096, 30);
+        assert_eq!(s.node_count(), 1);
+        let five = NodeLimits {
+            max_entries: 5,
+            max_bytes: 4096,
+        };
+        s.append(StreamId::new(31, 0), &fields(31), five);
+        assert_eq!(s.node_count(), 2);
+        assert_eq!(s.len(), 31);
+        // Deleted entries count towards the limit, as in Redis.
+        let mut s = by_count(5, 4096, 4);
+        assert!(s.delete(StreamId::new(1, 0)));
+        s.append(StreamId::new(5, 0), &fields(5), five);
+        s.append(StreamId::new(6, 0), &fields(6), five);
+        assert_eq!(s.node_count(), 2);
     }
 
     #[test]
@@ -715,8 +794,12 @@ mod tests {
     #[test]
     fn own_fields_and_delete() {
         let mut s = Stream::new();
-        s.append(StreamId::new(1, 0), &[("f", "v")]);
-        s.append(StreamId::new(2, 0), &[("g", "w"), ("h", "x")]);
+        s.append(StreamId::new(1, 0), &[("f", "v")], NodeLimits::default());
+        s.append(
+            StreamId::new(2, 0),
+            &[("g", "w"), ("h", "x")],
+            NodeLimits::default(),
+        );
         assert!(s.delete(StreamId::new(1, 0)));
         assert!(!s.delete(StreamId::new(1, 0)));
         assert_eq!(s.max_deleted_id, StreamId::new(1, 0));
@@ -752,7 +835,11 @@ mod tests {
         let n = 1_000_000u64;
         let mut s = Stream::new();
         for i in 0..n {
-            s.append(StreamId::new(1_700_000_000_000 + i / 4, i % 4), &fields(i));
+            s.append(
+                StreamId::new(1_700_000_000_000 + i / 4, i % 4),
+                &fields(i),
+                NodeLimits::default(),
+            );
         }
         let per = s.heap_size() as f64 / n as f64;
         eprintln!("stream bytes per entry: {per:.1}");

@@ -295,6 +295,66 @@ fn trimming_matches_redis_node_by_node() {
     p.assert_clean();
 }
 
+/// stream-node-max-entries decides where nodes end, and so what `~`
+/// trims remove and XINFO's radix-tree-keys (the node count): a node
+/// keeps the entries it got under the old setting, appends find the new
+/// one, 0 means no limit by count, and an approximate trim's default
+/// LIMIT is 100 nodes of it.
+#[test]
+fn stream_node_max_entries_places_nodes_as_redis() {
+    let (mut p, _guard, _server) = Pair::start();
+    p.script(&[
+        &["CONFIG", "SET", "stream-node-max-entries", "10"],
+        &["CONFIG", "GET", "stream-node-max-entries"],
+        &["CONFIG", "SET", "stream-node-max-entries", "-1"],
+        &["CONFIG", "SET", "stream-node-max-bytes", "-1"],
+        &["CONFIG", "SET", "stream-node-max-bytes", "8kb"],
+        &["CONFIG", "GET", "stream-node-max-bytes"],
+    ]);
+    for i in 1..=95 {
+        let id = format!("{i}-0");
+        p.cmd(&["XADD", "s", &id, "f", "v"]);
+    }
+    p.timed(&["XINFO", "STREAM", "s"]);
+    p.script(&[
+        &["XTRIM", "s", "MAXLEN", "~", "58"],
+        &["XLEN", "s"],
+        &["XDEL", "s", "61-0", "62-0"],
+        &["XTRIM", "s", "MAXLEN", "~", "40"],
+        &["XTRIM", "s", "MAXLEN", "~", "10", "LIMIT", "15"],
+        &["XLEN", "s"],
+        &["CONFIG", "SET", "stream-node-max-entries", "3"],
+    ]);
+    for i in 96..=110 {
+        let id = format!("{i}-0");
+        p.cmd(&["XADD", "s", &id, "f", "v"]);
+    }
+    p.timed(&["XINFO", "STREAM", "s"]);
+    // 100 x 3 = 300 entries at most per approximate trim without LIMIT.
+    p.cmd(&["DEL", "s"]);
+    for i in 1..=400 {
+        let id = format!("{i}-0");
+        p.cmd(&["XADD", "s", &id, "f", "v"]);
+    }
+    p.script(&[
+        &["XTRIM", "s", "MAXLEN", "~", "0"],
+        &["XLEN", "s"],
+        &["CONFIG", "SET", "stream-node-max-entries", "0"],
+    ]);
+    for i in 401..=700 {
+        let id = format!("{i}-0");
+        p.cmd(&["XADD", "s", &id, "f", "v"]);
+    }
+    p.timed(&["XINFO", "STREAM", "s"]);
+    p.script(&[
+        &["XTRIM", "s", "MAXLEN", "~", "0"],
+        &["XLEN", "s"],
+        &["XADD", "s", "MAXLEN", "~", "5", "701-0", "f", "v"],
+        &["XLEN", "s"],
+    ]);
+    p.assert_clean();
+}
+
 #[test]
 fn consumer_groups_match_redis() {
     let (mut p, _guard, _server) = Pair::start();

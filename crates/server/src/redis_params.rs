@@ -358,6 +358,20 @@ fn check(name: &str, default: &str, value: &str) -> Result<(), Refused> {
             ));
         }
     }
+    // Redis's bounds for the numbers Kvasir reads from here.
+    if value.starts_with('-') {
+        match name {
+            "stream-node-max-entries" => {
+                return Err(Refused::Invalid(
+                    "argument must be between 0 and 9223372036854775807 inclusive".into(),
+                ))
+            }
+            "stream-node-max-bytes" => {
+                return Err(Refused::Invalid("argument must be a memory value".into()))
+            }
+            _ => {}
+        }
+    }
     if is_bool(default) && !is_bool(&value.to_ascii_lowercase()) {
         return Err(Refused::Invalid("argument must be 'yes' or 'no'".into()));
     }

@@ -30,7 +30,7 @@
 use super::memory::{hash_limits, set_limits, zset_limits};
 use crate::store::EncodingLimits;
 use kvasir_engine_memory::list::{Elem, End};
-use kvasir_engine_memory::stream::{Consumer, Group, Pending};
+use kvasir_engine_memory::stream::{Consumer, Group, NodeLimits, Pending};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -65,7 +65,8 @@ pub enum Layout {
 /// Limits under which loading never changes a collection's layout (a
 /// snapshot restore). `list_max_listpack_size` and `list_compress_depth`
 /// are not among them: a restored quicklist fills (and compresses) its
-/// nodes under the store's own settings.
+/// nodes under the store's own settings; nor are the stream node limits
+/// (an image carries a stream's nodes as they were).
 pub const KEEP_LAYOUT: EncodingLimits = EncodingLimits {
     hash_max_listpack_entries: usize::MAX,
     hash_max_listpack_value: usize::MAX,
@@ -76,6 +77,8 @@ pub const KEEP_LAYOUT: EncodingLimits = EncodingLimits {
     zset_max_listpack_value: usize::MAX,
     list_max_listpack_size: -2,
     list_compress_depth: 0,
+    stream_node_max_entries: kvasir_engine_memory::stream::NODE_MAX_ENTRIES,
+    stream_node_max_bytes: kvasir_engine_memory::stream::NODE_MAX_BYTES,
     script_max_instructions: crate::store::DEFAULT_SCRIPT_MAX_INSTRUCTIONS,
 };
 
@@ -436,7 +439,7 @@ impl StreamImage for kvasir_engine_memory::Stream {
                     if i > 0 && c.entries[i - 1].id >= e.id {
                         return None;
                     }
-                    st.append(e.id, &e.fields);
+                    st.append(e.id, &e.fields, NodeLimits::default());
                 }
             }
         }
@@ -813,9 +816,9 @@ mod tests {
             let v = i.to_string();
             let id = StreamId::new(1000 + i / 4, i % 4);
             if i % 9 == 0 {
-                s.append(id, &[("other", v.as_str())]);
+                s.append(id, &[("other", v.as_str())], NodeLimits::default());
             } else {
-                s.append(id, &[("a", v.as_str()), ("b", "x")]);
+                s.append(id, &[("a", v.as_str()), ("b", "x")], NodeLimits::default());
             }
         }
         for i in (1..=350u64).step_by(11) {

@@ -14,11 +14,12 @@ use kvasir_engine_memory::stream::{Consumer, Group, Pending};
 /// an entry id, a trimming target (MAXLEN / MINID), and one entry read
 /// from a stream (its id and fields, borrowed from the stream). The entry
 /// is renamed because `crate::keyspace::EntryRef` is a keyspace entry.
-pub use kvasir_engine_memory::stream::{EntryRef as StreamEntry, StreamId, Trim};
-
-/// Redis's `stream-node-max-entries`: an approximate trim (`~`) without a
-/// LIMIT removes at most 100 nodes' worth of entries, as in Redis.
-pub const STREAM_NODE_MAX_ENTRIES: usize = kvasir_engine_memory::stream::NODE_MAX_ENTRIES;
+/// The node limits are Redis's `stream-node-max-entries` and
+/// `stream-node-max-bytes`, replicated state like the other encoding
+/// limits (`crate::store::EncodingLimits`).
+pub use kvasir_engine_memory::stream::{
+    EntryRef as StreamEntry, NodeLimits as StreamNodeLimits, StreamId, Trim,
+};
 
 /// A pending entry of a consumer group, as the commands read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,13 +64,15 @@ pub trait StreamOps: Collection {
     fn set_entries_added(&mut self, n: u64);
 
     /// Appends an entry, making `id` the last id and counting it in
-    /// entries-added; the caller has checked that `id > last_id`.
-    fn append<F: AsRef<[u8]>>(&mut self, id: StreamId, fields: &[(F, F)]);
+    /// entries-added; the caller has checked that `id > last_id`. The
+    /// entry starts a new node when the last one is full by `nodes`.
+    fn append<F: AsRef<[u8]>>(&mut self, id: StreamId, fields: &[(F, F)], nodes: StreamNodeLimits);
     /// Redis's streamTrim with `approx` (`~`) and `limit` (0: no cap on
     /// the entries removed); returns how many entries went. What an
     /// approximate trim removes depends on node boundaries: an engine
-    /// must place them as Redis does (nodes of up to
-    /// [`STREAM_NODE_MAX_ENTRIES`] entries, deleted ones counted).
+    /// must place them as Redis does (a node is full at
+    /// `stream-node-max-entries` entries, deleted ones counted, as each
+    /// append found the limits).
     fn trim(&mut self, to: Trim, approx: bool, limit: u64) -> u64;
     /// Deletes one entry (XDEL), raising max-deleted-id; whether it existed.
     fn delete(&mut self, id: StreamId) -> bool;
@@ -236,8 +239,8 @@ impl StreamOps for kvasir_engine_memory::Stream {
     }
 
     #[inline]
-    fn append<F: AsRef<[u8]>>(&mut self, id: StreamId, fields: &[(F, F)]) {
-        kvasir_engine_memory::Stream::append(self, id, fields)
+    fn append<F: AsRef<[u8]>>(&mut self, id: StreamId, fields: &[(F, F)], nodes: StreamNodeLimits) {
+        kvasir_engine_memory::Stream::append(self, id, fields, nodes)
     }
 
     #[inline]
