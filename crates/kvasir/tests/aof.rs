@@ -772,3 +772,84 @@ fn appendonly_yes_at_run_time_writes_its_first_base_in_a_child() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A write replays under the encoding thresholds it ran under, whatever
+/// CONFIG SET changed since: an approximate trim removes whole stream
+/// nodes (where they end is `stream-node-max-entries`), and a set's
+/// encoding (`set-max-intset-entries`) may decide what SPOP picks. Redis
+/// logs such writes as their effect (an exact MAXLEN, SREMs); Kvasir logs
+/// the command and the thresholds. Both must load back what they answered (Redis's
+/// "XADD with ~ MAXLEN can propagate correctly").
+#[test]
+fn a_replay_runs_each_write_under_the_thresholds_it_ran_under() {
+    let state = |c: &mut redis::Connection| {
+        let len: i64 = q(c, &["XLEN", "mystream"]);
+        let first: redis::Value = q(c, &["XRANGE", "mystream", "-", "+", "COUNT", "1"]);
+        let mut members: Vec<String> = q(c, &["SMEMBERS", "s"]);
+        members.sort();
+        (len, format!("{first:?}"), members)
+    };
+    let run = |c: &mut redis::Connection| {
+        for i in 1..=100 {
+            let id = format!("{i}-1");
+            let _: String = q(c, &["XADD", "mystream", &id, "xitem", "v"]);
+        }
+        // Whole nodes of 10 go: 51 entries stay (nodes of 1 would leave 45).
+        let _: String = q(
+            c,
+            &[
+                "XADD", "mystream", "MAXLEN", "~", "45", "101-1", "xitem", "v",
+            ],
+        );
+        let _: String = q(c, &["XADD", "mystream", "102-1", "xitem", "v"]);
+        let members: Vec<String> = (1..=20).map(|i| i.to_string()).collect();
+        let mut sadd = vec!["SADD", "s"];
+        sadd.extend(members.iter().map(String::as_str));
+        let _: i64 = q(c, &sadd);
+        let _: Vec<String> = q(c, &["SPOP", "s", "5"]);
+        let _: () = q(c, &["CONFIG", "SET", "stream-node-max-entries", "1"]);
+        let _: () = q(c, &["CONFIG", "SET", "set-max-intset-entries", "1"]);
+        let before = state(c);
+        let _: () = q(c, &["DEBUG", "LOADAOF"]);
+        let after = state(c);
+        (before, after)
+    };
+    let dir = temp_dir();
+    let redis_dir = dir.join("redis");
+    std::fs::create_dir_all(&redis_dir).expect("a folder for redis-server");
+    let (_redis, port) = start_redis_in(
+        Some(&redis_dir),
+        &[
+            "--appendonly",
+            "yes",
+            "--stream-node-max-entries",
+            "10",
+            "--enable-debug-command",
+            "yes",
+        ],
+    );
+    let mut r = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .and_then(|c| c.get_connection())
+        .expect("connect to redis-server");
+    let (want_before, want_after) = run(&mut r);
+    assert_eq!(want_before, want_after, "redis-server");
+    let kvasir_dir = dir.join("kvasir");
+    std::fs::create_dir_all(&kvasir_dir).expect("a folder for kvasir");
+    let server = start(
+        &kvasir_dir,
+        &["--appendonly", "yes", "--stream-node-max-entries", "10"],
+    );
+    let mut c = server.conn();
+    let (before, after) = run(&mut c);
+    assert_eq!(want_before.0, 52, "redis-server's XLEN");
+    assert_eq!(before.0, want_before.0, "XLEN as redis-server's");
+    assert_eq!(before.1, want_before.1, "the first entry as redis-server's");
+    assert_eq!(before, after, "kvasir after DEBUG LOADAOF");
+    // A restart replays under the same thresholds too.
+    drop(c);
+    let (server, mut c) = kill_and_restart(&kvasir_dir, server);
+    assert_eq!(state(&mut c), before, "kvasir after a restart");
+    drop(c);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

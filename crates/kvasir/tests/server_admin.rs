@@ -2497,3 +2497,34 @@ fn after_shutdown_closes_its_connection_new_connections_are_refused() {
         assert!(server.child.wait().expect("exit").success());
     }
 }
+
+/// A port another process holds stops the start as redis-server stops:
+/// exit status 1 and "Failed listening on port N (TCP), aborting." in the
+/// log, the line supervisors and Redis's own test harness look for to try
+/// another port (without it the harness waited for the server forever).
+#[test]
+fn a_busy_port_fails_the_start_with_redis_words() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").expect("hold a port");
+    let port = held.local_addr().expect("its address").port().to_string();
+    let args = ["--port", port.as_str(), "--bind", "127.0.0.1", "--save", ""];
+    let ours = std::process::Command::new(env!("CARGO_BIN_EXE_kvasir"))
+        .arg("server")
+        .args(args)
+        .output()
+        .expect("run kvasir");
+    let redis = std::process::Command::new("redis-server")
+        .args(args)
+        .output()
+        .expect("run redis-server");
+    let line = format!("Failed listening on port {port} (TCP), aborting.");
+    for (who, out) in [("redis-server", &redis), ("kvasir", &ours)] {
+        let log = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{who}: {log}");
+        assert!(log.contains(&line), "{who}: {log}");
+        assert!(
+            log.contains("Could not create server TCP listening socket 127.0.0.1:"),
+            "{who}: {log}"
+        );
+    }
+    drop(held);
+}

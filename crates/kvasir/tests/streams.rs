@@ -303,6 +303,12 @@ fn trimming_matches_redis_node_by_node() {
 #[test]
 fn stream_node_max_entries_places_nodes_as_redis() {
     let (mut p, _guard, _server) = Pair::start();
+    let add = |p: &mut Pair, ids: std::ops::RangeInclusive<u32>| {
+        for i in ids {
+            let id = format!("{i}-0");
+            p.cmd(&["XADD", "s", &id, "f", "v"]);
+        }
+    };
     p.script(&[
         &["CONFIG", "SET", "stream-node-max-entries", "10"],
         &["CONFIG", "GET", "stream-node-max-entries"],
@@ -311,10 +317,7 @@ fn stream_node_max_entries_places_nodes_as_redis() {
         &["CONFIG", "SET", "stream-node-max-bytes", "8kb"],
         &["CONFIG", "GET", "stream-node-max-bytes"],
     ]);
-    for i in 1..=95 {
-        let id = format!("{i}-0");
-        p.cmd(&["XADD", "s", &id, "f", "v"]);
-    }
+    add(&mut p, 1..=95);
     p.timed(&["XINFO", "STREAM", "s"]);
     p.script(&[
         &["XTRIM", "s", "MAXLEN", "~", "58"],
@@ -325,26 +328,17 @@ fn stream_node_max_entries_places_nodes_as_redis() {
         &["XLEN", "s"],
         &["CONFIG", "SET", "stream-node-max-entries", "3"],
     ]);
-    for i in 96..=110 {
-        let id = format!("{i}-0");
-        p.cmd(&["XADD", "s", &id, "f", "v"]);
-    }
+    add(&mut p, 96..=110);
     p.timed(&["XINFO", "STREAM", "s"]);
     // 100 x 3 = 300 entries at most per approximate trim without LIMIT.
     p.cmd(&["DEL", "s"]);
-    for i in 1..=400 {
-        let id = format!("{i}-0");
-        p.cmd(&["XADD", "s", &id, "f", "v"]);
-    }
+    add(&mut p, 1..=400);
     p.script(&[
         &["XTRIM", "s", "MAXLEN", "~", "0"],
         &["XLEN", "s"],
         &["CONFIG", "SET", "stream-node-max-entries", "0"],
     ]);
-    for i in 401..=700 {
-        let id = format!("{i}-0");
-        p.cmd(&["XADD", "s", &id, "f", "v"]);
-    }
+    add(&mut p, 401..=700);
     p.timed(&["XINFO", "STREAM", "s"]);
     p.script(&[
         &["XTRIM", "s", "MAXLEN", "~", "0"],

@@ -13,7 +13,13 @@
 //! every Raft replica relies on), so Kvasir logs what clients sent (EXPIRE
 //! 10, SPOP, a script) rather than rewriting each into its effect.
 //! Commands without an annotation (a file redis-server wrote) replay at the
-//! time of loading.
+//! time of loading. The encoding thresholds decide results too (when a
+//! set converts, so which member SPOP picks; where a stream node ends, so
+//! what XTRIM `~` removes), and CONFIG SET changes them outside the log:
+//! so each incremental file states the thresholds its writes ran under
+//! before its first write, and again whenever they change (`#KVLIMITS
+//! name=value ...`); a replay runs each write under them and the config's
+//! come back once the load ends.
 //!
 //! Writes go to the file before any reply leaves the server (the session
 //! flushes the log first), so a process killed with -9 loses nothing it
@@ -21,7 +27,7 @@
 //! second off the data thread, `no` leaves it to the kernel.
 
 use bytes::{Bytes, BytesMut};
-use kvasir_core::Ctx;
+use kvasir_core::{Ctx, EncodingLimits};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::PathBuf;
@@ -229,9 +235,108 @@ fn manifest_path(settings: &AofSettings) -> PathBuf {
     settings.folder.join(format!("{}.manifest", settings.name))
 }
 
+/// The thresholds a `#KVLIMITS` line records, by their Redis names.
+const LOGGED_LIMITS: [&str; 12] = [
+    "hash-max-listpack-entries",
+    "hash-max-listpack-value",
+    "set-max-intset-entries",
+    "set-max-listpack-entries",
+    "set-max-listpack-value",
+    "zset-max-listpack-entries",
+    "zset-max-listpack-value",
+    "list-max-listpack-size",
+    "list-compress-depth",
+    "stream-node-max-entries",
+    "stream-node-max-bytes",
+    "script-max-instructions",
+];
+
+/// The field of `l` a logged threshold name stands for.
+fn limit_field<'a>(l: &'a mut EncodingLimits, name: &[u8]) -> Option<LimitField<'a>> {
+    Some(match name {
+        b"hash-max-listpack-entries" => LimitField::Size(&mut l.hash_max_listpack_entries),
+        b"hash-max-listpack-value" => LimitField::Size(&mut l.hash_max_listpack_value),
+        b"set-max-intset-entries" => LimitField::Size(&mut l.set_max_intset_entries),
+        b"set-max-listpack-entries" => LimitField::Size(&mut l.set_max_listpack_entries),
+        b"set-max-listpack-value" => LimitField::Size(&mut l.set_max_listpack_value),
+        b"zset-max-listpack-entries" => LimitField::Size(&mut l.zset_max_listpack_entries),
+        b"zset-max-listpack-value" => LimitField::Size(&mut l.zset_max_listpack_value),
+        b"list-max-listpack-size" => LimitField::Signed(&mut l.list_max_listpack_size),
+        b"list-compress-depth" => LimitField::Depth(&mut l.list_compress_depth),
+        b"stream-node-max-entries" => LimitField::Count(&mut l.stream_node_max_entries),
+        b"stream-node-max-bytes" => LimitField::Count(&mut l.stream_node_max_bytes),
+        b"script-max-instructions" => LimitField::Count(&mut l.script_max_instructions),
+        _ => return None,
+    })
+}
+
+enum LimitField<'a> {
+    Size(&'a mut usize),
+    Signed(&'a mut i64),
+    Depth(&'a mut u32),
+    Count(&'a mut u64),
+}
+
+impl LimitField<'_> {
+    fn render(&self) -> String {
+        match self {
+            LimitField::Size(v) => v.to_string(),
+            LimitField::Signed(v) => v.to_string(),
+            LimitField::Depth(v) => v.to_string(),
+            LimitField::Count(v) => v.to_string(),
+        }
+    }
+
+    fn parse(self, text: &str) -> Option<()> {
+        match self {
+            LimitField::Size(v) => *v = text.parse().ok()?,
+            LimitField::Signed(v) => *v = text.parse().ok()?,
+            LimitField::Depth(v) => *v = text.parse().ok()?,
+            LimitField::Count(v) => *v = text.parse().ok()?,
+        }
+        Some(())
+    }
+}
+
+/// The `#KVLIMITS` line of `l`: the thresholds that differ from Redis's
+/// defaults (a bare `#KVLIMITS` says all are the defaults).
+fn limits_line(l: &EncodingLimits) -> String {
+    let (mut copy, mut defaults) = (*l, EncodingLimits::default());
+    let mut line = String::from("#KVLIMITS");
+    for name in LOGGED_LIMITS {
+        let render = |l: &mut EncodingLimits| limit_field(l, name.as_bytes()).map(|f| f.render());
+        let value = render(&mut copy);
+        if value != render(&mut defaults) {
+            line.push(' ');
+            line.push_str(name);
+            line.push('=');
+            line.push_str(&value.unwrap_or_default());
+        }
+    }
+    line.push_str("\r\n");
+    line
+}
+
+/// The thresholds a `#KVLIMITS` line states (Redis's defaults for those
+/// it does not name); None if a value is malformed. Names this build does
+/// not know are skipped (a later build's file).
+fn parse_limits(text: &[u8]) -> Option<EncodingLimits> {
+    let text = std::str::from_utf8(text).ok()?;
+    let mut l = EncodingLimits::default();
+    for pair in text.split_whitespace() {
+        let (name, value) = pair.split_once('=')?;
+        if let Some(field) = limit_field(&mut l, name.as_bytes()) {
+            field.parse(value)?;
+        }
+    }
+    Some(l)
+}
+
 /// One write as the log replays it.
 #[derive(Debug, PartialEq)]
 pub enum Replayed {
+    /// The thresholds the writes after it ran under (a `#KVLIMITS` line).
+    Limits(EncodingLimits),
     Command {
         ctx: Option<Ctx>,
         db: usize,
@@ -317,6 +422,12 @@ impl AofReader {
                 let line = buf.split_to(end + 1);
                 if let Some(stamp) = line.strip_prefix(b"#KV ") {
                     self.ctx = Some(parse_stamp(stamp).ok_or_else(|| bad_format(at))?);
+                } else if let Some(text) = line.strip_prefix(b"#KVLIMITS") {
+                    if self.block.is_some() {
+                        return Err(bad_format(at));
+                    }
+                    let limits = parse_limits(text).ok_or_else(|| bad_format(at))?;
+                    return Ok(AofRead::Write(Replayed::Limits(limits)));
                 }
                 continue;
             }
@@ -396,6 +507,10 @@ pub struct AofLog {
     buf: Vec<u8>,
     /// The database the file's last SELECT chose.
     db: Option<usize>,
+    /// The thresholds the file's last `#KVLIMITS` line states.
+    limits_logged: Option<EncodingLimits>,
+    /// The thresholds the next write runs under.
+    limits_now: EncodingLimits,
     /// The second of the last `#TS:` annotation.
     last_timestamp: u64,
     /// Bytes written since the last fsync.
@@ -477,6 +592,8 @@ impl AofLog {
             file_len,
             buf: Vec::new(),
             db: None,
+            limits_logged: None,
+            limits_now: EncodingLimits::default(),
             last_timestamp: 0,
             unsynced: false,
             error: None,
@@ -558,6 +675,8 @@ impl AofLog {
             file_len: 0,
             buf: Vec::new(),
             db: None,
+            limits_logged: None,
+            limits_now: EncodingLimits::default(),
             last_timestamp: 0,
             unsynced: false,
             error: None,
@@ -637,11 +756,23 @@ impl AofLog {
             let _ = write!(self.buf, "#TS:{second}\r\n");
             self.last_timestamp = second;
         }
+        if self.limits_logged != Some(self.limits_now) {
+            self.buf
+                .extend_from_slice(limits_line(&self.limits_now).as_bytes());
+            self.limits_logged = Some(self.limits_now);
+        }
         if self.db != Some(db) {
             push_command(&mut self.buf, &[b"SELECT", db.to_string().as_bytes()]);
             self.db = Some(db);
         }
         let _ = writeln!(self.buf, "#KV {} {}\r", ctx.now_ms, ctx.seed);
+    }
+
+    /// The thresholds the next writes run under: stated in the file
+    /// before the next write (after its `#TS:`, which Redis's tools look
+    /// for first) if the file does not say them yet.
+    pub fn limits_are(&mut self, limits: &EncodingLimits) {
+        self.limits_now = *limits;
     }
 
     /// Logs one command that ran with `ctx` in `db`.
@@ -744,6 +875,7 @@ impl AofLog {
         self.file = file;
         self.file_len = 0;
         self.db = None;
+        self.limits_logged = None;
         self.rewrite_from = Some(seq);
         let base_seq = self.manifest.base().map(|b| b.seq).unwrap_or(0) + 1;
         let name = base_name(&self.settings.name, base_seq);
@@ -763,6 +895,7 @@ impl AofLog {
             .map_err(|e| format!("emptying the temp incr aof file: {e}"))?;
         self.file_len = 0;
         self.db = None;
+        self.limits_logged = None;
         self.unsynced = false;
         self.rewrite_from = Some(self.manifest.last_incr_seq() + 1);
         let seq = self.manifest.base().map(|b| b.seq).unwrap_or(0) + 1;
@@ -964,17 +1097,97 @@ mod tests {
         assert_eq!(Manifest::parse(&spaced.render()).unwrap(), spaced);
     }
 
-    #[test]
-    fn logged_writes_replay_with_their_time_and_seed() {
-        let dir = std::env::temp_dir().join(format!("kvasir-aof-unit-{}", std::process::id()));
+    /// A new log in a fresh folder named after `test`.
+    fn new_log(test: &str, timestamps: bool) -> (std::path::PathBuf, AofSettings, AofLog) {
+        let dir = std::env::temp_dir().join(format!("kvasir-aof-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let settings = AofSettings {
             folder: dir.clone(),
             name: "appendonly.aof".into(),
             fsync: AppendFsync::Always,
-            timestamps: true,
+            timestamps,
         };
-        let mut log = AofLog::create(settings.clone(), b"REDIS0009").unwrap();
+        let log = AofLog::create(settings.clone(), b"REDIS0009").unwrap();
+        (dir, settings, log)
+    }
+
+    #[test]
+    fn each_file_states_the_thresholds_its_writes_ran_under() {
+        let (dir, settings, mut log) = new_log("limits", false);
+        let t = Ctx { now_ms: 5, seed: 9 };
+        let defaults = EncodingLimits::default();
+        let mut small = defaults;
+        small.stream_node_max_entries = 1;
+        small.set_max_intset_entries = 3;
+        small.list_max_listpack_size = -5;
+        for limits in [defaults, defaults, small, small, defaults] {
+            log.limits_are(&limits);
+            log.command(&t, 0, &[b("XADD"), b("s"), b("*"), b("f"), b("v")]);
+        }
+        log.flush().unwrap();
+        let m = AofLog::read_manifest(&settings).unwrap().unwrap();
+        let (_, incrs) = AofLog::files(&settings, &m);
+        let bytes = std::fs::read(&incrs[0]).unwrap();
+        // The defaults need no names; a change names what differs.
+        assert!(bytes.starts_with(b"#KVLIMITS\r\n"));
+        let small_line = "#KVLIMITS set-max-intset-entries=3 list-max-listpack-size=-5 stream-node-max-entries=1\r\n";
+        assert!(String::from_utf8_lossy(&bytes).contains(small_line));
+        let mut seen = Vec::new();
+        replay_file(BytesMut::from(&bytes[..]), &mut 0, |r| {
+            seen.push(match r {
+                Replayed::Limits(l) => Some(l),
+                _ => None,
+            });
+            Ok(())
+        })
+        .unwrap();
+        // Stated first, then only where they changed.
+        let want = [
+            Some(defaults),
+            None,
+            None,
+            Some(small),
+            None,
+            None,
+            Some(defaults),
+            None,
+        ];
+        assert_eq!(seen, want);
+        // A line inside MULTI, or with a value that is not a number, is a
+        // damaged file; a name this build does not know is skipped.
+        let bad = b"*1\r\n$5\r\nMULTI\r\n#KVLIMITS list-compress-depth=1\r\n";
+        assert!(replay_file(BytesMut::from(&bad[..]), &mut 0, |_| Ok(())).is_err());
+        let bad = b"#KVLIMITS stream-node-max-entries=x\r\n";
+        assert!(replay_file(BytesMut::from(&bad[..]), &mut 0, |_| Ok(())).is_err());
+        let mut later = Vec::new();
+        let newer = b"#KVLIMITS future-threshold=3 list-compress-depth=2\r\n";
+        replay_file(BytesMut::from(&newer[..]), &mut 0, |r| {
+            later.push(r);
+            Ok(())
+        })
+        .unwrap();
+        let mut depth_2 = defaults;
+        depth_2.list_compress_depth = 2;
+        assert_eq!(later, [Replayed::Limits(depth_2)]);
+        // A rewrite's new file states them again before its first write.
+        let _ = log.begin_rewrite();
+        log.limits_are(&defaults);
+        log.command(&t, 0, &[b("DEL"), b("s")]);
+        log.flush().unwrap();
+        let m = AofLog::read_manifest(&settings).unwrap().unwrap();
+        let (_, incrs) = AofLog::files(&settings, &m);
+        let newest = std::fs::read(incrs.last().unwrap()).unwrap();
+        assert!(
+            newest.starts_with(b"#KVLIMITS\r\n"),
+            "{:?}",
+            String::from_utf8_lossy(&newest)
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn logged_writes_replay_with_their_time_and_seed() {
+        let (dir, settings, mut log) = new_log("unit", true);
         let t1 = Ctx {
             now_ms: 1000,
             seed: 7,
@@ -999,9 +1212,11 @@ mod tests {
         })
         .unwrap();
         assert_eq!(cut, None);
-        assert_eq!(seen.len(), 3);
+        // The thresholds the writes ran under come first (after `#TS:`).
+        assert_eq!(seen.len(), 4);
+        assert_eq!(seen[0], Replayed::Limits(EncodingLimits::default()));
         assert_eq!(
-            seen[1],
+            seen[2],
             Replayed::Block {
                 ctx: Some(t1),
                 db: 2,
@@ -1009,7 +1224,7 @@ mod tests {
             }
         );
         assert_eq!(
-            seen[2],
+            seen[3],
             Replayed::Command {
                 ctx: Some(t1),
                 db: 2,
@@ -1025,7 +1240,7 @@ mod tests {
             Ok(())
         })
         .unwrap();
-        assert_eq!((cut, n), (Some(bytes.len()), 3));
+        assert_eq!((cut, n), (Some(bytes.len()), 4));
         // So does an open MULTI.
         let mut open = bytes.clone();
         open.extend_from_slice(b"*1\r\n$5\r\nMULTI\r\n*2\r\n$4\r\nINCR\r\n$1\r\nn\r\n");

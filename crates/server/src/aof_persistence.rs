@@ -113,9 +113,23 @@ fn load(
         };
         load_base_commands(server, &path, bytes, image, incrs.is_empty(), &mut db)?;
     }
-    replay_incrs(server, &incrs, &mut db)?;
+    let replayed = replay_incrs(server, &incrs, &mut db);
+    use_config_limits(server);
+    replayed?;
     loaded_from_log(started);
     Ok(())
+}
+
+/// The config's encoding thresholds back on the store: a file's writes
+/// replay under those its `#KVLIMITS` lines state (a file without them,
+/// redis-server's or an older build's, under the config's), and new
+/// writes run under the config's.
+fn use_config_limits(server: &Server) {
+    let limits = server.config.borrow().encoding_limits();
+    server
+        .local_store
+        .borrow_mut()
+        .with_store(|store| store.limits = limits);
 }
 
 /// At start: as [`load`], read in steps between which clients are
@@ -153,6 +167,7 @@ async fn load_at_start(
         };
         replay_in_steps(server, path, bytes, 0, &mut db, i == last).await?;
     }
+    use_config_limits(server);
     loaded_from_log(started);
     Ok(())
 }
@@ -169,6 +184,7 @@ async fn replay_in_steps(
     last: bool,
 ) -> Result<(), String> {
     use crate::aof::{AofRead, AofReader};
+    use_config_limits(server);
     server.loading.file(bytes.len() as u64);
     let mut reader = AofReader::new(bytes::BytesMut::from(bytes::Bytes::from(bytes)));
     let in_file = |e: String| format!("{e} {}", path.display());
@@ -277,6 +293,7 @@ fn replay(
     db: &mut usize,
     last: bool,
 ) -> Result<(), String> {
+    use_config_limits(server);
     let cut = {
         let mut local = server.local_store.borrow_mut();
         // The file's buffer itself is parsed (no copy of a large log).

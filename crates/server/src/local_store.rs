@@ -148,6 +148,7 @@ impl LocalStore {
     /// Appends a command that ran with `ctx` to the log, if there is one.
     fn log_command(&mut self, ctx: &Ctx, db: usize, args: &[Bytes]) {
         if let Some(aof) = self.aof.as_mut() {
+            aof.limits_are(&self.store.limits);
             aof.command(ctx, db, &loggable(&self.store, args));
         }
     }
@@ -166,6 +167,12 @@ impl LocalStore {
             seed: self.seed,
         };
         match write {
+            // The writes after it ran under these; the load's caller puts
+            // the config's back when it ends.
+            Replayed::Limits(limits) => {
+                self.store.limits = limits;
+                return Ok(());
+            }
             Replayed::Command { ctx, db, args } => {
                 let ctx = ctx.unwrap_or(unstamped);
                 let name = String::from_utf8_lossy(&args[0]).into_owned();
@@ -281,6 +288,7 @@ impl LocalStore {
             on_write(db, w)
         });
         if let Some(aof) = self.aof.as_mut() {
+            aof.limits_are(&self.store.limits);
             log_applied(aof, cmd, &ctx, removed);
         }
         applied
