@@ -235,40 +235,48 @@ fn manifest_path(settings: &AofSettings) -> PathBuf {
     settings.folder.join(format!("{}.manifest", settings.name))
 }
 
-/// The thresholds a `#KVLIMITS` line records, by their Redis names.
-const LOGGED_LIMITS: [&str; 12] = [
-    "hash-max-listpack-entries",
-    "hash-max-listpack-value",
-    "set-max-intset-entries",
-    "set-max-listpack-entries",
-    "set-max-listpack-value",
-    "zset-max-listpack-entries",
-    "zset-max-listpack-value",
-    "list-max-listpack-size",
-    "list-compress-depth",
-    "stream-node-max-entries",
-    "stream-node-max-bytes",
-    "script-max-instructions",
-];
+/// A threshold's field in the limits.
+type FieldOf = for<'a> fn(&'a mut EncodingLimits) -> LimitField<'a>;
 
-/// The field of `l` a logged threshold name stands for.
-fn limit_field<'a>(l: &'a mut EncodingLimits, name: &[u8]) -> Option<LimitField<'a>> {
-    Some(match name {
-        b"hash-max-listpack-entries" => LimitField::Size(&mut l.hash_max_listpack_entries),
-        b"hash-max-listpack-value" => LimitField::Size(&mut l.hash_max_listpack_value),
-        b"set-max-intset-entries" => LimitField::Size(&mut l.set_max_intset_entries),
-        b"set-max-listpack-entries" => LimitField::Size(&mut l.set_max_listpack_entries),
-        b"set-max-listpack-value" => LimitField::Size(&mut l.set_max_listpack_value),
-        b"zset-max-listpack-entries" => LimitField::Size(&mut l.zset_max_listpack_entries),
-        b"zset-max-listpack-value" => LimitField::Size(&mut l.zset_max_listpack_value),
-        b"list-max-listpack-size" => LimitField::Signed(&mut l.list_max_listpack_size),
-        b"list-compress-depth" => LimitField::Depth(&mut l.list_compress_depth),
-        b"stream-node-max-entries" => LimitField::Count(&mut l.stream_node_max_entries),
-        b"stream-node-max-bytes" => LimitField::Count(&mut l.stream_node_max_bytes),
-        b"script-max-instructions" => LimitField::Count(&mut l.script_max_instructions),
-        _ => return None,
-    })
-}
+/// The thresholds a `#KVLIMITS` line records, by their Redis names.
+const LOGGED_LIMITS: [(&str, FieldOf); 12] = [
+    ("hash-max-listpack-entries", |l| {
+        LimitField::Size(&mut l.hash_max_listpack_entries)
+    }),
+    ("hash-max-listpack-value", |l| {
+        LimitField::Size(&mut l.hash_max_listpack_value)
+    }),
+    ("set-max-intset-entries", |l| {
+        LimitField::Size(&mut l.set_max_intset_entries)
+    }),
+    ("set-max-listpack-entries", |l| {
+        LimitField::Size(&mut l.set_max_listpack_entries)
+    }),
+    ("set-max-listpack-value", |l| {
+        LimitField::Size(&mut l.set_max_listpack_value)
+    }),
+    ("zset-max-listpack-entries", |l| {
+        LimitField::Size(&mut l.zset_max_listpack_entries)
+    }),
+    ("zset-max-listpack-value", |l| {
+        LimitField::Size(&mut l.zset_max_listpack_value)
+    }),
+    ("list-max-listpack-size", |l| {
+        LimitField::Signed(&mut l.list_max_listpack_size)
+    }),
+    ("list-compress-depth", |l| {
+        LimitField::Depth(&mut l.list_compress_depth)
+    }),
+    ("stream-node-max-entries", |l| {
+        LimitField::Count(&mut l.stream_node_max_entries)
+    }),
+    ("stream-node-max-bytes", |l| {
+        LimitField::Count(&mut l.stream_node_max_bytes)
+    }),
+    ("script-max-instructions", |l| {
+        LimitField::Count(&mut l.script_max_instructions)
+    }),
+];
 
 enum LimitField<'a> {
     Size(&'a mut usize),
@@ -303,14 +311,13 @@ impl LimitField<'_> {
 fn limits_line(l: &EncodingLimits) -> String {
     let (mut copy, mut defaults) = (*l, EncodingLimits::default());
     let mut line = String::from("#KVLIMITS");
-    for name in LOGGED_LIMITS {
-        let render = |l: &mut EncodingLimits| limit_field(l, name.as_bytes()).map(|f| f.render());
-        let value = render(&mut copy);
-        if value != render(&mut defaults) {
+    for (name, field) in LOGGED_LIMITS {
+        let value = field(&mut copy).render();
+        if value != field(&mut defaults).render() {
             line.push(' ');
             line.push_str(name);
             line.push('=');
-            line.push_str(&value.unwrap_or_default());
+            line.push_str(&value);
         }
     }
     line.push_str("\r\n");
@@ -325,8 +332,8 @@ fn parse_limits(text: &[u8]) -> Option<EncodingLimits> {
     let mut l = EncodingLimits::default();
     for pair in text.split_whitespace() {
         let (name, value) = pair.split_once('=')?;
-        if let Some(field) = limit_field(&mut l, name.as_bytes()) {
-            field.parse(value)?;
+        if let Some((_, field)) = LOGGED_LIMITS.iter().find(|(n, _)| *n == name) {
+            field(&mut l).parse(value)?;
         }
     }
     Some(l)
