@@ -516,8 +516,6 @@ pub struct AofLog {
     db: Option<usize>,
     /// The thresholds the file's last `#KVLIMITS` line states.
     limits_logged: Option<EncodingLimits>,
-    /// The thresholds the next write runs under.
-    limits_now: EncodingLimits,
     /// The second of the last `#TS:` annotation.
     last_timestamp: u64,
     /// Bytes written since the last fsync.
@@ -600,7 +598,6 @@ impl AofLog {
             buf: Vec::new(),
             db: None,
             limits_logged: None,
-            limits_now: EncodingLimits::default(),
             last_timestamp: 0,
             unsynced: false,
             error: None,
@@ -683,7 +680,6 @@ impl AofLog {
             buf: Vec::new(),
             db: None,
             limits_logged: None,
-            limits_now: EncodingLimits::default(),
             last_timestamp: 0,
             unsynced: false,
             error: None,
@@ -757,16 +753,18 @@ impl AofLog {
         self.settings.timestamps = on;
     }
 
-    fn stamp(&mut self, ctx: &Ctx, db: usize) {
+    /// What a write ran with, before it: the second (`#TS:`, which Redis's
+    /// tools look for first), the thresholds if the file does not state
+    /// them yet, the database, the time and seed.
+    fn stamp(&mut self, ctx: &Ctx, db: usize, limits: &EncodingLimits) {
         let second = ctx.now_ms / 1000;
         if self.settings.timestamps && second > self.last_timestamp {
             let _ = write!(self.buf, "#TS:{second}\r\n");
             self.last_timestamp = second;
         }
-        if self.limits_logged != Some(self.limits_now) {
-            self.buf
-                .extend_from_slice(limits_line(&self.limits_now).as_bytes());
-            self.limits_logged = Some(self.limits_now);
+        if self.limits_logged.as_ref() != Some(limits) {
+            self.buf.extend_from_slice(limits_line(limits).as_bytes());
+            self.limits_logged = Some(*limits);
         }
         if self.db != Some(db) {
             push_command(&mut self.buf, &[b"SELECT", db.to_string().as_bytes()]);
@@ -775,22 +773,15 @@ impl AofLog {
         let _ = writeln!(self.buf, "#KV {} {}\r", ctx.now_ms, ctx.seed);
     }
 
-    /// The thresholds the next writes run under: stated in the file
-    /// before the next write (after its `#TS:`, which Redis's tools look
-    /// for first) if the file does not say them yet.
-    pub fn limits_are(&mut self, limits: &EncodingLimits) {
-        self.limits_now = *limits;
-    }
-
-    /// Logs one command that ran with `ctx` in `db`.
-    pub fn command(&mut self, ctx: &Ctx, db: usize, args: &[Bytes]) {
-        self.stamp(ctx, db);
+    /// Logs one command that ran with `ctx` in `db` under `limits`.
+    pub fn command(&mut self, ctx: &Ctx, db: usize, limits: &EncodingLimits, args: &[Bytes]) {
+        self.stamp(ctx, db, limits);
         push_command(&mut self.buf, args);
     }
 
     /// Logs a block of commands that ran as one (EXEC).
-    pub fn block(&mut self, ctx: &Ctx, db: usize, cmds: &[Vec<Bytes>]) {
-        self.stamp(ctx, db);
+    pub fn block(&mut self, ctx: &Ctx, db: usize, limits: &EncodingLimits, cmds: &[Vec<Bytes>]) {
+        self.stamp(ctx, db, limits);
         push_command(&mut self.buf, &[b"MULTI"]);
         for args in cmds {
             push_command(&mut self.buf, args);
@@ -1128,8 +1119,7 @@ mod tests {
         small.set_max_intset_entries = 3;
         small.list_max_listpack_size = -5;
         for limits in [defaults, defaults, small, small, defaults] {
-            log.limits_are(&limits);
-            log.command(&t, 0, &[b("XADD"), b("s"), b("*"), b("f"), b("v")]);
+            log.command(&t, 0, &limits, &[b("XADD"), b("s"), b("*"), b("f"), b("v")]);
         }
         log.flush().unwrap();
         let m = AofLog::read_manifest(&settings).unwrap().unwrap();
@@ -1178,8 +1168,7 @@ mod tests {
         assert_eq!(later, [Replayed::Limits(depth_2)]);
         // A rewrite's new file states them again before its first write.
         let _ = log.begin_rewrite();
-        log.limits_are(&defaults);
-        log.command(&t, 0, &[b("DEL"), b("s")]);
+        log.command(&t, 0, &defaults, &[b("DEL"), b("s")]);
         log.flush().unwrap();
         let m = AofLog::read_manifest(&settings).unwrap().unwrap();
         let (_, incrs) = AofLog::files(&settings, &m);
@@ -1199,9 +1188,15 @@ mod tests {
             now_ms: 1000,
             seed: 7,
         };
-        log.command(&t1, 0, &[b("SET"), b("k"), b("v")]);
-        log.block(&t1, 2, &[vec![b("INCR"), b("n")], vec![b("SPOP"), b("s")]]);
-        log.command(&t1, 2, &[b("DEL"), b("k")]);
+        let limits = EncodingLimits::default();
+        log.command(&t1, 0, &limits, &[b("SET"), b("k"), b("v")]);
+        log.block(
+            &t1,
+            2,
+            &limits,
+            &[vec![b("INCR"), b("n")], vec![b("SPOP"), b("s")]],
+        );
+        log.command(&t1, 2, &limits, &[b("DEL"), b("k")]);
         log.flush().unwrap();
         let m = AofLog::read_manifest(&settings).unwrap().unwrap();
         let (base, incrs) = AofLog::files(&settings, &m);
@@ -1272,10 +1267,20 @@ mod tests {
         };
         let ctx = Ctx { now_ms: 1, seed: 1 };
         let mut log = AofLog::create(settings.clone(), b"BASE1").unwrap();
-        log.command(&ctx, 0, &[b("SET"), b("a"), b("1")]);
+        log.command(
+            &ctx,
+            0,
+            &EncodingLimits::default(),
+            &[b("SET"), b("a"), b("1")],
+        );
         let pending = log.begin_rewrite().unwrap();
         assert!(log.begin_rewrite().is_err());
-        log.command(&ctx, 0, &[b("SET"), b("b"), b("2")]);
+        log.command(
+            &ctx,
+            0,
+            &EncodingLimits::default(),
+            &[b("SET"), b("b"), b("2")],
+        );
         log.flush().unwrap();
         // Before the base is in place the manifest has both files.
         let m = AofLog::read_manifest(&settings).unwrap().unwrap();

@@ -214,6 +214,7 @@ pub enum SetError {
 impl Config {
     /// The encoding thresholds the state machine uses.
     pub fn encoding_limits(&self) -> kvasir_core::EncodingLimits {
+        let defaults = kvasir_core::EncodingLimits::default();
         kvasir_core::EncodingLimits {
             hash_max_listpack_entries: self.hash_max_listpack_entries,
             hash_max_listpack_value: self.hash_max_listpack_value,
@@ -225,19 +226,21 @@ impl Config {
             list_max_listpack_size: self.list_max_listpack_size,
             // Redis's quicklist keeps the depth in 16 bits (COMPRESS_MAX).
             list_compress_depth: self.list_compress_depth.min(65535),
-            stream_node_max_entries: self.stored_u64("stream-node-max-entries"),
-            stream_node_max_bytes: self.stored_u64("stream-node-max-bytes"),
+            stream_node_max_entries: self
+                .stored_u64("stream-node-max-entries", defaults.stream_node_max_entries),
+            stream_node_max_bytes: self
+                .stored_u64("stream-node-max-bytes", defaults.stream_node_max_bytes),
             script_max_instructions: self.script_max_instructions,
         }
     }
 
     /// A numeric parameter kept with the Redis parameters (checked and
-    /// normalized to a plain number when it was set).
-    fn stored_u64(&self, name: &str) -> u64 {
+    /// normalized to a plain number when it was set), or `default`.
+    fn stored_u64(&self, name: &str, default: u64) -> u64 {
         self.stored
             .get(name)
             .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
+            .unwrap_or(default)
     }
 
     /// `tracking-table-max-keys` (stored with the Redis parameters); 0 is

@@ -148,8 +148,7 @@ impl LocalStore {
     /// Appends a command that ran with `ctx` to the log, if there is one.
     fn log_command(&mut self, ctx: &Ctx, db: usize, args: &[Bytes]) {
         if let Some(aof) = self.aof.as_mut() {
-            aof.limits_are(&self.store.limits);
-            aof.command(ctx, db, &loggable(&self.store, args));
+            aof.command(ctx, db, &self.store.limits, &loggable(&self.store, args));
         }
     }
 
@@ -288,8 +287,7 @@ impl LocalStore {
             on_write(db, w)
         });
         if let Some(aof) = self.aof.as_mut() {
-            aof.limits_are(&self.store.limits);
-            log_applied(aof, cmd, &ctx, removed);
+            log_applied(aof, cmd, &ctx, &self.store.limits, removed);
         }
         applied
     }
@@ -342,24 +340,26 @@ fn loggable<'a>(store: &Store, args: &'a [Bytes]) -> std::borrow::Cow<'a, [Bytes
 }
 
 /// Logs a shard command the store applied: an EXEC block as MULTI ...
-/// EXEC, expired or evicted keys as the DEL of those it removed.
+/// EXEC, expired or evicted keys as the DEL of those it removed; all ran
+/// under `limits`.
 fn log_applied(
     aof: &mut crate::aof::AofLog,
     cmd: &ShardCmd,
     ctx: &Ctx,
+    limits: &kvasir_core::EncodingLimits,
     removed: Vec<(usize, Vec<Bytes>)>,
 ) {
     match cmd {
         ShardCmd::Commands { db, cmds, multi } => {
             if *multi {
-                aof.block(ctx, *db, cmds);
+                aof.block(ctx, *db, limits, cmds);
             } else {
                 for args in cmds {
-                    aof.command(ctx, *db, args);
+                    aof.command(ctx, *db, limits, args);
                 }
             }
         }
-        ShardCmd::AsUser { cmd, .. } => log_applied(aof, cmd, ctx, removed),
+        ShardCmd::AsUser { cmd, .. } => log_applied(aof, cmd, ctx, limits, removed),
         // Expire, Evict (WatchedExec and WatchDigests are cluster mode's).
         _ => {
             for (db, keys) in removed {
@@ -369,7 +369,7 @@ fn log_applied(
                 let mut args = Vec::with_capacity(keys.len() + 1);
                 args.push(Bytes::from_static(b"DEL"));
                 args.extend(keys);
-                aof.command(ctx, db, &args);
+                aof.command(ctx, db, limits, &args);
             }
         }
     }

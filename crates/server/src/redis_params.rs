@@ -317,6 +317,16 @@ fn is_number(s: &str) -> bool {
     s.parse::<i64>().is_ok()
 }
 
+/// Numbers Kvasir reads from here that Redis bounds below at 0, with
+/// Redis's text for a negative one.
+const NON_NEGATIVE: &[(&str, &str)] = &[
+    (
+        "stream-node-max-entries",
+        "argument must be between 0 and 9223372036854775807 inclusive",
+    ),
+    ("stream-node-max-bytes", "argument must be a memory value"),
+];
+
 /// Redis's checks by kind: booleans take yes/no, numbers an integer (or a
 /// memory value such as `64mb`), text anything; the signals' shutdown
 /// settings their flag words.
@@ -358,18 +368,9 @@ fn check(name: &str, default: &str, value: &str) -> Result<(), Refused> {
             ));
         }
     }
-    // Redis's bounds for the numbers Kvasir reads from here.
     if value.starts_with('-') {
-        match name {
-            "stream-node-max-entries" => {
-                return Err(Refused::Invalid(
-                    "argument must be between 0 and 9223372036854775807 inclusive".into(),
-                ))
-            }
-            "stream-node-max-bytes" => {
-                return Err(Refused::Invalid("argument must be a memory value".into()))
-            }
-            _ => {}
+        if let Some((_, why)) = NON_NEGATIVE.iter().find(|(n, _)| *n == name) {
+            return Err(Refused::Invalid((*why).into()));
         }
     }
     if is_bool(default) && !is_bool(&value.to_ascii_lowercase()) {
