@@ -9,11 +9,12 @@
 # many-core estimate starts from.
 #
 # With BASE=<kvasir binary> (e.g. one bench/ab.sh built from an older
-# revision) that binary runs too, with --threads 1, as the first column:
-# the before/after of a change on the cluster path, in the same run.
+# revision) that binary runs too, with --threads $BASE_THREADS (default 1),
+# as the first column: the before/after of a change on the cluster path,
+# in the same run.
 #
 # Usage: bench/cluster-threads.sh
-# Environment: THREADS (default "1 2"), BASE (optional), N (default 100000), REPEAT
+# Environment: THREADS (default "1 2"), BASE (optional), BASE_THREADS, N (default 100000), REPEAT
 # (default 3), CLIENTS (default 50), PIPELINES (default "1 16"), TESTS
 # (default "set,get,incr"), plus lib-cluster.sh's KVASIR, KVASIR_ARGS,
 # START_TIMEOUT, REBALANCE_TIMEOUT.
@@ -22,6 +23,7 @@ set -euo pipefail
 NAME=cluster-threads
 THREADS=${THREADS:-"1 2"}
 BASE=${BASE:-}
+BASE_THREADS=${BASE_THREADS:-1}
 N=${N:-100000}
 REPEAT=${REPEAT:-3}
 CLIENTS=${CLIENTS:-50}
@@ -76,7 +78,8 @@ fsyncs() { # the three nodes' Raft log fsyncs so far (INFO raft)
 RESULTS="$WORK/results"
 : >"$RESULTS"
 NEW=$KVASIR
-# Configurations: a label per column; "base" is BASE with --threads 1.
+# Configurations: a label per column; "base" is BASE with --threads
+# $BASE_THREADS.
 CONFIGS="${BASE:+base }$THREADS"
 for rep in $(seq 1 "$REPEAT"); do
     read -r -a order <<<"$CONFIGS"
@@ -86,7 +89,7 @@ for rep in $(seq 1 "$REPEAT"); do
     for t in "${order[@]}"; do
         if [ "$t" = base ]; then
             KVASIR=$BASE
-            cluster_init --threads 1
+            cluster_init --threads "$BASE_THREADS"
         else
             KVASIR=$NEW
             cluster_init --threads "$t"
@@ -124,7 +127,7 @@ done
 echo
 echo "3 nodes, RF=3, --wal fsync, 24 shards; redis-benchmark --cluster -c $CLIENTS -r 16384 -n $N -q; medians of $REPEAT runs, order rotated."
 echo "CPU is the three nodes' utime+stime per request (all on this machine)."
-[ -z "$BASE" ] || echo "base: $BASE with --threads 1."
+[ -z "$BASE" ] || echo "base: $BASE with --threads $BASE_THREADS."
 echo
 label() { if [ "$1" = base ]; then echo "base"; else echo "--threads $1"; fi; }
 header="| test |"

@@ -692,3 +692,45 @@ fn lowering_the_tracking_table_limit_invalidates_the_oldest_keys() {
     assert!(String::from_utf8_lossy(&push).contains("key2"));
     let _ = writer.cmd_str(&["CONFIG", "SET", "tracking-table-max-keys", "0"]);
 }
+
+/// A BCAST client hears every write its node applies, as leader or as
+/// follower, whichever of the node's threads runs the key's shard (with
+/// `--threads 3` most shards are on shard threads, which send written
+/// keys to the main thread only while a client there tracks, watches or
+/// waits: the flag is set when tracking starts, before any command).
+#[test]
+fn cluster_bcast_hears_every_write_its_node_applies_on_any_thread() {
+    let c = cluster::Cluster::start(&["--threads", "3"]);
+    let mut bcast = Conn::resp3(c.port(1));
+    assert_eq!(bcast.call(&["CLIENT", "TRACKING", "on", "BCAST"]), ok());
+    let client = c.cluster_client();
+    let mut conn = client.get_connection().expect("cluster connection");
+    let written: Vec<String> = (0..40).map(|i| format!("bcast:{i}")).collect();
+    for key in &written {
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg(1)
+            .query(&mut conn)
+            .expect("set");
+    }
+    let mut heard = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while heard.len() < written.len() && Instant::now() < deadline {
+        let Some(frame) = bcast.next_within(Duration::from_millis(200)) else {
+            continue;
+        };
+        let F::Push(parts) = frame else {
+            panic!("only invalidations are sent: {frame:?}")
+        };
+        let Some(F::Array(keys)) = parts.get(1) else {
+            panic!("invalidate with keys: {parts:?}")
+        };
+        for k in keys {
+            if let F::Bulk(b) = k {
+                heard.insert(String::from_utf8_lossy(b).into_owned());
+            }
+        }
+    }
+    let missing: Vec<&String> = written.iter().filter(|k| !heard.contains(*k)).collect();
+    assert!(missing.is_empty(), "no invalidation for {missing:?}");
+}

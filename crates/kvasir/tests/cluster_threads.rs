@@ -133,6 +133,39 @@ fn shards_on_threads_serve_and_replicate_every_command() {
         "a watched key written by another client aborts EXEC"
     );
 
+    // Any write of a watched key aborts EXEC, one that leaves its value as
+    // it was too (the digests EXEC carries would not tell): the shard
+    // thread must send the written key to the main thread's watchers, for
+    // keys of shards on every thread.
+    for i in 0..12 {
+        let key = format!("watched:{i}");
+        let leader =
+            c.wait_leader_of_slot(cluster::key_slot(key.as_bytes()), Duration::from_secs(10));
+        let mut watcher = c.conn(leader);
+        let _: () = redis::cmd("SET")
+            .arg(&key)
+            .arg("same")
+            .query(&mut conn)
+            .expect("set");
+        let _: () = redis::cmd("WATCH")
+            .arg(&key)
+            .query(&mut watcher)
+            .expect("watch");
+        let _: () = redis::cmd("SET")
+            .arg(&key)
+            .arg("same")
+            .query(&mut conn)
+            .expect("set");
+        let exec: Option<Vec<String>> = redis::pipe()
+            .atomic()
+            .cmd("SET")
+            .arg(&key)
+            .arg("mine")
+            .query(&mut watcher)
+            .expect("exec");
+        assert_eq!(exec, None, "{key}: a write of the same value aborts EXEC");
+    }
+
     // Every replica holds the same content.
     c.wait_digests_equal(Duration::from_secs(20));
 

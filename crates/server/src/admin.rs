@@ -827,6 +827,11 @@ fn client_tracking(s: &mut Session, rest: &[Bytes]) -> AdminResult {
         crate::tracking::check_enable(&s.info.tracking.borrow(), &req)
             .map_err(|e| e.to_cmd_error())?;
         s.server.tracking.borrow_mut().enable(&s.info, req);
+        // BCAST hears of writes this node applies as a follower too, which
+        // no job of this thread precedes.
+        if let Some(node) = &s.server.cluster {
+            node.hooks.refresh_keys_wanted();
+        }
     } else {
         s.server.tracking.borrow_mut().disable(&s.info);
     }

@@ -16,7 +16,7 @@
 use super::sm::{HookSink, LaneWrite, NodeSm, ShardCounts, ShardSm};
 use kvasir_raft::transport::{Inbox, Transport};
 use kvasir_raft::{Fatal, GroupRoles, GroupSpec, GroupStatus, LogCounters, LogWriter, MultiRaft};
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -71,6 +71,7 @@ pub struct LaneSetup {
     pub shards: Vec<LaneShard>,
     pub writes: mpsc::UnboundedSender<LaneWrite>,
     pub notify: Arc<AtomicU32>,
+    pub keys_wanted: Arc<AtomicBool>,
     pub fatal: mpsc::UnboundedSender<Fatal>,
     pub writer: Arc<LogWriter>,
 }
@@ -127,6 +128,7 @@ pub async fn spawn(setup: LaneSetup) -> Result<Lane, String> {
                     shards,
                     writes,
                     notify,
+                    keys_wanted,
                     fatal,
                     writer,
                     ..
@@ -137,6 +139,7 @@ pub async fn spawn(setup: LaneSetup) -> Result<Lane, String> {
                         let hooks = HookSink::Lane {
                             events: writes.clone(),
                             notify: notify.clone(),
+                            keys_wanted: keys_wanted.clone(),
                         };
                         GroupSpec {
                             id: s.id,

@@ -474,6 +474,7 @@ impl ClusterNode {
                     shards,
                     writes: writes_tx.clone(),
                     notify: hooks.notify.clone(),
+                    keys_wanted: hooks.keys_wanted.clone(),
                     fatal: fatal_tx.clone(),
                     writer: writer.clone().ok_or("no log writer")?,
                 })
@@ -604,6 +605,15 @@ impl ClusterNode {
             Some(&l) if l > 0 => self.lanes.get(l - 1),
             _ => None,
         }
+    }
+
+    /// The shard thread of `shard`, about to be handed a job: the flag
+    /// that tells shard threads whether written keys are wanted is set
+    /// first, so it is in force for every write applied after the job.
+    fn lane_for_job(&self, shard: u64) -> Option<&Lane> {
+        let lane = self.lane(shard)?;
+        self.hooks.refresh_keys_wanted();
+        Some(lane)
     }
 
     pub fn is_leader(&self, shard: u64) -> bool {
@@ -901,7 +911,7 @@ impl ClusterNode {
         shard: u64,
         f: impl FnOnce(&MultiRaft<NodeSm>) -> R + Send + 'static,
     ) -> impl Future<Output = Option<R>> + 'static {
-        let ran = match self.lane(shard) {
+        let ran = match self.lane_for_job(shard) {
             Some(lane) => {
                 let (tx, rx) = oneshot::channel();
                 lane.run(Box::new(move |raft| {
@@ -936,7 +946,7 @@ impl ClusterNode {
     }
 
     pub fn propose(&self, shard: u64, cmd: &Cmd) -> oneshot::Receiver<Result<Out, RaftError>> {
-        let Some(lane) = self.lane(shard) else {
+        let Some(lane) = self.lane_for_job(shard) else {
             return self.raft.propose(shard, cmd);
         };
         // Encoded here, so the shard thread only orders and applies.
@@ -948,7 +958,7 @@ impl ClusterNode {
     }
 
     pub fn read(&self, shard: u64, cmd: Cmd) -> oneshot::Receiver<Result<Out, RaftError>> {
-        let Some(lane) = self.lane(shard) else {
+        let Some(lane) = self.lane_for_job(shard) else {
             return self.raft.read(shard, cmd);
         };
         let (tx, rx) = oneshot::channel();

@@ -14,7 +14,10 @@ use kvasir_raft::{EntryCtx, StateMachine};
 use kvasir_resp::Reply;
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed,
+    Ordering::Release,
+};
 use std::sync::Arc;
 use tokio::sync::{mpsc, Notify};
 
@@ -64,6 +67,10 @@ pub struct WriteHooks {
     /// takes it before an apply, on whichever thread. Local configuration,
     /// not replicated.
     pub notify: Arc<AtomicU32>,
+    /// Whether a client of this node watches, tracks or waits on keys:
+    /// shard threads send the keys they write only while it is set (see
+    /// [`WriteHooks::refresh_keys_wanted`]).
+    pub keys_wanted: Arc<AtomicBool>,
     /// Keyspace events applied on this node, by shard, for the publishing
     /// task (`cluster::publish_loop`), which publishes those of the shards
     /// this node leads.
@@ -84,6 +91,7 @@ impl WriteHooks {
             ready: RefCell::default(),
             ready_notify: Notify::new(),
             notify: Arc::default(),
+            keys_wanted: Arc::default(),
             events: RefCell::default(),
             events_notify: Notify::new(),
         }
@@ -117,6 +125,23 @@ impl WriteHooks {
         }
     }
 
+    /// Sets [`WriteHooks::keys_wanted`] from the registries. The main
+    /// thread calls it before it hands a shard thread a job and when a
+    /// client starts tracking: a client registers before the command that
+    /// makes it care is sent (WATCH's digest read, a blocking command's
+    /// proposal, a tracked read), and the job's channel orders the flag
+    /// before every write the shard thread applies after the job. Only
+    /// this thread registers, so a flag it clears stays right until it
+    /// registers again.
+    pub fn refresh_keys_wanted(&self) {
+        let wanted = !self.watches.borrow().is_empty()
+            || !self.tracking.borrow().is_idle()
+            || !self.blocking.borrow().is_empty();
+        if self.keys_wanted.load(Relaxed) != wanted {
+            self.keys_wanted.store(wanted, Release);
+        }
+    }
+
     /// The keyspace events applied since the last call, by shard.
     pub fn take_events(&self) -> Vec<(u64, kvasir_core::notify::Event)> {
         std::mem::take(&mut self.events.borrow_mut())
@@ -141,6 +166,7 @@ pub enum HookSink {
     Lane {
         events: mpsc::UnboundedSender<LaneWrite>,
         notify: Arc<AtomicU32>,
+        keys_wanted: Arc<AtomicBool>,
     },
 }
 
@@ -187,7 +213,19 @@ impl HookSink {
     fn after_write(&self, shard: u64, db: usize, written: Written) {
         match self {
             HookSink::Local(h) => h.after_write(shard, db, written),
-            HookSink::Lane { events, .. } => {
+            HookSink::Lane {
+                events,
+                keys_wanted,
+                ..
+            } => {
+                // Keyspace events are only made when notify-keyspace-events
+                // asks for them; written keys only matter to watchers,
+                // trackers and waiters, and nothing else of the main
+                // thread reads them.
+                let is_events = matches!(written, Written::Events(_));
+                if !is_events && !keys_wanted.load(Acquire) {
+                    return;
+                }
                 let _ = events.send(LaneWrite {
                     shard,
                     db,
