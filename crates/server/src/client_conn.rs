@@ -17,7 +17,6 @@
 
 use bytes::{Bytes, BytesMut};
 use std::io;
-use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
@@ -83,8 +82,8 @@ impl ClientConn for TcpStream {
     }
 }
 
-/// A client on the Unix socket (`unixsocket`), served on the data thread
-/// itself whatever `--threads` is.
+/// A client on the Unix socket (`unixsocket`) whose socket the data thread
+/// reads and writes itself (`--threads 1`).
 pub struct UnixConn {
     pub stream: UnixStream,
     /// The socket's path, as CLIENT LIST shows it.
@@ -156,7 +155,7 @@ pub struct ChannelConn {
     outbound: Option<mpsc::Sender<Bytes>>,
     /// A chunk `closed_or_more` received: it belongs to the next read.
     held: Option<Bytes>,
-    local: SocketAddr,
+    local: ClientAddr,
     fd: i32,
 }
 
@@ -164,7 +163,7 @@ impl ChannelConn {
     pub(crate) fn new(
         inbound: mpsc::Receiver<Bytes>,
         outbound: mpsc::Sender<Bytes>,
-        local: SocketAddr,
+        local: ClientAddr,
         fd: i32,
     ) -> ChannelConn {
         ChannelConn {
@@ -233,7 +232,7 @@ impl ClientConn for ChannelConn {
     }
 
     fn local_addr(&self) -> io::Result<ClientAddr> {
-        Ok(ClientAddr::Tcp(self.local))
+        Ok(self.local.clone())
     }
 
     fn fd(&self) -> i32 {

@@ -3,9 +3,9 @@
 //! while the data thread keeps everything else (parsing, routing, every
 //! shard, pub/sub, blocking, the Raft loop).
 //!
-//! The accept loop stays on the data thread (maxclients, stats) and hands
-//! each accepted socket round-robin to an I/O thread, where a pump moves
-//! bytes between the socket and the session's [`ChannelConn`]:
+//! The accept loops stay on the data thread (maxclients, stats) and hand
+//! each accepted socket, TCP or Unix, round-robin to an I/O thread, where a
+//! pump moves bytes between the socket and the session's [`ChannelConn`]:
 //!
 //! - reads: as much as the socket has (a 16 KiB buffer at least), each read
 //!   forwarded as one `Bytes` chunk into a bounded channel. A session that
@@ -17,14 +17,15 @@
 //!   ends (its channel ends dropped), the pump writes what is queued, shuts
 //!   the socket down and exits.
 
-use crate::client_conn::ChannelConn;
+use crate::client_conn::{ChannelConn, ClientAddr};
 use bytes::{Buf, Bytes, BytesMut};
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::os::fd::AsRawFd;
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
+use std::rc::Rc;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::mpsc;
 
 /// The pump's read buffer: Redis's PROTO_IOBUF_LEN. An idle connection
@@ -37,9 +38,15 @@ const CHANNEL_CHUNKS: usize = 16;
 /// Most chunks handed to one `writev`.
 const MAX_IOV: usize = 32;
 
+/// A client socket, deregistered from the data thread's reactor.
+enum Socket {
+    Tcp(std::net::TcpStream),
+    Unix(std::os::unix::net::UnixStream),
+}
+
 /// A socket on its way to an I/O thread with the pump's channel ends.
 struct Handoff {
-    stream: std::net::TcpStream,
+    stream: Socket,
     to_session: mpsc::Sender<Bytes>,
     from_session: mpsc::Receiver<Bytes>,
 }
@@ -82,11 +89,22 @@ impl IoThreads {
     /// Moves an accepted socket to the next I/O thread (round-robin) and
     /// returns the session's end of it.
     pub fn hand_off(&self, stream: TcpStream) -> io::Result<ChannelConn> {
-        let local = stream.local_addr()?;
+        let local = ClientAddr::Tcp(stream.local_addr()?);
         // Deregisters it from the data thread's reactor; the I/O thread
         // registers it with its own.
         let stream = stream.into_std()?;
         let fd = stream.as_raw_fd();
+        self.send(Socket::Tcp(stream), local, fd)
+    }
+
+    /// [`IoThreads::hand_off`] for a client of the Unix socket at `path`.
+    pub fn hand_off_unix(&self, stream: UnixStream, path: Rc<str>) -> io::Result<ChannelConn> {
+        let stream = stream.into_std()?;
+        let fd = stream.as_raw_fd();
+        self.send(Socket::Unix(stream), ClientAddr::Unix(path), fd)
+    }
+
+    fn send(&self, stream: Socket, local: ClientAddr, fd: i32) -> io::Result<ChannelConn> {
         let (to_session, inbound) = mpsc::channel(CHANNEL_CHUNKS);
         let (outbound, from_session) = mpsc::channel(CHANNEL_CHUNKS);
         let i = self.next.get();
@@ -111,22 +129,31 @@ async fn pump(handoff: Handoff) {
     } = handoff;
     // `from_std` wants a non-blocking socket; `into_std` leaves it so, but
     // this is cheap and makes the requirement explicit.
-    let stream = match stream
-        .set_nonblocking(true)
-        .and_then(|()| TcpStream::from_std(stream))
-    {
-        Ok(s) => s,
-        Err(e) => {
-            // Dropping the channel ends ends the session (it sees EOF).
-            tracing::warn!("cannot register a client socket on an I/O thread: {e}");
-            return;
-        }
-    };
-    run_pump(stream, to_session, from_session).await;
+    match stream {
+        Socket::Tcp(s) => match s
+            .set_nonblocking(true)
+            .and_then(|()| TcpStream::from_std(s))
+        {
+            Ok(s) => run_pump(s, to_session, from_session).await,
+            Err(e) => not_registered(e),
+        },
+        Socket::Unix(s) => match s
+            .set_nonblocking(true)
+            .and_then(|()| UnixStream::from_std(s))
+        {
+            Ok(s) => run_pump(s, to_session, from_session).await,
+            Err(e) => not_registered(e),
+        },
+    }
 }
 
-async fn run_pump(
-    mut stream: TcpStream,
+/// Dropping the channel ends ends the session (it sees EOF).
+fn not_registered(e: io::Error) {
+    tracing::warn!("cannot register a client socket on an I/O thread: {e}");
+}
+
+async fn run_pump<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
     to_session: mpsc::Sender<Bytes>,
     mut from_session: mpsc::Receiver<Bytes>,
 ) {
@@ -189,8 +216,8 @@ async fn run_pump(
 
 /// Waits for room in the session's channel, then reads what the socket has.
 /// None: EOF, an error, or the session is gone.
-async fn read_with_permit<'a>(
-    stream: &mut TcpStream,
+async fn read_with_permit<'a, S: AsyncRead + Unpin>(
+    stream: &mut S,
     buf: &mut BytesMut,
     to_session: Option<&'a mpsc::Sender<Bytes>>,
 ) -> Option<(mpsc::Permit<'a, Bytes>, usize)> {
@@ -204,8 +231,8 @@ async fn read_with_permit<'a>(
 }
 
 /// Writes every queued chunk, several per system call.
-async fn write_all_vectored(
-    stream: &mut TcpStream,
+async fn write_all_vectored<S: AsyncWrite + Unpin>(
+    stream: &mut S,
     queued: &mut VecDeque<Bytes>,
 ) -> io::Result<()> {
     while !queued.is_empty() {

@@ -495,6 +495,7 @@ async fn serve(config: Config) -> std::io::Result<()> {
             server.clone(),
             unix.listener.clone(),
             unix.path.clone(),
+            server.listening.io_threads.borrow().clone(),
         ));
     }
     let appendonly = server.config.borrow().appendonly;
@@ -746,11 +747,12 @@ impl Drop for UnixSocket {
 }
 
 /// Clients of the Unix socket: local by definition (protected mode does
-/// not apply), served on the data thread.
+/// not apply); with I/O threads their sockets go to them as TCP clients'.
 async fn accept_unix_loop(
     server: Rc<Server>,
     listener: Rc<tokio::net::UnixListener>,
     path: Rc<str>,
+    io_threads: Option<Rc<crate::io_threads::IoThreads>>,
 ) {
     loop {
         let mut stream = match listener.accept().await {
@@ -763,12 +765,23 @@ async fn accept_unix_loop(
         if refused_for_maxclients(&server, &mut stream).await {
             continue;
         }
-        let conn = crate::client_conn::UnixConn {
-            stream,
-            path: path.clone(),
-        };
         let addr = crate::clients::ClientAddr::Unix(path.clone());
-        tokio::task::spawn_local(session::run(server.clone(), conn, addr));
+        match &io_threads {
+            None => {
+                let conn = crate::client_conn::UnixConn {
+                    stream,
+                    path: path.clone(),
+                };
+                tokio::task::spawn_local(session::run(server.clone(), conn, addr));
+            }
+            Some(io) => match io.hand_off_unix(stream, path.clone()) {
+                Ok(conn) => {
+                    tokio::task::spawn_local(session::run(server.clone(), conn, addr));
+                }
+                // The socket is closed (dropped); the client sees EOF.
+                Err(e) => warn!("cannot hand a connection to an I/O thread: {e}"),
+            },
+        }
     }
 }
 
