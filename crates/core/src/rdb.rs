@@ -1081,8 +1081,9 @@ fn estimate_entries_read(st: &StreamContent<'_>, id: StreamId) -> Option<u64> {
 /// Listpack bytes at which DUMP starts another quicklist node (Redis's
 /// default list-max-listpack-size -2).
 const LIST_NODE_BYTES: usize = 8192;
-/// Entries per stream listpack (stream-node-max-entries).
-const STREAM_NODE_ENTRIES: usize = 100;
+/// Entries per stream listpack for content without nodes of its own
+/// (Redis's default stream-node-max-entries).
+const STREAM_NODE_ENTRIES: usize = kvasir_engine_memory::stream::NODE_MAX_ENTRIES as usize;
 
 /// The DUMP payload of `v`: type, body, version and checksum.
 pub fn dump<K: Keyspace>(v: &Value<K>) -> Vec<u8> {

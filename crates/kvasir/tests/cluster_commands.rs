@@ -1039,3 +1039,28 @@ fn a_pipeline_over_slots_of_one_shard_is_one_proposal() {
         after - before
     );
 }
+
+/// The encoding thresholds are replicated state: a node configured with
+/// others says at start that they are ignored, every shard converts values
+/// at Redis's defaults, and CONFIG SET of one is refused with the reason.
+#[test]
+fn encoding_thresholds_of_the_configuration_are_ignored_with_a_word() {
+    let mut c = Cluster::start(&["--hash-max-listpack-entries", "2"]);
+    assert!(
+        c.log(1).contains("are ignored in cluster mode"),
+        "{}",
+        cluster::tail(&c.log(1), 20)
+    );
+    let leader = c.wait_leader_of_slot(key_slot(b"small"), Duration::from_secs(20));
+    let mut conn = c.conn(leader);
+    ok(&mut conn, &["HSET", "small", "a", "1", "b", "2", "c", "3"]);
+    assert_eq!(
+        ok(&mut conn, &["OBJECT", "ENCODING", "small"]),
+        redis::Value::BulkString(b"listpack".to_vec()),
+        "3 fields stay a listpack under Redis's default of 128"
+    );
+    assert_eq!(
+        err_text(cmd(&mut conn, &["CONFIG", "SET", "hash-max-listpack-entries", "4"])),
+        "ERR CONFIG SET of encoding thresholds is not supported in cluster mode (every shard uses Redis's defaults)"
+    );
+}

@@ -1074,7 +1074,7 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
                 // The thresholds are replicated state (they decide when a
                 // value converts), so a node-local change would diverge.
                 return Err(CmdError::other(
-                    "ERR CONFIG SET of encoding thresholds is not supported in cluster mode (set them at bootstrap)",
+                    "ERR CONFIG SET of encoding thresholds is not supported in cluster mode (every shard uses Redis's defaults)",
                 ));
             }
             // The OOM score is set after the checks above and is the last

@@ -444,6 +444,15 @@ async fn serve(config: Config) -> std::io::Result<()> {
         // As redis-server: a score it cannot write is logged, not fatal.
         let _ = crate::oom_score::apply(&oom_mode, oom_values);
     }
+    if config.initial_cluster.is_some()
+        && config.encoding_limits() != kvasir_core::EncodingLimits::default()
+    {
+        // Replicated state: every replica must convert values at the same
+        // sizes, whatever its own configuration says.
+        tracing::warn!(
+            "The encoding thresholds of the configuration (*-max-listpack-*, set-max-intset-entries, list-compress-depth, stream-node-max-*) are ignored in cluster mode: every shard uses Redis's defaults."
+        );
+    }
     let cluster = match config.initial_cluster {
         Some(_) => Some(
             crate::cluster::ClusterNode::start(
