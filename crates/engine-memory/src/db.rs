@@ -96,11 +96,123 @@ pub struct Db<V> {
     expires: usize,
     /// Stamps accesses (shared by a keyspace's databases).
     clock: Arc<AccessClock>,
-    /// Cluster mode: the hash slot of a key, and how many keys each slot
-    /// holds (indexed by slot, grown to the highest slot seen), kept on
-    /// every insert and removal so CLUSTER COUNTKEYSINSLOT needs no walk.
-    slot_of: Option<fn(&[u8]) -> u16>,
-    slot_counts: Vec<u32>,
+    /// Cluster mode: each hash slot's keys, kept on every insert and
+    /// removal so CLUSTER COUNTKEYSINSLOT and GETKEYSINSLOT need no walk.
+    slots: Option<Box<SlotIndex>>,
+}
+
+/// No position: the end of a slot's list, or an empty slot.
+const NO_POS: u32 = u32::MAX;
+
+/// Each hash slot's keys as a list through the entries' positions, newest
+/// first, as Redis 7.0 links a slot's keys: 8 bytes per key (the links,
+/// beside the entries, so a standalone database pays nothing) and 8 per
+/// slot seen.
+struct SlotIndex {
+    slot_of: fn(&[u8]) -> u16,
+    /// Indexed by slot, grown to the highest slot seen.
+    slots: Vec<SlotHead>,
+    /// Parallel to the entries: the neighbours of each in its slot's list.
+    links: ChunkedVec<SlotLink>,
+}
+
+#[derive(Clone, Copy)]
+struct SlotHead {
+    count: u32,
+    first: u32,
+}
+
+#[derive(Clone, Copy)]
+struct SlotLink {
+    prev: u32,
+    next: u32,
+}
+
+impl SlotIndex {
+    fn new(slot_of: fn(&[u8]) -> u16) -> SlotIndex {
+        SlotIndex {
+            slot_of,
+            slots: Vec::new(),
+            links: ChunkedVec::default(),
+        }
+    }
+
+    fn head_mut(&mut self, slot: u16) -> &mut SlotHead {
+        let i = slot as usize;
+        if i >= self.slots.len() {
+            self.slots.resize(
+                i + 1,
+                SlotHead {
+                    count: 0,
+                    first: NO_POS,
+                },
+            );
+        }
+        &mut self.slots[i]
+    }
+
+    /// Links the entry just pushed at `pos` (the last position) first in
+    /// its slot's list.
+    fn push(&mut self, pos: u32, key: &[u8]) {
+        debug_assert_eq!(pos as usize, self.links.len());
+        let slot = (self.slot_of)(key);
+        let head = self.head_mut(slot);
+        let next = head.first;
+        head.first = pos;
+        head.count += 1;
+        if next != NO_POS {
+            self.links[next as usize].prev = pos;
+        }
+        self.links.push(SlotLink { prev: NO_POS, next });
+    }
+
+    /// Unlinks the entry at `pos`, whose key is `key`, then follows the
+    /// entries' `swap_remove`: the last entry, whose key is `last_key`,
+    /// moves to `pos`.
+    fn swap_remove(&mut self, pos: u32, key: &[u8], last_key: &[u8]) {
+        let SlotLink { prev, next } = self.links[pos as usize];
+        let slot = (self.slot_of)(key);
+        let head = self.head_mut(slot);
+        head.count = head.count.saturating_sub(1);
+        if prev == NO_POS {
+            head.first = next;
+        } else {
+            self.links[prev as usize].next = next;
+        }
+        if next != NO_POS {
+            self.links[next as usize].prev = prev;
+        }
+        let last = self.links.len() as u32 - 1;
+        self.links.swap_remove(pos as usize);
+        if pos == last {
+            return;
+        }
+        // The moved entry's neighbours point at it by its old position.
+        let SlotLink { prev, next } = self.links[pos as usize];
+        if prev == NO_POS {
+            let slot = (self.slot_of)(last_key);
+            self.head_mut(slot).first = pos;
+        } else {
+            self.links[prev as usize].next = pos;
+        }
+        if next != NO_POS {
+            self.links[next as usize].prev = pos;
+        }
+    }
+
+    fn count(&self, slot: u16) -> usize {
+        self.slots
+            .get(slot as usize)
+            .map_or(0, |h| h.count as usize)
+    }
+
+    /// The positions of `slot`'s entries, newest first.
+    fn positions(&self, slot: u16) -> impl Iterator<Item = u32> + '_ {
+        let first = self.slots.get(slot as usize).map_or(NO_POS, |h| h.first);
+        std::iter::successors(Some(first).filter(|&p| p != NO_POS), move |&p| {
+            Some(self.links[p as usize].next).filter(|&n| n != NO_POS)
+        })
+    }
 }
 
 impl<V> Default for Db<V> {
@@ -121,45 +233,45 @@ impl<V> Db<V> {
             index: HashTable::new(),
             expires: 0,
             clock,
-            slot_of: None,
-            slot_counts: Vec::new(),
+            slots: None,
         }
     }
 
-    /// Counts keys per hash slot (`slot_of` gives a key's) from now on,
+    /// Indexes keys by hash slot (`slot_of` gives a key's) from now on,
     /// the keys already here included.
     pub fn count_slots(&mut self, slot_of: fn(&[u8]) -> u16) {
-        self.slot_of = Some(slot_of);
-        self.slot_counts.clear();
+        let mut index = SlotIndex::new(slot_of);
         for i in 0..self.entries.len() {
-            let slot = slot_of(&self.entries[i].key);
-            self.count_slot(slot);
+            index.push(i as u32, &self.entries[i].key);
         }
+        self.slots = Some(Box::new(index));
     }
 
     /// Keys in `slot`, expired ones not yet removed included (as Redis
     /// counts them); None unless [`Db::count_slots`] was called.
     pub fn keys_in_slot(&self, slot: u16) -> Option<usize> {
-        self.slot_of?;
-        Some(
-            self.slot_counts
-                .get(slot as usize)
-                .map_or(0, |&n| n as usize),
-        )
+        self.slots.as_ref().map(|index| index.count(slot))
     }
 
-    fn count_slot(&mut self, slot: u16) {
-        let i = slot as usize;
-        if i >= self.slot_counts.len() {
-            self.slot_counts.resize(i + 1, 0);
-        }
-        self.slot_counts[i] += 1;
+    /// The keys of `slot`, newest first, expired ones not yet removed
+    /// included (as Redis's GETKEYSINSLOT lists them); None unless
+    /// [`Db::count_slots`] was called.
+    pub fn slot_keys(&self, slot: u16) -> Option<impl Iterator<Item = &[u8]> + '_> {
+        let index = self.slots.as_ref()?;
+        Some(
+            index
+                .positions(slot)
+                .map(move |p| self.entries[p as usize].key.as_slice()),
+        )
     }
 
     /// Makes room for `additional` more keys (bulk loads such as restoring
     /// a snapshot), so the entry vector and index grow once.
     pub fn reserve(&mut self, additional: usize) {
         self.entries.reserve(additional);
+        if let Some(index) = &mut self.slots {
+            index.links.reserve(additional);
+        }
         let entries = &self.entries;
         self.index
             .reserve(additional, |&i| hash_key(&entries[i as usize].key));
@@ -267,8 +379,8 @@ impl<V> Db<V> {
         if expire_at != 0 {
             self.expires += 1;
         }
-        if let Some(slot_of) = self.slot_of {
-            self.count_slot(slot_of(key));
+        if let Some(index) = &mut self.slots {
+            index.push(pos, key);
         }
         pos
     }
@@ -401,14 +513,12 @@ impl<V> Db<V> {
                 *slot = pos as u32;
             }
         }
+        if let Some(index) = &mut self.slots {
+            index.swap_remove(pos as u32, &self.entries[pos].key, &self.entries[last].key);
+        }
         let removed = self.entries.swap_remove(pos)?;
         if removed.expire_at != 0 {
             self.expires -= 1;
-        }
-        if let Some(slot_of) = self.slot_of {
-            if let Some(n) = self.slot_counts.get_mut(slot_of(&removed.key) as usize) {
-                *n = n.saturating_sub(1);
-            }
         }
         self.shrink_if_sparse();
         Some(removed)
@@ -449,7 +559,9 @@ impl<V> Db<V> {
         self.entries = ChunkedVec::default();
         self.index = HashTable::new();
         self.expires = 0;
-        self.slot_counts = Vec::new();
+        if let Some(index) = &mut self.slots {
+            **index = SlotIndex::new(index.slot_of);
+        }
     }
 
     /// Approximate bytes owned by the entry of `key` (MEMORY USAGE).
@@ -484,18 +596,35 @@ mod tests {
         key.iter().map(|&b| b as u16).sum::<u16>() % 7
     }
 
-    fn walked(db: &Db<Value>, slot: u16) -> usize {
-        db.iter().filter(|e| tiny_slot(&e.key) == slot).count()
+    fn walked(db: &Db<Value>, slot: u16) -> Vec<Vec<u8>> {
+        let mut keys: Vec<Vec<u8>> = db
+            .iter()
+            .filter(|e| tiny_slot(&e.key) == slot)
+            .map(|e| e.key.to_vec())
+            .collect();
+        keys.sort();
+        keys
     }
 
-    /// The per-slot counts follow every way a key comes and goes (new
-    /// keys through each insert path, replacements that are not new,
-    /// expired entries removed or replaced, removals that move the last
-    /// entry, clear), and start from the keys already there.
+    fn listed(db: &Db<Value>, slot: u16) -> Vec<Vec<u8>> {
+        let mut keys: Vec<Vec<u8>> = db
+            .slot_keys(slot)
+            .expect("indexed")
+            .map(<[u8]>::to_vec)
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// The per-slot counts and key lists follow every way a key comes and
+    /// goes (new keys through each insert path, replacements that are not
+    /// new, expired entries removed or replaced, removals that move the
+    /// last entry, clear), and start from the keys already there.
     #[test]
-    fn slot_counts_match_a_walk_of_the_keys() {
+    fn slot_index_matches_a_walk_of_the_keys() {
         let mut db: Db<Value> = Db::new();
         assert_eq!(db.keys_in_slot(0), None, "not counted until asked");
+        assert!(db.slot_keys(0).is_none());
         db.set(b"before", Value::Int(0), None);
         db.count_slots(tiny_slot);
         let mut x: u64 = 12345;
@@ -529,16 +658,37 @@ mod tests {
             }
             if step % 97 == 0 || step == 3000 {
                 for slot in 0..8 {
+                    let keys = walked(&db, slot);
                     assert_eq!(
                         db.keys_in_slot(slot),
-                        Some(walked(&db, slot)),
+                        Some(keys.len()),
                         "step {step} slot {slot}"
                     );
+                    assert_eq!(listed(&db, slot), keys, "step {step} slot {slot}");
                 }
             }
         }
         let total: usize = (0..7).filter_map(|s| db.keys_in_slot(s)).sum();
         assert_eq!(total, db.len());
+    }
+
+    /// A slot lists its keys newest first, as Redis 7.0 does, whatever
+    /// removals moved them around in the entry vector.
+    #[test]
+    fn slot_keys_come_newest_first() {
+        let mut db: Db<Value> = Db::new();
+        db.count_slots(|_| 3);
+        for k in ["a", "b", "c", "d", "e"] {
+            db.set(k.as_bytes(), Value::Int(0), None);
+        }
+        // "a" leaves: "e" moves into its position; "c" leaves from the middle.
+        db.remove(b"a");
+        db.remove(b"c");
+        db.set(b"f", Value::Int(0), None);
+        let order: Vec<&[u8]> = db.slot_keys(3).expect("indexed").collect();
+        assert_eq!(order, [&b"f"[..], b"e", b"d", b"b"]);
+        assert_eq!(db.slot_keys(2).expect("indexed").count(), 0);
+        assert_eq!(db.slot_keys(60_000).expect("indexed").count(), 0);
     }
 
     /// The reserve is announced exactly before the insert that grows the

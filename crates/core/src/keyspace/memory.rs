@@ -101,6 +101,14 @@ impl Keyspace for MemoryKeyspace {
         self.dbs.iter().map(|d| d.keys_in_slot(slot)).sum()
     }
 
+    fn slot_keys(&self, slot: u16, limit: usize) -> Option<Vec<&[u8]>> {
+        let mut keys = Vec::new();
+        for d in &self.dbs {
+            keys.extend(d.slot_keys(slot)?.take(limit - keys.len()));
+        }
+        Some(keys)
+    }
+
     #[inline]
     fn get_touched(&self, db: usize, key: &[u8], now_ms: u64) -> Option<EntryRef<'_, Self>> {
         self.dbs[db].get_touched(key, now_ms).map(entry_ref)

@@ -80,6 +80,13 @@ pub trait Keyspace: Sized + 'static {
     fn keys_in_slot(&self, _slot: u16) -> Option<usize> {
         None
     }
+    /// Up to `limit` keys of `slot` over every database, expired ones not
+    /// yet removed included (CLUSTER GETKEYSINSLOT, a node-local answer
+    /// with no order replicas must agree on); None when the engine keeps
+    /// no per-slot index: the caller then walks the keys.
+    fn slot_keys(&self, _slot: u16, _limit: usize) -> Option<Vec<&[u8]>> {
+        None
+    }
     /// The time accesses are recorded at from now on (each command's).
     fn set_access_clock(&self, _now_ms: u64) {}
     /// While frozen, reads and writes leave the keys' access stamps as they

@@ -695,10 +695,13 @@ async fn on_led_store<R: Default + Send + 'static>(
     node.on_store(shard, f).await.unwrap_or_default()
 }
 
-/// Up to `limit` keys of `slot` in `st`. The store's per-slot count bounds
-/// the walk: none for an empty slot, and it stops once every key of the
-/// slot is found.
+/// Up to `limit` keys of `slot` in `st`: the engine's per-slot list, or
+/// a walk of the keys where it keeps none (bounded by its count if it
+/// keeps that).
 fn slot_keys(st: &kvasir_core::Store, slot: u16, limit: usize) -> Vec<Bytes> {
+    if let Some(keys) = st.keyspace().slot_keys(slot, limit) {
+        return keys.into_iter().map(Bytes::copy_from_slice).collect();
+    }
     let limit = st
         .keyspace()
         .keys_in_slot(slot)
