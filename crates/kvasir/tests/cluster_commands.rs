@@ -1076,4 +1076,23 @@ fn encoding_thresholds_of_the_configuration_are_ignored_with_a_word() {
         err_text(cmd(&mut conn, &["CONFIG", "SET", "hash-max-listpack-entries", "4"])),
         "ERR CONFIG SET of encoding thresholds is not supported in cluster mode (every shard uses Redis's defaults)"
     );
+    // The configuration shows what the shards use, and setting that is no
+    // change.
+    let get =
+        |conn: &mut redis::Connection| ok(conn, &["CONFIG", "GET", "hash-max-listpack-entries"]);
+    let shown = |v: &str| {
+        redis::Value::Array(vec![
+            redis::Value::BulkString(b"hash-max-listpack-entries".to_vec()),
+            redis::Value::BulkString(v.as_bytes().to_vec()),
+        ])
+    };
+    assert_eq!(get(&mut conn), shown("128"));
+    assert_eq!(
+        ok(
+            &mut conn,
+            &["CONFIG", "SET", "hash-max-listpack-entries", "128"]
+        ),
+        redis::Value::Okay
+    );
+    assert_eq!(get(&mut conn), shown("128"));
 }

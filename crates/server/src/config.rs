@@ -234,6 +234,31 @@ impl Config {
         }
     }
 
+    /// Sets every threshold of [`Config::encoding_limits`] to Redis's
+    /// default: what a cluster's shards use whatever the configuration
+    /// says, since the thresholds are replicated state.
+    pub fn use_default_encoding_limits(&mut self) {
+        let d = kvasir_core::EncodingLimits::default();
+        self.hash_max_listpack_entries = d.hash_max_listpack_entries;
+        self.hash_max_listpack_value = d.hash_max_listpack_value;
+        self.set_max_intset_entries = d.set_max_intset_entries;
+        self.set_max_listpack_entries = d.set_max_listpack_entries;
+        self.set_max_listpack_value = d.set_max_listpack_value;
+        self.zset_max_listpack_entries = d.zset_max_listpack_entries;
+        self.zset_max_listpack_value = d.zset_max_listpack_value;
+        self.list_max_listpack_size = d.list_max_listpack_size;
+        self.list_compress_depth = d.list_compress_depth;
+        self.script_max_instructions = d.script_max_instructions;
+        for (name, value) in [
+            ("stream-node-max-entries", d.stream_node_max_entries),
+            ("stream-node-max-bytes", d.stream_node_max_bytes),
+        ] {
+            // Both are in range: they are Redis's own defaults.
+            let _ = self.stored.set(name, &value.to_string());
+        }
+        debug_assert_eq!(self.encoding_limits(), d);
+    }
+
     /// A numeric parameter kept with the Redis parameters (checked and
     /// normalized to a plain number when it was set), or `default`.
     fn stored_u64(&self, name: &str, default: u64) -> u64 {

@@ -436,6 +436,19 @@ async fn serve(config: Config) -> std::io::Result<()> {
     let cell: crate::cluster::ServerCell = Rc::new(RefCell::new(std::rc::Weak::new()));
     let watches = Rc::new(RefCell::new(Watches::default()));
     let blocking: crate::blocking::SharedBlocking = Rc::default();
+    let mut config = config;
+    if config.initial_cluster.is_some()
+        && config.encoding_limits() != kvasir_core::EncodingLimits::default()
+    {
+        // Replicated state: every replica must convert values at the same
+        // sizes, whatever its own configuration says. The configuration
+        // then shows what the shards use (CONFIG GET), and CONFIG SET
+        // compares with that.
+        tracing::warn!(
+            "The encoding thresholds of the configuration (*-max-listpack-*, set-max-intset-entries, list-compress-depth, stream-node-max-*, script-max-instructions) are ignored in cluster mode: every shard uses Redis's defaults."
+        );
+        config.use_default_encoding_limits();
+    }
     let mut server = Server::new(config, port, acl);
     let config = server.config.borrow().clone();
     crate::memory_stats::set_background_purge(config.background_purge());
@@ -443,15 +456,6 @@ async fn serve(config: Config) -> std::io::Result<()> {
     if oom_mode != "no" {
         // As redis-server: a score it cannot write is logged, not fatal.
         let _ = crate::oom_score::apply(&oom_mode, oom_values);
-    }
-    if config.initial_cluster.is_some()
-        && config.encoding_limits() != kvasir_core::EncodingLimits::default()
-    {
-        // Replicated state: every replica must convert values at the same
-        // sizes, whatever its own configuration says.
-        tracing::warn!(
-            "The encoding thresholds of the configuration (*-max-listpack-*, set-max-intset-entries, list-compress-depth, stream-node-max-*) are ignored in cluster mode: every shard uses Redis's defaults."
-        );
     }
     let cluster = match config.initial_cluster {
         Some(_) => Some(

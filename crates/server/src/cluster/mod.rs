@@ -316,11 +316,6 @@ impl ClusterNode {
                 .unwrap_or("127.0.0.1")
                 .to_string(),
         };
-        if config.encoding_limits() != kvasir_core::EncodingLimits::default() {
-            tracing::warn!(
-                "encoding thresholds from the config are ignored in cluster mode: shards use Redis's defaults on every replica"
-            );
-        }
         let hooks = Rc::new(WriteHooks::new(watches, blocking.clone(), tracking));
         hooks.notify.store(config.notify_keyspace_events, Relaxed);
         let publish_cell = server.clone();
