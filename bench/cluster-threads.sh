@@ -3,7 +3,7 @@
 # --shards-per-node 8 --wal fsync, all on this machine) with each value of
 # THREADS for `kvasir server --threads`, one after the other in one run,
 # the order rotated every repetition. For each: redis-benchmark --cluster
-# -c $CLIENTS -r 16384 -n $N -P {1,16} over $TESTS, the requests/s
+# -c $CLIENTS -r $KEYSPACE -n $N -P {1,16} over $TESTS, the requests/s
 # (median of $REPEAT) and the CPU time the three nodes used per request
 # (utime + stime from /proc, summed over the nodes, median), the figure a
 # many-core estimate starts from.
@@ -14,7 +14,8 @@
 # in the same run.
 #
 # Usage: bench/cluster-threads.sh
-# Environment: THREADS (default "1 2"), BASE (optional), BASE_THREADS, N (default 100000), REPEAT
+# Environment: THREADS (default "1 2"), BASE (optional), BASE_THREADS, N (default 100000),
+# KEYSPACE (-r, default 16384; a large one makes every SET a new key), REPEAT
 # (default 3), CLIENTS (default 50), PIPELINES (default "1 16"), TESTS
 # (default "set,get,incr"), plus lib-cluster.sh's KVASIR, KVASIR_ARGS,
 # START_TIMEOUT, REBALANCE_TIMEOUT.
@@ -25,6 +26,7 @@ THREADS=${THREADS:-"1 2"}
 BASE=${BASE:-}
 BASE_THREADS=${BASE_THREADS:-1}
 N=${N:-100000}
+KEYSPACE=${KEYSPACE:-16384}
 REPEAT=${REPEAT:-3}
 CLIENTS=${CLIENTS:-50}
 PIPELINES=${PIPELINES:-"1 16"}
@@ -103,7 +105,7 @@ for rep in $(seq 1 "$REPEAT"); do
                 read -r -a before <<<"$(cpu_ticks)"
                 syncs_before=$(fsyncs)
                 out=$(timeout 900 redis-benchmark --cluster -h 127.0.0.1 -p "${PORT[1]}" \
-                    -c "$CLIENTS" -r 16384 -n "$N" -t "$test" -P "$p" -q --csv 2>/dev/null |
+                    -c "$CLIENTS" -r "$KEYSPACE" -n "$N" -t "$test" -P "$p" -q --csv 2>/dev/null |
                     tail -n 1)
                 read -r -a after <<<"$(cpu_ticks)"
                 syncs=$(($(fsyncs) - syncs_before))
@@ -125,7 +127,7 @@ for rep in $(seq 1 "$REPEAT"); do
 done
 
 echo
-echo "3 nodes, RF=3, --wal fsync, 24 shards; redis-benchmark --cluster -c $CLIENTS -r 16384 -n $N -q; medians of $REPEAT runs, order rotated."
+echo "3 nodes, RF=3, --wal fsync, 24 shards; redis-benchmark --cluster -c $CLIENTS -r $KEYSPACE -n $N -q; medians of $REPEAT runs, order rotated."
 echo "CPU is the three nodes' utime+stime per request (all on this machine)."
 [ -z "$BASE" ] || echo "base: $BASE with --threads $BASE_THREADS."
 echo
