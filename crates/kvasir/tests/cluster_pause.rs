@@ -236,3 +236,55 @@ fn paused_follower_and_paused_leader() {
     assert_eq!(ctr, 50);
     println!("total {:?}", t0.elapsed());
 }
+
+/// A graceful stop while another node is frozen (SIGSTOP, as a hung
+/// process or a VM paused by its host): the stopping node hands the shards
+/// it leads to the live peer only. The frozen one keeps its connections
+/// open (its kernel acknowledges what is sent), so it looked as reachable
+/// as any; a transfer to it stalled its group until raft-rs gave the
+/// transfer up, was tried on it again, and the stop waited out
+/// shutdown-timeout still leading those shards.
+#[test]
+fn a_graceful_stop_hands_over_to_live_peers_only() {
+    let mut c = Cluster::start(&["--shutdown-timeout", "20"]);
+    let led_by = |c: &Cluster, via: u64, id: u64| {
+        c.slots(via)
+            .is_some_and(|ranges| ranges.iter().any(|r| r.ports.first() == Some(&c.port(id))))
+    };
+    assert!(
+        cluster::wait_until(Duration::from_secs(30), || led_by(&c, 3, 1)),
+        "node 1 leads no shard: {:?}",
+        c.slots(3)
+    );
+    c.pause(2);
+    // Nodes 1 and 3 elect leaders for node 2's shards; node 1 then leads
+    // some of them too.
+    assert!(
+        cluster::wait_until(Duration::from_secs(30), || !led_by(&c, 3, 2)),
+        "node 2 still leads shards while stopped: {:?}",
+        c.slots(3)
+    );
+    c.terminate(1);
+    let status = c
+        .wait_exit(1, Duration::from_secs(60))
+        .expect("node 1 did not exit after SIGTERM");
+    assert!(status.success(), "node 1 exited with {status}");
+    let log = c.log(1);
+    assert!(
+        log.contains("Leadership handed over in")
+            && !log.contains("not handed over within shutdown-timeout")
+            && !log.contains("had no peer to take them"),
+        "{}",
+        cluster::tail(&log, 20)
+    );
+    // With node 2 back, nodes 2 and 3 are a majority again: every slot
+    // takes writes.
+    c.resume(2);
+    let mut router = c.router();
+    for i in 0..64 {
+        let key = format!("after-stop:{i}");
+        let _: () = router.retry(&key, &["SET", &key, "v"]);
+        let got: String = router.retry(&key, &["GET", &key]);
+        assert_eq!(got, "v", "{key}");
+    }
+}

@@ -1731,11 +1731,21 @@ impl<S: StateMachine> MultiRaft<S> {
         }
     }
 
-    /// Who takes over a group this node leads when it stops: a connected
-    /// peer that is not stopping itself, one caught up with the commit
-    /// index if there is one (chosen by group id among them, so the
-    /// groups spread), else the furthest ahead (raft-rs brings it up to
-    /// date before it hands over).
+    /// Whether a leadership may go to `node`: it is connected and was
+    /// heard within two election timeouts. A stopped (SIGSTOP) or hung
+    /// process keeps its connections open; a transfer to it would stall
+    /// the group's writes until raft-rs gives the transfer up, and be
+    /// tried again on it.
+    fn peer_is_live(&self, node: u64) -> bool {
+        let window = self.cfg.tick * (self.cfg.election_ticks as u32) * 2;
+        self.transport.heard_within(node, window)
+    }
+
+    /// Who takes over a group this node leads when it stops: a live peer
+    /// ([`MultiRaft::peer_is_live`]) that is not stopping itself, one
+    /// caught up with the commit index if there is one (chosen by group id
+    /// among them, so the groups spread), else the furthest ahead (raft-rs
+    /// brings it up to date before it hands over).
     fn successor(&self, g: &Group<S>) -> Option<u64> {
         let r = &g.raw.raft;
         let me = self.cfg.node_id;
@@ -1743,7 +1753,7 @@ impl<S: StateMachine> MultiRaft<S> {
             .prs()
             .iter()
             .filter(|(id, _)| {
-                **id != me && self.transport.is_connected(**id) && !self.transport.is_leaving(**id)
+                **id != me && self.peer_is_live(**id) && !self.transport.is_leaving(**id)
             })
             .map(|(id, p)| (*id, p.matched))
             .collect();
@@ -1778,7 +1788,7 @@ impl<S: StateMachine> MultiRaft<S> {
                 // every election timeout, on the very tick this runs.
                 .is_some_and(|p| p.matched >= r.raft_log.committed);
             if caught_up
-                && self.transport.is_connected(g.preferred)
+                && self.peer_is_live(g.preferred)
                 && !self.transport.is_leaving(g.preferred)
             {
                 info!(

@@ -282,9 +282,9 @@ pub struct Transport {
     /// The cluster secret peers prove in the handshake (empty: none).
     secret: Arc<[u8]>,
     peers: HashMap<u64, Peer>,
-    /// Unix ms when each peer's connection to this node was accepted (its
-    /// first one still open); 0 while there is none.
-    accepted_since: Arc<HashMap<u64, AtomicU64>>,
+    /// What arrives from each peer on the connections it opened to this
+    /// node.
+    inbound: Arc<HashMap<u64, Inbound>>,
     inboxes: Arc<Inboxes>,
     pub sent_messages: AtomicU64,
     pub received_messages: Arc<AtomicU64>,
@@ -746,15 +746,15 @@ impl Transport {
             );
         }
         let known: Vec<u64> = map.keys().copied().collect();
-        let accepted_since: Arc<HashMap<u64, AtomicU64>> =
-            Arc::new(known.iter().map(|&id| (id, AtomicU64::new(0))).collect());
+        let inbound: Arc<HashMap<u64, Inbound>> =
+            Arc::new(known.iter().map(|&id| (id, Inbound::default())).collect());
         let received = Arc::new(AtomicU64::new(0));
         tokio::task::spawn_local(accept_loop(
             listener,
             node_id,
             cluster_id,
             secret.clone(),
-            accepted_since.clone(),
+            inbound.clone(),
             inboxes.clone(),
             on_broadcast,
             received.clone(),
@@ -764,7 +764,7 @@ impl Transport {
             cluster_id,
             secret,
             peers: map,
-            accepted_since,
+            inbound,
             inboxes,
             sent_messages: AtomicU64::new(0),
             received_messages: received,
@@ -947,9 +947,25 @@ impl Transport {
     /// Unix ms when `node`'s connection to this node was accepted (0:
     /// none is open).
     pub fn accepted_since(&self, node: u64) -> u64 {
-        self.accepted_since
+        self.inbound
             .get(&node)
-            .map_or(0, |t| t.load(Relaxed))
+            .map_or(0, |t| t.accepted_since.load(Relaxed))
+    }
+
+    /// Whether `node` is connected and sent this node something within
+    /// `within` (a live Raft peer answers every heartbeat): a stopped or
+    /// hung process looks connected but is not heard.
+    pub fn heard_within(&self, node: u64, within: Duration) -> bool {
+        if node == self.node_id {
+            return true;
+        }
+        let heard = self
+            .inbound
+            .get(&node)
+            .map_or(0, |t| t.last_heard.load(Relaxed));
+        self.is_connected(node)
+            && heard != 0
+            && unix_ms().saturating_sub(heard) <= within.as_millis() as u64
     }
 }
 
@@ -1103,6 +1119,18 @@ fn unix_ms() -> u64 {
 /// A peer's accepted connection as CLUSTER LINKS shows it: the first one
 /// open stamps the peer's time and clears it when it closes (a snapshot's
 /// connection alongside leaves it alone).
+/// A peer's connections to this node, as this node sees them.
+#[derive(Default)]
+struct Inbound {
+    /// Unix ms when its connection was accepted (its first one still
+    /// open); 0 while there is none.
+    accepted_since: AtomicU64,
+    /// Unix ms of the last frame read from it (0: none yet). A process
+    /// that is stopped (SIGSTOP) or hung keeps its connections open, its
+    /// kernel acknowledging what is sent, but sends nothing.
+    last_heard: AtomicU64,
+}
+
 struct AcceptedLink<'a> {
     since: &'a AtomicU64,
     stamp: u64,
@@ -1133,7 +1161,7 @@ async fn accept_loop(
     me: u64,
     cluster_id: u64,
     secret: Arc<[u8]>,
-    accepted_since: Arc<HashMap<u64, AtomicU64>>,
+    inbound: Arc<HashMap<u64, Inbound>>,
     inbox: Arc<Inboxes>,
     on_broadcast: BroadcastHandler,
     received: Arc<AtomicU64>,
@@ -1144,7 +1172,7 @@ async fn accept_loop(
             continue;
         };
         tune(&stream);
-        let accepted_since = accepted_since.clone();
+        let inbound = inbound.clone();
         let inbox = inbox.clone();
         let on_broadcast = on_broadcast.clone();
         let received = received.clone();
@@ -1155,7 +1183,7 @@ async fn accept_loop(
                 me,
                 cluster_id,
                 &secret,
-                &accepted_since,
+                &inbound,
                 &inbox,
                 &on_broadcast,
                 &received,
@@ -1174,7 +1202,7 @@ async fn read_peer(
     me: u64,
     cluster_id: u64,
     secret: &[u8],
-    accepted_since: &HashMap<u64, AtomicU64>,
+    inbound: &HashMap<u64, Inbound>,
     inbox: &Inboxes,
     on_broadcast: &BroadcastHandler,
     received: &AtomicU64,
@@ -1214,23 +1242,24 @@ async fn read_peer(
             "rejected node {from}: cluster id {their_cluster:016x} is not ours ({cluster_id:016x})"
         ));
     }
-    if to != me || !accepted_since.contains_key(&from) {
+    let Some(link) = inbound.get(&from).filter(|_| to == me) else {
         return Err(format!(
             "rejected: frame from node {from} to node {to}, but this is node {me} and {from} is not a member"
         ));
-    }
+    };
     // Nothing beyond the fixed-size handshake is read from a peer that has
     // not proven the cluster secret.
     bus_auth::accept(&mut stream, &hello, secret)
         .await
         .map_err(|e| format!("rejected node {from}: {e}"))?;
-    let _link = accepted_since.get(&from).map(AcceptedLink::open);
+    let _link = AcceptedLink::open(&link.accepted_since);
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut asm = Reassembly::new(LIMITS);
     loop {
         let Some((kind, body)) = read_frame(&mut stream, &mut buf).await? else {
             return asm.finish().map_err(|e| format!("node {from}: {e}"));
         };
+        link.last_heard.store(unix_ms(), Relaxed);
         match asm
             .frame(kind, body)
             .map_err(|e| format!("node {from}: {e}"))?
