@@ -464,7 +464,7 @@ mod tests {
     /// A replica that takes a snapshot instead of the log counts the
     /// restored keys per slot (CLUSTER COUNTKEYSINSLOT reads the count).
     #[test]
-    fn a_restored_shard_counts_its_keys_per_slot() {
+    fn a_restored_shard_counts_and_lists_its_keys_per_slot() {
         use kvasir_core::keyspace::Keyspace;
         let hooks = || {
             let clients = Rc::default();
@@ -491,6 +491,20 @@ mod tests {
         assert_eq!(s.store.keyspace().keys_in_slot(slot("{a}")), Some(3));
         assert_eq!(s.store.keyspace().keys_in_slot(slot("{b}")), Some(1));
         assert_eq!(s.store.keyspace().keys_in_slot(slot("x")), Some(1));
+        let mut keys = s
+            .store
+            .keyspace()
+            .slot_keys(slot("{a}"), 10)
+            .expect("indexed");
+        keys.sort();
+        assert_eq!(keys, [&b"{a}1"[..], b"{a}2", b"{a}3"]);
+        assert_eq!(
+            s.store
+                .keyspace()
+                .slot_keys(slot("{a}"), 2)
+                .map(|k| k.len()),
+            Some(2)
+        );
     }
 
     #[test]
