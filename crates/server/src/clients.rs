@@ -7,11 +7,11 @@ use crate::tracking::ClientTracking;
 use kvasir_core::CommandSpec;
 use kvasir_resp::{Protocol, Reply};
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Instant;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 
 /// Where a connection comes from or arrives at: a TCP address, or the
 /// path of the Unix socket (`unixsocket`), shown as Redis shows it.
@@ -100,9 +100,15 @@ pub struct ClientInfo {
     pub multi: Cell<i64>,
     /// CLIENT TRACKING state (flags, redirect, prefixes).
     pub tracking: RefCell<ClientTracking>,
-    /// Where messages for this connection that are not replies (pub/sub,
-    /// invalidations) are queued.
-    pub push_tx: mpsc::Sender<Reply>,
+    /// Messages for this connection that are not replies (pub/sub,
+    /// invalidations, MONITOR lines), oldest first; `push_ready` wakes the
+    /// session when one is queued. A plain queue, since only the data
+    /// thread queues them: a tokio channel allocated about 2 KB per
+    /// connection up front, for a queue most connections never use.
+    pushes: RefCell<VecDeque<Reply>>,
+    pub push_ready: Notify,
+    /// The session ended: nothing is queued for it any more.
+    pub ended: Cell<bool>,
     /// Bytes and messages queued in `push_tx` that the session has not
     /// taken yet (CLIENT LIST omem and oll).
     pub queued_bytes: Cell<u64>,
@@ -133,25 +139,36 @@ impl ClientInfo {
     /// Queues a push message; a connection whose queue is full is killed,
     /// as Redis drops a client over its output buffer limit.
     pub fn push(&self, msg: Reply) -> bool {
-        if self.killed.get() {
+        if self.killed.get() || self.ended.get() {
             return false;
         }
         let size = msg.approx_wire_len() as u64;
         if self.over_output_limit(self.waiting_bytes() + size) {
             return false;
         }
-        match self.push_tx.try_send(msg) {
-            Ok(()) => {
-                self.queued_bytes.set(self.queued_bytes.get() + size);
-                self.queued_msgs.set(self.queued_msgs.get() + 1);
-                true
-            }
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                self.close_over_limit();
-                false
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        let mut pushes = self.pushes.borrow_mut();
+        if pushes.len() >= crate::pubsub::QUEUE_LIMIT {
+            drop(pushes);
+            self.close_over_limit();
+            return false;
         }
+        pushes.push_back(msg);
+        self.queued_bytes.set(self.queued_bytes.get() + size);
+        self.queued_msgs.set(self.queued_msgs.get() + 1);
+        // A permit if the session is not waiting: no wake-up is lost.
+        self.push_ready.notify_one();
+        true
+    }
+
+    /// The oldest message queued for this connection, if any (still
+    /// counted as queued until [`ClientInfo::taken`]).
+    pub fn next_push(&self) -> Option<Reply> {
+        self.pushes.borrow_mut().pop_front()
+    }
+
+    /// Whether messages are queued for this connection.
+    pub fn has_pushes(&self) -> bool {
+        !self.pushes.borrow().is_empty()
     }
 
     /// The session wrote `msgs` queued messages of `bytes` (their
@@ -306,13 +323,7 @@ pub struct Clients {
 }
 
 impl Clients {
-    pub fn register(
-        &mut self,
-        addr: ClientAddr,
-        laddr: ClientAddr,
-        fd: i32,
-        push_tx: mpsc::Sender<Reply>,
-    ) -> Rc<ClientInfo> {
+    pub fn register(&mut self, addr: ClientAddr, laddr: ClientAddr, fd: i32) -> Rc<ClientInfo> {
         self.next_id += 1;
         let now = Instant::now();
         let info = Rc::new(ClientInfo {
@@ -348,7 +359,9 @@ impl Clients {
             ssubscriptions: Cell::new(0),
             multi: Cell::new(-1),
             tracking: RefCell::new(ClientTracking::default()),
-            push_tx,
+            pushes: RefCell::default(),
+            push_ready: Notify::new(),
+            ended: Cell::new(false),
             queued_bytes: Cell::new(0),
             queued_msgs: Cell::new(0),
             reply_bytes: Cell::new(0),

@@ -16,7 +16,7 @@ use kvasir_resp::{encode, parse_command, Limits, Parsed, Protocol, Reply};
 use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 /// A command's table entry and, for a subcommand, its container's.
 type CommandEntry = (&'static CommandSpec, Option<&'static CommandSpec>);
@@ -56,9 +56,6 @@ pub struct Session {
     pub patterns: BTreeSet<Bytes>,
     /// Shard channels (SSUBSCRIBE).
     pub shard_channels: BTreeSet<Bytes>,
-    /// Pub/sub messages and invalidations for this connection, queued
-    /// through `ClientInfo::push`.
-    push_rx: mpsc::Receiver<Reply>,
     /// Cluster mode: READONLY was sent (reads may be served by a replica).
     pub readonly: bool,
     /// REPLCONF rdb-filter-only functions: SYNC sends only the function
@@ -220,11 +217,7 @@ pub struct Parked {
 /// ([`crate::client_conn::ChannelConn`]); each gets its own compiled copy.
 pub async fn run<C: ClientConn>(server: Rc<Server>, mut conn: C, addr: crate::clients::ClientAddr) {
     let laddr = conn.local_addr().unwrap_or_else(|_| addr.clone());
-    let (push_tx, push_rx) = mpsc::channel(crate::pubsub::QUEUE_LIMIT);
-    let info = server
-        .clients
-        .borrow_mut()
-        .register(addr, laddr, conn.fd(), push_tx);
+    let info = server.clients.borrow_mut().register(addr, laddr, conn.fd());
     server.stats.borrow_mut().total_connections_received += 1;
     let user = server.acl.borrow().default_user();
     let authenticated = !server.acl.borrow().auth_required();
@@ -242,7 +235,6 @@ pub async fn run<C: ClientConn>(server: Rc<Server>, mut conn: C, addr: crate::cl
         channels: BTreeSet::new(),
         patterns: BTreeSet::new(),
         shard_channels: BTreeSet::new(),
-        push_rx,
         readonly: false,
         rdb_functions_only: false,
         sync_transfer: false,
@@ -257,6 +249,7 @@ pub async fn run<C: ClientConn>(server: Rc<Server>, mut conn: C, addr: crate::cl
         open_batch: None,
     };
     session.serve(&mut conn).await;
+    info.ended.set(true);
     session.cleanup();
     server.clients.borrow_mut().unregister(info.id);
 }
@@ -301,6 +294,8 @@ impl Session {
         tokio::pin!(kill);
         let release = info.idle_release.notified();
         tokio::pin!(release);
+        let pushed = info.push_ready.notified();
+        tokio::pin!(pushed);
         // The buffers were given back while idle: the next read starts
         // small (BytesMut grows its first chunk) instead of reserving.
         let mut released = false;
@@ -327,18 +322,26 @@ impl Session {
                     release.set(info.idle_release.notified());
                     continue;
                 }
-                Some(msg) = self.push_rx.recv() => {
+                () = &mut pushed => {
+                    pushed.set(info.push_ready.notified());
                     // Counted as queued until written: a client that does
                     // not read is over its output limit either way.
-                    let (mut bytes, mut msgs) = (msg.approx_wire_len() as u64, 1);
-                    encode(&msg, self.proto, &mut out);
-                    while let Ok(more) = self.push_rx.try_recv() {
-                        encode(&more, self.proto, &mut out);
-                        bytes += more.approx_wire_len() as u64;
+                    let (mut bytes, mut msgs) = (0, 0);
+                    while let Some(msg) = self.info.next_push() {
+                        encode(&msg, self.proto, &mut out);
+                        bytes += msg.approx_wire_len() as u64;
                         msgs += 1;
                         if out.len() > READ_CHUNK * 4 {
                             break;
                         }
+                    }
+                    if self.info.has_pushes() {
+                        // The rest after this write.
+                        self.info.push_ready.notify_one();
+                    }
+                    if msgs == 0 {
+                        // Taken already, after the command that queued it.
+                        continue;
                     }
                     // Written, they count as replies waiting (below).
                     self.info.taken(bytes, msgs);
@@ -894,7 +897,7 @@ impl Session {
         if !self.server.memory_guard.take_evicted() {
             return;
         }
-        while let Ok(msg) = self.push_rx.try_recv() {
+        while let Some(msg) = self.info.next_push() {
             self.info.taken(msg.approx_wire_len() as u64, 1);
             self.early_pushes.push(msg);
         }
@@ -904,7 +907,7 @@ impl Session {
     /// invalidations) right after the reply that caused them, as Redis
     /// sends them after the command instead of in the next event-loop turn.
     fn emit_queued_pushes(&mut self, out: &mut BytesMut) {
-        while let Ok(msg) = self.push_rx.try_recv() {
+        while let Some(msg) = self.info.next_push() {
             self.info.taken(msg.approx_wire_len() as u64, 1);
             self.emit(msg, out);
         }

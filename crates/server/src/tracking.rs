@@ -677,18 +677,14 @@ mod tests {
         }
     }
 
-    fn connect(
-        f: &Fixture,
-        proto: Protocol,
-    ) -> (Rc<ClientInfo>, tokio::sync::mpsc::Receiver<Reply>) {
+    fn connect(f: &Fixture, proto: Protocol) -> (Rc<ClientInfo>, Rc<ClientInfo>) {
         let addr: SocketAddr = "127.0.0.1:1".parse().expect("addr");
-        let (tx, rx) = tokio::sync::mpsc::channel(16);
-        let info =
-            f.clients
-                .borrow_mut()
-                .register(ClientAddr::Tcp(addr), ClientAddr::Tcp(addr), 0, tx);
+        let info = f
+            .clients
+            .borrow_mut()
+            .register(ClientAddr::Tcp(addr), ClientAddr::Tcp(addr), 0);
         info.resp.set(proto);
-        (info, rx)
+        (info.clone(), info)
     }
 
     fn on(args: &[&str]) -> TrackingRequest {
@@ -697,8 +693,9 @@ mod tests {
         parse_request(&all, |_| true).expect("valid request")
     }
 
-    fn invalidated(rx: &mut tokio::sync::mpsc::Receiver<Reply>) -> Vec<Reply> {
-        std::iter::from_fn(|| rx.try_recv().ok()).collect()
+    /// What was queued for the client since the last look.
+    fn invalidated(client: &mut Rc<ClientInfo>) -> Vec<Reply> {
+        std::iter::from_fn(|| client.next_push()).collect()
     }
 
     fn push(keys: &[&str]) -> Reply {
