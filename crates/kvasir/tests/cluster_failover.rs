@@ -237,10 +237,7 @@ fn a_value_larger_than_a_frame_replicates_and_survives_failover() {
 #[test]
 fn a_graceful_stop_hands_the_leadership_over_first() {
     let mut c = Cluster::start(&[]);
-    let led_by = |c: &Cluster, via: u64, id: u64| {
-        c.slots(via)
-            .is_some_and(|ranges| ranges.iter().any(|r| r.ports.first() == Some(&c.port(id))))
-    };
+    let led_by = |c: &Cluster, via: u64, id: u64| c.leads_some_slots_via(via, id);
     // After the start every node leads its preferred shards.
     assert!(
         cluster::wait_until(Duration::from_secs(30), || led_by(&c, 2, 1)),

@@ -247,10 +247,7 @@ fn paused_follower_and_paused_leader() {
 #[test]
 fn a_graceful_stop_hands_over_to_live_peers_only() {
     let mut c = Cluster::start(&["--shutdown-timeout", "20"]);
-    let led_by = |c: &Cluster, via: u64, id: u64| {
-        c.slots(via)
-            .is_some_and(|ranges| ranges.iter().any(|r| r.ports.first() == Some(&c.port(id))))
-    };
+    let led_by = |c: &Cluster, via: u64, id: u64| c.leads_some_slots_via(via, id);
     assert!(
         cluster::wait_until(Duration::from_secs(30), || led_by(&c, 3, 1)),
         "node 1 leads no shard: {:?}",

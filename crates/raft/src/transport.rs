@@ -1116,9 +1116,6 @@ fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// A peer's accepted connection as CLUSTER LINKS shows it: the first one
-/// open stamps the peer's time and clears it when it closes (a snapshot's
-/// connection alongside leaves it alone).
 /// A peer's connections to this node, as this node sees them.
 #[derive(Default)]
 struct Inbound {
@@ -1131,6 +1128,9 @@ struct Inbound {
     last_heard: AtomicU64,
 }
 
+/// A peer's accepted connection as CLUSTER LINKS shows it: the first one
+/// open stamps the peer's time and clears it when it closes (a snapshot's
+/// connection alongside leaves it alone).
 struct AcceptedLink<'a> {
     since: &'a AtomicU64,
     stamp: u64,

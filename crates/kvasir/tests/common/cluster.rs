@@ -490,6 +490,15 @@ impl Cluster {
         parse_slots(&v)
     }
 
+    /// Whether node `via` sees node `id` lead some slots (CLUSTER SLOTS).
+    pub fn leads_some_slots_via(&self, via: u64, id: u64) -> bool {
+        self.slots(via).is_some_and(|ranges| {
+            ranges
+                .iter()
+                .any(|r| r.ports.first() == Some(&self.port(id)))
+        })
+    }
+
     /// The leader of `slot` as node `via` sees it (first node of the
     /// CLUSTER SLOTS entry).
     pub fn leader_of_slot_via(&self, via: u64, slot: u16) -> Option<u64> {
