@@ -333,12 +333,13 @@ impl<K: Keyspace> Store<K> {
     }
 
     /// Makes this store a cluster shard's: `key_slot` gives a key's hash
-    /// slot, to scripts' slot checks and to the engine, which counts keys
-    /// per slot from now on (CLUSTER COUNTKEYSINSLOT).
+    /// slot, to scripts' slot checks and to the engine, which counts and
+    /// lists keys per slot from now on (CLUSTER COUNTKEYSINSLOT and
+    /// GETKEYSINSLOT).
     pub fn set_cluster_mode(&mut self, key_slot: fn(&[u8]) -> u16) {
         self.cluster_mode = true;
         self.key_slot = Some(key_slot);
-        self.ks.count_slots(key_slot);
+        self.ks.index_slots(key_slot);
     }
 
     /// The engine.

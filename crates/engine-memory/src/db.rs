@@ -239,7 +239,7 @@ impl<V> Db<V> {
 
     /// Indexes keys by hash slot (`slot_of` gives a key's) from now on,
     /// the keys already here included.
-    pub fn count_slots(&mut self, slot_of: fn(&[u8]) -> u16) {
+    pub fn index_slots(&mut self, slot_of: fn(&[u8]) -> u16) {
         let mut index = SlotIndex::new(slot_of);
         for i in 0..self.entries.len() {
             index.push(i as u32, &self.entries[i].key);
@@ -248,14 +248,14 @@ impl<V> Db<V> {
     }
 
     /// Keys in `slot`, expired ones not yet removed included (as Redis
-    /// counts them); None unless [`Db::count_slots`] was called.
+    /// counts them); None unless [`Db::index_slots`] was called.
     pub fn keys_in_slot(&self, slot: u16) -> Option<usize> {
         self.slots.as_ref().map(|index| index.count(slot))
     }
 
     /// The keys of `slot`, newest first, expired ones not yet removed
     /// included (as Redis's GETKEYSINSLOT lists them); None unless
-    /// [`Db::count_slots`] was called.
+    /// [`Db::index_slots`] was called.
     pub fn slot_keys(&self, slot: u16) -> Option<impl Iterator<Item = &[u8]> + '_> {
         let index = self.slots.as_ref()?;
         Some(
@@ -626,7 +626,7 @@ mod tests {
         assert_eq!(db.keys_in_slot(0), None, "not counted until asked");
         assert!(db.slot_keys(0).is_none());
         db.set(b"before", Value::Int(0), None);
-        db.count_slots(tiny_slot);
+        db.index_slots(tiny_slot);
         let mut x: u64 = 12345;
         for step in 0..4000u64 {
             // xorshift: a fixed pseudo-random sequence of operations.
@@ -677,7 +677,7 @@ mod tests {
     #[test]
     fn slot_keys_come_newest_first() {
         let mut db: Db<Value> = Db::new();
-        db.count_slots(|_| 3);
+        db.index_slots(|_| 3);
         for k in ["a", "b", "c", "d", "e"] {
             db.set(k.as_bytes(), Value::Int(0), None);
         }

@@ -306,14 +306,22 @@ impl LimitField<'_> {
     }
 }
 
+/// Every threshold of `l` by its Redis name, with its value as CONFIG SET
+/// takes it.
+pub(crate) fn limit_settings(l: &EncodingLimits) -> impl Iterator<Item = (&'static str, String)> {
+    let mut copy = *l;
+    LOGGED_LIMITS
+        .iter()
+        .map(move |(name, field)| (*name, field(&mut copy).render()))
+}
+
 /// The `#KVLIMITS` line of `l`: the thresholds that differ from Redis's
 /// defaults (a bare `#KVLIMITS` says all are the defaults).
 fn limits_line(l: &EncodingLimits) -> String {
-    let (mut copy, mut defaults) = (*l, EncodingLimits::default());
     let mut line = String::from("#KVLIMITS");
-    for (name, field) in LOGGED_LIMITS {
-        let value = field(&mut copy).render();
-        if value != field(&mut defaults).render() {
+    let defaults = limit_settings(&EncodingLimits::default());
+    for ((name, value), (_, default)) in limit_settings(l).zip(defaults) {
+        if value != default {
             line.push(' ');
             line.push_str(name);
             line.push('=');

@@ -109,10 +109,9 @@ pub struct ClientInfo {
     pub push_ready: Notify,
     /// The session ended: nothing is queued for it any more.
     pub ended: Cell<bool>,
-    /// Bytes and messages queued in `push_tx` that the session has not
-    /// taken yet (CLIENT LIST omem and oll).
+    /// Bytes of the messages in `pushes` (CLIENT LIST omem; their count
+    /// is oll).
     pub queued_bytes: Cell<u64>,
-    pub queued_msgs: Cell<u64>,
     /// Bytes of replies encoded and not written yet, once they are more
     /// than the [`REPLY_BUFFER`] every connection has: a large reply, or
     /// a pipeline's replies, waiting for the socket.
@@ -154,30 +153,27 @@ impl ClientInfo {
         }
         pushes.push_back(msg);
         self.queued_bytes.set(self.queued_bytes.get() + size);
-        self.queued_msgs.set(self.queued_msgs.get() + 1);
         // A permit if the session is not waiting: no wake-up is lost.
         self.push_ready.notify_one();
         true
     }
 
-    /// The oldest message queued for this connection, if any (still
-    /// counted as queued until [`ClientInfo::taken`]).
+    /// Takes the oldest message queued for this connection, if any. The
+    /// session encodes it into its replies at once, where it counts as a
+    /// reply waiting.
     pub fn next_push(&self) -> Option<Reply> {
-        self.pushes.borrow_mut().pop_front()
+        let msg = self.pushes.borrow_mut().pop_front()?;
+        self.queued_bytes.set(
+            self.queued_bytes
+                .get()
+                .saturating_sub(msg.approx_wire_len() as u64),
+        );
+        Some(msg)
     }
 
     /// Whether messages are queued for this connection.
     pub fn has_pushes(&self) -> bool {
         !self.pushes.borrow().is_empty()
-    }
-
-    /// The session wrote `msgs` queued messages of `bytes` (their
-    /// [`Reply::approx_wire_len`]).
-    pub fn taken(&self, bytes: u64, msgs: u64) {
-        self.queued_bytes
-            .set(self.queued_bytes.get().saturating_sub(bytes));
-        self.queued_msgs
-            .set(self.queued_msgs.get().saturating_sub(msgs));
     }
 
     /// What waits for this client: queued messages and unwritten replies
@@ -299,7 +295,7 @@ impl ClientInfo {
             self.qbuf.get(),
             self.qbuf_free.get(),
             self.reply_buf.get(),
-            self.queued_msgs.get(),
+            self.pushes.borrow().len(),
             self.waiting_bytes(),
             self.waiting_bytes()
                 + (self.qbuf.get() + self.qbuf_free.get() + self.reply_buf.get()) as u64,
@@ -363,7 +359,6 @@ impl Clients {
             push_ready: Notify::new(),
             ended: Cell::new(false),
             queued_bytes: Cell::new(0),
-            queued_msgs: Cell::new(0),
             reply_bytes: Cell::new(0),
             over_soft_since: Cell::new(None),
             output_limits: self.output_limits.clone(),
@@ -400,5 +395,43 @@ impl Clients {
         // CLIENT PAUSE) ends, and one that starts later finds the permit.
         info.kill.notify_waiters();
         info.kill.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field<'a>(line: &'a str, name: &str) -> &'a str {
+        line.split_whitespace()
+            .find_map(|f| f.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+    }
+
+    /// CLIENT LIST's oll and omem follow the push queue: what is queued,
+    /// then less of it as the session takes messages, and nothing once the
+    /// session ended.
+    #[test]
+    fn client_list_counts_the_queued_pushes() {
+        let mut clients = Clients::default();
+        let addr = ClientAddr::Tcp("127.0.0.1:1".parse().expect("addr"));
+        let c = clients.register(addr.clone(), addr, 0);
+        assert_eq!(field(&c.line(), "oll"), "0");
+        assert_eq!(field(&c.line(), "omem"), "0");
+        for i in 0..3 {
+            assert!(c.push(Reply::bulk_str(&format!("message {i}"))));
+        }
+        assert_eq!(field(&c.line(), "oll"), "3");
+        let omem: u64 = field(&c.line(), "omem").parse().expect("omem");
+        assert!(omem > 0);
+        assert_eq!(c.next_push(), Some(Reply::bulk_str("message 0")));
+        assert_eq!(field(&c.line(), "oll"), "2");
+        let less: u64 = field(&c.line(), "omem").parse().expect("omem");
+        assert!(less < omem, "{less} after {omem}");
+        while c.next_push().is_some() {}
+        assert_eq!(field(&c.line(), "omem"), "0");
+        c.ended.set(true);
+        assert!(!c.push(Reply::bulk_str("late")));
+        assert!(!c.has_pushes());
     }
 }

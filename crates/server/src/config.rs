@@ -238,25 +238,12 @@ impl Config {
     /// default: what a cluster's shards use whatever the configuration
     /// says, since the thresholds are replicated state.
     pub fn use_default_encoding_limits(&mut self) {
-        let d = kvasir_core::EncodingLimits::default();
-        self.hash_max_listpack_entries = d.hash_max_listpack_entries;
-        self.hash_max_listpack_value = d.hash_max_listpack_value;
-        self.set_max_intset_entries = d.set_max_intset_entries;
-        self.set_max_listpack_entries = d.set_max_listpack_entries;
-        self.set_max_listpack_value = d.set_max_listpack_value;
-        self.zset_max_listpack_entries = d.zset_max_listpack_entries;
-        self.zset_max_listpack_value = d.zset_max_listpack_value;
-        self.list_max_listpack_size = d.list_max_listpack_size;
-        self.list_compress_depth = d.list_compress_depth;
-        self.script_max_instructions = d.script_max_instructions;
-        for (name, value) in [
-            ("stream-node-max-entries", d.stream_node_max_entries),
-            ("stream-node-max-bytes", d.stream_node_max_bytes),
-        ] {
-            // Both are in range: they are Redis's own defaults.
-            let _ = self.stored.set(name, &value.to_string());
+        let defaults = kvasir_core::EncodingLimits::default();
+        for (name, value) in crate::aof::limit_settings(&defaults) {
+            // Redis's own defaults: each is a value CONFIG SET takes.
+            let _ = self.set(name, &value);
         }
-        debug_assert_eq!(self.encoding_limits(), d);
+        debug_assert_eq!(self.encoding_limits(), defaults);
     }
 
     /// A numeric parameter kept with the Redis parameters (checked and
@@ -593,5 +580,25 @@ mod tests {
         assert!(c.set("hash-max-listpack-value", "1kb").is_ok());
         assert_eq!(c.hash_max_listpack_value, 1024);
         assert_eq!(c.maxmemory, 1 << 30);
+    }
+
+    /// Every threshold goes back to Redis's default (cluster mode), each
+    /// through CONFIG SET's own parsing.
+    #[test]
+    fn default_encoding_limits_replace_every_configured_one() {
+        let defaults = kvasir_core::EncodingLimits::default();
+        for (name, value) in crate::aof::limit_settings(&defaults) {
+            let mut c = Config::default();
+            let other = if value == "-2" {
+                "-1".to_string()
+            } else {
+                format!("{value}1")
+            };
+            c.set(name, &other)
+                .unwrap_or_else(|e| panic!("{name} {other}: {e:?}"));
+            assert_ne!(c.encoding_limits(), defaults, "{name}");
+            c.use_default_encoding_limits();
+            assert_eq!(c.encoding_limits(), defaults, "{name}");
+        }
     }
 }

@@ -412,7 +412,7 @@ pub async fn rebind(server: Rc<Server>, bind: String, old_bind: String) {
     }
 }
 
-async fn serve(config: Config) -> std::io::Result<()> {
+async fn serve(mut config: Config) -> std::io::Result<()> {
     // Before the port is announced: a SIGTERM sent as soon as it is (by a
     // supervisor or a test) must find the handler installed, not kill the
     // process with the default action.
@@ -436,7 +436,6 @@ async fn serve(config: Config) -> std::io::Result<()> {
     let cell: crate::cluster::ServerCell = Rc::new(RefCell::new(std::rc::Weak::new()));
     let watches = Rc::new(RefCell::new(Watches::default()));
     let blocking: crate::blocking::SharedBlocking = Rc::default();
-    let mut config = config;
     if config.initial_cluster.is_some()
         && config.encoding_limits() != kvasir_core::EncodingLimits::default()
     {

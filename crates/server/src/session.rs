@@ -324,13 +324,13 @@ impl Session {
                 }
                 () = &mut pushed => {
                     pushed.set(info.push_ready.notified());
-                    // Counted as queued until written: a client that does
-                    // not read is over its output limit either way.
-                    let (mut bytes, mut msgs) = (0, 0);
+                    // Taken, they count as replies waiting (`flush`): a
+                    // client that does not read is over its output limit
+                    // either way.
+                    let mut taken = false;
                     while let Some(msg) = self.info.next_push() {
                         encode(&msg, self.proto, &mut out);
-                        bytes += msg.approx_wire_len() as u64;
-                        msgs += 1;
+                        taken = true;
                         if out.len() > READ_CHUNK * 4 {
                             break;
                         }
@@ -339,12 +339,10 @@ impl Session {
                         // The rest after this write.
                         self.info.push_ready.notify_one();
                     }
-                    if msgs == 0 {
+                    if !taken {
                         // Taken already, after the command that queued it.
                         continue;
                     }
-                    // Written, they count as replies waiting (below).
-                    self.info.taken(bytes, msgs);
                     if !self.flush(conn, &mut out).await {
                         return;
                     }
@@ -898,7 +896,6 @@ impl Session {
             return;
         }
         while let Some(msg) = self.info.next_push() {
-            self.info.taken(msg.approx_wire_len() as u64, 1);
             self.early_pushes.push(msg);
         }
     }
@@ -908,7 +905,6 @@ impl Session {
     /// sends them after the command instead of in the next event-loop turn.
     fn emit_queued_pushes(&mut self, out: &mut BytesMut) {
         while let Some(msg) = self.info.next_push() {
-            self.info.taken(msg.approx_wire_len() as u64, 1);
             self.emit(msg, out);
         }
     }

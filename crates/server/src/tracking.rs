@@ -677,14 +677,14 @@ mod tests {
         }
     }
 
-    fn connect(f: &Fixture, proto: Protocol) -> (Rc<ClientInfo>, Rc<ClientInfo>) {
+    fn connect(f: &Fixture, proto: Protocol) -> Rc<ClientInfo> {
         let addr: SocketAddr = "127.0.0.1:1".parse().expect("addr");
         let info = f
             .clients
             .borrow_mut()
             .register(ClientAddr::Tcp(addr), ClientAddr::Tcp(addr), 0);
         info.resp.set(proto);
-        (info.clone(), info)
+        info
     }
 
     fn on(args: &[&str]) -> TrackingRequest {
@@ -694,7 +694,7 @@ mod tests {
     }
 
     /// What was queued for the client since the last look.
-    fn invalidated(client: &mut Rc<ClientInfo>) -> Vec<Reply> {
+    fn invalidated(client: &ClientInfo) -> Vec<Reply> {
         std::iter::from_fn(|| client.next_push()).collect()
     }
 
@@ -708,20 +708,20 @@ mod tests {
     #[test]
     fn a_read_key_is_invalidated_once_then_forgotten() {
         let mut f = fixture();
-        let (c, mut rx) = connect(&f, Protocol::Resp3);
+        let c = connect(&f, Protocol::Resp3);
         f.tracking.enable(&c, on(&[]));
         f.tracking.remember(&c, &[b("k")]);
         f.tracking.invalidate(&[b("k"), b("other")]);
-        assert_eq!(invalidated(&mut rx), vec![push(&["k"])]);
+        assert_eq!(invalidated(&c), vec![push(&["k"])]);
         f.tracking.invalidate(&[b("k")]);
-        assert!(invalidated(&mut rx).is_empty());
+        assert!(invalidated(&c).is_empty());
         assert_eq!(f.tracking.totals(), (0, 0, 0));
     }
 
     #[test]
     fn the_last_tracking_client_leaving_empties_the_key_table() {
         let mut f = fixture();
-        let (c, _rx) = connect(&f, Protocol::Resp3);
+        let c = connect(&f, Protocol::Resp3);
         f.tracking.enable(&c, on(&[]));
         f.tracking.remember(&c, &[b("k")]);
         assert!(!f.tracking.is_idle());
@@ -733,19 +733,19 @@ mod tests {
     #[test]
     fn optin_remembers_only_after_caching_yes() {
         let mut f = fixture();
-        let (c, mut rx) = connect(&f, Protocol::Resp3);
+        let c = connect(&f, Protocol::Resp3);
         f.tracking.enable(&c, on(&["optin"]));
         f.tracking.remember(&c, &[b("a")]);
         caching(&mut c.tracking.borrow_mut(), b"yes").expect("optin");
         f.tracking.remember(&c, &[b("b")]);
         f.tracking.invalidate(&[b("a"), b("b")]);
-        assert_eq!(invalidated(&mut rx), vec![push(&["b"])]);
+        assert_eq!(invalidated(&c), vec![push(&["b"])]);
     }
 
     #[test]
     fn bcast_collects_keys_per_prefix_and_noloop_skips_own_writes() {
         let mut f = fixture();
-        let (c, mut rx) = connect(&f, Protocol::Resp3);
+        let c = connect(&f, Protocol::Resp3);
         f.tracking
             .enable(&c, on(&["bcast", "prefix", "a", "prefix", "b", "noloop"]));
         assert!(f.tracking.invalidate(&[b("a2"), b("a1"), b("c"), b("b1")]));
@@ -753,35 +753,32 @@ mod tests {
         f.tracking.invalidate(&[b("a3")]);
         f.tracking.current.set(0);
         f.tracking.broadcast();
-        assert_eq!(
-            invalidated(&mut rx),
-            vec![push(&["a1", "a2"]), push(&["b1"])]
-        );
+        assert_eq!(invalidated(&c), vec![push(&["a1", "a2"]), push(&["b1"])]);
     }
 
     #[test]
     fn the_oldest_keys_are_evicted_over_the_limit() {
         let mut f = fixture();
-        let (c, mut rx) = connect(&f, Protocol::Resp3);
+        let c = connect(&f, Protocol::Resp3);
         f.tracking.max_keys = 2;
         f.tracking.enable(&c, on(&[]));
         f.tracking.remember(&c, &[b("k1"), b("k2"), b("k3")]);
-        assert_eq!(invalidated(&mut rx), vec![push(&["k1"])]);
+        assert_eq!(invalidated(&c), vec![push(&["k1"])]);
         assert_eq!(f.tracking.totals().0, 2);
     }
 
     #[test]
     fn redirects_reach_a_resp2_subscriber_and_break_when_it_leaves() {
         let mut f = fixture();
-        let (target, mut target_rx) = connect(&f, Protocol::Resp2);
+        let target = connect(&f, Protocol::Resp2);
         target.subscriptions.set(1);
-        let (c, mut rx) = connect(&f, Protocol::Resp3);
+        let c = connect(&f, Protocol::Resp3);
         f.tracking
             .enable(&c, on(&["redirect", &target.id.to_string()]));
         f.tracking.remember(&c, &[b("k")]);
         f.tracking.flush();
         assert_eq!(
-            invalidated(&mut target_rx),
+            invalidated(&target),
             vec![Reply::Push(vec![
                 Reply::bulk_str("message"),
                 Reply::bulk_str(CHANNEL),
@@ -791,7 +788,7 @@ mod tests {
         f.clients.borrow_mut().unregister(target.id);
         f.tracking.flush();
         assert_eq!(
-            invalidated(&mut rx),
+            invalidated(&c),
             vec![Reply::Push(vec![
                 Reply::bulk_str("tracking-redir-broken"),
                 Reply::Int(target.id as i64)

@@ -91,9 +91,9 @@ impl Keyspace for MemoryKeyspace {
         self.dbs[db].get(key).map(entry_ref)
     }
 
-    fn count_slots(&mut self, slot_of: fn(&[u8]) -> u16) {
+    fn index_slots(&mut self, slot_of: fn(&[u8]) -> u16) {
         for d in &mut self.dbs {
-            d.count_slots(slot_of);
+            d.index_slots(slot_of);
         }
     }
 

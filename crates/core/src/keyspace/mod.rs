@@ -70,12 +70,13 @@ pub trait Keyspace: Sized + 'static {
         let _ = now_ms;
         self.get(db, key)
     }
-    /// Counts keys per hash slot from now on (a cluster shard's store),
-    /// the keys already stored included; `slot_of` gives a key's slot.
-    fn count_slots(&mut self, _slot_of: fn(&[u8]) -> u16) {}
+    /// Counts and lists keys per hash slot from now on (a cluster shard's
+    /// store), the keys already stored included; `slot_of` gives a key's
+    /// slot.
+    fn index_slots(&mut self, _slot_of: fn(&[u8]) -> u16) {}
     /// Keys in `slot` over every database, expired ones not yet removed
     /// included (Redis counts them too); None when the engine keeps no
-    /// count ([`Keyspace::count_slots`] not called, or not supported): the
+    /// count ([`Keyspace::index_slots`] not called, or not supported): the
     /// caller then walks the keys.
     fn keys_in_slot(&self, _slot: u16) -> Option<usize> {
         None
