@@ -453,6 +453,176 @@ pub fn cluster_count_failure_reports(view: &View, name: &[u8]) -> Reply {
     }
 }
 
+/// Why a slot cannot be assigned, unassigned or moved by a CLUSTER
+/// command: the map gives every slot to a shard, and shards move between
+/// nodes as Raft leadership does.
+const SLOTS_FIXED: &str = "every slot belongs to a shard of the map made at bootstrap, and a shard moves between nodes with its Raft leadership";
+
+/// A slot argument as Redis's getSlotOrReply reads it.
+fn slot_arg(arg: &[u8]) -> Result<u16, Reply> {
+    let canonical = !arg.is_empty()
+        && arg.len() <= 5
+        && arg.iter().all(u8::is_ascii_digit)
+        && (arg[0] != b'0' || arg.len() == 1);
+    let slot = if canonical {
+        std::str::from_utf8(arg)
+            .ok()
+            .and_then(|s| s.parse::<u16>().ok())
+    } else {
+        None
+    };
+    match slot {
+        Some(slot) if slot < SLOTS => Ok(slot),
+        _ => Err(Reply::error("ERR Invalid or out of range slot")),
+    }
+}
+
+/// The slots of `CLUSTER ADDSLOTS|DELSLOTS` (one per argument) or of
+/// `ADDSLOTSRANGE|DELSLOTSRANGE` (start and end pairs), checked as Redis
+/// checks them: every argument parses, a range runs upwards, no slot is
+/// named twice.
+fn slot_list(args: &[bytes::Bytes], ranges: bool) -> Result<Vec<u16>, Reply> {
+    let mut named = Vec::new();
+    if ranges {
+        for pair in args.chunks(2) {
+            let start = slot_arg(&pair[0])?;
+            let end = slot_arg(&pair[1])?;
+            if start > end {
+                return Err(Reply::error(format!(
+                    "ERR start slot number {start} is greater than end slot number {end}"
+                )));
+            }
+            named.extend(start..=end);
+        }
+    } else {
+        for arg in args {
+            named.push(slot_arg(arg)?);
+        }
+    }
+    let mut seen = vec![false; SLOTS as usize];
+    for &slot in &named {
+        if std::mem::replace(&mut seen[slot as usize], true) {
+            return Err(Reply::error(format!(
+                "ERR Slot {slot} specified multiple times"
+            )));
+        }
+    }
+    Ok(named)
+}
+
+/// `CLUSTER ADDSLOTS slot...` and `ADDSLOTSRANGE start end...`: every slot
+/// is assigned already, so Redis's answer for a busy slot is the answer.
+pub fn cluster_addslots(args: &[bytes::Bytes], ranges: bool) -> Reply {
+    match slot_list(args, ranges) {
+        Err(e) => e,
+        Ok(slots) => Reply::error(format!("ERR Slot {} is already busy", slots[0])),
+    }
+}
+
+/// `CLUSTER DELSLOTS slot...` and `DELSLOTSRANGE start end...`: Redis's
+/// checks of the arguments, then a refusal.
+pub fn cluster_delslots(args: &[bytes::Bytes], ranges: bool) -> Reply {
+    match slot_list(args, ranges) {
+        Err(e) => e,
+        Ok(_) => Reply::error(format!(
+            "ERR a Kvasir node's slots cannot be unassigned: {SLOTS_FIXED}"
+        )),
+    }
+}
+
+/// `CLUSTER FLUSHSLOTS`.
+pub fn cluster_flushslots() -> Reply {
+    Reply::error(format!(
+        "ERR a Kvasir node's slots cannot be unassigned: {SLOTS_FIXED}"
+    ))
+}
+
+/// `CLUSTER SETSLOT slot IMPORTING|MIGRATING node-id | NODE node-id |
+/// STABLE`: Redis's syntax and node checks, then a refusal.
+pub fn cluster_setslot(view: &View, args: &[bytes::Bytes]) -> Reply {
+    if let Err(e) = slot_arg(&args[0]) {
+        return e;
+    }
+    let action = &args[1];
+    let is = |name: &[u8]| action.eq_ignore_ascii_case(name);
+    // Redis checks the action and the count together.
+    let node = match args.len() {
+        2 if is(b"stable") => None,
+        3 if is(b"importing") || is(b"migrating") || is(b"node") => Some(&args[2]),
+        _ => {
+            return Reply::error(
+                "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP",
+            )
+        }
+    };
+    if let Some(name) = node {
+        if view
+            .map
+            .nodes
+            .iter()
+            .all(|n| view.name(n.id).as_bytes() != name.as_ref())
+        {
+            let name = String::from_utf8_lossy(name);
+            return Reply::error(if is(b"node") {
+                format!("ERR Unknown node {name}")
+            } else {
+                format!("ERR I don't know about node {name}")
+            });
+        }
+    }
+    Reply::error(format!(
+        "ERR a Kvasir node's slots are not set by hand: {SLOTS_FIXED}"
+    ))
+}
+
+/// `CLUSTER FAILOVER [FORCE|TAKEOVER]`: a Kvasir node shows itself as a
+/// master of the slots it serves (its shards' leaders fail over by Raft
+/// election), so Redis's answer to a master is the answer.
+/// `typed` is the subcommand as the client spelled it (Redis's error
+/// quotes it so).
+pub fn cluster_failover(typed: &[u8], args: &[bytes::Bytes]) -> Reply {
+    match args {
+        [] => {}
+        [mode] if mode.eq_ignore_ascii_case(b"force") || mode.eq_ignore_ascii_case(b"takeover") => {
+        }
+        [_] => return Reply::error("ERR syntax error"),
+        _ => {
+            return Reply::error(format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLUSTER HELP.",
+                String::from_utf8_lossy(typed)
+            ))
+        }
+    }
+    Reply::error("ERR You should send CLUSTER FAILOVER to a replica")
+}
+
+/// `CLUSTER SET-CONFIG-EPOCH epoch`: Redis's checks, in its order; a
+/// Kvasir node always knows its peers (a one-node cluster's epoch is set).
+pub fn cluster_set_config_epoch(view: &View, arg: &[u8]) -> Reply {
+    let epoch = std::str::from_utf8(arg)
+        .ok()
+        .filter(|s| {
+            // string2ll's form: no plus sign, no leading zero.
+            let digits = s.strip_prefix('-').unwrap_or(s);
+            !s.starts_with('+') && (digits.len() == 1 || !digits.starts_with('0'))
+        })
+        .and_then(|s| s.parse::<i64>().ok());
+    match epoch {
+        None => Reply::error("ERR value is not an integer or out of range"),
+        Some(e) if e < 0 => Reply::error(format!("ERR Invalid config epoch specified: {e}")),
+        Some(_) if view.map.nodes.len() > 1 => Reply::error(
+            "ERR The user can assign a config epoch only when the node does not know any other node.",
+        ),
+        Some(_) => Reply::error("ERR Node config epoch is already non-zero"),
+    }
+}
+
+/// `CLUSTER BUMPEPOCH`: the map's epoch changes only with the map, so it
+/// is STILL the current one.
+pub fn cluster_bumpepoch(view: &View) -> Reply {
+    Reply::Simple(format!("STILL {}", view.map.epoch).into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -315,6 +315,87 @@ fn sharded_pubsub_and_cluster_introspection() {
             "ERR Unknown node 1".into(),
         ),
         (vec!["CLUSTER", "RESET", "now"], "ERR syntax error".into()),
+        // Slots and failover belong to the shard map and Raft: Redis's
+        // argument checks, Redis's answers where they fit (every slot is
+        // busy, this node is a master), a refusal where none does.
+        (
+            vec!["CLUSTER", "ADDSLOTS", "5", "16384"],
+            "ERR Invalid or out of range slot".into(),
+        ),
+        (
+            vec!["CLUSTER", "ADDSLOTS", "7", "8"],
+            "ERR Slot 7 is already busy".into(),
+        ),
+        (
+            vec!["CLUSTER", "ADDSLOTS", "7", "7"],
+            "ERR Slot 7 specified multiple times".into(),
+        ),
+        (
+            vec!["CLUSTER", "ADDSLOTSRANGE", "9", "3"],
+            "ERR start slot number 9 is greater than end slot number 3".into(),
+        ),
+        (
+            vec!["CLUSTER", "ADDSLOTSRANGE", "1", "3", "5"],
+            "ERR wrong number of arguments for 'cluster|addslotsrange' command".into(),
+        ),
+        (
+            vec!["CLUSTER", "ADDSLOTSRANGE", "1", "3", "3", "4"],
+            "ERR Slot 3 specified multiple times".into(),
+        ),
+        (
+            vec!["CLUSTER", "DELSLOTS", "-1"],
+            "ERR Invalid or out of range slot".into(),
+        ),
+        (
+            vec!["CLUSTER", "FAILOVER", "now"],
+            "ERR syntax error".into(),
+        ),
+        (
+            vec!["CLUSTER", "FAILOVER"],
+            "ERR You should send CLUSTER FAILOVER to a replica".into(),
+        ),
+        (
+            vec!["CLUSTER", "FAILOVER", "TAKEOVER"],
+            "ERR You should send CLUSTER FAILOVER to a replica".into(),
+        ),
+        (
+            vec!["CLUSTER", "SETSLOT", "16384", "STABLE"],
+            "ERR Invalid or out of range slot".into(),
+        ),
+        (
+            vec!["CLUSTER", "SETSLOT", "1", "STABLE", "x"],
+            "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP".into(),
+        ),
+        (
+            vec!["CLUSTER", "SETSLOT", "1", "NODE", "nosuch"],
+            "ERR Unknown node nosuch".into(),
+        ),
+        (
+            vec!["CLUSTER", "SETSLOT", "1", "MIGRATING", "nosuch"],
+            "ERR I don't know about node nosuch".into(),
+        ),
+        (
+            vec!["CLUSTER", "FAILOVER", "force", "now"],
+            "ERR unknown subcommand or wrong number of arguments for 'FAILOVER'. Try CLUSTER HELP."
+                .into(),
+        ),
+        (
+            vec!["CLUSTER", "SETSLOT", "1", "MOVE", "x"],
+            "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP".into(),
+        ),
+        (
+            vec!["CLUSTER", "SET-CONFIG-EPOCH", "x"],
+            "ERR value is not an integer or out of range".into(),
+        ),
+        (
+            vec!["CLUSTER", "SET-CONFIG-EPOCH", "-3"],
+            "ERR Invalid config epoch specified: -3".into(),
+        ),
+        (
+            vec!["CLUSTER", "SET-CONFIG-EPOCH", "3"],
+            "ERR The user can assign a config epoch only when the node does not know any other node."
+                .into(),
+        ),
         (
             vec!["EVAL", "return redis.call('cluster', 'reset', 'hard')", "0"],
             "ERR This Redis command is not allowed from script script: \
@@ -326,6 +407,32 @@ fn sharded_pubsub_and_cluster_introspection() {
     }
     assert!(err_text(cmd(&mut n, &["CLUSTER", "FORGET", &peer])).contains("fixed"));
     assert!(err_text(cmd(&mut n, &["CLUSTER", "RESET", "HARD"])).contains("cannot be reset"));
+    for args in [
+        vec!["CLUSTER", "DELSLOTS", "1", "2"],
+        vec!["CLUSTER", "DELSLOTSRANGE", "0", "16383"],
+        vec!["CLUSTER", "FLUSHSLOTS"],
+        vec!["CLUSTER", "SETSLOT", "1", "NODE", &myid],
+        vec!["CLUSTER", "SETSLOT", "1", "STABLE"],
+    ] {
+        assert!(err_text(cmd(&mut n, &args)).contains("slots"), "{args:?}");
+    }
+    assert_eq!(ok(&mut n, &["CLUSTER", "SAVECONFIG"]), redis::Value::Okay);
+    let epoch_line = |n: &mut redis::Connection| -> String {
+        let info: String = redis::cmd("CLUSTER").arg("INFO").query(n).unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("cluster_current_epoch:").map(str::to_string))
+            .expect("cluster_current_epoch")
+    };
+    let epoch = epoch_line(&mut n);
+    assert_eq!(
+        ok(&mut n, &["CLUSTER", "BUMPEPOCH"]),
+        redis::Value::SimpleString(format!("STILL {epoch}"))
+    );
+    assert_eq!(
+        epoch_line(&mut n),
+        epoch,
+        "BUMPEPOCH leaves the epoch as it was"
+    );
     assert!(
         err_text(cmd(&mut n, &["CLUSTER", "MEET", "10.1.2.3", "7000"])).contains("cannot join")
     );

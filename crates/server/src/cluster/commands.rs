@@ -629,10 +629,24 @@ pub fn out_reply(node: &ClusterNode, r: Result<Out, RaftError>, slot: Option<u16
 
 const CLUSTER_HELP: &[&str] = &[
     "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "ADDSLOTS <slot> [<slot> ...]",
+    "    Assign slots to current node (refused: every slot is assigned).",
+    "ADDSLOTSRANGE <start slot> <end slot> [<start slot> <end slot> ...]",
+    "    Assign slots which are between <start-slot> and <end-slot> to current node (refused: every slot is assigned).",
+    "BUMPEPOCH",
+    "    Advance the cluster config epoch (Kvasir's changes only with the map: STILL).",
     "COUNT-FAILURE-REPORTS <node-id>",
     "    Return number of failure reports for <node-id>.",
     "COUNTKEYSINSLOT <slot>",
     "    Return the number of keys in <slot>.",
+    "DELSLOTS <slot> [<slot> ...]",
+    "    Delete slots information from current node (refused: slots belong to shards).",
+    "DELSLOTSRANGE <start slot> <end slot> [<start slot> <end slot> ...]",
+    "    Delete slots information which are between <start-slot> and <end-slot> from current node (refused).",
+    "FAILOVER [FORCE|TAKEOVER]",
+    "    Promote current replica node to being a master (a Kvasir node is a master; shards fail over by Raft election).",
+    "FLUSHSLOTS",
+    "    Delete current node own slots information (refused: slots belong to shards).",
     "FORGET <node-id>",
     "    Remove a node from the cluster (refused: Kvasir's members are fixed at bootstrap).",
     "GETKEYSINSLOT <slot> <count>",
@@ -659,6 +673,12 @@ const CLUSTER_HELP: &[&str] = &[
     "    Configure current node as replica to <node-id> (refused: every node replicates every shard).",
     "RESET [HARD|SOFT]",
     "    Reset current node (refused: members are fixed when the cluster is bootstrapped).",
+    "SAVECONFIG",
+    "    Save current cluster configuration to disk (Kvasir's map is stored at bootstrap: OK).",
+    "SET-CONFIG-EPOCH <epoch>",
+    "    Set config epoch of current node (refused: the node knows its peers).",
+    "SETSLOT <slot> (IMPORTING <node-id>|MIGRATING <node-id>|STABLE|NODE <node-id>)",
+    "    Set slot state (refused: shards move with their Raft leadership).",
     "SHARDS",
     "    Return information about slot range mappings and the nodes associated with them.",
     "SLOTS",
@@ -776,6 +796,26 @@ pub fn cluster(s: &Session, sub: ClusterCmd, args: &[Bytes]) -> Outcome {
         ClusterCmd::CountFailureReports => {
             node.with_view(|v| creply::cluster_count_failure_reports(v, &args[2]))
         }
+        ClusterCmd::Failover => creply::cluster_failover(&args[1], &args[2..]),
+        ClusterCmd::Addslots => creply::cluster_addslots(&args[2..], false),
+        ClusterCmd::Delslots => creply::cluster_delslots(&args[2..], false),
+        ClusterCmd::Addslotsrange | ClusterCmd::Delslotsrange if args.len() % 2 == 1 => {
+            Reply::error(format!(
+                "ERR wrong number of arguments for 'cluster|{}' command",
+                String::from_utf8_lossy(&args[1]).to_ascii_lowercase()
+            ))
+        }
+        ClusterCmd::Addslotsrange => creply::cluster_addslots(&args[2..], true),
+        ClusterCmd::Delslotsrange => creply::cluster_delslots(&args[2..], true),
+        ClusterCmd::Flushslots => creply::cluster_flushslots(),
+        ClusterCmd::Setslot => node.with_view(|v| creply::cluster_setslot(v, &args[2..])),
+        // The map is stored durably when the cluster is bootstrapped and
+        // never changes by hand: there is nothing left to save.
+        ClusterCmd::Saveconfig => Reply::ok(),
+        ClusterCmd::SetConfigEpoch => {
+            node.with_view(|v| creply::cluster_set_config_epoch(v, &args[2]))
+        }
+        ClusterCmd::Bumpepoch => node.with_view(creply::cluster_bumpepoch),
         ClusterCmd::Help => help_reply(CLUSTER_HELP),
         // These read a shard's store, on the shard's thread.
         ClusterCmd::Countkeysinslot => match int_arg(&args[2]).map(slot_in_range) {
