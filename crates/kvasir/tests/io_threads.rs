@@ -331,3 +331,121 @@ fn unix_socket_clients_are_read_and_written_on_io_threads() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The I/O thread parses the requests it can and hands the rest to the
+/// session as bytes (inline requests, requests longer than it holds, the
+/// empty `*0`), switching back once the session parsed those: whatever the
+/// cut of the stream into reads, every reply comes once and in order.
+#[test]
+fn requests_keep_their_order_across_parsed_and_unparsed_input() {
+    use std::io::{Read, Write};
+    let server = start();
+    let big = vec![b'b'; 100_000];
+    // Just under and over the 64 KiB the I/O thread holds of one request.
+    let near = vec![b'n'; 65_400];
+    let over = vec![b'o'; 66_000];
+    let mut wire = Vec::new();
+    let mut want = Vec::new();
+    let mut counter = 0;
+    for round in 0..3 {
+        for i in 0..300 {
+            let key = format!("k{round}:{i}");
+            wire.extend(encode_cmd(&[b"SET", key.as_bytes(), b"v"]));
+            want.extend_from_slice(b"+OK\r\n");
+            if i % 50 == 7 {
+                wire.extend_from_slice(b"PING\r\n*0\r\n");
+                want.extend_from_slice(b"+PONG\r\n");
+            }
+            if i % 100 == 42 {
+                for (name, value) in [(&b"big"[..], &big), (b"near", &near), (b"over", &over)] {
+                    wire.extend(encode_cmd(&[b"SET", name, value]));
+                    wire.extend(encode_cmd(&[b"GET", name]));
+                    want.extend_from_slice(b"+OK\r\n");
+                    want.extend_from_slice(format!("${}\r\n", value.len()).as_bytes());
+                    want.extend_from_slice(value);
+                    want.extend_from_slice(b"\r\n");
+                }
+            }
+            counter += 1;
+            wire.extend(encode_cmd(&[b"INCR", b"counter"]));
+            want.extend_from_slice(format!(":{counter}\r\n").as_bytes());
+        }
+    }
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
+    let mut reader = stream.try_clone().expect("clone");
+    let expected = want.len();
+    let replies = thread::spawn(move || {
+        reader
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        let mut got = Vec::with_capacity(expected);
+        let mut chunk = [0u8; 65536];
+        while got.len() < expected {
+            match reader.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&chunk[..n]),
+            }
+        }
+        got
+    });
+    // Reads of every size: a xorshift picks each write's length.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut at = 0;
+    while at < wire.len() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let n = match x % 4 {
+            0 => 1 + (x >> 8) as usize % 16,
+            1 => 1 + (x >> 8) as usize % 2_000,
+            _ => 1 + (x >> 8) as usize % 70_000,
+        };
+        let end = (at + n).min(wire.len());
+        stream.write_all(&wire[at..end]).expect("write");
+        at = end;
+        if x.is_multiple_of(8) {
+            // A pause lets the pieces arrive as separate reads.
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let got = replies.join().expect("reader");
+    assert_eq!(got.len(), want.len(), "reply bytes");
+    if let Some(i) = got.iter().zip(&want).position(|(a, b)| a != b) {
+        panic!(
+            "replies differ at byte {i}: got {:?}, want {:?}",
+            String::from_utf8_lossy(&got[i.saturating_sub(40)..(i + 40).min(got.len())]),
+            String::from_utf8_lossy(&want[i.saturating_sub(40)..(i + 40).min(want.len())])
+        );
+    }
+}
+
+/// A client that has to authenticate gets Redis's small request limits
+/// until its AUTH runs, also when AUTH and larger requests come in one
+/// write (the I/O thread must not parse past AUTH with either set of
+/// limits).
+#[test]
+fn auth_inside_a_pipeline_lifts_the_limits_for_the_requests_after_it() {
+    let server = Kvasir::start(&["--threads", "3", "--requirepass", "pw"]);
+    let mut wire = encode_cmd(&[b"AUTH", b"pw"]);
+    let mset: Vec<&[u8]> = vec![
+        b"MSET", b"a", b"1", b"b", b"2", b"c", b"3", b"d", b"4", b"e", b"5",
+    ];
+    wire.extend(encode_cmd(&mset));
+    let big = vec![b'x'; 16_385];
+    wire.extend(encode_cmd(&[b"SET", b"big", &big]));
+    wire.extend(encode_cmd(&[b"STRLEN", b"big"]));
+    let mut r = server.raw_conn();
+    r.send(&wire);
+    for want in ["+OK\r\n", "+OK\r\n", "+OK\r\n", ":16385\r\n"] {
+        assert_eq!(String::from_utf8_lossy(&r.read_reply()), want);
+    }
+    // Without AUTH first, the same MSET is a protocol error.
+    let mut r = server.raw_conn();
+    r.send(&encode_cmd(&mset));
+    let (out, closed) = r.read_until_close(Duration::from_secs(5));
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        "-ERR Protocol error: unauthenticated multibulk length\r\n"
+    );
+    assert!(closed, "the connection is closed after a protocol error");
+}

@@ -40,6 +40,32 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// Checks a multibulk command parsed under other limits (an I/O thread
+    /// parses ahead of the session) against these: the error the parser
+    /// would have given for the same bytes under these limits, if any. A
+    /// request that parsed is well formed, so only the counts can differ;
+    /// they are checked in the parser's order.
+    pub fn check_parsed(&self, args: &[Bytes]) -> Result<(), ProtocolError> {
+        let count = args.len() as i64;
+        if self.unauthenticated && count > UNAUTH_MAX_MULTIBULK {
+            return Err(ProtocolError::new("unauthenticated multibulk length"));
+        }
+        if count > self.max_multibulk_len as i64 {
+            return Err(ProtocolError::new("invalid multibulk length"));
+        }
+        for arg in args {
+            if self.unauthenticated && arg.len() as i64 > UNAUTH_MAX_BULK {
+                return Err(ProtocolError::new("unauthenticated bulk length"));
+            }
+            if arg.len() > self.max_bulk_len {
+                return Err(ProtocolError::new("invalid bulk length"));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A protocol violation. The connection that sent it gets
 /// `-ERR Protocol error: <reason>` and is then closed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -391,6 +417,69 @@ mod tests {
             cmds,
             vec![vec![b"GET".to_vec(), b"k".to_vec()], vec![b"PING".to_vec()]]
         );
+    }
+
+    /// A command parsed under loose limits, checked under strict ones,
+    /// gets exactly the parser's answer under the strict ones.
+    #[test]
+    fn check_parsed_agrees_with_the_parser() {
+        let loose = Limits::default();
+        let stricter = [
+            Limits::default(),
+            Limits {
+                unauthenticated: true,
+                ..Limits::default()
+            },
+            Limits {
+                max_bulk_len: 20_000,
+                ..Limits::default()
+            },
+            Limits {
+                max_bulk_len: 5,
+                unauthenticated: true,
+                ..Limits::default()
+            },
+        ];
+        let encode = |args: &[Vec<u8>]| {
+            let mut out = format!("*{}\r\n", args.len()).into_bytes();
+            for a in args {
+                out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+                out.extend_from_slice(a);
+                out.extend_from_slice(b"\r\n");
+            }
+            out
+        };
+        let mut commands: Vec<Vec<Vec<u8>>> = Vec::new();
+        for count in [1usize, 3, 10, 11, 40] {
+            for size in [0usize, 5, 6, 16_384, 16_385, 20_000, 20_001] {
+                // The long argument first, last, or everywhere.
+                let mut first = vec![b"a".to_vec(); count];
+                first[0] = vec![b'x'; size];
+                let mut last = vec![b"a".to_vec(); count];
+                last[count - 1] = vec![b'x'; size];
+                commands.push(first);
+                commands.push(last);
+                commands.push(vec![vec![b'x'; size]; count]);
+            }
+        }
+        for args in &commands {
+            let wire = encode(args);
+            let mut buf = BytesMut::from(&wire[..]);
+            let Ok(Parsed::Command(parsed)) = parse_command(&mut buf, &loose) else {
+                panic!("loose limits parse it");
+            };
+            for limits in &stricter {
+                let mut buf = BytesMut::from(&wire[..]);
+                let direct = parse_command(&mut buf, limits).map(|_| ());
+                assert_eq!(
+                    limits.check_parsed(&parsed),
+                    direct,
+                    "{} args, sizes {:?}, {limits:?}",
+                    args.len(),
+                    args.iter().map(Vec::len).collect::<Vec<_>>()
+                );
+            }
+        }
     }
 
     #[test]

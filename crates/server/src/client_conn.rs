@@ -6,18 +6,22 @@
 //!   had, no channels, no extra thread).
 //! - [`ChannelConn`]: the socket lives on an I/O thread (`--threads N`,
 //!   N > 1, Valkey 8's I/O threads) whose pump ([`crate::io_threads`]) does
-//!   the `read`/`write` system calls; the session on the data thread gets the
-//!   bytes it read through a bounded channel and hands its replies back
-//!   through another. A profile of a standalone node under 50 clients
+//!   the `read`/`write` system calls and parses the requests; the session on
+//!   the data thread gets the parsed requests (or, where the pump cannot
+//!   parse exactly as the session would, the bytes) through a bounded
+//!   channel and hands its replies back through another. A profile of a standalone node under 50 clients
 //!   showed ~80% of the data thread in the kernel (TCP send/recv, epoll), so
 //!   moving the system calls off it is the first step to use more cores.
 //!
 //! `session::run` is generic over [`ClientConn`], so each kind gets its own
 //! monomorphised copy: no `dyn`, no boxing per request.
 
+use crate::io_threads::{Input, ParseGate};
 use bytes::{Bytes, BytesMut};
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::mpsc;
@@ -29,10 +33,28 @@ pub use crate::clients::ClientAddr;
 // wanted: sessions run on the data thread's `LocalSet`.
 #[allow(async_fn_in_trait)]
 pub trait ClientConn {
-    /// Reads what the client sent into `buf` (appending); `Ok(0)` when the
-    /// client closed. Cancel safe: the session selects it against pushes and
-    /// kills, and a cancelled read must lose nothing.
-    async fn read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize>;
+    /// Reads what the client sent: bytes for the session to parse are
+    /// appended to `buf`, commands the connection parsed already (an I/O
+    /// thread's) to `parsed`, which come before anything in `buf`. Returns
+    /// the bytes read from the socket; `Ok(0)` when the client closed.
+    /// Cancel safe: the session selects it against pushes and kills, and a
+    /// cancelled read must lose nothing.
+    async fn read_input(
+        &mut self,
+        buf: &mut BytesMut,
+        parsed: &mut VecDeque<Vec<Bytes>>,
+    ) -> io::Result<usize>;
+
+    /// Whether, and with which `proto-max-bulk-len`, the connection may
+    /// parse ahead of the session: None while the client must still
+    /// authenticate (AUTH inside a pipeline changes the limits for the
+    /// commands after it). The session checks every parsed command against
+    /// its limits anyway; this keeps it from getting commands it must refuse.
+    fn parse_ahead(&self, _max_bulk_len: Option<usize>) {}
+
+    /// The session parsed every byte it was given (its query buffer is
+    /// empty): a connection that handed it bytes may parse again.
+    fn query_buffer_empty(&self) {}
 
     /// Writes all of `out` and leaves it empty (its capacity may change).
     async fn write_out(&mut self, out: &mut BytesMut) -> io::Result<()>;
@@ -54,7 +76,11 @@ pub trait ClientConn {
 }
 
 impl ClientConn for TcpStream {
-    async fn read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+    async fn read_input(
+        &mut self,
+        buf: &mut BytesMut,
+        _parsed: &mut VecDeque<Vec<Bytes>>,
+    ) -> io::Result<usize> {
         AsyncReadExt::read_buf(self, buf).await
     }
 
@@ -91,7 +117,11 @@ pub struct UnixConn {
 }
 
 impl ClientConn for UnixConn {
-    async fn read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+    async fn read_input(
+        &mut self,
+        buf: &mut BytesMut,
+        _parsed: &mut VecDeque<Vec<Bytes>>,
+    ) -> io::Result<usize> {
         AsyncReadExt::read_buf(&mut self.stream, buf).await
     }
 
@@ -140,29 +170,36 @@ impl ClientConn for UnixConn {
     }
 }
 
-/// Chunks read in one go from the inbound channel before the session
+/// Bytes read in one go from the inbound channel before the session
 /// parses: enough to batch a pipelined burst, bounded so the query buffer
 /// limit is checked often.
 const MAX_READ_BATCH: usize = 256 * 1024;
 
 /// A connection whose socket an I/O thread reads and writes.
 pub struct ChannelConn {
-    /// What the pump read from the socket, one chunk per read; closed on
-    /// EOF or a socket error.
-    inbound: mpsc::Receiver<Bytes>,
+    /// What the pump read from the socket, one message per read (or per
+    /// few, when reads held only part of a command); closed on EOF or a
+    /// socket error.
+    inbound: mpsc::Receiver<Input>,
     /// Replies for the pump to write; dropped by `shutdown` (the pump then
     /// flushes what is queued and shuts the socket down).
     outbound: Option<mpsc::Sender<Bytes>>,
-    /// A chunk `closed_or_more` received: it belongs to the next read.
-    held: Option<Bytes>,
+    /// A message `closed_or_more` received, or one that must wait for the
+    /// next read: it belongs to the next read.
+    held: Option<Input>,
+    /// What the session and the pump tell each other about parsing.
+    gate: Arc<ParseGate>,
+    /// Bytes the pump handed over unparsed, so far.
+    raw_received: u64,
     local: ClientAddr,
     fd: i32,
 }
 
 impl ChannelConn {
     pub(crate) fn new(
-        inbound: mpsc::Receiver<Bytes>,
+        inbound: mpsc::Receiver<Input>,
         outbound: mpsc::Sender<Bytes>,
+        gate: Arc<ParseGate>,
         local: ClientAddr,
         fd: i32,
     ) -> ChannelConn {
@@ -170,37 +207,67 @@ impl ChannelConn {
             inbound,
             outbound: Some(outbound),
             held: None,
+            gate,
+            raw_received: 0,
             local,
             fd,
         }
     }
+
+    fn take(&mut self, input: Input, buf: &mut BytesMut, parsed: &mut VecDeque<Vec<Bytes>>) {
+        self.raw_received += input.raw.len() as u64;
+        parsed.extend(input.commands);
+        buf.extend_from_slice(&input.raw);
+    }
 }
 
 impl ClientConn for ChannelConn {
-    async fn read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+    async fn read_input(
+        &mut self,
+        buf: &mut BytesMut,
+        parsed: &mut VecDeque<Vec<Bytes>>,
+    ) -> io::Result<usize> {
         let first = match self.held.take() {
-            Some(chunk) => chunk,
+            Some(input) => input,
             // The only await: `recv` is cancel safe, and nothing was taken
             // before it.
             None => match self.inbound.recv().await {
-                Some(chunk) => chunk,
+                Some(input) => input,
                 None => return Ok(0),
             },
         };
-        buf.extend_from_slice(&first);
-        let mut n = first.len();
-        // Whatever else the pump already read goes to the same parse pass,
-        // as one larger socket read would.
+        let mut n = first.read;
+        let mut raw = !first.raw.is_empty();
+        self.take(first, buf, parsed);
+        // Whatever else the pump already read goes to the same pass, as one
+        // larger socket read would.
         while n < MAX_READ_BATCH {
             match self.inbound.try_recv() {
-                Ok(chunk) => {
-                    buf.extend_from_slice(&chunk);
-                    n += chunk.len();
+                // Parsed commands come after unparsed bytes only once the
+                // session parsed those (the pump waits for that), so they
+                // cannot follow them in one pass; kept for the next one.
+                Ok(input) if raw && !input.commands.is_empty() => {
+                    self.held = Some(input);
+                    break;
+                }
+                Ok(input) => {
+                    n += input.read;
+                    raw |= !input.raw.is_empty();
+                    self.take(input, buf, parsed);
                 }
                 Err(_) => break,
             }
         }
-        Ok(n)
+        // A socket read is never empty: a message is at least one byte.
+        Ok(n.max(1))
+    }
+
+    fn parse_ahead(&self, max_bulk_len: Option<usize>) {
+        self.gate.allow(max_bulk_len);
+    }
+
+    fn query_buffer_empty(&self) {
+        self.gate.consumed(self.raw_received);
     }
 
     async fn write_out(&mut self, out: &mut BytesMut) -> io::Result<()> {
@@ -223,8 +290,8 @@ impl ClientConn for ChannelConn {
             return false;
         }
         match self.inbound.recv().await {
-            Some(chunk) => {
-                self.held = Some(chunk);
+            Some(input) => {
+                self.held = Some(input);
                 false
             }
             None => true,

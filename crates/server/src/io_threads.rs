@@ -1,17 +1,31 @@
 //! I/O threads (`--threads N`, N > 1): N-1 threads that do the socket
-//! reads and writes of client connections, as Valkey 8's I/O threads do,
-//! while the data thread keeps everything else (parsing, routing, every
-//! shard, pub/sub, blocking, the Raft loop).
+//! reads and writes of client connections and parse the requests, as
+//! Valkey 8's I/O threads do, while the data thread keeps everything else
+//! (running the commands, routing, every shard, pub/sub, blocking, the Raft
+//! loop).
 //!
 //! The accept loops stay on the data thread (maxclients, stats) and hand
 //! each accepted socket, TCP or Unix, round-robin to an I/O thread, where a
 //! pump moves bytes between the socket and the session's [`ChannelConn`]:
 //!
 //! - reads: as much as the socket has (a 16 KiB buffer at least), each read
-//!   forwarded as one `Bytes` chunk into a bounded channel. A session that
-//!   does not consume stops the pump from reading, so the query buffer limit
-//!   and TCP flow control still bound memory. EOF or a socket error closes
-//!   the channel: the session sees EOF as it would on the socket.
+//!   forwarded as one [`Input`] into a bounded channel. A session that does
+//!   not consume stops the pump from reading, so TCP flow control still
+//!   bounds memory. EOF or a socket error closes the channel: the session
+//!   sees EOF as it would on the socket.
+//! - parsing: the pump splits every complete multibulk request off what it
+//!   read and hands the session the arguments, the session's parser's work
+//!   done on this thread. What it cannot parse exactly as the session would
+//!   it hands over as bytes (raw) for the session's own parser, and parses
+//!   again only once the session has parsed all of those ([`ParseGate`]):
+//!   a client that still has to authenticate (AUTH inside a pipeline lifts
+//!   the limits for the requests after it), an inline request, a protocol
+//!   error, a request larger than [`PARSE_AHEAD_MAX`] (the query buffer
+//!   limit, CLIENT LIST's qbuf and the reservation for a large argument stay
+//!   the session's). The session checks each parsed request against its
+//!   limits of the moment ([`kvasir_resp::Limits::check_parsed`]), so a
+//!   CONFIG SET of `proto-max-bulk-len` or an ACL change applies from the
+//!   next request on, as in Redis.
 //! - writes: every chunk from the session's bounded channel, the chunks
 //!   already queued coalesced into one vectored write. When the session
 //!   ends (its channel ends dropped), the pump writes what is queued, shuts
@@ -19,11 +33,14 @@
 
 use crate::client_conn::{ChannelConn, ClientAddr};
 use bytes::{Buf, Bytes, BytesMut};
+use kvasir_resp::{parse_command, Limits, Parsed};
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::mpsc;
@@ -37,6 +54,66 @@ const READ_CHUNK: usize = 16 * 1024;
 const CHANNEL_CHUNKS: usize = 16;
 /// Most chunks handed to one `writev`.
 const MAX_IOV: usize = 32;
+/// The largest part of a request the pump holds while it waits for the
+/// rest; a longer one goes to the session unparsed, whose query buffer
+/// accounting and limit then apply to it.
+pub const PARSE_AHEAD_MAX: usize = 64 * 1024;
+
+/// What one or more socket reads brought, for the session.
+pub struct Input {
+    /// Requests the pump parsed, in order; they come before `raw`.
+    pub commands: Vec<Vec<Bytes>>,
+    /// Bytes for the session's own parser (may be empty).
+    pub raw: Bytes,
+    /// Bytes read from the socket since the last message (INFO's
+    /// total_net_input_bytes).
+    pub read: usize,
+}
+
+/// What a session and its pump tell each other about parsing.
+#[derive(Default)]
+pub struct ParseGate {
+    /// The `proto-max-bulk-len` the pump parses with; 0 while it must not
+    /// parse (the client has not authenticated).
+    max_bulk_len: AtomicUsize,
+    /// How many of the raw bytes the session had parsed, all of them, when
+    /// its query buffer was last empty.
+    raw_consumed: AtomicU64,
+}
+
+impl ParseGate {
+    /// The session's side: whether, and with which bulk limit, the pump
+    /// may parse.
+    pub fn allow(&self, max_bulk_len: Option<usize>) {
+        // The setting's minimum is 1 MB, so 0 is free to mean "no".
+        let v = max_bulk_len.unwrap_or(0);
+        if self.max_bulk_len.load(Ordering::Relaxed) != v {
+            self.max_bulk_len.store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// The session's side: it parsed the first `raw` raw bytes, and holds
+    /// none it has not.
+    pub fn consumed(&self, raw: u64) {
+        if self.raw_consumed.load(Ordering::Relaxed) != raw {
+            self.raw_consumed.store(raw, Ordering::Release);
+        }
+    }
+
+    /// The pump's side: the limits it may parse with now that it has
+    /// handed over `raw_sent` raw bytes, or None. It may once the session
+    /// has parsed all of them: a request after them can only be parsed
+    /// after theirs.
+    fn limits(&self, raw_sent: u64) -> Option<Limits> {
+        let max_bulk_len = self.max_bulk_len.load(Ordering::Relaxed);
+        (max_bulk_len > 0 && self.raw_consumed.load(Ordering::Acquire) == raw_sent).then(|| {
+            Limits {
+                max_bulk_len,
+                ..Limits::default()
+            }
+        })
+    }
+}
 
 /// A client socket, deregistered from the data thread's reactor.
 enum Socket {
@@ -47,8 +124,9 @@ enum Socket {
 /// A socket on its way to an I/O thread with the pump's channel ends.
 struct Handoff {
     stream: Socket,
-    to_session: mpsc::Sender<Bytes>,
+    to_session: mpsc::Sender<Input>,
     from_session: mpsc::Receiver<Bytes>,
+    gate: Arc<ParseGate>,
 }
 
 /// The I/O threads of a node, owned by the data thread.
@@ -107,6 +185,7 @@ impl IoThreads {
     fn send(&self, stream: Socket, local: ClientAddr, fd: i32) -> io::Result<ChannelConn> {
         let (to_session, inbound) = mpsc::channel(CHANNEL_CHUNKS);
         let (outbound, from_session) = mpsc::channel(CHANNEL_CHUNKS);
+        let gate = Arc::new(ParseGate::default());
         let i = self.next.get();
         self.next.set((i + 1) % self.threads.len());
         self.threads[i]
@@ -114,9 +193,10 @@ impl IoThreads {
                 stream,
                 to_session,
                 from_session,
+                gate: gate.clone(),
             })
             .map_err(|_| io::Error::other("I/O thread stopped"))?;
-        Ok(ChannelConn::new(inbound, outbound, local, fd))
+        Ok(ChannelConn::new(inbound, outbound, gate, local, fd))
     }
 }
 
@@ -126,6 +206,7 @@ async fn pump(handoff: Handoff) {
         stream,
         to_session,
         from_session,
+        gate,
     } = handoff;
     // `from_std` wants a non-blocking socket; `into_std` leaves it so, but
     // this is cheap and makes the requirement explicit.
@@ -134,14 +215,14 @@ async fn pump(handoff: Handoff) {
             .set_nonblocking(true)
             .and_then(|()| TcpStream::from_std(s))
         {
-            Ok(s) => run_pump(s, to_session, from_session).await,
+            Ok(s) => run_pump(s, to_session, from_session, gate).await,
             Err(e) => not_registered(e),
         },
         Socket::Unix(s) => match s
             .set_nonblocking(true)
             .and_then(|()| UnixStream::from_std(s))
         {
-            Ok(s) => run_pump(s, to_session, from_session).await,
+            Ok(s) => run_pump(s, to_session, from_session, gate).await,
             Err(e) => not_registered(e),
         },
     }
@@ -154,12 +235,13 @@ fn not_registered(e: io::Error) {
 
 async fn run_pump<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
-    to_session: mpsc::Sender<Bytes>,
+    to_session: mpsc::Sender<Input>,
     mut from_session: mpsc::Receiver<Bytes>,
+    gate: Arc<ParseGate>,
 ) {
     // None once the client closed or the session stopped reading for good.
     let mut to_session = Some(to_session);
-    let mut buf = BytesMut::new();
+    let mut reader = Reader::default();
     let mut queued: VecDeque<Bytes> = VecDeque::with_capacity(MAX_IOV);
     loop {
         let mut stop_reading = false;
@@ -188,16 +270,13 @@ async fn run_pump<S: AsyncRead + AsyncWrite + Unpin>(
             // this future, no byte was read yet (`read_buf` is cancel safe)
             // and the slot returns. A read is never stuck waiting for the
             // session while replies wait to be written.
-            r = read_with_permit(&mut stream, &mut buf, to_session.as_ref()), if to_session.is_some() => {
+            r = read_with_permit(&mut stream, &mut reader.buf, to_session.as_ref()), if to_session.is_some() => {
                 match r {
                     Some((permit, n)) => {
                         debug_assert!(n > 0);
-                        // A copy the size of what was read: the read
-                        // buffer stays this thread's own, one allocation
-                        // for the connection's life (chunks cut from it
-                        // made a new 16 KB buffer at most reads, since
-                        // the session still held the last one).
-                        permit.send(Bytes::copy_from_slice(&buf[..n]));
+                        if let Some(input) = reader.take(n, &gate) {
+                            permit.send(input);
+                        }
                     }
                     // EOF, a socket error, or the session stopped reading:
                     // closing the channel is the session's EOF. Replies it
@@ -214,16 +293,97 @@ async fn run_pump<S: AsyncRead + AsyncWrite + Unpin>(
     let _ = stream.shutdown().await;
 }
 
-/// Waits for room in the session's channel, then reads what the socket has.
-/// None: EOF, an error, or the session is gone.
+/// The pump's read side: its buffer and what it parsed ahead.
+#[derive(Default)]
+struct Reader {
+    /// What was read and not handed over: between reads, nothing or the
+    /// start of a request whose rest has not come.
+    buf: BytesMut,
+    /// Raw bytes handed to the session so far.
+    raw_sent: u64,
+    /// Bytes read since the last message.
+    unsent: usize,
+}
+
+impl Reader {
+    /// Turns the `n` bytes just read (at the end of `buf`) into a message,
+    /// or None while they are only the start of a request.
+    fn take(&mut self, n: usize, gate: &ParseGate) -> Option<Input> {
+        self.unsent += n;
+        // After raw bytes `buf` holds only these: parsing can start with
+        // them once the session has parsed every raw byte.
+        let limits = gate.limits(self.raw_sent);
+        let mut commands = Vec::new();
+        let mut raw = Bytes::new();
+        match limits {
+            Some(limits) => {
+                if !self.parse(&limits, &mut commands) {
+                    // The rest, from the request the pump cannot parse on,
+                    // is the session's to parse.
+                    raw = self.buf.split().freeze();
+                }
+            }
+            None => {
+                // A copy the size of what was read: the read buffer stays
+                // this thread's own, one allocation for the connection's
+                // life (chunks cut from it made a new 16 KB buffer at most
+                // reads, since the session still held the last one).
+                raw = Bytes::copy_from_slice(&self.buf);
+                self.buf.clear();
+            }
+        }
+        if !raw.is_empty() {
+            self.raw_sent += raw.len() as u64;
+        }
+        if commands.is_empty() && raw.is_empty() {
+            return None;
+        }
+        let read = std::mem::take(&mut self.unsent);
+        Some(Input {
+            commands,
+            raw,
+            read,
+        })
+    }
+
+    /// Parses the complete requests at the front of `buf`. False when it
+    /// stopped at one the session must parse: inline, a protocol error
+    /// under these limits (the session's may differ), or an incomplete one
+    /// longer than [`PARSE_AHEAD_MAX`].
+    fn parse(&mut self, limits: &Limits, commands: &mut Vec<Vec<Bytes>>) -> bool {
+        while !self.buf.is_empty() {
+            if self.buf[0] != b'*' {
+                return false;
+            }
+            match parse_command(&mut self.buf, limits) {
+                Ok(Parsed::Command(args)) => {
+                    // `*0` and `*-1`: Redis skips them, and so does the
+                    // session.
+                    if !args.is_empty() {
+                        commands.push(args);
+                    }
+                }
+                Ok(Parsed::Incomplete { min_total }) => {
+                    return self.buf.len().max(min_total) <= PARSE_AHEAD_MAX;
+                }
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+}
+
+/// Waits for room in the session's channel, then reads what the socket has
+/// (appended to `buf`). None: EOF, an error, or the session is gone.
 async fn read_with_permit<'a, S: AsyncRead + Unpin>(
     stream: &mut S,
     buf: &mut BytesMut,
-    to_session: Option<&'a mpsc::Sender<Bytes>>,
-) -> Option<(mpsc::Permit<'a, Bytes>, usize)> {
+    to_session: Option<&'a mpsc::Sender<Input>>,
+) -> Option<(mpsc::Permit<'a, Input>, usize)> {
     let permit = to_session?.reserve().await.ok()?;
-    buf.clear();
-    buf.reserve(READ_CHUNK);
+    if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+        buf.reserve(READ_CHUNK);
+    }
     match tokio::io::AsyncReadExt::read_buf(stream, buf).await {
         Ok(0) | Err(_) => None,
         Ok(n) => Some((permit, n)),

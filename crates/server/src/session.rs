@@ -13,7 +13,7 @@ use kvasir_core::error::BlockOn;
 use kvasir_core::table::{resolve, Flags, Handler};
 use kvasir_core::CommandSpec;
 use kvasir_resp::{encode, parse_command, Limits, Parsed, Protocol, Reply};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -284,6 +284,8 @@ impl Session {
 
     async fn serve<C: ClientConn>(&mut self, conn: &mut C) {
         let mut inbuf = BytesMut::with_capacity(READ_CHUNK);
+        // Requests the connection parsed (an I/O thread's), before `inbuf`.
+        let mut parsed: VecDeque<Vec<Bytes>> = VecDeque::new();
         // A request larger than a few chunks made `inbuf` reserve for it.
         let mut grown = false;
         let mut out = BytesMut::with_capacity(READ_CHUNK);
@@ -301,6 +303,7 @@ impl Session {
         let mut released = false;
         loop {
             let (mut limits, qbuf_limit) = self.limits();
+            conn.parse_ahead((!limits.unauthenticated).then_some(limits.max_bulk_len));
             if !released && inbuf.capacity() - inbuf.len() < READ_CHUNK / 4 {
                 inbuf.reserve(READ_CHUNK);
             }
@@ -348,7 +351,7 @@ impl Session {
                     }
                     continue;
                 }
-                r = conn.read_buf(&mut inbuf) => match r {
+                r = conn.read_input(&mut inbuf, &mut parsed) => match r {
                     Ok(0) | Err(_) => return,
                     Ok(n) => n,
                 },
@@ -371,7 +374,12 @@ impl Session {
             // turn already).
             let mut waited = false;
             loop {
-                match parse_command(&mut inbuf, &limits) {
+                let next = match parsed.pop_front() {
+                    // Parsed under the limits of when it was read.
+                    Some(args) => limits.check_parsed(&args).map(|()| Parsed::Command(args)),
+                    None => parse_command(&mut inbuf, &limits),
+                };
+                match next {
                     Ok(Parsed::Command(args)) => {
                         if args.is_empty() {
                             continue;
@@ -447,6 +455,9 @@ impl Session {
             if inbuf.is_empty() && (grown || inbuf.capacity() > 2 * READ_CHUNK) {
                 inbuf = BytesMut::with_capacity(READ_CHUNK);
                 grown = false;
+            }
+            if inbuf.is_empty() {
+                conn.query_buffer_empty();
             }
             self.info.qbuf.set(inbuf.len());
             self.info.qbuf_free.set(inbuf.capacity() - inbuf.len());
