@@ -28,6 +28,17 @@ use tokio::sync::mpsc;
 
 pub use crate::clients::ClientAddr;
 
+/// Requests a connection parsed ahead of the session (an I/O thread's).
+#[derive(Default)]
+pub struct ParsedRequests {
+    /// In the order they were sent.
+    pub commands: VecDeque<Vec<Bytes>>,
+    /// The bytes they were sent as: while they run they are the session's
+    /// query buffer (CLIENT LIST's qbuf), as in Redis, which trims its
+    /// query buffer after a read's commands ran.
+    pub bytes: usize,
+}
+
 /// One client connection as the session sees it.
 // `async fn` in a public trait cannot promise `Send` futures; none is
 // wanted: sessions run on the data thread's `LocalSet`.
@@ -42,7 +53,7 @@ pub trait ClientConn {
     async fn read_input(
         &mut self,
         buf: &mut BytesMut,
-        parsed: &mut VecDeque<Vec<Bytes>>,
+        parsed: &mut ParsedRequests,
     ) -> io::Result<usize>;
 
     /// Whether, and with which `proto-max-bulk-len`, the connection may
@@ -79,7 +90,7 @@ impl ClientConn for TcpStream {
     async fn read_input(
         &mut self,
         buf: &mut BytesMut,
-        _parsed: &mut VecDeque<Vec<Bytes>>,
+        _parsed: &mut ParsedRequests,
     ) -> io::Result<usize> {
         AsyncReadExt::read_buf(self, buf).await
     }
@@ -120,7 +131,7 @@ impl ClientConn for UnixConn {
     async fn read_input(
         &mut self,
         buf: &mut BytesMut,
-        _parsed: &mut VecDeque<Vec<Bytes>>,
+        _parsed: &mut ParsedRequests,
     ) -> io::Result<usize> {
         AsyncReadExt::read_buf(&mut self.stream, buf).await
     }
@@ -214,9 +225,10 @@ impl ChannelConn {
         }
     }
 
-    fn take(&mut self, input: Input, buf: &mut BytesMut, parsed: &mut VecDeque<Vec<Bytes>>) {
+    fn take(&mut self, input: Input, buf: &mut BytesMut, parsed: &mut ParsedRequests) {
         self.raw_received += input.raw.len() as u64;
-        parsed.extend(input.commands);
+        parsed.commands.extend(input.commands);
+        parsed.bytes += input.command_bytes;
         buf.extend_from_slice(&input.raw);
     }
 }
@@ -225,7 +237,7 @@ impl ClientConn for ChannelConn {
     async fn read_input(
         &mut self,
         buf: &mut BytesMut,
-        parsed: &mut VecDeque<Vec<Bytes>>,
+        parsed: &mut ParsedRequests,
     ) -> io::Result<usize> {
         let first = match self.held.take() {
             Some(input) => input,

@@ -63,6 +63,9 @@ pub const PARSE_AHEAD_MAX: usize = 64 * 1024;
 pub struct Input {
     /// Requests the pump parsed, in order; they come before `raw`.
     pub commands: Vec<Vec<Bytes>>,
+    /// Their size as they were sent: the part of the query buffer they
+    /// are while they run (CLIENT LIST's qbuf).
+    pub command_bytes: usize,
     /// Bytes for the session's own parser (may be empty).
     pub raw: Bytes,
     /// Bytes read from the socket since the last message (INFO's
@@ -313,24 +316,31 @@ impl Reader {
         // After raw bytes `buf` holds only these: parsing can start with
         // them once the session has parsed every raw byte.
         let limits = gate.limits(self.raw_sent);
+        // Moved out as a copy the size of what was read, parsed or not:
+        // the read buffer stays this thread's own, one allocation for the
+        // connection's life. Arguments cut from it instead kept it shared
+        // until the data thread dropped them, so most reads allocated a
+        // new 16 KB buffer here for the data thread to free.
+        let mut read = BytesMut::from(&self.buf[..]);
+        self.buf.clear();
         let mut commands = Vec::new();
+        let mut command_bytes = 0;
         let mut raw = Bytes::new();
         match limits {
             Some(limits) => {
-                if !self.parse(&limits, &mut commands) {
+                let before = read.len();
+                let complete = parse_requests(&mut read, &limits, &mut commands);
+                command_bytes = before - read.len();
+                if complete {
+                    // The start of a request whose rest has not come.
+                    self.buf.extend_from_slice(&read);
+                } else {
                     // The rest, from the request the pump cannot parse on,
                     // is the session's to parse.
-                    raw = self.buf.split().freeze();
+                    raw = read.freeze();
                 }
             }
-            None => {
-                // A copy the size of what was read: the read buffer stays
-                // this thread's own, one allocation for the connection's
-                // life (chunks cut from it made a new 16 KB buffer at most
-                // reads, since the session still held the last one).
-                raw = Bytes::copy_from_slice(&self.buf);
-                self.buf.clear();
-            }
+            None => raw = read.freeze(),
         }
         if !raw.is_empty() {
             self.raw_sent += raw.len() as u64;
@@ -341,36 +351,36 @@ impl Reader {
         let read = std::mem::take(&mut self.unsent);
         Some(Input {
             commands,
+            command_bytes,
             raw,
             read,
         })
     }
+}
 
-    /// Parses the complete requests at the front of `buf`. False when it
-    /// stopped at one the session must parse: inline, a protocol error
-    /// under these limits (the session's may differ), or an incomplete one
-    /// longer than [`PARSE_AHEAD_MAX`].
-    fn parse(&mut self, limits: &Limits, commands: &mut Vec<Vec<Bytes>>) -> bool {
-        while !self.buf.is_empty() {
-            if self.buf[0] != b'*' {
-                return false;
-            }
-            match parse_command(&mut self.buf, limits) {
-                Ok(Parsed::Command(args)) => {
-                    // `*0` and `*-1`: Redis skips them, and so does the
-                    // session.
-                    if !args.is_empty() {
-                        commands.push(args);
-                    }
-                }
-                Ok(Parsed::Incomplete { min_total }) => {
-                    return self.buf.len().max(min_total) <= PARSE_AHEAD_MAX;
-                }
-                Err(_) => return false,
-            }
+/// Parses the complete requests at the front of `buf`. False when it
+/// stopped at one the session must parse: inline, a protocol error under
+/// these limits (the session's may differ), or an incomplete one longer
+/// than [`PARSE_AHEAD_MAX`].
+fn parse_requests(buf: &mut BytesMut, limits: &Limits, commands: &mut Vec<Vec<Bytes>>) -> bool {
+    while !buf.is_empty() {
+        if buf[0] != b'*' {
+            return false;
         }
-        true
+        match parse_command(buf, limits) {
+            Ok(Parsed::Command(args)) => {
+                // `*0` and `*-1`: Redis skips them, and so does the session.
+                if !args.is_empty() {
+                    commands.push(args);
+                }
+            }
+            Ok(Parsed::Incomplete { min_total }) => {
+                return buf.len().max(min_total) <= PARSE_AHEAD_MAX;
+            }
+            Err(_) => return false,
+        }
     }
+    true
 }
 
 /// Waits for room in the session's channel, then reads what the socket has

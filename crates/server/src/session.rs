@@ -4,7 +4,7 @@
 //! command (BLPOP...) holds the connection's later requests until it is
 //! served or times out; pub/sub messages are written as they arrive.
 
-use crate::client_conn::ClientConn;
+use crate::client_conn::{ClientConn, ParsedRequests};
 use crate::clients::ClientInfo;
 use crate::listener::{CmdStat, Server};
 use crate::transaction::Transaction;
@@ -13,7 +13,7 @@ use kvasir_core::error::BlockOn;
 use kvasir_core::table::{resolve, Flags, Handler};
 use kvasir_core::CommandSpec;
 use kvasir_resp::{encode, parse_command, Limits, Parsed, Protocol, Reply};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -285,7 +285,7 @@ impl Session {
     async fn serve<C: ClientConn>(&mut self, conn: &mut C) {
         let mut inbuf = BytesMut::with_capacity(READ_CHUNK);
         // Requests the connection parsed (an I/O thread's), before `inbuf`.
-        let mut parsed: VecDeque<Vec<Bytes>> = VecDeque::new();
+        let mut parsed = ParsedRequests::default();
         // A request larger than a few chunks made `inbuf` reserve for it.
         let mut grown = false;
         let mut out = BytesMut::with_capacity(READ_CHUNK);
@@ -363,7 +363,7 @@ impl Session {
             }
             // While its commands run, the query buffer holds them (CLIENT
             // LIST's qbuf, as in Redis); what is left is set after.
-            self.info.qbuf.set(inbuf.len());
+            self.info.qbuf.set(parsed.bytes + inbuf.len());
             self.info.qbuf_free.set(inbuf.capacity() - inbuf.len());
             self.info.reply_buf.set(out.capacity());
             self.server.local_store.borrow_mut().refresh_clock();
@@ -374,7 +374,7 @@ impl Session {
             // turn already).
             let mut waited = false;
             loop {
-                let next = match parsed.pop_front() {
+                let next = match parsed.commands.pop_front() {
                     // Parsed under the limits of when it was read.
                     Some(args) => limits.check_parsed(&args).map(|()| Parsed::Command(args)),
                     None => parse_command(&mut inbuf, &limits),
@@ -456,10 +456,13 @@ impl Session {
                 inbuf = BytesMut::with_capacity(READ_CHUNK);
                 grown = false;
             }
+            if parsed.commands.is_empty() {
+                parsed.bytes = 0;
+            }
             if inbuf.is_empty() {
                 conn.query_buffer_empty();
             }
-            self.info.qbuf.set(inbuf.len());
+            self.info.qbuf.set(parsed.bytes + inbuf.len());
             self.info.qbuf_free.set(inbuf.capacity() - inbuf.len());
             if inbuf.len() > qbuf_limit {
                 tracing::warn!(
