@@ -316,31 +316,28 @@ impl Reader {
         // After raw bytes `buf` holds only these: parsing can start with
         // them once the session has parsed every raw byte.
         let limits = gate.limits(self.raw_sent);
-        // Moved out as a copy the size of what was read, parsed or not:
-        // the read buffer stays this thread's own, one allocation for the
-        // connection's life. Arguments cut from it instead kept it shared
-        // until the data thread dropped them, so most reads allocated a
-        // new 16 KB buffer here for the data thread to free.
-        let mut read = BytesMut::from(&self.buf[..]);
-        self.buf.clear();
         let mut commands = Vec::new();
         let mut command_bytes = 0;
         let mut raw = Bytes::new();
         match limits {
             Some(limits) => {
-                let before = read.len();
-                let complete = parse_requests(&mut read, &limits, &mut commands);
-                command_bytes = before - read.len();
-                if complete {
-                    // The start of a request whose rest has not come.
-                    self.buf.extend_from_slice(&read);
-                } else {
+                let before = self.buf.len();
+                let complete = parse_requests(&mut self.buf, &limits, &mut commands);
+                command_bytes = before - self.buf.len();
+                if !complete {
                     // The rest, from the request the pump cannot parse on,
                     // is the session's to parse.
-                    raw = read.freeze();
+                    raw = self.buf.split().freeze();
                 }
             }
-            None => raw = read.freeze(),
+            None => {
+                // A copy the size of what was read: the read buffer stays
+                // this thread's own, one allocation for the connection's
+                // life (chunks cut from it made a new 16 KB buffer at most
+                // reads, since the session still held the last one).
+                raw = Bytes::copy_from_slice(&self.buf);
+                self.buf.clear();
+            }
         }
         if !raw.is_empty() {
             self.raw_sent += raw.len() as u64;
