@@ -449,3 +449,43 @@ fn auth_inside_a_pipeline_lifts_the_limits_for_the_requests_after_it() {
     );
     assert!(closed, "the connection is closed after a protocol error");
 }
+
+#[test]
+fn the_start_of_a_request_counts_in_the_query_buffer_on_either_path() {
+    // The I/O thread holds a request's start until its rest comes (up to
+    // 64 KiB); CLIENT LIST's qbuf counts it as the session's own query
+    // buffer does with --threads 1. Then the rest comes and runs.
+    let start = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$10\r\nabc";
+    for threads in ["1", "3"] {
+        let server = Kvasir::start(&["--threads", threads]);
+        let mut partial = server.raw_conn();
+        let id = partial.cmd_str(&["CLIENT", "ID"]);
+        let id = id.trim_start_matches(':').trim_end().to_string();
+        partial.send(start);
+        let mut c = server.conn();
+        let qbuf = || {
+            let line: String = redis::cmd("CLIENT")
+                .arg("LIST")
+                .arg("ID")
+                .arg(&id)
+                .query(&mut server.conn())
+                .expect("client list");
+            line.split(' ')
+                .find_map(|f| f.strip_prefix("qbuf="))
+                .unwrap_or("no qbuf")
+                .to_string()
+        };
+        let want = start.len().to_string();
+        let seen = common::eventually(Duration::from_secs(5), || qbuf() == want);
+        assert!(
+            seen,
+            "--threads {threads}: qbuf={} with {want} bytes sent",
+            qbuf()
+        );
+        partial.send(b"defghij\r\n");
+        assert_eq!(partial.read_reply(), b"+OK\r\n");
+        let v: String = redis::cmd("GET").arg("k").query(&mut c).expect("get");
+        assert_eq!(v, "abcdefghij");
+        assert_eq!(qbuf(), "0", "--threads {threads}: the request ran");
+    }
+}

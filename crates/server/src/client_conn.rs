@@ -67,6 +67,12 @@ pub trait ClientConn {
     /// empty): a connection that handed it bytes may parse again.
     fn query_buffer_empty(&self) {}
 
+    /// Where the connection says how much of a request it holds that it
+    /// has not handed over yet (an I/O thread's pump).
+    fn parse_gate(&self) -> Option<Arc<ParseGate>> {
+        None
+    }
+
     /// Writes all of `out` and leaves it empty (its capacity may change).
     async fn write_out(&mut self, out: &mut BytesMut) -> io::Result<()>;
 
@@ -280,6 +286,10 @@ impl ClientConn for ChannelConn {
 
     fn query_buffer_empty(&self) {
         self.gate.consumed(self.raw_received);
+    }
+
+    fn parse_gate(&self) -> Option<Arc<ParseGate>> {
+        Some(self.gate.clone())
     }
 
     async fn write_out(&mut self, out: &mut BytesMut) -> io::Result<()> {

@@ -2,14 +2,16 @@
 //! clients report. Single-threaded (the event loop owns it), so plain
 //! `Cell`/`RefCell` suffice.
 
+use crate::io_threads::ParseGate;
 use crate::output_limits::{Class, OutputLimits};
 use crate::tracking::ClientTracking;
 use kvasir_core::CommandSpec;
 use kvasir_resp::{Protocol, Reply};
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::Notify;
 
@@ -67,6 +69,9 @@ pub struct ClientInfo {
     pub last_cmd: Cell<&'static str>,
     pub last_sub: Cell<&'static str>,
     pub qbuf: Cell<usize>,
+    /// The pump of a connection served by an I/O thread, which may hold
+    /// the start of a request (counted in the query buffer).
+    pub io_pump: OnceCell<Arc<ParseGate>>,
     /// Room left in the query buffer, and the reply buffer's size (CLIENT
     /// LIST qbuf-free and rbs): 0 once an idle connection gave them back.
     pub qbuf_free: Cell<usize>,
@@ -174,6 +179,12 @@ impl ClientInfo {
     /// Whether messages are queued for this connection.
     pub fn has_pushes(&self) -> bool {
         !self.pushes.borrow().is_empty()
+    }
+
+    /// The client's query buffer (CLIENT LIST qbuf): what the session
+    /// holds and the start of a request its I/O thread holds.
+    pub fn query_buffer(&self) -> usize {
+        self.qbuf.get() + self.io_pump.get().map_or(0, |pump| pump.held())
     }
 
     /// What waits for this client: queued messages and unwritten replies
@@ -292,13 +303,13 @@ impl ClientInfo {
             self.psubscriptions.get(),
             self.ssubscriptions.get(),
             self.multi.get(),
-            self.qbuf.get(),
+            self.query_buffer(),
             self.qbuf_free.get(),
             self.reply_buf.get(),
             self.pushes.borrow().len(),
             self.waiting_bytes(),
             self.waiting_bytes()
-                + (self.qbuf.get() + self.qbuf_free.get() + self.reply_buf.get()) as u64,
+                + (self.query_buffer() + self.qbuf_free.get() + self.reply_buf.get()) as u64,
             if cmd.is_empty() { "NULL" } else { &cmd },
             self.user.borrow(),
             tracking.redirect_reply(),
@@ -336,6 +347,7 @@ impl Clients {
             last_cmd: Cell::new(""),
             last_sub: Cell::new(""),
             qbuf: Cell::new(0),
+            io_pump: OnceCell::new(),
             qbuf_free: Cell::new(0),
             reply_buf: Cell::new(0),
             idle_release: Notify::new(),

@@ -223,7 +223,7 @@ fn section(s: &Session, name: &str, out: &mut String) {
                 .clients
                 .borrow()
                 .iter()
-                .map(|c| c.waiting_bytes() + c.qbuf.get() as u64)
+                .map(|c| c.waiting_bytes() + c.query_buffer() as u64)
                 .sum();
             let _ = write!(
                 out,

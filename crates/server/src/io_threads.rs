@@ -82,6 +82,10 @@ pub struct ParseGate {
     /// How many of the raw bytes the session had parsed, all of them, when
     /// its query buffer was last empty.
     raw_consumed: AtomicU64,
+    /// The start of a request the pump holds until its rest comes: part
+    /// of the client's query buffer (CLIENT LIST's qbuf, INFO's client
+    /// memory), as it would be in Redis's.
+    held: AtomicUsize,
 }
 
 impl ParseGate {
@@ -101,6 +105,11 @@ impl ParseGate {
         if self.raw_consumed.load(Ordering::Relaxed) != raw {
             self.raw_consumed.store(raw, Ordering::Release);
         }
+    }
+
+    /// Bytes of a request the pump holds, not yet handed to the session.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
     }
 
     /// The pump's side: the limits it may parse with now that it has
@@ -341,6 +350,9 @@ impl Reader {
         }
         if !raw.is_empty() {
             self.raw_sent += raw.len() as u64;
+        }
+        if gate.held() != self.buf.len() {
+            gate.held.store(self.buf.len(), Ordering::Relaxed);
         }
         if commands.is_empty() && raw.is_empty() {
             return None;

@@ -45,7 +45,7 @@ impl MemoryReport {
             .clients
             .borrow()
             .iter()
-            .map(|c| c.qbuf.get() as u64)
+            .map(|c| c.query_buffer() as u64)
             .sum();
         MemoryReport {
             peak,

@@ -218,6 +218,9 @@ pub struct Parked {
 pub async fn run<C: ClientConn>(server: Rc<Server>, mut conn: C, addr: crate::clients::ClientAddr) {
     let laddr = conn.local_addr().unwrap_or_else(|_| addr.clone());
     let info = server.clients.borrow_mut().register(addr, laddr, conn.fd());
+    if let Some(gate) = conn.parse_gate() {
+        let _ = info.io_pump.set(gate);
+    }
     server.stats.borrow_mut().total_connections_received += 1;
     let user = server.acl.borrow().default_user();
     let authenticated = !server.acl.borrow().auth_required();
