@@ -12,9 +12,9 @@ REPEAT=${REPEAT:-3}; P=${P:-16}; N=${N:-2000000}; T=${T:-set}
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 cpu() { local t=0; for f in /proc/$1/task/*/schedstat; do read a b c < $f; t=$((t+a)); done; echo $t; }
 # "name=ns ..." per thread name, digits dropped.
-cpu_by_thread() { for d in /proc/$1/task/*; do read a b c < $d/schedstat; echo "$(tr -d '0-9' < $d/comm) $a"; done | awk '{t[$1]+=$2} END {for (n in t) printf "%s=%d\n", n, t[n]}' | sort; }
+cpu_by_thread() { for d in /proc/$1/task/*; do read a b c < $d/schedstat; echo "$(tr -d '0-9' < $d/comm) $a"; done | awk '{t[$1]+=$2} END {for (n in t) printf "%s=%.0f\n", n, t[n]}' | sort; }
 # The difference of two cpu_by_thread readings, per request.
-per_request() { join -t= -a2 -e0 -o 0,1.2,2.2 <(echo "$1") <(echo "$2") | awk -F= -v n=$3 '{printf " %s=%d", $1, ($3-$2)/n}'; }
+per_request() { join -t= -a2 -e0 -o 0,1.2,2.2 <(echo "$1") <(echo "$2") | awk -F= -v n=$3 '{printf " %s=%.0f", $1, ($3-$2)/n}'; }
 work=$(mktemp -d); cd $work
 for r in $(seq $REPEAT); do
  for spec in $SPECS; do
