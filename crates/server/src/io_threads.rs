@@ -331,12 +331,10 @@ impl Reader {
         // the data thread dropped them, so every 12-25 KB of input
         // `reserve` allocated a new 16 KB buffer here while the data thread
         // still held the old one: 16 KB more for a moment per connection,
-        // and each such moment over maxmemory evicted keys for good
-        // (eviction.rs's 100 KB test over-evicted in 4 of 6 runs with
-        // --threads 2; with the copy it passes, at the same speed:
-        // docs/benchmarks.md).
+        // the likely cause of eviction.rs's 100 KB test over-evicting in 4
+        // of 6 runs with --threads 2 (with the copy it passes, at the same
+        // speed: docs/benchmarks.md).
         let mut read = BytesMut::from(&self.buf[..]);
-        self.buf.clear();
         let mut commands = Vec::new();
         let mut command_bytes = 0;
         let mut raw = Bytes::new();
@@ -345,16 +343,22 @@ impl Reader {
                 let before = read.len();
                 let complete = parse_requests(&mut read, &limits, &mut commands);
                 command_bytes = before - read.len();
-                if complete {
-                    // The start of a request whose rest has not come.
-                    self.buf.extend_from_slice(&read);
-                } else {
+                if !complete {
                     // The rest, from the request the pump cannot parse on,
                     // is the session's to parse.
+                    self.buf.clear();
                     raw = read.freeze();
+                } else if command_bytes > 0 {
+                    // The start of a request whose rest has not come (or
+                    // nothing); with nothing parsed `buf` holds it still.
+                    self.buf.clear();
+                    self.buf.extend_from_slice(&read);
                 }
             }
-            None => raw = read.freeze(),
+            None => {
+                self.buf.clear();
+                raw = read.freeze();
+            }
         }
         if !raw.is_empty() {
             self.raw_sent += raw.len() as u64;
