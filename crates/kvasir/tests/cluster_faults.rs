@@ -77,11 +77,15 @@ fn data_folder_of_another_cluster_is_refused() {
     assert!(c.is_running(1), "node 1 no longer starts on its own folder");
 }
 
+/// A member's handshake for its links' lane 0.
 fn handshake(cluster_id: u64, from: u64, to: u64) -> Vec<u8> {
-    handshake_v(b"KVR2", cluster_id, from, to)
+    let mut h = handshake_v(b"KVR3", cluster_id, from, to);
+    h.extend_from_slice(&0u64.to_le_bytes());
+    h
 }
 
-/// A handshake with the given wire-format magic.
+/// A handshake of the wire format before lanes (KVR2) or the one before
+/// it (KVR1): the given magic, the cluster id and both node ids.
 fn handshake_v(magic: &[u8; 4], cluster_id: u64, from: u64, to: u64) -> Vec<u8> {
     let mut h = magic.to_vec();
     h.extend_from_slice(&cluster_id.to_le_bytes());
@@ -173,7 +177,7 @@ fn bad_peers_are_rejected_and_torn_log_tail_recovers() {
         ("garbage", garbage.clone(), "bad magic"),
         (
             "a node of the previous wire format",
-            [handshake_v(b"KVR1", cid, 2, 1), garbage.clone()].concat(),
+            [handshake_v(b"KVR2", cid, 2, 1), garbage.clone()].concat(),
             "bad magic",
         ),
         (

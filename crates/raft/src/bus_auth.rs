@@ -1,10 +1,10 @@
 //! Mutual authentication of cluster bus connections by a shared secret,
 //! never sent on the wire: an HMAC-SHA256 challenge-response in one and a
 //! half round trips, bound to the connection's handshake (cluster id and
-//! both node ids).
+//! both node ids and the lane).
 //!
 //! ```text
-//! connector -> acceptor   hello (28 bytes) | nonce_c (16)
+//! connector -> acceptor   hello (36 bytes) | nonce_c (16)
 //! acceptor  -> connector  nonce_a (16) | HMAC(secret, "A" hello nonce_c nonce_a)
 //! connector -> acceptor   HMAC(secret, "C" hello nonce_a nonce_c)
 //! ```
@@ -21,7 +21,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-pub const HELLO_LEN: usize = 28;
+pub const HELLO_LEN: usize = 36;
 pub const NONCE_LEN: usize = 16;
 pub const MAC_LEN: usize = 32;
 /// How long either side waits for the other's part of the exchange.

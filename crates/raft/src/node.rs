@@ -510,9 +510,10 @@ pub struct MultiRaft<S: StateMachine> {
     fatal_notify: tokio::sync::Notify,
     counters: Arc<LogCounters>,
     roles: Arc<GroupRoles>,
-    /// The node's first loop: it also syncs (`--wal async`) and purges
+    /// This loop's index among the node's (see [`Transport`]'s lanes); 0:
+    /// the node's first loop, which also syncs (`--wal async`) and purges
     /// the shared log.
-    main: bool,
+    lane: usize,
     /// The node's shared log writer when it runs several loops.
     writer: Option<Arc<LogWriter>>,
     faults: Arc<LogFaults>,
@@ -608,23 +609,26 @@ impl<S: StateMachine> MultiRaft<S> {
             Arc::from(cfg.secret.as_slice()),
             listener,
             &cfg.peers,
+            1,
             Arc::new(Inboxes::single(inbox.clone())),
             on_broadcast,
         );
-        Self::start_lane(cfg, engine, transport, inbox, specs, true, None)
+        Self::start_lane(cfg, engine, transport, inbox, specs, 0, None)
     }
 
     /// Restores `specs`' groups from the shared log and their snapshots and
-    /// starts a loop driving them on the current `LocalSet`. `main`: the
-    /// node's first loop, which also syncs and purges the log. `writer`:
-    /// the node's shared log writer when it runs several loops.
+    /// starts a loop driving them on the current `LocalSet`. `lane`: the
+    /// loop's index (0: the node's first loop, which also syncs and purges
+    /// the log; another runs its own links to the peers, see
+    /// [`Transport::run_lane`]). `writer`: the node's shared log writer
+    /// when it runs several loops.
     pub fn start_lane(
         cfg: Config,
         engine: Arc<Engine>,
         transport: Arc<Transport>,
         inbox: Arc<Inbox>,
         specs: Vec<GroupSpec<S>>,
-        main: bool,
+        lane: usize,
         writer: Option<Arc<LogWriter>>,
     ) -> Result<Rc<MultiRaft<S>>, String> {
         let snap_dir = cfg.dir.join("snap");
@@ -734,11 +738,12 @@ impl<S: StateMachine> MultiRaft<S> {
             fatal_notify: tokio::sync::Notify::new(),
             counters: Arc::default(),
             roles,
-            main,
+            lane,
             writer,
             faults: Arc::new(LogFaults::from_env()),
             leaving: std::cell::Cell::new(false),
         });
+        node.transport.run_lane(lane);
         let driver = tokio::task::spawn_local(node.clone().run());
         let watcher = node.clone();
         tokio::task::spawn_local(async move {
@@ -749,7 +754,7 @@ impl<S: StateMachine> MultiRaft<S> {
                 watcher.set_fatal(fatal);
             }
         });
-        if node.main && node.cfg.wal == WalMode::Async {
+        if node.lane == 0 && node.cfg.wal == WalMode::Async {
             tokio::task::spawn_local(node.clone().sync_loop());
         }
         Ok(node)
@@ -1060,7 +1065,7 @@ impl<S: StateMachine> MultiRaft<S> {
                     self.inbox.wake.notify_one();
                 }
             }
-            if self.main && last_purge.elapsed() > Duration::from_secs(10) {
+            if self.lane == 0 && last_purge.elapsed() > Duration::from_secs(10) {
                 last_purge = Instant::now();
                 let engine = self.engine.clone();
                 let _ = tokio::task::spawn_blocking(move || engine.purge_expired_files()).await;
@@ -1138,7 +1143,7 @@ impl<S: StateMachine> MultiRaft<S> {
             }
             Self::advance_applied(g);
             if !msgs.is_empty() {
-                self.transport.send(g.id, msgs);
+                self.transport.send(self.lane, g.id, msgs);
             }
         }
     }
@@ -1361,7 +1366,7 @@ impl<S: StateMachine> MultiRaft<S> {
         }
         let msgs = rd.take_messages();
         if !msgs.is_empty() {
-            self.transport.send(g.id, msgs);
+            self.transport.send(self.lane, g.id, msgs);
         }
         // raft-rs sets must_sync for entries, a snapshot, a term or a vote.
         let durable = rd.must_sync() || !rd.entries().is_empty() || !rd.snapshot().is_empty();
@@ -1404,7 +1409,7 @@ impl<S: StateMachine> MultiRaft<S> {
         } else if g.unpersisted == 0 {
             g.raw.on_persist_ready(number);
             if !persisted.is_empty() {
-                self.transport.send(g.id, persisted);
+                self.transport.send(self.lane, g.id, persisted);
             }
         } else if persisted.iter().any(claims_persisted_log) {
             // An acknowledgement of entries an earlier Ready appended (and
@@ -1416,7 +1421,7 @@ impl<S: StateMachine> MultiRaft<S> {
         } else if !persisted.is_empty() {
             // Heartbeat and read-index answers, rejections: they state
             // nothing about what is on disk.
-            self.transport.send(g.id, persisted);
+            self.transport.send(self.lane, g.id, persisted);
         }
         Self::advance_applied(g);
         Self::drop_overwritten_waiters(g);

@@ -1,10 +1,20 @@
-//! Peer transport: one outbound TCP connection per peer node carrying
+//! Peer transport: outbound TCP connections to each peer node carrying
 //! length-prefixed frames that batch Raft messages of many groups; inbound
-//! connections are read and handed to the node's inbox. Every connection
-//! starts with a handshake naming the cluster and both node ids, so a frame
-//! from another cluster or an unknown node is refused. Snapshot messages
-//! travel on a connection of their own so a large image never delays the
-//! heartbeats of other groups.
+//! connections are read and handed to the inbox of each group's loop.
+//! Every connection starts with a handshake naming the cluster, both node
+//! ids and the lane, so a frame from another cluster or an unknown node is
+//! refused. Snapshot messages travel on a connection of their own so a
+//! large image never delays the heartbeats of other groups.
+//!
+//! A node whose groups run on several loops ("lanes", one per shard
+//! thread) gives each lane its own connection to each peer: lane k's
+//! messages are framed and written on lane k's thread, and the peer hands
+//! the connection, once authenticated, to its own lane k, which reads it
+//! and fills its inbox itself. Lane 0 (the node's first loop) and
+//! broadcasts use the links of the thread that started the transport.
+//! Nodes lay their shards out over lanes alike, so a lane's link mostly
+//! carries groups of the peer's same lane; whatever it carries is still
+//! delivered by group, so nodes with different lane counts interoperate.
 //!
 //! Wire format (after the handshake of [`bus_auth`]), all integers little
 //! endian:
@@ -30,7 +40,7 @@ use protobuf::Message as _;
 use raft::eraftpb::{Message, MessageType};
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -38,10 +48,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
 use tracing::{debug, info, warn};
 
-/// Bumped from KVR1 when snapshots became chunked and frames fragmented:
-/// nodes of one cluster run one version, and an older node is refused at
-/// the handshake instead of misreading frames.
-const MAGIC: &[u8; 4] = b"KVR2";
+/// Bumped from KVR1 when snapshots became chunked and frames fragmented,
+/// from KVR2 when the handshake came to name the lane: nodes of one
+/// cluster run one version, and an older node is refused at the handshake
+/// instead of misreading frames.
+const MAGIC: &[u8; 4] = b"KVR3";
 const KIND_RAFT: u8 = 1;
 const KIND_BROADCAST: u8 = 2;
 const KIND_FIRST: u8 = 3;
@@ -245,19 +256,46 @@ enum Out {
     Broadcast(Bytes),
 }
 
-struct Peer {
-    addr: String,
+/// One outbound connection to a peer: lane 0's, or a shard thread's.
+struct Link {
     /// Each item with its cost, computed once when queued.
     tx: mpsc::UnboundedSender<(Out, usize)>,
-    /// Unix ms when this node's connection to the peer was made; 0 while
-    /// it is down.
+    /// Unix ms when this connection was made; 0 while it is down.
     connected_since: Arc<AtomicU64>,
     /// Bytes (estimated) of the messages queued for the sender task.
     queued: Arc<AtomicUsize>,
-    /// Unix ms until which the peer counts as stopping (it said so, see
-    /// [`Transport::mark_leaving`]); 0: it did not.
-    leaving_until: AtomicU64,
 }
+
+/// A sender task not started yet: its lane's thread starts it (see
+/// [`Transport::run_lane`]).
+struct PendingLink {
+    to: u64,
+    queue: Queue,
+    connected: Arc<AtomicU64>,
+}
+
+/// One lane's connections to the peers.
+struct LaneLinks {
+    links: HashMap<u64, Link>,
+    /// Whether the sender tasks run (lane 0's from the start); until they
+    /// do, the lane's messages go on lane 0's links.
+    running: AtomicBool,
+    pending: Mutex<Vec<PendingLink>>,
+    /// Peers' connections this lane's thread took over and read.
+    taken_over: AtomicU64,
+}
+
+/// A peer's connection, authenticated, on its way to the lane it names.
+struct HandedLink {
+    stream: std::net::TcpStream,
+    from: u64,
+    addr: std::net::SocketAddr,
+}
+
+/// Per lane, where the acceptor hands the connections that name it (None
+/// until the lane runs, and for lane 0: those are read by the acceptor's
+/// own thread).
+type LaneDoors = Vec<Mutex<Option<mpsc::UnboundedSender<HandedLink>>>>;
 
 /// Most bytes queued for one peer. Beyond it new messages are dropped and
 /// reported unreachable (Raft sends them again), so a slow or stalled link
@@ -274,14 +312,21 @@ fn queued_cost(o: &Out) -> usize {
 }
 
 /// Shared by every Raft loop of the node (one per shard thread): sending
-/// queues messages for the peer's sender task, which runs on the thread
-/// that started the transport.
+/// queues messages for the sender task of the loop's own link to the peer
+/// (see the module's doc).
 pub struct Transport {
     node_id: u64,
     cluster_id: u64,
     /// The cluster secret peers prove in the handshake (empty: none).
     secret: Arc<[u8]>,
-    peers: HashMap<u64, Peer>,
+    addrs: HashMap<u64, String>,
+    /// Indexed by lane; lane 0's links run on the thread that started the
+    /// transport.
+    lanes: Vec<LaneLinks>,
+    doors: Arc<LaneDoors>,
+    /// Unix ms until which a peer counts as stopping (it said so, see
+    /// [`Transport::mark_leaving`]); 0: it did not.
+    leaving_until: HashMap<u64, AtomicU64>,
     /// What arrives from each peer on the connections it opened to this
     /// node.
     inbound: Arc<HashMap<u64, Inbound>>,
@@ -290,12 +335,14 @@ pub struct Transport {
     pub received_messages: Arc<AtomicU64>,
 }
 
-fn handshake(cluster_id: u64, from: u64, to: u64) -> [u8; bus_auth::HELLO_LEN] {
+/// magic | cluster id | from | to | lane (u64 each, little endian).
+fn handshake(cluster_id: u64, from: u64, to: u64, lane: usize) -> [u8; bus_auth::HELLO_LEN] {
     let mut h = [0u8; bus_auth::HELLO_LEN];
     h[..4].copy_from_slice(MAGIC);
     h[4..12].copy_from_slice(&cluster_id.to_le_bytes());
     h[12..20].copy_from_slice(&from.to_le_bytes());
     h[20..28].copy_from_slice(&to.to_le_bytes());
+    h[28..36].copy_from_slice(&(lane as u64).to_le_bytes());
     h
 }
 
@@ -702,85 +749,181 @@ impl Reassembly {
 }
 
 impl Transport {
-    /// Starts the sender tasks (one per peer) and the accept loop on the
-    /// current `LocalSet`.
+    /// Starts lane 0's sender tasks (one per peer) and the accept loop on
+    /// the current `LocalSet`; the links of lanes 1..`lanes` start when
+    /// their threads call [`Transport::run_lane`].
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         node_id: u64,
         cluster_id: u64,
         secret: Arc<[u8]>,
         listener: TcpListener,
         peers: &[(u64, String)],
+        lanes: usize,
         inboxes: Arc<Inboxes>,
         on_broadcast: BroadcastHandler,
     ) -> Arc<Transport> {
-        let mut map = HashMap::new();
-        for (id, addr) in peers {
-            if *id == node_id {
-                continue;
-            }
-            let (tx, rx) = mpsc::unbounded_channel();
-            let connected = Arc::new(AtomicU64::new(0));
-            let queued = Arc::new(AtomicUsize::new(0));
-            tokio::task::spawn_local(sender_loop(
-                node_id,
-                cluster_id,
-                secret.clone(),
-                *id,
-                addr.clone(),
-                Queue {
-                    rx,
-                    queued: queued.clone(),
-                },
-                inboxes.clone(),
-                connected.clone(),
-            ));
-            map.insert(
-                *id,
-                Peer {
-                    addr: addr.clone(),
-                    tx,
-                    connected_since: connected,
-                    queued,
-                    leaving_until: AtomicU64::new(0),
-                },
-            );
-        }
-        let known: Vec<u64> = map.keys().copied().collect();
-        let inbound: Arc<HashMap<u64, Inbound>> =
-            Arc::new(known.iter().map(|&id| (id, Inbound::default())).collect());
+        let peers: Vec<(u64, String)> = peers
+            .iter()
+            .filter(|(id, _)| *id != node_id)
+            .cloned()
+            .collect();
+        let lane_links: Vec<LaneLinks> = (0..lanes.max(1))
+            .map(|_| {
+                let mut links = HashMap::new();
+                let mut pending = Vec::new();
+                for (id, _) in &peers {
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    let connected = Arc::new(AtomicU64::new(0));
+                    let queued = Arc::new(AtomicUsize::new(0));
+                    pending.push(PendingLink {
+                        to: *id,
+                        queue: Queue {
+                            rx,
+                            queued: queued.clone(),
+                        },
+                        connected: connected.clone(),
+                    });
+                    links.insert(
+                        *id,
+                        Link {
+                            tx,
+                            connected_since: connected,
+                            queued,
+                        },
+                    );
+                }
+                LaneLinks {
+                    links,
+                    running: AtomicBool::new(false),
+                    pending: Mutex::new(pending),
+                    taken_over: AtomicU64::new(0),
+                }
+            })
+            .collect();
+        let inbound: Arc<HashMap<u64, Inbound>> = Arc::new(
+            peers
+                .iter()
+                .map(|(id, _)| (*id, Inbound::default()))
+                .collect(),
+        );
+        let doors: Arc<LaneDoors> =
+            Arc::new((0..lane_links.len()).map(|_| Mutex::default()).collect());
         let received = Arc::new(AtomicU64::new(0));
+        let t = Arc::new(Transport {
+            node_id,
+            cluster_id,
+            secret: secret.clone(),
+            addrs: peers.iter().cloned().collect(),
+            leaving_until: peers
+                .iter()
+                .map(|(id, _)| (*id, AtomicU64::new(0)))
+                .collect(),
+            lanes: lane_links,
+            doors: doors.clone(),
+            inbound: inbound.clone(),
+            inboxes: inboxes.clone(),
+            sent_messages: AtomicU64::new(0),
+            received_messages: received.clone(),
+        });
+        t.start_senders(0);
         tokio::task::spawn_local(accept_loop(
             listener,
-            node_id,
-            cluster_id,
-            secret.clone(),
-            inbound.clone(),
-            inboxes.clone(),
-            on_broadcast,
-            received.clone(),
-        ));
-        Arc::new(Transport {
-            node_id,
-            cluster_id,
-            secret,
-            peers: map,
-            inbound,
+            Acceptor {
+                me: node_id,
+                cluster_id,
+                secret,
+                inbound,
+                doors,
+            },
             inboxes,
-            sent_messages: AtomicU64::new(0),
-            received_messages: received,
-        })
+            on_broadcast,
+            received,
+        ));
+        t
+    }
+
+    /// Starts the sender tasks of `lane`'s links on the current `LocalSet`.
+    fn start_senders(&self, lane: usize) {
+        let Some(l) = self.lanes.get(lane) else {
+            return;
+        };
+        let pending = std::mem::take(&mut *lock(&l.pending));
+        for p in pending {
+            let Some(addr) = self.addrs.get(&p.to) else {
+                continue;
+            };
+            tokio::task::spawn_local(sender_loop(
+                self.secret.clone(),
+                handshake(self.cluster_id, self.node_id, p.to, lane),
+                p.to,
+                addr.clone(),
+                p.queue,
+                self.inboxes.clone(),
+                p.connected,
+            ));
+        }
+        l.running.store(true, Relaxed);
+    }
+
+    /// Runs `lane`'s own links on the current `LocalSet` (the lane's
+    /// thread): its sender tasks, and the reading of the connections peers
+    /// open for it, which deliver to the inboxes from this thread. A lane
+    /// the transport was not started with keeps using lane 0's links.
+    pub fn run_lane(self: &Arc<Self>, lane: usize) {
+        if lane == 0 || lane >= self.lanes.len() {
+            return;
+        }
+        let (tx, mut rx) = mpsc::unbounded_channel::<HandedLink>();
+        *lock(&self.doors[lane]) = Some(tx);
+        let t = self.clone();
+        tokio::task::spawn_local(async move {
+            while let Some(h) = rx.recv().await {
+                let stream = match TcpStream::from_std(h.stream) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        warn!(addr = %h.addr, "peer connection not taken over by lane {lane}: {e}");
+                        continue;
+                    }
+                };
+                t.lanes[lane].taken_over.fetch_add(1, Relaxed);
+                let t = t.clone();
+                tokio::task::spawn_local(async move {
+                    let Some(link) = t.inbound.get(&h.from) else {
+                        return;
+                    };
+                    if let Err(e) =
+                        serve_peer(stream, h.from, link, &t.inboxes, None, &t.received_messages)
+                            .await
+                    {
+                        warn!(addr = %h.addr, lane, "peer connection closed: {e}");
+                    }
+                });
+            }
+        });
+        self.start_senders(lane);
+    }
+
+    /// How many peer connections `lane`'s thread took over from the
+    /// acceptor (lane 0: none, its links are read where they are accepted).
+    pub fn links_taken_over(&self, lane: usize) -> u64 {
+        self.lanes
+            .get(lane)
+            .map_or(0, |l| l.taken_over.load(Relaxed))
     }
 
     /// Starts the transport on a thread of its own (`kvasir-bus`), so the
     /// peer connections' reads, writes and framing leave the caller's
     /// thread. Broadcast frames are handed back to the caller's `LocalSet`,
     /// where `on_broadcast` runs (it touches the caller's state).
+    #[allow(clippy::too_many_arguments)]
     pub async fn start_on_thread(
         node_id: u64,
         cluster_id: u64,
         secret: Arc<[u8]>,
         listener: TcpListener,
         peers: Vec<(u64, String)>,
+        lanes: usize,
         inboxes: Arc<Inboxes>,
         on_broadcast: BroadcastHandler,
     ) -> Result<Arc<Transport>, String> {
@@ -815,7 +958,7 @@ impl Transport {
                         let _ = broadcasts.send((from, payload));
                     });
                     let t = Transport::start(
-                        node_id, cluster_id, secret, listener, &peers, inboxes, forward,
+                        node_id, cluster_id, secret, listener, &peers, lanes, inboxes, forward,
                     );
                     let _ = ready_tx.send(Ok(t));
                     // The connections' tasks run here for the life of the
@@ -834,9 +977,17 @@ impl Transport {
             .map_err(|_| "the bus thread stopped while starting".to_string())?
     }
 
-    /// Queues messages for their peers; snapshot messages go on their own
-    /// connection.
-    pub fn send(&self, group: u64, msgs: Vec<Message>) {
+    /// The links `lane`'s messages go on: its own once they run.
+    fn links_of(&self, lane: usize) -> &HashMap<u64, Link> {
+        match self.lanes.get(lane) {
+            Some(l) if l.running.load(Relaxed) => &l.links,
+            _ => &self.lanes[0].links,
+        }
+    }
+
+    /// Queues messages of a group of `lane`'s loop for their peers;
+    /// snapshot messages go on their own connection.
+    pub fn send(&self, lane: usize, group: u64, msgs: Vec<Message>) {
         // A group's messages of one round go to at most a few peers: a
         // short list beats a map allocated per call.
         let mut per_peer: Vec<(u64, Vec<(u64, Message)>)> = Vec::new();
@@ -850,11 +1001,12 @@ impl Transport {
                 None => per_peer.push((m.to, vec![(group, m)])),
             }
         }
+        let links = self.links_of(lane);
         for (to, batch) in per_peer {
             self.sent_messages.fetch_add(batch.len() as u64, Relaxed);
             let out = Out::Raft(batch);
             let cost = queued_cost(&out);
-            match self.peers.get(&to) {
+            match links.get(&to) {
                 // An empty queue takes any item, so one entry larger than
                 // the limit (a big SET) still goes out on its own.
                 Some(p)
@@ -879,11 +1031,11 @@ impl Transport {
     /// own, then reports to Raft whether the peer acknowledged all of it.
     fn send_snapshot(&self, group: u64, m: Message) {
         let to = m.to;
-        let Some(peer) = self.peers.get(&to) else {
+        let Some(addr) = self.addrs.get(&to).cloned() else {
             return;
         };
-        let addr = peer.addr.clone();
-        let hello = handshake(self.cluster_id, self.node_id, to);
+        // The receiver's acceptor reads it (delivery is by group).
+        let hello = handshake(self.cluster_id, self.node_id, to, 0);
         let secret = self.secret.clone();
         let inboxes = self.inboxes.clone();
         // On the sending loop's own thread.
@@ -898,9 +1050,10 @@ impl Transport {
         });
     }
 
-    /// Sends a broadcast payload (e.g. a PUBLISH) to every peer.
+    /// Sends a broadcast payload (e.g. a PUBLISH) to every peer, on lane
+    /// 0's links.
     pub fn broadcast(&self, payload: Bytes) {
-        for p in self.peers.values() {
+        for p in self.lanes[0].links.values() {
             // Best effort, like PUBLISH across Redis Cluster's bus.
             let out = Out::Broadcast(payload.clone());
             let cost = queued_cost(&out);
@@ -911,9 +1064,22 @@ impl Transport {
         }
     }
 
-    /// Bytes queued for a peer and not yet handed to its socket.
+    /// The links to `node` whose sender tasks run.
+    fn running_links(&self, node: u64) -> impl Iterator<Item = &Link> {
+        self.lanes
+            .iter()
+            .filter(|l| l.running.load(Relaxed))
+            .filter_map(move |l| l.links.get(&node))
+    }
+
+    /// Bytes queued for a peer, over every lane, not yet handed to its
+    /// sockets.
     pub fn queued_bytes(&self, node: u64) -> usize {
-        self.peers.get(&node).map_or(0, |p| p.queued.load(Relaxed))
+        self.lanes
+            .iter()
+            .filter_map(|l| l.links.get(&node))
+            .map(|p| p.queued.load(Relaxed))
+            .sum()
     }
 
     /// Records `node`'s word that it is stopping gracefully and hands its
@@ -921,27 +1087,33 @@ impl Transport {
     /// takes none back, so a transfer to it would only stall its group for
     /// an election timeout). It repeats its word while it stops.
     pub fn mark_leaving(&self, node: u64, for_ms: u64) {
-        if let Some(p) = self.peers.get(&node) {
-            p.leaving_until.store(unix_ms() + for_ms, Relaxed);
+        if let Some(p) = self.leaving_until.get(&node) {
+            p.store(unix_ms() + for_ms, Relaxed);
         }
     }
 
     /// Whether `node` said it is stopping (see [`Transport::mark_leaving`]).
     pub fn is_leaving(&self, node: u64) -> bool {
-        self.peers
+        self.leaving_until
             .get(&node)
-            .is_some_and(|p| p.leaving_until.load(Relaxed) > unix_ms())
+            .is_some_and(|p| p.load(Relaxed) > unix_ms())
     }
 
     pub fn is_connected(&self, node: u64) -> bool {
         node == self.node_id || self.connected_since(node) != 0
     }
 
-    /// Unix ms when this node's connection to `node` was made (0: down).
+    /// Unix ms since when this node's connections to `node` (one per
+    /// running lane) are all up; 0 while one is down.
     pub fn connected_since(&self, node: u64) -> u64 {
-        self.peers
-            .get(&node)
-            .map_or(0, |p| p.connected_since.load(Relaxed))
+        let mut since = 0;
+        for p in self.running_links(node) {
+            match p.connected_since.load(Relaxed) {
+                0 => return 0,
+                t => since = since.max(t),
+            }
+        }
+        since
     }
 
     /// Unix ms when `node`'s connection to this node was accepted (0:
@@ -969,11 +1141,9 @@ impl Transport {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn sender_loop(
-    me: u64,
-    cluster_id: u64,
     secret: Arc<[u8]>,
+    hello: [u8; bus_auth::HELLO_LEN],
     to: u64,
     addr: String,
     mut queue: Queue,
@@ -981,7 +1151,6 @@ async fn sender_loop(
     connected: Arc<AtomicU64>,
 ) {
     let mut backoff = Duration::from_millis(20);
-    let hello = handshake(cluster_id, me, to);
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
         let stream = match dial(&addr, LINK_TIMEOUT).await {
@@ -1155,59 +1324,74 @@ impl Drop for AcceptedLink<'_> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn accept_loop(
-    listener: TcpListener,
+/// What the accept loop needs to check a peer's handshake and to hand its
+/// connection to the lane it names.
+struct Acceptor {
     me: u64,
     cluster_id: u64,
     secret: Arc<[u8]>,
     inbound: Arc<HashMap<u64, Inbound>>,
+    doors: Arc<LaneDoors>,
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: Acceptor,
     inbox: Arc<Inboxes>,
     on_broadcast: BroadcastHandler,
     received: Arc<AtomicU64>,
 ) {
+    let acceptor = Rc::new(acceptor);
     loop {
         let Ok((stream, addr)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
         tune(&stream);
-        let inbound = inbound.clone();
+        let acceptor = acceptor.clone();
         let inbox = inbox.clone();
         let on_broadcast = on_broadcast.clone();
         let received = received.clone();
-        let secret = secret.clone();
         tokio::task::spawn_local(async move {
-            if let Err(e) = read_peer(
-                stream,
-                me,
-                cluster_id,
-                &secret,
-                &inbound,
-                &inbox,
-                &on_broadcast,
-                &received,
-            )
-            .await
-            {
+            let served = async {
+                let Some((stream, from, lane)) = authenticate(stream, &acceptor).await? else {
+                    return Ok(());
+                };
+                let door = acceptor.doors.get(lane).and_then(|d| lock(d).clone());
+                let stream = match door {
+                    Some(door) => {
+                        let stream = stream.into_std().map_err(|e| {
+                            format!("node {from}: handing over to lane {lane}: {e}")
+                        })?;
+                        match door.send(HandedLink { stream, from, addr }) {
+                            Ok(()) => return Ok(()),
+                            // The lane stopped: read it here.
+                            Err(e) => TcpStream::from_std(e.0.stream)
+                                .map_err(|e| format!("node {from}: {e}"))?,
+                        }
+                    }
+                    None => stream,
+                };
+                let Some(link) = acceptor.inbound.get(&from) else {
+                    return Ok(());
+                };
+                serve_peer(stream, from, link, &inbox, Some(&on_broadcast), &received).await
+            };
+            if let Err(e) = served.await {
                 warn!(%addr, "peer connection closed: {e}");
             }
         });
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn read_peer(
+/// Reads and checks a peer's handshake and runs the secret's proof: the
+/// stream, the peer's node id and the lane it names, or None for a
+/// connection closed before a byte.
+async fn authenticate(
     mut stream: TcpStream,
-    me: u64,
-    cluster_id: u64,
-    secret: &[u8],
-    inbound: &HashMap<u64, Inbound>,
-    inbox: &Inboxes,
-    on_broadcast: &BroadcastHandler,
-    received: &AtomicU64,
-) -> Result<(), String> {
-    let mut hello = [0u8; 28];
+    acceptor: &Acceptor,
+) -> Result<Option<(TcpStream, u64, usize)>, String> {
+    let mut hello = [0u8; bus_auth::HELLO_LEN];
     let read_hello = async {
         let mut got = 0;
         while got < hello.len() {
@@ -1226,7 +1410,7 @@ async fn read_peer(
         .await
         .map_err(|_| "no handshake within 5 s".to_string())??;
     if !complete {
-        return Ok(());
+        return Ok(None);
     }
     let field = |i: usize| {
         let mut b = [0u8; 8];
@@ -1234,24 +1418,42 @@ async fn read_peer(
         u64::from_le_bytes(b)
     };
     if &hello[..4] != MAGIC {
-        return Err("rejected: not a Kvasir peer (bad magic)".into());
+        return Err("rejected: not a Kvasir peer of this version (bad magic)".into());
     }
-    let (their_cluster, from, to) = (field(4), field(12), field(20));
-    if their_cluster != cluster_id {
+    let (their_cluster, from, to, lane) = (field(4), field(12), field(20), field(28));
+    let me = acceptor.me;
+    if their_cluster != acceptor.cluster_id {
         return Err(format!(
-            "rejected node {from}: cluster id {their_cluster:016x} is not ours ({cluster_id:016x})"
+            "rejected node {from}: cluster id {their_cluster:016x} is not ours ({:016x})",
+            acceptor.cluster_id
         ));
     }
-    let Some(link) = inbound.get(&from).filter(|_| to == me) else {
+    if to != me || !acceptor.inbound.contains_key(&from) {
         return Err(format!(
             "rejected: frame from node {from} to node {to}, but this is node {me} and {from} is not a member"
         ));
-    };
+    }
     // Nothing beyond the fixed-size handshake is read from a peer that has
     // not proven the cluster secret.
-    bus_auth::accept(&mut stream, &hello, secret)
+    bus_auth::accept(&mut stream, &hello, &acceptor.secret)
         .await
         .map_err(|e| format!("rejected node {from}: {e}"))?;
+    // A lane this node does not run is read by the acceptor's thread.
+    let lane = usize::try_from(lane).unwrap_or(0);
+    Ok(Some((stream, from, lane)))
+}
+
+/// Reads an authenticated peer's frames until the connection ends,
+/// delivering them to the loops of their groups. `on_broadcast`: None on
+/// a lane's thread, whose links carry no broadcasts.
+async fn serve_peer(
+    mut stream: TcpStream,
+    from: u64,
+    link: &Inbound,
+    inbox: &Inboxes,
+    on_broadcast: Option<&BroadcastHandler>,
+    received: &AtomicU64,
+) -> Result<(), String> {
     let _link = AcceptedLink::open(&link.accepted_since);
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut asm = Reassembly::new(LIMITS);
@@ -1268,7 +1470,10 @@ async fn read_peer(
                 received.fetch_add(msgs.len() as u64, Relaxed);
                 inbox.deliver(msgs);
             }
-            Delivery::Broadcast(payload) => on_broadcast(from, payload),
+            Delivery::Broadcast(payload) => match on_broadcast {
+                Some(handler) => handler(from, payload),
+                None => return Err(format!("node {from}: a broadcast on a lane's link")),
+            },
             Delivery::Snapshot(group, m) => {
                 let bytes = m.get_snapshot().get_data().len();
                 debug!(group, from, bytes, "snapshot received");
@@ -1333,6 +1538,108 @@ mod tests {
         ok()
     }
 
+    fn append_to(to: u64, from: u64) -> Message {
+        let mut m = Message::default();
+        m.set_msg_type(raft::eraftpb::MessageType::MsgAppend);
+        m.to = to;
+        m.from = from;
+        m
+    }
+
+    /// With two lanes on each node, lane 1's messages go on lane 1's own
+    /// connection, which the peer's lane 1 thread takes over and reads into
+    /// its inbox; lane 0's stay with the acceptor's thread; a message of
+    /// a group the receiving node runs on another lane still reaches it.
+    #[test]
+    fn each_lane_has_its_own_link_read_by_the_peers_same_lane() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async {
+            let l1 = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let l2 = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let peers = vec![
+                (1, l1.local_addr().unwrap().to_string()),
+                (2, l2.local_addr().unwrap().to_string()),
+            ];
+            let secret: Arc<[u8]> = Arc::from(&b"s3cret"[..]);
+            // Node 2: group 5 on lane 0, group 7 on lane 1.
+            let (in0, in1) = (Arc::new(Inbox::default()), Arc::new(Inbox::default()));
+            let by_group = HashMap::from([(7u64, in1.clone())]);
+            let t2 = Transport::start(
+                2,
+                9,
+                secret.clone(),
+                l2,
+                &peers,
+                2,
+                Arc::new(Inboxes::new(in0.clone(), by_group)),
+                Rc::new(|_, _| {}),
+            );
+            // Node 2's lane 1 on a thread of its own, as a shard thread.
+            let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+            let lane_t2 = t2.clone();
+            let lane_thread = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                let local = tokio::task::LocalSet::new();
+                local.block_on(&rt, async move {
+                    lane_t2.run_lane(1);
+                    let _ = stop_rx.await;
+                });
+            });
+            let in_a = Arc::new(Inbox::default());
+            let t1 = Transport::start(
+                1,
+                9,
+                secret.clone(),
+                l1,
+                &peers,
+                2,
+                Arc::new(Inboxes::single(in_a.clone())),
+                Rc::new(|_, _| {}),
+            );
+            t1.run_lane(1);
+            assert!(
+                wait_for(Duration::from_secs(5), || t1.is_connected(2)
+                    && t2.links_taken_over(1) == 1)
+                .await,
+                "node 1's lane 1 link is not read by node 2's lane 1"
+            );
+            t1.send(1, 7, vec![append_to(2, 1)]);
+            t1.send(0, 5, vec![append_to(2, 1)]);
+            // Group 5 is on node 2's lane 0 though node 1 sends it from
+            // lane 1: delivered by group all the same.
+            t1.send(1, 5, vec![append_to(2, 1)]);
+            let ok = wait_for(Duration::from_secs(5), || {
+                lock(&in1.messages).len() == 1 && lock(&in0.messages).len() == 2
+            })
+            .await;
+            let groups = |i: &Inbox| {
+                lock(&i.messages)
+                    .iter()
+                    .map(|(g, _)| *g)
+                    .collect::<Vec<_>>()
+            };
+            assert!(ok, "lane 1: {:?}, lane 0: {:?}", groups(&in1), groups(&in0));
+            assert_eq!(groups(&in1), vec![7]);
+            assert_eq!(groups(&in0), vec![5, 5]);
+            // The other way too: node 2's lane 1 dialled node 1's lane 1.
+            assert!(
+                wait_for(Duration::from_secs(5), || t2.is_connected(1)
+                    && t1.links_taken_over(1) == 1)
+                .await
+            );
+            assert_eq!((t1.links_taken_over(0), t2.links_taken_over(0)), (0, 0));
+            let _ = stop_tx.send(());
+            lane_thread.join().unwrap();
+        });
+    }
+
     /// A peer that completes the handshake and then never reads (a dead
     /// switch, a frozen process behind a full buffer): the link is declared
     /// lost within about LINK_TIMEOUT once its buffers fill, the queued
@@ -1372,6 +1679,7 @@ mod tests {
                 Arc::from(&b""[..]),
                 me,
                 &[(2, hole_addr)],
+                1,
                 Arc::new(Inboxes::single(inbox.clone())),
                 Rc::new(|_, _| {}),
             );
@@ -1386,7 +1694,7 @@ mod tests {
                 m.to = 2;
                 m.from = 1;
                 m.set_entries(vec![e].into());
-                t.send(1, vec![m]);
+                t.send(0, 1, vec![m]);
                 assert!(t.queued_bytes(2) <= MAX_QUEUED_BYTES);
             }
             assert!(!lock(&inbox.unreachable).is_empty());
@@ -1403,7 +1711,7 @@ mod tests {
                 m.to = 2;
                 m.from = 1;
                 m.set_entries(vec![e].into());
-                t.send(1, vec![m]);
+                t.send(0, 1, vec![m]);
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             assert!(
@@ -1751,6 +2059,7 @@ mod tests {
                     secret.clone(),
                     l,
                     &peers,
+                    1,
                     Arc::new(Inboxes::single(inbox.clone())),
                     Rc::new(|_, _| {}),
                 )
@@ -1774,10 +2083,10 @@ mod tests {
                 }
             });
             let data = image(3 * SNAPSHOT_CHUNK + 7);
-            t1.send(6, vec![snapshot_message(data.clone())]);
+            t1.send(0, 6, vec![snapshot_message(data.clone())]);
             let mut to3 = snapshot_message(data.clone());
             to3.to = 3;
-            t1.send(6, vec![to3]);
+            t1.send(0, 6, vec![to3]);
             assert!(
                 wait_for(Duration::from_secs(20), || lock(&in1.snapshot_reports)
                     .len()

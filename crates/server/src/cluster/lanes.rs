@@ -121,6 +121,7 @@ pub async fn spawn(setup: LaneSetup) -> Result<Lane, String> {
             let local = tokio::task::LocalSet::new();
             local.block_on(&rt, async move {
                 let LaneSetup {
+                    lane,
                     cfg,
                     engine,
                     transport,
@@ -131,7 +132,6 @@ pub async fn spawn(setup: LaneSetup) -> Result<Lane, String> {
                     keys_wanted,
                     fatal,
                     writer,
-                    ..
                 } = setup;
                 let specs = shards
                     .into_iter()
@@ -149,15 +149,8 @@ pub async fn spawn(setup: LaneSetup) -> Result<Lane, String> {
                         }
                     })
                     .collect();
-                let started = MultiRaft::start_lane(
-                    cfg,
-                    engine,
-                    transport,
-                    inbox,
-                    specs,
-                    false,
-                    Some(writer),
-                );
+                let started =
+                    MultiRaft::start_lane(cfg, engine, transport, inbox, specs, lane, Some(writer));
                 let raft = match started {
                     Ok(raft) => raft,
                     Err(e) => {

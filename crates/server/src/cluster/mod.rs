@@ -433,6 +433,7 @@ impl ClusterNode {
                 secret,
                 listener,
                 &raft_cfg.peers,
+                lane_count,
                 inboxes,
                 on_broadcast,
             )
@@ -443,6 +444,7 @@ impl ClusterNode {
                 secret,
                 listener,
                 raft_cfg.peers.clone(),
+                lane_count,
                 inboxes,
                 on_broadcast,
             )
@@ -485,7 +487,7 @@ impl ClusterNode {
             transport,
             main_inbox,
             specs,
-            true,
+            0,
             writer.clone(),
         )?;
         let node = Rc::new(ClusterNode {
