@@ -53,6 +53,22 @@ fn shards_on_threads_serve_and_replicate_every_command() {
         );
     }
 
+    // Each shard thread reads its own connection from each peer's same
+    // shard thread: 2 shard threads x 2 peers on every node.
+    for id in 1..=NODES {
+        let mut taken = 0;
+        let all = wait_until(Duration::from_secs(10), || {
+            let info: String = c.query(id, &["INFO", "raft"]).unwrap_or_default();
+            taken = info
+                .lines()
+                .find_map(|l| l.strip_prefix("bus_links_read_by_shard_threads:"))
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0);
+            taken >= 2 * (NODES - 1)
+        });
+        assert!(all, "node {id}: shard threads read {taken} peer links");
+    }
+
     // Keys in every shard, through a cluster client.
     let client = c.cluster_client();
     let mut conn = client.get_connection().expect("cluster connection");

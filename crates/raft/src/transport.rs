@@ -292,10 +292,22 @@ struct HandedLink {
     addr: std::net::SocketAddr,
 }
 
-/// Per lane, where the acceptor hands the connections that name it (None
-/// until the lane runs, and for lane 0: those are read by the acceptor's
-/// own thread).
-type LaneDoors = Vec<Mutex<Option<mpsc::UnboundedSender<HandedLink>>>>;
+/// Where the acceptor hands the connections that name a lane. Peers dial
+/// as soon as this node listens, before its lanes have restored their
+/// groups: those connections wait for their lane (a lane's messages are
+/// not read before it runs anyway).
+enum Door {
+    Waiting(Vec<HandedLink>),
+    Open(mpsc::UnboundedSender<HandedLink>),
+}
+
+/// Most connections held for a lane that does not run yet; more are read
+/// by the acceptor's thread.
+const MAX_WAITING_LINKS: usize = 64;
+
+/// Indexed by lane (lane 0's door unused: its links are read by the
+/// acceptor's own thread).
+type LaneDoors = Vec<Mutex<Door>>;
 
 /// Most bytes queued for one peer. Beyond it new messages are dropped and
 /// reported unreachable (Raft sends them again), so a slow or stalled link
@@ -807,8 +819,11 @@ impl Transport {
                 .map(|(id, _)| (*id, Inbound::default()))
                 .collect(),
         );
-        let doors: Arc<LaneDoors> =
-            Arc::new((0..lane_links.len()).map(|_| Mutex::default()).collect());
+        let doors: Arc<LaneDoors> = Arc::new(
+            (0..lane_links.len())
+                .map(|_| Mutex::new(Door::Waiting(Vec::new())))
+                .collect(),
+        );
         let received = Arc::new(AtomicU64::new(0));
         let t = Arc::new(Transport {
             node_id,
@@ -875,7 +890,14 @@ impl Transport {
             return;
         }
         let (tx, mut rx) = mpsc::unbounded_channel::<HandedLink>();
-        *lock(&self.doors[lane]) = Some(tx);
+        let opened = Door::Open(tx.clone());
+        let waited = match std::mem::replace(&mut *lock(&self.doors[lane]), opened) {
+            Door::Waiting(held) => held,
+            Door::Open(_) => Vec::new(),
+        };
+        for h in waited {
+            let _ = tx.send(h);
+        }
         let t = self.clone();
         tokio::task::spawn_local(async move {
             while let Some(h) = rx.recv().await {
@@ -1357,16 +1379,14 @@ async fn accept_loop(
                 let Some((stream, from, lane)) = authenticate(stream, &acceptor).await? else {
                     return Ok(());
                 };
-                let door = acceptor.doors.get(lane).and_then(|d| lock(d).clone());
-                let stream = match door {
+                let stream = match acceptor.doors.get(lane).filter(|_| lane > 0) {
                     Some(door) => {
                         let stream = stream.into_std().map_err(|e| {
                             format!("node {from}: handing over to lane {lane}: {e}")
                         })?;
-                        match door.send(HandedLink { stream, from, addr }) {
-                            Ok(()) => return Ok(()),
-                            // The lane stopped: read it here.
-                            Err(e) => TcpStream::from_std(e.0.stream)
+                        match hand_over(door, HandedLink { stream, from, addr }) {
+                            None => return Ok(()),
+                            Some(back) => TcpStream::from_std(back.stream)
                                 .map_err(|e| format!("node {from}: {e}"))?,
                         }
                     }
@@ -1381,6 +1401,19 @@ async fn accept_loop(
                 warn!(%addr, "peer connection closed: {e}");
             }
         });
+    }
+}
+
+/// Hands a connection to its lane, or holds it until the lane runs; gives
+/// it back when the lane stopped or too many wait.
+fn hand_over(door: &Mutex<Door>, link: HandedLink) -> Option<HandedLink> {
+    match &mut *lock(door) {
+        Door::Open(tx) => tx.send(link).err().map(|e| e.0),
+        Door::Waiting(held) if held.len() < MAX_WAITING_LINKS => {
+            held.push(link);
+            None
+        }
+        Door::Waiting(_) => Some(link),
     }
 }
 
@@ -1547,9 +1580,10 @@ mod tests {
     }
 
     /// With two lanes on each node, lane 1's messages go on lane 1's own
-    /// connection, which the peer's lane 1 thread takes over and reads into
-    /// its inbox; lane 0's stay with the acceptor's thread; a message of
-    /// a group the receiving node runs on another lane still reaches it.
+    /// connection, which the peer's lane 1 thread takes over (once it
+    /// runs) and reads into its inbox; lane 0's stay with the acceptor's
+    /// thread; a message of a group the receiving node runs on another
+    /// lane still reaches it.
     #[test]
     fn each_lane_has_its_own_link_read_by_the_peers_same_lane() {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -1578,6 +1612,23 @@ mod tests {
                 Arc::new(Inboxes::new(in0.clone(), by_group)),
                 Rc::new(|_, _| {}),
             );
+            let in_a = Arc::new(Inbox::default());
+            let t1 = Transport::start(
+                1,
+                9,
+                secret.clone(),
+                l1,
+                &peers,
+                2,
+                Arc::new(Inboxes::single(in_a.clone())),
+                Rc::new(|_, _| {}),
+            );
+            t1.run_lane(1);
+            // Both of node 1's links are up before node 2's lane 1 runs
+            // (as when a node's shard threads are still restoring their
+            // groups): node 2 holds the lane's connection for it.
+            assert!(wait_for(Duration::from_secs(5), || t1.is_connected(2)).await);
+            assert_eq!(t2.links_taken_over(1), 0);
             // Node 2's lane 1 on a thread of its own, as a shard thread.
             let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
             let lane_t2 = t2.clone();
@@ -1592,22 +1643,8 @@ mod tests {
                     let _ = stop_rx.await;
                 });
             });
-            let in_a = Arc::new(Inbox::default());
-            let t1 = Transport::start(
-                1,
-                9,
-                secret.clone(),
-                l1,
-                &peers,
-                2,
-                Arc::new(Inboxes::single(in_a.clone())),
-                Rc::new(|_, _| {}),
-            );
-            t1.run_lane(1);
             assert!(
-                wait_for(Duration::from_secs(5), || t1.is_connected(2)
-                    && t2.links_taken_over(1) == 1)
-                .await,
+                wait_for(Duration::from_secs(5), || t2.links_taken_over(1) == 1).await,
                 "node 1's lane 1 link is not read by node 2's lane 1"
             );
             t1.send(1, 7, vec![append_to(2, 1)]);

@@ -595,7 +595,7 @@ fn raft_section(s: &Session, out: &mut String) {
     let (fsyncs, log_writes) = node.log_counters();
     let _ = write!(
         out,
-        "raft_node_id:{}\r\nraft_wal:{}\r\nraft_read_mode:{}\r\nraft_groups:{}\r\nshards_led:{led}\r\nshards_following:{following}\r\nshards_candidate:{candidates}\r\ncommit_index_sum:{commit_sum}\r\napplied_index_sum:{applied_sum}\r\nraft_log_size_bytes:{log_size}\r\nraft_log_size_human:{}\r\nsnapshots_taken:{}\r\nsnapshots_installed:{}\r\nproposals_total:{}\r\nproposals_per_sec:{:.2}\r\nentries_proposed:{}\r\nlinearizable_reads:{}\r\nfsyncs:{}\r\nlog_writes:{}\r\n",
+        "raft_node_id:{}\r\nraft_wal:{}\r\nraft_read_mode:{}\r\nraft_groups:{}\r\nshards_led:{led}\r\nshards_following:{following}\r\nshards_candidate:{candidates}\r\ncommit_index_sum:{commit_sum}\r\napplied_index_sum:{applied_sum}\r\nraft_log_size_bytes:{log_size}\r\nraft_log_size_human:{}\r\nsnapshots_taken:{}\r\nsnapshots_installed:{}\r\nproposals_total:{}\r\nproposals_per_sec:{:.2}\r\nentries_proposed:{}\r\nlinearizable_reads:{}\r\nfsyncs:{}\r\nlog_writes:{}\r\nbus_links_read_by_shard_threads:{}\r\n",
         node.node_id,
         format!("{:?}", cfg.wal).to_ascii_lowercase(),
         format!("{:?}", cfg.read_mode).to_ascii_lowercase(),
@@ -609,6 +609,9 @@ fn raft_section(s: &Session, out: &mut String) {
         totals.reads,
         fsyncs,
         log_writes,
+        (1..=node.lane_count())
+            .map(|lane| node.raft.transport().links_taken_over(lane))
+            .sum::<u64>(),
     );
     let layout = node.layout();
     let meta_preferred = cfg.peers.iter().map(|(id, _)| *id).min().unwrap_or(0);

@@ -266,6 +266,11 @@ fn decode_publish(mut b: Bytes) -> Option<(bool, Bytes, Bytes)> {
 }
 
 impl ClusterNode {
+    /// The node's shard threads (lanes 1.., beside the main thread's).
+    pub fn lane_count(&self) -> usize {
+        self.lanes.len()
+    }
+
     /// Joins (or bootstraps) the cluster described by the config.
     pub async fn start(
         config: &Config,
