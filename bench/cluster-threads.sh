@@ -16,7 +16,11 @@
 # Usage: bench/cluster-threads.sh
 # Environment: THREADS (default "1 2"), BASE (optional), BASE_THREADS, N (default 100000),
 # KEYSPACE (-r, default 16384; a large one makes every SET a new key), REPEAT
-# (default 3), CLIENTS (default 50), PIPELINES (default "1 16"), TESTS
+# (default 3), N_PIPELINED (-n for a pipeline above 1, default 8 x N:
+# redis-benchmark --cluster runs a thread per node, and those threads stop
+# only at their 250 ms progress tick, so every run's time is rounded up to
+# a multiple of 250 ms; a run of a few seconds keeps that step small),
+# CLIENTS (default 50), PIPELINES (default "1 16"), TESTS
 # (default "set,get,incr"), plus lib-cluster.sh's KVASIR, KVASIR_ARGS,
 # START_TIMEOUT, REBALANCE_TIMEOUT.
 # Needs redis-cli, redis-benchmark (scripts/install-test-deps.sh), python3.
@@ -26,6 +30,7 @@ THREADS=${THREADS:-"1 2"}
 BASE=${BASE:-}
 BASE_THREADS=${BASE_THREADS:-1}
 N=${N:-100000}
+N_PIPELINED=${N_PIPELINED:-$((N * 8))}
 KEYSPACE=${KEYSPACE:-16384}
 REPEAT=${REPEAT:-3}
 CLIENTS=${CLIENTS:-50}
@@ -100,23 +105,25 @@ for rep in $(seq 1 "$REPEAT"); do
         took=$(wait_balanced)
         say "repetition $rep, --threads $t: cluster ready, leaders balanced in ${took}s"
         for p in $PIPELINES; do
+            n=$N
+            [ "$p" -gt 1 ] && n=$N_PIPELINED
             for test in ${TESTS//,/ }; do
                 rcli "${PORT[1]}" FLUSHALL >/dev/null
                 read -r -a before <<<"$(cpu_ticks)"
                 syncs_before=$(fsyncs)
                 out=$(timeout 900 redis-benchmark --cluster -h 127.0.0.1 -p "${PORT[1]}" \
-                    -c "$CLIENTS" -r "$KEYSPACE" -n "$N" -t "$test" -P "$p" -q --csv 2>/dev/null |
+                    -c "$CLIENTS" -r "$KEYSPACE" -n "$n" -t "$test" -P "$p" -q --csv 2>/dev/null |
                     tail -n 1)
                 read -r -a after <<<"$(cpu_ticks)"
                 syncs=$(($(fsyncs) - syncs_before))
                 rps=$(echo "$out" | awk -F'"' '{ print $4 }')
                 per=()
                 for k in 0 1 2 3 4 5; do
-                    per+=("$(awk -v t="$((after[k] - before[k]))" -v hz="$TICKS" -v n="$N" \
+                    per+=("$(awk -v t="$((after[k] - before[k]))" -v hz="$TICKS" -v n="$n" \
                         'BEGIN { printf "%.1f", t / hz * 1e6 / n }')")
                 done
                 us=${per[5]}
-                per_k=$(awk -v s="$syncs" -v n="$N" 'BEGIN { printf "%.1f", s * 1000 / n }')
+                per_k=$(awk -v s="$syncs" -v n="$n" 'BEGIN { printf "%.1f", s * 1000 / n }')
                 echo "$t $p $test $rps $us ${per[0]} ${per[1]} ${per[2]} ${per[3]} ${per[4]} $per_k" >>"$RESULTS"
                 say "  $t -P $p $test: $rps requests/s, $us us CPU per request (main ${per[0]}, io ${per[1]}, shard threads ${per[2]}, bus ${per[3]}, other ${per[4]}), $per_k fsyncs per 1000 requests"
             done
@@ -127,7 +134,7 @@ for rep in $(seq 1 "$REPEAT"); do
 done
 
 echo
-echo "3 nodes, RF=3, --wal fsync, 24 shards; redis-benchmark --cluster -c $CLIENTS -r $KEYSPACE -n $N -q; medians of $REPEAT runs, order rotated."
+echo "3 nodes, RF=3, --wal fsync, 24 shards; redis-benchmark --cluster -c $CLIENTS -r $KEYSPACE -n $N (-P > 1: $N_PIPELINED) -q; medians of $REPEAT runs, order rotated."
 echo "CPU is the three nodes' utime+stime per request (all on this machine)."
 [ -z "$BASE" ] || echo "base: $BASE with --threads $BASE_THREADS."
 echo

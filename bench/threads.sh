@@ -27,6 +27,10 @@
 # (default "GET SET"), SWEEP_IO_THREADS (the load generator's runtime
 # threads, default 1), BENCH_TIMEOUT (seconds per client run, default 900).
 # SWEEP_REPEAT (sweeps per server, the median is reported; default 3).
+# THREADED_N_FACTOR (default 8): runs with client --threads > 1 send N x
+# this many requests, because redis-benchmark's threads stop only at their
+# 250 ms progress tick, which rounds each such run's time up to a multiple
+# of 250 ms; a run of a few seconds keeps that step small.
 # SWEEP_THREADS= (empty) skips the sweep.
 # Kvasir's CPU time per request is reported by thread (the data thread and
 # the I/O threads), the figure a many-core estimate starts from.
@@ -46,6 +50,7 @@ SWEEP_OPS=${SWEEP_OPS:-"GET SET"}
 SWEEP_IO_THREADS=${SWEEP_IO_THREADS:-1}
 SWEEP_REPEAT=${SWEEP_REPEAT:-3}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-900}
+THREADED_N_FACTOR=${THREADED_N_FACTOR:-8}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=bench/lib.sh
@@ -113,12 +118,15 @@ thread_ticks() { # pid -> "data io" (utime + stime in clock ticks)
     echo "$data $io"
 }
 bench_once() { # label port client-threads pipeline
-    local out threads_flag=() pid="" before=() after=() tests
-    [ "$3" -gt 1 ] && threads_flag=(--threads "$3")
+    local out threads_flag=() pid="" before=() after=() tests n=$N
+    if [ "$3" -gt 1 ]; then
+        threads_flag=(--threads "$3")
+        n=$((N * THREADED_N_FACTOR))
+    fi
     case "$1" in kvasir-t1) pid=${PIDS[0]} ;; kvasir-t2) pid=${PIDS[1]} ;; esac
     redis-cli -p "$2" FLUSHALL >/dev/null
     [ -z "$pid" ] || read -r -a before <<<"$(thread_ticks "$pid")"
-    out=$(timeout "$BENCH_TIMEOUT" redis-benchmark -h 127.0.0.1 -p "$2" -c "$CLIENTS" -r 16384 -n "$N" \
+    out=$(timeout "$BENCH_TIMEOUT" redis-benchmark -h 127.0.0.1 -p "$2" -c "$CLIENTS" -r 16384 -n "$n" \
         "${threads_flag[@]+"${threads_flag[@]}"}" -P "$4" -q --csv -t "$TESTS" 2>&1) || {
         echo "threads: redis-benchmark failed against $1:" >&2
         echo "$out" >&2
@@ -132,7 +140,7 @@ bench_once() { # label port client-threads pipeline
         read -r -a after <<<"$(thread_ticks "$pid")"
         tests=$(echo "$TESTS" | tr ',' '\n' | grep -c .)
         awk -v l="$1" -v c="$3" -v p="$4" -v d="$((after[0] - before[0]))" \
-            -v i="$((after[1] - before[1]))" -v hz="$TICKS" -v n="$((N * tests))" 'BEGIN {
+            -v i="$((after[1] - before[1]))" -v hz="$TICKS" -v n="$((n * tests))" 'BEGIN {
             printf "%s\t%s\t%s\t%.2f\t%.2f\n", l, c, p, d / hz * 1e6 / n, i / hz * 1e6 / n }' >>"$CPU"
     fi
 }
@@ -161,7 +169,7 @@ echo "# Kvasir I/O threads"
 echo
 echo "Kvasir $COMMIT (release) vs redis-server $(redis-server --version | grep -o 'v=[0-9.]*' | cut -d= -f2),"
 echo "127.0.0.1, no persistence, $(nproc) CPUs shared by the servers and the client."
-echo "redis-benchmark -c $CLIENTS -r 16384 -n $N -q -t $TESTS, client --threads {$(echo "$CLIENT_THREADS" | tr ' ' ',')}"
+echo "redis-benchmark -c $CLIENTS -r 16384 -n $N (client threads > 1: $((N * THREADED_N_FACTOR))) -q -t $TESTS, client --threads {$(echo "$CLIENT_THREADS" | tr ' ' ',')}"
 echo "(1: the default single-threaded client), -P {$(echo "$PIPELINES" | tr ' ' ',')};"
 echo "median of $REPEAT runs, order of the servers rotated. Ratios are to redis (no I/O threads)."
 echo
