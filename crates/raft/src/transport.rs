@@ -1579,6 +1579,16 @@ mod tests {
         m
     }
 
+    /// Runs a test's transports on one current-thread runtime with a
+    /// LocalSet, as a node's bus thread runs them.
+    fn on_local_runtime(test: impl std::future::Future<Output = ()>) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, test);
+    }
+
     /// With two lanes on each node, lane 1's messages go on lane 1's own
     /// connection, which the peer's lane 1 thread takes over (once it
     /// runs) and reads into its inbox; lane 0's stay with the acceptor's
@@ -1586,12 +1596,7 @@ mod tests {
     /// lane still reaches it.
     #[test]
     fn each_lane_has_its_own_link_read_by_the_peers_same_lane() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let local = tokio::task::LocalSet::new();
-        local.block_on(&rt, async {
+        on_local_runtime(async {
             let l1 = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let l2 = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let peers = vec![
@@ -1683,12 +1688,7 @@ mod tests {
     /// messages are reported unreachable, and the peer is dialled again.
     #[test]
     fn a_peer_that_stops_reading_is_dropped_and_redialled() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let local = tokio::task::LocalSet::new();
-        local.block_on(&rt, async {
+        on_local_runtime(async {
             let hole = TcpListener::bind("127.0.0.1:0").await.unwrap();
             // Accepted sockets inherit a small receive buffer: the link
             // fills after a few messages.
@@ -2073,12 +2073,7 @@ mod tests {
     /// that hangs up mid-transfer makes the sender report a failure.
     #[test]
     fn snapshots_stream_between_nodes_and_a_cut_transfer_is_reported() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let local = tokio::task::LocalSet::new();
-        local.block_on(&rt, async {
+        on_local_runtime(async {
             let l1 = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let l2 = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let cut = TcpListener::bind("127.0.0.1:0").await.unwrap();
