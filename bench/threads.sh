@@ -27,11 +27,11 @@
 # (default "GET SET"), SWEEP_IO_THREADS (the load generator's runtime
 # threads, default 1), BENCH_TIMEOUT (seconds per client run, default 900).
 # SWEEP_REPEAT (sweeps per server, the median is reported; default 3).
+# SWEEP_THREADS= (empty) skips the sweep.
 # THREADED_N_FACTOR (default 8): runs with client --threads > 1 send N x
 # this many requests, because redis-benchmark's threads stop only at their
 # 250 ms progress tick, which rounds each such run's time up to a multiple
 # of 250 ms; a run of a few seconds keeps that step small.
-# SWEEP_THREADS= (empty) skips the sweep.
 # Kvasir's CPU time per request is reported by thread (the data thread and
 # the I/O threads), the figure a many-core estimate starts from.
 # Needs redis-cli, redis-benchmark, redis-server: scripts/install-test-deps.sh.
