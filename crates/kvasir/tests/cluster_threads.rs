@@ -198,3 +198,208 @@ fn shards_on_threads_serve_and_replicate_every_command() {
         assert_eq!(v, i as i64 + 1);
     }
 }
+
+/// `io_thread_routed_commands` of INFO raft: requests the node's I/O
+/// threads handed to their shard's loop themselves.
+fn routed(c: &Cluster, id: u64) -> u64 {
+    let info: String = c.query(id, &["INFO", "raft"]).expect("info raft");
+    info.lines()
+        .find_map(|l| l.strip_prefix("io_thread_routed_commands:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("io_thread_routed_commands in INFO raft")
+}
+
+fn info_field(info: &str, line_prefix: &str, field: &str) -> Option<u64> {
+    let line = info.lines().find(|l| l.starts_with(line_prefix))?;
+    line.split([',', ':'])
+        .find_map(|kv| kv.strip_prefix(field)?.strip_prefix('='))
+        .and_then(|n| n.parse().ok())
+}
+
+/// `args` as a RESP multibulk request (what clients send; inline
+/// requests are parsed by the session).
+fn resp(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    out
+}
+
+/// Sends `request` on a raw connection and reads until the reply bytes
+/// end with `until` (or 5 s pass).
+fn raw_exchange(s: &mut std::net::TcpStream, request: &[u8], until: &[u8]) -> Vec<u8> {
+    use std::io::{Read, Write};
+    s.write_all(request).expect("write");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.ends_with(until) && std::time::Instant::now() < deadline {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+    got
+}
+
+/// With I/O threads in cluster mode the I/O thread hands a plain keyed
+/// request to its shard's loop itself and writes the reply: replies stay
+/// in request order among requests the session answers, in either
+/// protocol, after the client half-closes too; the calls are counted as
+/// the session counts them; and MONITOR (which the session must feed)
+/// sends every request through the session again.
+#[test]
+fn io_threads_route_plain_requests_to_their_shard_in_order() {
+    let mut c = Cluster::start(&["--threads", "2"]);
+    let slot = cluster::key_slot(b"{d}");
+    let leader = c.wait_leader_of_slot(slot, Duration::from_secs(10));
+    let port = c.port(leader);
+    let mut conn = c.conn(leader);
+    let _: () = redis::cmd("SET")
+        .arg("{d}n")
+        .arg(0)
+        .query(&mut conn)
+        .expect("set");
+    let client_id: u64 = redis::cmd("CLIENT")
+        .arg("ID")
+        .query(&mut conn)
+        .expect("client id");
+
+    // One request at a time: the session answered everything before
+    // each, so every one goes directly.
+    let before = routed(&c, leader);
+    for i in 1..=50 {
+        let n: i64 = redis::cmd("INCR")
+            .arg("{d}n")
+            .query(&mut conn)
+            .expect("incr");
+        assert_eq!(n, i);
+    }
+    let direct = routed(&c, leader) - before;
+    assert!(
+        direct >= 50,
+        "{direct} of 50 INCRs routed by the I/O thread"
+    );
+    let list: String = c.query(leader, &["CLIENT", "LIST"]).expect("client list");
+    let line = list
+        .lines()
+        .find(|l| l.starts_with(&format!("id={client_id} ")))
+        .expect("the connection in CLIENT LIST");
+    assert!(line.contains(" cmd=incr "), "{line}");
+
+    // A pipeline mixing requests the I/O thread routes (INCR, GET) with
+    // ones only the session answers (ECHO, OBJECT ENCODING): in order.
+    let mut pipe = redis::pipe();
+    for i in 0..100 {
+        pipe.cmd("INCR").arg("{d}n");
+        pipe.cmd("ECHO").arg(i);
+        pipe.cmd("GET").arg("{d}n");
+        pipe.cmd("OBJECT").arg("ENCODING").arg("{d}n");
+    }
+    let replies: Vec<redis::Value> = pipe.query(&mut conn).expect("pipeline");
+    assert_eq!(replies.len(), 400);
+    for i in 0..100usize {
+        let at = &replies[4 * i..4 * i + 4];
+        let n = 51 + i as i64;
+        assert_eq!(at[0], redis::Value::Int(n), "INCR #{i}");
+        let echo: String = redis::from_redis_value(at[1].clone()).expect("echo");
+        assert_eq!(echo, i.to_string(), "ECHO #{i}");
+        let got: i64 = redis::from_redis_value(at[2].clone()).expect("get");
+        assert_eq!(got, n, "GET #{i}");
+        let enc: String = redis::from_redis_value(at[3].clone()).expect("encoding");
+        assert_eq!(enc, "int", "OBJECT ENCODING #{i}");
+    }
+
+    // Routed writes in flight (a Raft round each) before a request the
+    // session answers at once: its reply still comes after theirs.
+    for round in 0..5 {
+        let mut pipe = redis::pipe();
+        for _ in 0..20 {
+            pipe.cmd("INCR").arg("{d}w");
+        }
+        pipe.cmd("ECHO").arg("after");
+        let replies: Vec<redis::Value> = pipe.query(&mut conn).expect("pipeline");
+        for (i, r) in replies[..20].iter().enumerate() {
+            assert_eq!(
+                *r,
+                redis::Value::Int(round * 20 + i as i64 + 1),
+                "round {round}"
+            );
+        }
+        let echo: String = redis::from_redis_value(replies[20].clone()).expect("echo");
+        assert_eq!(echo, "after");
+    }
+
+    // Counted as the session counts: every INCR is a call of INCR.
+    let stats: String = c
+        .query(leader, &["INFO", "commandstats"])
+        .expect("commandstats");
+    assert_eq!(
+        info_field(&stats, "cmdstat_incr:", "calls"),
+        Some(250),
+        "{stats}"
+    );
+
+    // RESP3 replies encoded by the I/O thread, and replies of requests
+    // sent before the client half-closed.
+    let mut raw = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    raw.set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let get_missing = resp(&["GET", "{d}missing"]);
+    raw_exchange(&mut raw, b"HELLO 3\r\nPING\r\n", b"+PONG\r\n");
+    let before = routed(&c, leader);
+    let nil = raw_exchange(&mut raw, &get_missing, b"\r\n");
+    assert_eq!(nil, b"_\r\n", "RESP3 null");
+    raw_exchange(&mut raw, b"HELLO 2\r\nPING\r\n", b"+PONG\r\n");
+    let nil = raw_exchange(&mut raw, &get_missing, b"\r\n");
+    assert_eq!(nil, b"$-1\r\n", "RESP2 null");
+    assert!(routed(&c, leader) - before >= 2);
+    raw.shutdown(std::net::Shutdown::Write).ok();
+    drop(raw);
+    let mut raw = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    raw.set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    raw_exchange(&mut raw, b"PING\r\n", b"+PONG\r\n");
+    {
+        use std::io::Write;
+        raw.write_all(&resp(&["INCR", "{d}n"]).repeat(3))
+            .expect("write");
+    }
+    raw.shutdown(std::net::Shutdown::Write).expect("half-close");
+    let rest = raw_exchange(&mut raw, b"", b":153\r\n");
+    assert_eq!(rest, b":151\r\n:152\r\n:153\r\n");
+
+    // MONITOR: the session must feed it, so requests go through it while
+    // a monitor is connected, and directly again once it left.
+    let mut monitor = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    monitor
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    raw_exchange(&mut monitor, b"MONITOR\r\n", b"+OK\r\n");
+    let before = routed(&c, leader);
+    let _: i64 = redis::cmd("INCR")
+        .arg("{d}n")
+        .query(&mut conn)
+        .expect("incr");
+    let fed = raw_exchange(&mut monitor, b"", b"\"INCR\" \"{d}n\"\r\n");
+    assert!(
+        fed.ends_with(b"\"INCR\" \"{d}n\"\r\n"),
+        "MONITOR got {:?}",
+        String::from_utf8_lossy(&fed)
+    );
+    assert_eq!(routed(&c, leader), before, "nothing routed past MONITOR");
+    drop(monitor);
+    let again = wait_until(Duration::from_secs(10), || {
+        let before = routed(&c, leader);
+        let _: i64 = redis::cmd("INCR")
+            .arg("{d}n")
+            .query(&mut conn)
+            .expect("incr");
+        routed(&c, leader) > before
+    });
+    assert!(again, "routed directly again after MONITOR left");
+}

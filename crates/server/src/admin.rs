@@ -1170,6 +1170,8 @@ fn config(s: &mut Session, sub: ConfigCmd, args: &[Bytes]) -> AdminResult {
             Ok(Reply::ok())
         }
         ConfigCmd::Resetstat => {
+            // Direct calls so far are reset with the rest.
+            crate::direct_gate::merge_stats(&s.server);
             let mut stats = s.server.stats.borrow_mut();
             let tracking = stats.latency_tracking;
             *stats = Default::default();
@@ -1446,6 +1448,7 @@ fn latency(s: &Session, sub: LatencyCmd, args: &[Bytes]) -> Reply {
 /// LATENCY HISTOGRAM [command ...]: every command with calls (by name), or
 /// the named ones in the order named (a container with its subcommands).
 fn latency_histogram(s: &Session, names: &[Bytes]) -> Reply {
+    crate::direct_gate::merge_stats(&s.server);
     let stats = s.server.stats.borrow();
     let mut rows: Vec<_> = stats
         .commands

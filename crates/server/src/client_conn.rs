@@ -16,7 +16,7 @@
 //! `session::run` is generic over [`ClientConn`], so each kind gets its own
 //! monomorphised copy: no `dyn`, no boxing per request.
 
-use crate::io_threads::{Input, ParseGate};
+use crate::io_threads::{Answered, Input, Output, ParseGate};
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::io;
@@ -66,6 +66,19 @@ pub trait ClientConn {
     /// The session parsed every byte it was given (its query buffer is
     /// empty): a connection that handed it bytes may parse again.
     fn query_buffer_empty(&self) {}
+
+    /// The session is about to write the last replies of what it read so
+    /// far (`answered` follows once they are written); `direct`: whether,
+    /// and in which protocol, the connection's next requests may skip the
+    /// session (`cluster::direct`). The I/O thread hears it with those
+    /// replies, before the client can see them.
+    fn will_have_answered(&mut self, _direct: Option<kvasir_resp::Protocol>) {}
+
+    /// After the write [`ClientConn::will_have_answered`] announced: tells
+    /// the I/O thread if that write had no replies to carry it.
+    async fn answered(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 
     /// Where the connection says how much of a request it holds that it
     /// has not handed over yet (an I/O thread's pump).
@@ -200,7 +213,9 @@ pub struct ChannelConn {
     inbound: mpsc::Receiver<Input>,
     /// Replies for the pump to write; dropped by `shutdown` (the pump then
     /// flushes what is queued and shuts the socket down).
-    outbound: Option<mpsc::Sender<Bytes>>,
+    outbound: Option<mpsc::Sender<Output>>,
+    /// Goes with the next replies written (see `will_have_answered`).
+    answer: Option<Answered>,
     /// A message `closed_or_more` received, or one that must wait for the
     /// next read: it belongs to the next read.
     held: Option<Input>,
@@ -208,6 +223,8 @@ pub struct ChannelConn {
     gate: Arc<ParseGate>,
     /// Bytes the pump handed over unparsed, so far.
     raw_received: u64,
+    /// Messages of the pump read so far.
+    taken: u64,
     local: ClientAddr,
     fd: i32,
 }
@@ -215,7 +232,7 @@ pub struct ChannelConn {
 impl ChannelConn {
     pub(crate) fn new(
         inbound: mpsc::Receiver<Input>,
-        outbound: mpsc::Sender<Bytes>,
+        outbound: mpsc::Sender<Output>,
         gate: Arc<ParseGate>,
         local: ClientAddr,
         fd: i32,
@@ -223,9 +240,11 @@ impl ChannelConn {
         ChannelConn {
             inbound,
             outbound: Some(outbound),
+            answer: None,
             held: None,
             gate,
             raw_received: 0,
+            taken: 0,
             local,
             fd,
         }
@@ -233,6 +252,7 @@ impl ChannelConn {
 
     fn take(&mut self, input: Input, buf: &mut BytesMut, parsed: &mut ParsedRequests) {
         self.raw_received += input.raw.len() as u64;
+        self.taken += 1;
         parsed.commands.extend(input.commands);
         parsed.bytes += input.command_bytes;
         buf.extend_from_slice(&input.raw);
@@ -292,13 +312,39 @@ impl ClientConn for ChannelConn {
         Some(self.gate.clone())
     }
 
+    fn will_have_answered(&mut self, direct: Option<kvasir_resp::Protocol>) {
+        self.answer = Some(Answered {
+            messages: self.taken,
+            direct,
+        });
+    }
+
+    async fn answered(&mut self) -> io::Result<()> {
+        let Some(answered) = self.answer.take() else {
+            return Ok(());
+        };
+        let Some(tx) = &self.outbound else {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        };
+        tx.send(Output {
+            bytes: Bytes::new(),
+            answered: Some(answered),
+        })
+        .await
+        .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
+    }
+
     async fn write_out(&mut self, out: &mut BytesMut) -> io::Result<()> {
         let Some(tx) = &self.outbound else {
             return Err(io::ErrorKind::BrokenPipe.into());
         };
         // `split` hands the bytes over without copying; once the pump wrote
         // and dropped them, `out` can reuse the allocation.
-        tx.send(out.split().freeze())
+        let output = Output {
+            bytes: out.split().freeze(),
+            answered: self.answer.take(),
+        };
+        tx.send(output)
             .await
             .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
     }

@@ -245,10 +245,18 @@ impl ClientInfo {
     /// One CLIENT LIST line, in Redis 7.0's field order.
     pub fn line(&self) -> String {
         let now = Instant::now();
-        let cmd = match self.last_sub.get() {
+        let mut last_interaction = self.last_interaction.get();
+        let mut cmd = match self.last_sub.get() {
             "" => self.last_cmd.get().to_string(),
             sub => format!("{}|{}", self.last_cmd.get(), sub),
         };
+        // A request its I/O thread routed itself, if that came later.
+        if let Some((at, name)) = self.io_pump.get().and_then(|g| g.last_direct()) {
+            if at > last_interaction {
+                last_interaction = at;
+                cmd = name.to_string();
+            }
+        }
         let resp = match self.resp.get() {
             Protocol::Resp2 => 2,
             Protocol::Resp3 => 3,
@@ -296,7 +304,7 @@ impl ClientInfo {
             self.fd,
             self.name.borrow(),
             now.duration_since(self.created).as_secs(),
-            now.duration_since(self.last_interaction.get()).as_secs(),
+            now.duration_since(last_interaction).as_secs(),
             flags,
             self.db.get(),
             self.subscriptions.get(),

@@ -130,6 +130,7 @@ pub fn human(bytes: u64) -> String {
 
 /// Renders INFO [section ...].
 pub fn render(s: &Session, args: &[Bytes]) -> Reply {
+    crate::direct_gate::merge_stats(&s.server);
     let wanted: Vec<String> = args
         .iter()
         .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
@@ -595,7 +596,7 @@ fn raft_section(s: &Session, out: &mut String) {
     let (fsyncs, log_writes) = node.log_counters();
     let _ = write!(
         out,
-        "raft_node_id:{}\r\nraft_wal:{}\r\nraft_read_mode:{}\r\nraft_groups:{}\r\nshards_led:{led}\r\nshards_following:{following}\r\nshards_candidate:{candidates}\r\ncommit_index_sum:{commit_sum}\r\napplied_index_sum:{applied_sum}\r\nraft_log_size_bytes:{log_size}\r\nraft_log_size_human:{}\r\nsnapshots_taken:{}\r\nsnapshots_installed:{}\r\nproposals_total:{}\r\nproposals_per_sec:{:.2}\r\nentries_proposed:{}\r\nlinearizable_reads:{}\r\nfsyncs:{}\r\nlog_writes:{}\r\nbus_links_read_by_shard_threads:{}\r\n",
+        "raft_node_id:{}\r\nraft_wal:{}\r\nraft_read_mode:{}\r\nraft_groups:{}\r\nshards_led:{led}\r\nshards_following:{following}\r\nshards_candidate:{candidates}\r\ncommit_index_sum:{commit_sum}\r\napplied_index_sum:{applied_sum}\r\nraft_log_size_bytes:{log_size}\r\nraft_log_size_human:{}\r\nsnapshots_taken:{}\r\nsnapshots_installed:{}\r\nproposals_total:{}\r\nproposals_per_sec:{:.2}\r\nentries_proposed:{}\r\nlinearizable_reads:{}\r\nfsyncs:{}\r\nlog_writes:{}\r\nbus_links_read_by_shard_threads:{}\r\nio_thread_routed_commands:{}\r\n",
         node.node_id,
         format!("{:?}", cfg.wal).to_ascii_lowercase(),
         format!("{:?}", cfg.read_mode).to_ascii_lowercase(),
@@ -612,6 +613,7 @@ fn raft_section(s: &Session, out: &mut String) {
         (1..=node.lane_count())
             .map(|lane| node.raft.transport().links_taken_over(lane))
             .sum::<u64>(),
+        node.direct().map_or(0, |d| d.routed()),
     );
     let layout = node.layout();
     let meta_preferred = cfg.peers.iter().map(|(id, _)| *id).min().unwrap_or(0);

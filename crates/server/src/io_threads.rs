@@ -32,6 +32,7 @@
 //!   the socket down and exits.
 
 use crate::client_conn::{ChannelConn, ClientAddr};
+use crate::cluster::direct::{DirectCall, DirectRoutes, JobBatch, Tally};
 use bytes::{Buf, Bytes, BytesMut};
 use kvasir_resp::{parse_command, Limits, Parsed};
 use std::cell::Cell;
@@ -40,7 +41,8 @@ use std::io::{self, IoSlice};
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::mpsc;
@@ -60,6 +62,7 @@ const MAX_IOV: usize = 32;
 pub const PARSE_AHEAD_MAX: usize = 64 * 1024;
 
 /// What one or more socket reads brought, for the session.
+#[derive(Default)]
 pub struct Input {
     /// Requests the pump parsed, in order; they come before `raw`.
     pub commands: Vec<Vec<Bytes>>,
@@ -71,6 +74,30 @@ pub struct Input {
     /// Bytes read from the socket since the last message (INFO's
     /// total_net_input_bytes).
     pub read: usize,
+}
+
+/// Replies from the session, for the pump to write.
+pub struct Output {
+    pub bytes: Bytes,
+    /// Sent with the last replies of a batch the session answered (or
+    /// alone, if it had none).
+    pub answered: Option<Answered>,
+}
+
+/// The session answered every message of the pump up to `messages`, all
+/// its replies sent before or with this; `direct`: whether, and in which
+/// protocol, the pump may route the connection's next requests itself
+/// (`cluster::direct`).
+#[derive(Clone, Copy)]
+pub struct Answered {
+    pub messages: u64,
+    pub direct: Option<kvasir_resp::Protocol>,
+}
+
+impl Input {
+    fn is_empty(&self) -> bool {
+        self.commands.is_empty() && self.raw.is_empty()
+    }
 }
 
 /// What a session and its pump tell each other about parsing.
@@ -86,6 +113,9 @@ pub struct ParseGate {
     /// of the client's query buffer (CLIENT LIST's qbuf, INFO's client
     /// memory), as it would be in Redis's.
     held: AtomicUsize,
+    /// The last request routed directly and when (CLIENT LIST's cmd and
+    /// idle).
+    last_direct: Mutex<Option<(Instant, &'static str)>>,
 }
 
 impl ParseGate {
@@ -105,6 +135,11 @@ impl ParseGate {
         if self.raw_consumed.load(Ordering::Relaxed) != raw {
             self.raw_consumed.store(raw, Ordering::Release);
         }
+    }
+
+    /// The last request routed directly, and when.
+    pub fn last_direct(&self) -> Option<(Instant, &'static str)> {
+        *self.last_direct.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Bytes of a request the pump holds, not yet handed to the session.
@@ -137,20 +172,24 @@ enum Socket {
 struct Handoff {
     stream: Socket,
     to_session: mpsc::Sender<Input>,
-    from_session: mpsc::Receiver<Bytes>,
+    from_session: mpsc::Receiver<Output>,
     gate: Arc<ParseGate>,
+    routes: Option<Arc<DirectRoutes>>,
 }
 
 /// The I/O threads of a node, owned by the data thread.
 pub struct IoThreads {
     threads: Vec<mpsc::UnboundedSender<Handoff>>,
     next: Cell<usize>,
+    /// Cluster mode with shard threads: the requests the pumps route
+    /// themselves.
+    routes: Option<Arc<DirectRoutes>>,
 }
 
 impl IoThreads {
     /// Starts `n` I/O threads (`kvasir-io-1` ... `kvasir-io-n`), each a
     /// tokio current-thread runtime.
-    pub fn start(n: usize) -> io::Result<IoThreads> {
+    pub fn start(n: usize, routes: Option<Arc<DirectRoutes>>) -> io::Result<IoThreads> {
         let mut threads = Vec::with_capacity(n);
         for i in 1..=n {
             // Built here so a failure stops the start-up instead of
@@ -173,6 +212,7 @@ impl IoThreads {
         Ok(IoThreads {
             threads,
             next: Cell::new(0),
+            routes,
         })
     }
 
@@ -206,6 +246,7 @@ impl IoThreads {
                 to_session,
                 from_session,
                 gate: gate.clone(),
+                routes: self.routes.clone(),
             })
             .map_err(|_| io::Error::other("I/O thread stopped"))?;
         Ok(ChannelConn::new(inbound, outbound, gate, local, fd))
@@ -219,6 +260,7 @@ async fn pump(handoff: Handoff) {
         to_session,
         from_session,
         gate,
+        routes,
     } = handoff;
     // `from_std` wants a non-blocking socket; `into_std` leaves it so, but
     // this is cheap and makes the requirement explicit.
@@ -227,14 +269,14 @@ async fn pump(handoff: Handoff) {
             .set_nonblocking(true)
             .and_then(|()| TcpStream::from_std(s))
         {
-            Ok(s) => run_pump(s, to_session, from_session, gate).await,
+            Ok(s) => run_pump(s, to_session, from_session, gate, routes).await,
             Err(e) => not_registered(e),
         },
         Socket::Unix(s) => match s
             .set_nonblocking(true)
             .and_then(|()| UnixStream::from_std(s))
         {
-            Ok(s) => run_pump(s, to_session, from_session, gate).await,
+            Ok(s) => run_pump(s, to_session, from_session, gate, routes).await,
             Err(e) => not_registered(e),
         },
     }
@@ -248,27 +290,38 @@ fn not_registered(e: io::Error) {
 async fn run_pump<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     to_session: mpsc::Sender<Input>,
-    mut from_session: mpsc::Receiver<Bytes>,
+    mut from_session: mpsc::Receiver<Output>,
     gate: Arc<ParseGate>,
+    routes: Option<Arc<DirectRoutes>>,
 ) {
     // None once the client closed or the session stopped reading for good.
     let mut to_session = Some(to_session);
     let mut reader = Reader::default();
     let mut queued: VecDeque<Bytes> = VecDeque::with_capacity(MAX_IOV);
+    let mut direct = Direct::default();
+    // False once the socket reached EOF (or failed) or the session stopped
+    // reading.
+    let mut reading = true;
+    // False once the session ended: what it queued was written, and the
+    // replies of requests routed directly are still to come.
+    let mut session_open = true;
     loop {
         let mut stop_reading = false;
         tokio::select! {
             // Replies first: a client may only send more after it read them.
             biased;
-            chunk = from_session.recv() => {
+            chunk = from_session.recv(), if session_open => {
                 let Some(chunk) = chunk else {
-                    // The session ended: everything it queued was written.
-                    break;
+                    session_open = false;
+                    if direct.inflight.is_empty() {
+                        break;
+                    }
+                    continue;
                 };
-                queued.push_back(chunk);
+                direct.take_output(chunk, &mut queued);
                 while queued.len() < MAX_IOV {
                     match from_session.try_recv() {
-                        Ok(more) => queued.push_back(more),
+                        Ok(more) => direct.take_output(more, &mut queued),
                         Err(_) => break,
                     }
                 }
@@ -278,16 +331,58 @@ async fn run_pump<S: AsyncRead + AsyncWrite + Unpin>(
                     return;
                 }
             }
+            first = next_direct_reply(&mut direct.inflight), if !direct.inflight.is_empty() => {
+                if let Some(routes) = &routes {
+                    direct.replies(first, routes, &gate, &mut queued);
+                }
+                if write_all_vectored(&mut stream, &mut queued).await.is_err() {
+                    return;
+                }
+                if !session_open && direct.inflight.is_empty() {
+                    break;
+                }
+            }
+            // What the pump could not route waits for the direct replies
+            // before it, then goes to the session.
+            permit = reserve(to_session.as_ref()), if direct.held.is_some() && direct.inflight.is_empty() => {
+                match (permit, direct.held.take()) {
+                    (Some(permit), Some(input)) => {
+                        permit.send(input);
+                        direct.sent += 1;
+                    }
+                    _ => stop_reading = true,
+                }
+            }
             // Room in the channel first, then the read: if the select drops
             // this future, no byte was read yet (`read_buf` is cancel safe)
             // and the slot returns. A read is never stuck waiting for the
             // session while replies wait to be written.
-            r = read_with_permit(&mut stream, &mut reader.buf, to_session.as_ref()), if to_session.is_some() => {
+            r = read_with_permit(&mut stream, &mut reader.buf, to_session.as_ref()), if reading && to_session.is_some() && direct.held.is_none() => {
                 match r {
                     Some((permit, n)) => {
                         debug_assert!(n > 0);
-                        if let Some(input) = reader.take(n, &gate) {
-                            permit.send(input);
+                        if let Some(mut input) = reader.take(n, &gate) {
+                            if let Some(routes) = &routes {
+                                // The session's replies so far go first,
+                                // and may say it answered everything.
+                                while let Ok(chunk) = from_session.try_recv() {
+                                    direct.take_output(chunk, &mut queued);
+                                }
+                                if let Some(proto) = direct.protocol().filter(|_| routes.is_open()) {
+                                    input = direct.route(input, routes, proto).unwrap_or_default();
+                                }
+                            }
+                            if input.is_empty() {
+                                drop(permit);
+                            } else if direct.inflight.is_empty() {
+                                permit.send(input);
+                                direct.sent += 1;
+                            } else {
+                                direct.held = Some(input);
+                            }
+                        }
+                        if !queued.is_empty() && write_all_vectored(&mut stream, &mut queued).await.is_err() {
+                            return;
                         }
                     }
                     // EOF, a socket error, or the session stopped reading:
@@ -297,12 +392,169 @@ async fn run_pump<S: AsyncRead + AsyncWrite + Unpin>(
                 }
             }
         }
-        // Outside the select: its output still borrows the sender.
+        // Outside the select: its output still borrows the sender. What
+        // waits for routed replies still goes to the session first.
         if stop_reading {
+            reading = false;
+        }
+        if !reading && direct.held.is_none() {
             to_session = None;
+        }
+        if !session_open && direct.inflight.is_empty() {
+            break;
         }
     }
     let _ = stream.shutdown().await;
+}
+
+/// A connection's requests the pump routed itself (`cluster::direct`).
+#[derive(Default)]
+struct Direct {
+    /// Routed, in request order, their replies not written yet.
+    inflight: VecDeque<(DirectCall, kvasir_resp::Protocol)>,
+    /// What came after a request the pump could not route, while routed
+    /// ones before it are in flight.
+    held: Option<Input>,
+    /// Messages sent to the session.
+    sent: u64,
+    /// What the session last said it answered.
+    answered: Option<Answered>,
+    /// Jobs for the loops, gathered over a read.
+    batch: JobBatch,
+    /// Counts for the main thread's stats, handed over with each write.
+    tally: Tally,
+    out: BytesMut,
+}
+
+impl Direct {
+    /// Queues the session's replies for writing and notes what it says
+    /// it answered.
+    fn take_output(&mut self, output: Output, queued: &mut VecDeque<Bytes>) {
+        if !output.bytes.is_empty() {
+            queued.push_back(output.bytes);
+        }
+        if output.answered.is_some() {
+            self.answered = output.answered;
+        }
+    }
+
+    /// The protocol to answer in if the pump may route the connection's
+    /// requests itself: the session answered all it was sent and said so.
+    fn protocol(&self) -> Option<kvasir_resp::Protocol> {
+        self.answered
+            .filter(|a| a.messages == self.sent)
+            .and_then(|a| a.direct)
+    }
+
+    /// Routes the requests at the front of `input` that may go directly;
+    /// the rest (from the first that may not), if any.
+    fn route(
+        &mut self,
+        input: Input,
+        routes: &DirectRoutes,
+        proto: kvasir_resp::Protocol,
+    ) -> Option<Input> {
+        let Input {
+            commands,
+            command_bytes,
+            raw,
+            read,
+        } = input;
+        let mut routed_bytes = 0;
+        let mut rest = Vec::new();
+        let mut commands = commands.into_iter();
+        for args in commands.by_ref() {
+            match routes.route(&args, &mut self.batch) {
+                Some(call) => {
+                    routed_bytes += request_len(&args);
+                    self.inflight.push_back((call, proto));
+                }
+                None => {
+                    rest.push(args);
+                    break;
+                }
+            }
+        }
+        rest.extend(commands);
+        self.batch.send(routes);
+        if rest.is_empty() && raw.is_empty() {
+            self.tally.net_input_bytes += read as u64;
+            return None;
+        }
+        Some(Input {
+            commands: rest,
+            command_bytes: command_bytes.saturating_sub(routed_bytes),
+            raw,
+            read,
+        })
+    }
+
+    /// Encodes the reply that came (`first`, the oldest call's) and every
+    /// reply after it that is ready, for writing; counts them.
+    fn replies(
+        &mut self,
+        first: CallResult,
+        routes: &DirectRoutes,
+        gate: &ParseGate,
+        queued: &mut VecDeque<Bytes>,
+    ) {
+        let tracking = routes.latency_tracking();
+        let mut result = Some(first);
+        let mut last = None;
+        while let Some(r) = result.take() {
+            let Some((call, proto)) = self.inflight.pop_front() else {
+                break;
+            };
+            last = Some(call.name());
+            let reply = call.finish(r, &mut self.tally, tracking);
+            kvasir_resp::encode(&reply, proto, &mut self.out);
+            if let Some((next, _)) = self.inflight.front_mut() {
+                match next.reply.try_recv() {
+                    Ok(r) => result = Some(Some(r)),
+                    Err(tokio::sync::oneshot::error::TryRecvError::Empty) => {}
+                    Err(tokio::sync::oneshot::error::TryRecvError::Closed) => result = Some(None),
+                }
+            }
+        }
+        self.tally.net_output_bytes += self.out.len() as u64;
+        queued.push_back(self.out.split().freeze());
+        if let Some(name) = last {
+            *gate.last_direct.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some((Instant::now(), name));
+        }
+        routes.count(&mut self.tally);
+    }
+}
+
+type CallResult = Option<Result<crate::cluster::sm::Out, kvasir_raft::RaftError>>;
+
+/// The reply of the oldest routed call (None: its loop dropped it).
+async fn next_direct_reply(
+    inflight: &mut VecDeque<(DirectCall, kvasir_resp::Protocol)>,
+) -> CallResult {
+    match inflight.front_mut() {
+        Some((call, _)) => (&mut call.reply).await.ok(),
+        None => std::future::pending().await,
+    }
+}
+
+/// Room in the session's channel (None: the session is gone).
+async fn reserve(to_session: Option<&mpsc::Sender<Input>>) -> Option<mpsc::Permit<'_, Input>> {
+    to_session?.reserve().await.ok()
+}
+
+/// The size of a request as a client sends it (its part of the query
+/// buffer).
+fn request_len(args: &[Bytes]) -> usize {
+    fn header(n: usize) -> usize {
+        // `*` or `$`, the digits, CRLF.
+        1 + n.checked_ilog10().unwrap_or(0) as usize + 1 + 2
+    }
+    header(args.len())
+        + args
+            .iter()
+            .map(|a| header(a.len()) + a.len() + 2)
+            .sum::<usize>()
 }
 
 /// The pump's read side: its buffer and what it parsed ahead.

@@ -50,6 +50,7 @@ pub mod cluster;
 pub mod command_latency;
 pub mod config;
 pub mod debug;
+pub mod direct_gate;
 pub mod events;
 pub mod fork_child;
 pub mod info;

@@ -495,7 +495,11 @@ async fn serve(mut config: Config) -> std::io::Result<()> {
         0 | 1 => None,
         n => {
             info!("Starting {} I/O threads.", n - 1);
-            Some(Rc::new(crate::io_threads::IoThreads::start(n - 1)?))
+            let routes = server.cluster.as_ref().and_then(|c| c.direct().cloned());
+            if routes.is_some() {
+                tokio::task::spawn_local(crate::direct_gate::cron(server.clone()));
+            }
+            Some(Rc::new(crate::io_threads::IoThreads::start(n - 1, routes)?))
         }
     };
     *server.listening.io_threads.borrow_mut() = io_threads;

@@ -481,6 +481,10 @@ impl Session {
                 // than one wake-up per connection.
                 tokio::task::yield_now().await;
             }
+            // State this batch took on (MONITOR, WATCH, CLIENT PAUSE...)
+            // closes the I/O threads' direct routes before its reply goes.
+            crate::direct_gate::refresh(&self.server);
+            conn.will_have_answered(self.direct_protocol());
             if !self.flush(conn, &mut out).await {
                 return;
             }
@@ -488,7 +492,35 @@ impl Session {
                 conn.shutdown().await;
                 return;
             }
+            if conn.answered().await.is_err() {
+                return;
+            }
         }
+    }
+
+    /// The protocol to answer in if this connection's requests may go
+    /// from its I/O thread to their shard directly: nothing of its state
+    /// needs the session (`cluster::direct`).
+    fn direct_protocol(&self) -> Option<Protocol> {
+        let plain = self.server.cluster.is_some()
+            && self.db == 0
+            && !self.auth_required()
+            && self.user.borrow().unrestricted
+            && !self.txn.in_multi()
+            && self.txn.watches_nothing()
+            && self.channels.is_empty()
+            && self.patterns.is_empty()
+            && self.shard_channels.is_empty()
+            && !self.readonly
+            && self.reply_mode == ReplyMode::default()
+            && !self.silent
+            && self.pending.is_empty()
+            && self.open_batch.as_ref().is_none_or(|r| r.is_proposed())
+            && !self.info.monitor.get()
+            && !self.info.no_touch.get()
+            && !self.info.blocked.get()
+            && !self.info.tracking.borrow().on;
+        plain.then_some(self.proto)
     }
 
     /// Encodes a reply now, or queues it behind replies still in flight.

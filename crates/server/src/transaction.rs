@@ -52,6 +52,11 @@ impl Transaction {
         self.queue.is_some()
     }
 
+    /// No WATCH in force.
+    pub fn watches_nothing(&self) -> bool {
+        self.watched.is_empty() && self.cluster_watch.is_none()
+    }
+
     /// The commands queued since MULTI.
     pub fn queued(&self) -> impl Iterator<Item = &Queued> {
         self.queue.iter().flatten()

@@ -69,6 +69,11 @@ impl Acl {
     /// Whether a connection that has not authenticated must: the default
     /// user has a password or is off (Redis decides this per command, so
     /// CONFIG SET requirepass "" opens waiting connections).
+    /// Whether no user is restricted in what it may run or touch.
+    pub fn all_unrestricted(&self) -> bool {
+        self.users.values().all(|u| u.borrow().unrestricted)
+    }
+
     pub fn auth_required(&self) -> bool {
         let d = self.default.borrow();
         !(d.nopass && d.enabled)

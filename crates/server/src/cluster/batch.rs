@@ -128,6 +128,11 @@ impl BatchRound {
         }))
     }
 
+    /// Whether the round was proposed (nothing joins it any more).
+    pub fn is_proposed(&self) -> bool {
+        self.proposed.get()
+    }
+
     /// Proposes the round (once): per shard, one command as it is, several
     /// as one entry whose replies are handed out in order.
     pub fn propose(&self) {

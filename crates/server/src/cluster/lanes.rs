@@ -44,6 +44,14 @@ impl Lane {
         let _ = self.jobs.send(job);
     }
 
+    /// What an I/O thread needs to hand this lane requests itself.
+    pub fn handle(&self) -> super::direct::LoopHandle {
+        super::direct::LoopHandle {
+            jobs: self.jobs.clone(),
+            roles: self.roles.clone(),
+        }
+    }
+
     /// The lane's groups as it last published them.
     pub fn status(&self) -> Vec<GroupStatus> {
         self.status

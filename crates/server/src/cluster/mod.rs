@@ -8,6 +8,7 @@
 pub mod batch;
 pub mod blocked;
 pub mod commands;
+pub mod direct;
 pub mod lanes;
 pub mod sm;
 
@@ -44,6 +45,8 @@ pub struct ClusterNode {
     lanes: Vec<Lane>,
     /// The lane of every shard this node holds a replica of.
     lane_of: HashMap<u64, usize>,
+    /// With shard threads: the routes the I/O threads take themselves.
+    direct: Option<Arc<direct::DirectRoutes>>,
     /// Writes applied on shard threads, for the hooks (main thread).
     lane_writes: RefCell<mpsc::UnboundedReceiver<LaneWrite>>,
     lane_fatal: RefCell<mpsc::UnboundedReceiver<Fatal>>,
@@ -102,7 +105,14 @@ pub fn raft_error_reply(node: &ClusterNode, e: RaftError, slot: Option<u16>) -> 
             Some(slot) => node.moved(slot, leader),
             None => kvasir_cluster::route::try_again(),
         },
-        RaftError::NotLeader(None) => Reply::error(
+        e => raft_error_text(e),
+    }
+}
+
+/// The reply for a Raft error other than a known leader elsewhere.
+pub fn raft_error_text(e: RaftError) -> Reply {
+    match e {
+        RaftError::NotLeader(_) => Reply::error(
             "CLUSTERDOWN The cluster is down: the slot's shard has no leader right now",
         ),
         RaftError::Dropped => Reply::error(
@@ -266,6 +276,11 @@ fn decode_publish(mut b: Bytes) -> Option<(bool, Bytes, Bytes)> {
 }
 
 impl ClusterNode {
+    /// The routes I/O threads take themselves (with shard threads).
+    pub fn direct(&self) -> Option<&Arc<direct::DirectRoutes>> {
+        self.direct.as_ref()
+    }
+
     /// The node's shard threads (lanes 1.., beside the main thread's).
     pub fn lane_count(&self) -> usize {
         self.lanes.len()
@@ -495,12 +510,30 @@ impl ClusterNode {
             0,
             writer.clone(),
         )?;
+        // With shard threads the I/O threads route the plain requests
+        // themselves; lane 0's jobs run on this thread's loop.
+        let (direct, main_jobs) = if lanes.is_empty() {
+            (None, None)
+        } else {
+            let (jobs, rx) = mpsc::unbounded_channel();
+            let mut loops = vec![direct::LoopHandle {
+                jobs,
+                roles: raft.roles().clone(),
+            }];
+            loops.extend(lanes.iter().map(|l| l.handle()));
+            let slot_shard = (0..kvasir_cluster::SLOTS)
+                .map(|slot| layout.shard_of_slot(slot).id)
+                .collect();
+            let routes = direct::DirectRoutes::new(slot_shard, lane_of.clone(), loops);
+            (Some(Arc::new(routes)), Some(rx))
+        };
         let node = Rc::new(ClusterNode {
             node_id,
             cluster_id,
             raft,
             lanes,
             lane_of,
+            direct,
             lane_writes: RefCell::new(lane_writes),
             lane_fatal: RefCell::new(lane_fatal),
             counts,
@@ -522,6 +555,17 @@ impl ClusterNode {
         tokio::task::spawn_local(announce_loop(node.clone()));
         if !node.lanes.is_empty() {
             tokio::task::spawn_local(lane_writes_loop(node.clone()));
+        }
+        if let Some(mut jobs) = main_jobs {
+            let weak = Rc::downgrade(&node);
+            tokio::task::spawn_local(async move {
+                while let Some(job) = jobs.recv().await {
+                    let Some(node) = weak.upgrade() else {
+                        return;
+                    };
+                    job(&node.raft);
+                }
+            });
         }
         info!(
             node_id,
