@@ -174,6 +174,11 @@ class Cluster:
             f"{i + 1}=127.0.0.1:{self.ports[i]}@{self.bus_ports[i]}" for i in range(self.NODES)
         )
         self.extra_args = list(extra_args)
+        # KVASIR_TEST_THREADS=N: every node runs with --threads N (shard
+        # and I/O threads), as in the Rust harness, unless the test chose.
+        threads = os.environ.get("KVASIR_TEST_THREADS")
+        if threads and "--threads" not in self.extra_args:
+            self.extra_args += ["--threads", threads]
         self.procs = [None] * self.NODES
         self.logs = [None] * self.NODES
 

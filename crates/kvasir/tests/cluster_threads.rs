@@ -284,6 +284,27 @@ fn io_threads_route_plain_requests_to_their_shard_in_order() {
         direct >= 50,
         "{direct} of 50 INCRs routed by the I/O thread"
     );
+    // A connection whose first request, a write, the session proposed:
+    // the next ones go directly all the same.
+    let mut fresh = c.conn(leader);
+    let _: () = redis::cmd("SET")
+        .arg("{d}f")
+        .arg(0)
+        .query(&mut fresh)
+        .expect("set");
+    let before = routed(&c, leader);
+    for _ in 0..20 {
+        let _: i64 = redis::cmd("INCR")
+            .arg("{d}f")
+            .query(&mut fresh)
+            .expect("incr");
+    }
+    let direct = routed(&c, leader) - before;
+    assert!(
+        direct >= 20,
+        "{direct} of 20 INCRs after a SET routed directly"
+    );
+    drop(fresh);
     let list: String = c.query(leader, &["CLIENT", "LIST"]).expect("client list");
     let line = list
         .lines()
@@ -340,7 +361,7 @@ fn io_threads_route_plain_requests_to_their_shard_in_order() {
         .expect("commandstats");
     assert_eq!(
         info_field(&stats, "cmdstat_incr:", "calls"),
-        Some(250),
+        Some(270),
         "{stats}"
     );
 

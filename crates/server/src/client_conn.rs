@@ -16,7 +16,7 @@
 //! `session::run` is generic over [`ClientConn`], so each kind gets its own
 //! monomorphised copy: no `dyn`, no boxing per request.
 
-use crate::io_threads::{Answered, Input, Output, ParseGate};
+use crate::io_threads::{Input, ParseGate};
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::io;
@@ -67,18 +67,12 @@ pub trait ClientConn {
     /// empty): a connection that handed it bytes may parse again.
     fn query_buffer_empty(&self) {}
 
-    /// The session is about to write the last replies of what it read so
-    /// far (`answered` follows once they are written); `direct`: whether,
-    /// and in which protocol, the connection's next requests may skip the
-    /// session (`cluster::direct`). The I/O thread hears it with those
-    /// replies, before the client can see them.
-    fn will_have_answered(&mut self, _direct: Option<kvasir_resp::Protocol>) {}
-
-    /// After the write [`ClientConn::will_have_answered`] announced: tells
-    /// the I/O thread if that write had no replies to carry it.
-    async fn answered(&mut self) -> io::Result<()> {
-        Ok(())
-    }
+    /// The session answered every request it read so far and is about to
+    /// write the last of their replies (`writes`: it has some);
+    /// `direct`: whether, and in which protocol, the connection's next
+    /// requests may skip the session (`cluster::direct`). The I/O thread
+    /// knows before the client can see those replies.
+    fn will_have_answered(&mut self, _writes: bool, _direct: Option<kvasir_resp::Protocol>) {}
 
     /// Where the connection says how much of a request it holds that it
     /// has not handed over yet (an I/O thread's pump).
@@ -213,9 +207,9 @@ pub struct ChannelConn {
     inbound: mpsc::Receiver<Input>,
     /// Replies for the pump to write; dropped by `shutdown` (the pump then
     /// flushes what is queued and shuts the socket down).
-    outbound: Option<mpsc::Sender<Output>>,
-    /// Goes with the next replies written (see `will_have_answered`).
-    answer: Option<Answered>,
+    outbound: Option<mpsc::Sender<Bytes>>,
+    /// Reply chunks sent to the pump so far.
+    chunks: u64,
     /// A message `closed_or_more` received, or one that must wait for the
     /// next read: it belongs to the next read.
     held: Option<Input>,
@@ -232,7 +226,7 @@ pub struct ChannelConn {
 impl ChannelConn {
     pub(crate) fn new(
         inbound: mpsc::Receiver<Input>,
-        outbound: mpsc::Sender<Output>,
+        outbound: mpsc::Sender<Bytes>,
         gate: Arc<ParseGate>,
         local: ClientAddr,
         fd: i32,
@@ -240,7 +234,7 @@ impl ChannelConn {
         ChannelConn {
             inbound,
             outbound: Some(outbound),
-            answer: None,
+            chunks: 0,
             held: None,
             gate,
             raw_received: 0,
@@ -312,26 +306,9 @@ impl ClientConn for ChannelConn {
         Some(self.gate.clone())
     }
 
-    fn will_have_answered(&mut self, direct: Option<kvasir_resp::Protocol>) {
-        self.answer = Some(Answered {
-            messages: self.taken,
-            direct,
-        });
-    }
-
-    async fn answered(&mut self) -> io::Result<()> {
-        let Some(answered) = self.answer.take() else {
-            return Ok(());
-        };
-        let Some(tx) = &self.outbound else {
-            return Err(io::ErrorKind::BrokenPipe.into());
-        };
-        tx.send(Output {
-            bytes: Bytes::new(),
-            answered: Some(answered),
-        })
-        .await
-        .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
+    fn will_have_answered(&mut self, writes: bool, direct: Option<kvasir_resp::Protocol>) {
+        let chunks = self.chunks + u64::from(writes);
+        self.gate.will_have_answered(self.taken, chunks, direct);
     }
 
     async fn write_out(&mut self, out: &mut BytesMut) -> io::Result<()> {
@@ -340,11 +317,8 @@ impl ClientConn for ChannelConn {
         };
         // `split` hands the bytes over without copying; once the pump wrote
         // and dropped them, `out` can reuse the allocation.
-        let output = Output {
-            bytes: out.split().freeze(),
-            answered: self.answer.take(),
-        };
-        tx.send(output)
+        self.chunks += 1;
+        tx.send(out.split().freeze())
             .await
             .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
     }

@@ -30,6 +30,13 @@
 //!   already queued coalesced into one vectored write. When the session
 //!   ends (its channel ends dropped), the pump writes what is queued, shuts
 //!   the socket down and exits.
+//! - direct routes (cluster mode with shard threads): a plain keyed
+//!   request goes from the pump to its shard's loop and its reply back to
+//!   the pump, without the session ([`crate::cluster::direct`]). The
+//!   session says (`ParseGate::will_have_answered`) when it answered
+//!   everything and whether the connection may; the pump routes only then,
+//!   and sends what it cannot route to the session only once the routed
+//!   replies before it are written, so replies keep request order.
 
 use crate::client_conn::{ChannelConn, ClientAddr};
 use crate::cluster::direct::{DirectCall, DirectRoutes, JobBatch, Tally};
@@ -40,7 +47,7 @@ use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -76,22 +83,9 @@ pub struct Input {
     pub read: usize,
 }
 
-/// Replies from the session, for the pump to write.
-pub struct Output {
-    pub bytes: Bytes,
-    /// Sent with the last replies of a batch the session answered (or
-    /// alone, if it had none).
-    pub answered: Option<Answered>,
-}
-
-/// The session answered every message of the pump up to `messages`, all
-/// its replies sent before or with this; `direct`: whether, and in which
-/// protocol, the pump may route the connection's next requests itself
-/// (`cluster::direct`).
-#[derive(Clone, Copy)]
-pub struct Answered {
-    pub messages: u64,
-    pub direct: Option<kvasir_resp::Protocol>,
+/// Two wrapping counts in one word (compared for equality only).
+fn pack_counts(high: u64, low: u64) -> u64 {
+    (high << 32) | (low & 0xffff_ffff)
 }
 
 impl Input {
@@ -113,6 +107,15 @@ pub struct ParseGate {
     /// of the client's query buffer (CLIENT LIST's qbuf, INFO's client
     /// memory), as it would be in Redis's.
     held: AtomicUsize,
+    /// The session's side: the messages it answered and the reply chunks
+    /// it will have sent once their replies are (each a wrapping count, in
+    /// the high and low half), stored before it sends the last chunk so the
+    /// pump knows before the client can see the reply.
+    answered: AtomicU64,
+    /// The session's side, stored before `answered`: the protocol of a
+    /// connection whose requests may go to their shard directly
+    /// (`cluster::direct`), 0 while they may not.
+    direct_proto: AtomicU8,
     /// The last request routed directly and when (CLIENT LIST's cmd and
     /// idle).
     last_direct: Mutex<Option<(Instant, &'static str)>>,
@@ -135,6 +138,35 @@ impl ParseGate {
         if self.raw_consumed.load(Ordering::Relaxed) != raw {
             self.raw_consumed.store(raw, Ordering::Release);
         }
+    }
+
+    /// The session's side: it answered `messages` messages of the pump
+    /// and is about to send its last replies (`chunks` chunks sent then);
+    /// `direct`: whether, and in which protocol, the pump may route the
+    /// connection's next requests itself.
+    pub fn will_have_answered(
+        &self,
+        messages: u64,
+        chunks: u64,
+        direct: Option<kvasir_resp::Protocol>,
+    ) {
+        let code = direct.map_or(0, crate::cluster::direct::protocol_code);
+        if self.direct_proto.load(Ordering::Relaxed) != code {
+            self.direct_proto.store(code, Ordering::Relaxed);
+        }
+        self.answered
+            .store(pack_counts(messages, chunks), Ordering::Release);
+    }
+
+    /// The pump's side: the protocol to answer in if it may route the
+    /// connection's requests itself, having sent `sent` messages and
+    /// received `chunks` chunks: the session answered all of them and every
+    /// reply it sent for them is in.
+    fn direct_protocol(&self, sent: u64, chunks: u64) -> Option<kvasir_resp::Protocol> {
+        if self.answered.load(Ordering::Acquire) != pack_counts(sent, chunks) {
+            return None;
+        }
+        crate::cluster::direct::protocol_of(self.direct_proto.load(Ordering::Relaxed))
     }
 
     /// The last request routed directly, and when.
@@ -172,7 +204,7 @@ enum Socket {
 struct Handoff {
     stream: Socket,
     to_session: mpsc::Sender<Input>,
-    from_session: mpsc::Receiver<Output>,
+    from_session: mpsc::Receiver<Bytes>,
     gate: Arc<ParseGate>,
     routes: Option<Arc<DirectRoutes>>,
 }
@@ -290,7 +322,7 @@ fn not_registered(e: io::Error) {
 async fn run_pump<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     to_session: mpsc::Sender<Input>,
-    mut from_session: mpsc::Receiver<Output>,
+    mut from_session: mpsc::Receiver<Bytes>,
     gate: Arc<ParseGate>,
     routes: Option<Arc<DirectRoutes>>,
 ) {
@@ -318,10 +350,10 @@ async fn run_pump<S: AsyncRead + AsyncWrite + Unpin>(
                     }
                     continue;
                 };
-                direct.take_output(chunk, &mut queued);
+                direct.take_chunk(chunk, &mut queued);
                 while queued.len() < MAX_IOV {
                     match from_session.try_recv() {
-                        Ok(more) => direct.take_output(more, &mut queued),
+                        Ok(more) => direct.take_chunk(more, &mut queued),
                         Err(_) => break,
                     }
                 }
@@ -363,12 +395,11 @@ async fn run_pump<S: AsyncRead + AsyncWrite + Unpin>(
                         debug_assert!(n > 0);
                         if let Some(mut input) = reader.take(n, &gate) {
                             if let Some(routes) = &routes {
-                                // The session's replies so far go first,
-                                // and may say it answered everything.
+                                // The session's replies so far go first.
                                 while let Ok(chunk) = from_session.try_recv() {
-                                    direct.take_output(chunk, &mut queued);
+                                    direct.take_chunk(chunk, &mut queued);
                                 }
-                                if let Some(proto) = direct.protocol().filter(|_| routes.is_open()) {
+                                if let Some(proto) = gate.direct_protocol(direct.sent, direct.chunks).filter(|_| routes.is_open()) {
                                     input = direct.route(input, routes, proto).unwrap_or_default();
                                 }
                             }
@@ -417,8 +448,8 @@ struct Direct {
     held: Option<Input>,
     /// Messages sent to the session.
     sent: u64,
-    /// What the session last said it answered.
-    answered: Option<Answered>,
+    /// Reply chunks received from the session.
+    chunks: u64,
     /// Jobs for the loops, gathered over a read.
     batch: JobBatch,
     /// Counts for the main thread's stats, handed over with each write.
@@ -427,23 +458,10 @@ struct Direct {
 }
 
 impl Direct {
-    /// Queues the session's replies for writing and notes what it says
-    /// it answered.
-    fn take_output(&mut self, output: Output, queued: &mut VecDeque<Bytes>) {
-        if !output.bytes.is_empty() {
-            queued.push_back(output.bytes);
-        }
-        if output.answered.is_some() {
-            self.answered = output.answered;
-        }
-    }
-
-    /// The protocol to answer in if the pump may route the connection's
-    /// requests itself: the session answered all it was sent and said so.
-    fn protocol(&self) -> Option<kvasir_resp::Protocol> {
-        self.answered
-            .filter(|a| a.messages == self.sent)
-            .and_then(|a| a.direct)
+    /// Queues a chunk of the session's replies for writing.
+    fn take_chunk(&mut self, chunk: Bytes, queued: &mut VecDeque<Bytes>) {
+        self.chunks += 1;
+        queued.push_back(chunk);
     }
 
     /// Routes the requests at the front of `input` that may go directly;

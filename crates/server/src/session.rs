@@ -484,15 +484,12 @@ impl Session {
             // State this batch took on (MONITOR, WATCH, CLIENT PAUSE...)
             // closes the I/O threads' direct routes before its reply goes.
             crate::direct_gate::refresh(&self.server);
-            conn.will_have_answered(self.direct_protocol());
+            conn.will_have_answered(!out.is_empty(), self.direct_protocol());
             if !self.flush(conn, &mut out).await {
                 return;
             }
             if self.close || self.info.killed.get() {
                 conn.shutdown().await;
-                return;
-            }
-            if conn.answered().await.is_err() {
                 return;
             }
         }

@@ -11,8 +11,9 @@
 //! blocking and not a script, whose keys are in one slot whose shard this
 //! node leads; anything else (a redirect, a wait for an election,
 //! CROSSSLOT, arity and unknown-command errors) goes to the session, which
-//! answers as before. Which connections (the session publishes it after
-//! each batch it answered, [`crate::io_threads::ParseGate`]): authenticated
+//! answers as before. Which connections (the session says so with the
+//! replies of each batch it answered, [`crate::io_threads::Answered`]):
+//! authenticated
 //! as an unrestricted user, database 0, no MULTI, WATCH, subscriptions,
 //! tracking, READONLY, MONITOR, CLIENT REPLY or NO-TOUCH, nothing in
 //! flight on the main thread. When (the main thread opens [`DirectRoutes`]
