@@ -3,7 +3,7 @@
 # redis-tools for redis-cli / redis-benchmark, redis-py in a virtualenv,
 # go-redis / ioredis / Jedis for the cluster-client tests), then every crate's
 # tests twice (as is, then with KVASIR_TEST_THREADS=2: servers get --threads
-# 2), then the Python client tests (once).
+# 2), then the Python client tests (the cluster-client ones twice too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-test-deps.sh
@@ -25,3 +25,7 @@ fi
 bash scripts/install-client-deps.sh
 cargo build -q -p kvasir
 KVASIR_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/kvasir" "$VENV/bin/pytest" -q -p no:cacheprovider tests/python
+# The cluster-client tests once more with shard and I/O threads, where the
+# I/O threads route plain requests to the shards themselves.
+KVASIR_TEST_THREADS=2 KVASIR_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/kvasir" "$VENV/bin/pytest" -q -p no:cacheprovider \
+    tests/python/test_cluster_clients.py tests/python/test_cluster_redispy.py tests/python/test_cluster_failover_redispy.py

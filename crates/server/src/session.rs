@@ -410,7 +410,9 @@ impl Session {
                         }
                         if let Some(parked) = self.handle(args, &mut out, &mut clock) {
                             // Replies so far go out first; the blocked reply
-                            // and everything after it wait.
+                            // and everything after it wait. A client that
+                            // waits on keys closes the direct routes.
+                            crate::direct_gate::refresh(&self.server);
                             if !self.flush(conn, &mut out).await {
                                 return;
                             }

@@ -11,21 +11,22 @@
 //! blocking and not a script, whose keys are in one slot whose shard this
 //! node leads; anything else (a redirect, a wait for an election,
 //! CROSSSLOT, arity and unknown-command errors) goes to the session, which
-//! answers as before. Which connections (the session says so with the
-//! replies of each batch it answered, [`crate::io_threads::Answered`]):
-//! authenticated
-//! as an unrestricted user, database 0, no MULTI, WATCH, subscriptions,
-//! tracking, READONLY, MONITOR, CLIENT REPLY or NO-TOUCH, nothing in
-//! flight on the main thread. When (the main thread opens [`DirectRoutes`]
-//! after every batch it answered and on a timer): nobody watches, tracks
-//! or waits on keys (the writes' hooks then have nothing to tell) and no
-//! keyspace events are wanted, no MONITOR, no CLIENT PAUSE, no ACL user
-//! restricted, and none of the settings whose per-command checks live in
-//! the session is set (maxmemory, timeout, latency-monitor-threshold, a
-//! slowlog threshold under 1 ms, rename-command, a normal-client output
-//! limit, a persistence failure). A connection or the node that takes on
-//! such state closes the way before the reply of the command that did it
-//! is sent, so nothing after that reply takes the direct way.
+//! answers as before. Which connections (the session says so before it
+//! sends the last replies of each batch it answered,
+//! `ParseGate::will_have_answered`): authenticated as an unrestricted
+//! user, database 0, no MULTI, WATCH, subscriptions, tracking, READONLY,
+//! MONITOR, CLIENT REPLY, NO-TOUCH or blocked command, nothing in flight
+//! on the main thread. When (`direct_gate`, which opens [`DirectRoutes`]
+//! before every batch's replies are written and on a timer): nobody
+//! watches, tracks or waits on keys (the writes' hooks then have nothing
+//! to tell) and no keyspace events are wanted, no MONITOR, no CLIENT
+//! PAUSE, no ACL user restricted, not loading, and none of the settings
+//! whose per-command checks live in the session is set (maxmemory,
+//! timeout, latency-monitor-threshold, a slowlog threshold under 1 ms,
+//! rename-command, a normal-client output limit). A connection or the
+//! node that takes on such state closes the way before the reply of the
+//! command that did it is written, so no request sent after that reply
+//! goes directly.
 //!
 //! Replies keep request order: the pump sends a connection's requests to
 //! its session only while none of its direct ones is in flight, and routes
