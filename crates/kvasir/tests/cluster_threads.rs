@@ -355,13 +355,53 @@ fn io_threads_route_plain_requests_to_their_shard_in_order() {
         assert_eq!(echo, "after");
     }
 
+    // Reads and writes of one pipeline see each other in request order:
+    // a read after a write of its shard goes with the write's entry, and
+    // a write after reads in flight waits for them (the session's rule).
+    // A tag of another shard this node leads (slots over 1000 apart are
+    // never in one of the 24 shards' ranges of 683).
+    let other_tag = (0..2000)
+        .map(|i| format!("o{i}"))
+        .find(|t| {
+            let s = cluster::key_slot(t.as_bytes());
+            s.abs_diff(slot) > 1000 && c.wait_leader_of_slot(s, Duration::from_secs(10)) == leader
+        })
+        .expect("another shard led by the same node");
+    for round in 0..10i64 {
+        let key = format!("{{d}}rw{round}");
+        let other = format!("{{{other_tag}}}rw{round}");
+        let mut pipe = redis::pipe();
+        pipe.cmd("GET").arg(&key);
+        pipe.cmd("SET").arg(&key).arg(1);
+        pipe.cmd("GET").arg(&key);
+        pipe.cmd("INCR").arg(&key);
+        pipe.cmd("GET").arg(&key);
+        pipe.cmd("GET").arg(&other);
+        pipe.cmd("SET").arg(&key).arg("last");
+        pipe.cmd("GET").arg(&key);
+        let replies: Vec<redis::Value> = pipe.query(&mut conn).expect("pipeline");
+        let text = |v: &redis::Value| -> Option<String> { redis::from_redis_value(v.clone()).ok() };
+        assert_eq!(
+            replies[0],
+            redis::Value::Nil,
+            "round {round}: GET before SET"
+        );
+        assert_eq!(replies[1], redis::Value::Okay);
+        assert_eq!(text(&replies[2]).as_deref(), Some("1"), "round {round}");
+        assert_eq!(replies[3], redis::Value::Int(2));
+        assert_eq!(text(&replies[4]).as_deref(), Some("2"), "round {round}");
+        assert_eq!(replies[5], redis::Value::Nil);
+        assert_eq!(replies[6], redis::Value::Okay);
+        assert_eq!(text(&replies[7]).as_deref(), Some("last"), "round {round}");
+    }
+
     // Counted as the session counts: every INCR is a call of INCR.
     let stats: String = c
         .query(leader, &["INFO", "commandstats"])
         .expect("commandstats");
     assert_eq!(
         info_field(&stats, "cmdstat_incr:", "calls"),
-        Some(270),
+        Some(280),
         "{stats}"
     );
 
@@ -423,4 +463,26 @@ fn io_threads_route_plain_requests_to_their_shard_in_order() {
         routed(&c, leader) > before
     });
     assert!(again, "routed directly again after MONITOR left");
+
+    // The idle timeout sees requests that skipped the session: a client
+    // that only sends those for longer than `timeout` stays connected.
+    let _: () = c
+        .query(leader, &["CONFIG", "SET", "timeout", "1"])
+        .expect("config set timeout");
+    let before = routed(&c, leader);
+    let until = std::time::Instant::now() + Duration::from_millis(2500);
+    while std::time::Instant::now() < until {
+        let _: i64 = redis::cmd("INCR")
+            .arg("{d}n")
+            .query(&mut conn)
+            .expect("a client busy with direct requests is not idle");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        routed(&c, leader) - before >= 10,
+        "routed with a timeout set"
+    );
+    let _: () = c
+        .query(leader, &["CONFIG", "SET", "timeout", "0"])
+        .expect("config set timeout");
 }

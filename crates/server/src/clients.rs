@@ -242,18 +242,27 @@ impl ClientInfo {
         self.no_touch.get() && spec.name != "touch"
     }
 
+    /// When the client was last served: by its session, or a request its
+    /// I/O thread routed itself (`cluster::direct`), whichever came later.
+    pub fn last_active(&self) -> Instant {
+        let session = self.last_interaction.get();
+        match self.io_pump.get().and_then(|g| g.last_direct()) {
+            Some((at, _)) if at > session => at,
+            _ => session,
+        }
+    }
+
     /// One CLIENT LIST line, in Redis 7.0's field order.
     pub fn line(&self) -> String {
         let now = Instant::now();
-        let mut last_interaction = self.last_interaction.get();
+        let last_interaction = self.last_active();
         let mut cmd = match self.last_sub.get() {
             "" => self.last_cmd.get().to_string(),
             sub => format!("{}|{}", self.last_cmd.get(), sub),
         };
         // A request its I/O thread routed itself, if that came later.
         if let Some((at, name)) = self.io_pump.get().and_then(|g| g.last_direct()) {
-            if at > last_interaction {
-                last_interaction = at;
+            if at > self.last_interaction.get() {
                 cmd = name.to_string();
             }
         }

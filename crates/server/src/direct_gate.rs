@@ -9,7 +9,7 @@ use std::time::Duration;
 /// Opens or closes the direct routes from the node's state: nothing a
 /// session would do for a plain keyed command (hooks of watchers,
 /// trackers and blocked clients, keyspace events, MONITOR, CLIENT PAUSE,
-/// ACL checks, the per-command checks of maxmemory, timeout, the latency
+/// ACL checks, the per-command checks of maxmemory, the latency
 /// monitor, slowlog thresholds under 1 ms, renamed commands, output
 /// limits) may be wanted while they are open.
 pub fn refresh(server: &Server) {
@@ -29,7 +29,6 @@ pub fn refresh(server: &Server) {
         let c = server.config.borrow();
         let normal = server.clients.borrow().output_limits.get().normal;
         c.maxmemory == 0
-            && c.timeout == 0
             && c.latency_monitor_threshold == 0
             && (c.slowlog_log_slower_than < 0 || c.slowlog_log_slower_than >= 1000)
             && c.renames.is_empty()

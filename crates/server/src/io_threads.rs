@@ -39,7 +39,7 @@
 //!   replies before it are written, so replies keep request order.
 
 use crate::client_conn::{ChannelConn, ClientAddr};
-use crate::cluster::direct::{DirectCall, DirectRoutes, JobBatch, Tally};
+use crate::cluster::direct::{DirectCall, DirectRoutes, InFlight, JobBatch, Tally};
 use bytes::{Buf, Bytes, BytesMut};
 use kvasir_resp::{parse_command, Limits, Parsed};
 use std::cell::Cell;
@@ -450,6 +450,8 @@ struct Direct {
     sent: u64,
     /// Reply chunks received from the session.
     chunks: u64,
+    /// Whether the calls in flight read or write (None: none in flight).
+    kind: Option<InFlight>,
     /// Jobs for the loops, gathered over a read.
     batch: JobBatch,
     /// Counts for the main thread's stats, handed over with each write.
@@ -478,16 +480,22 @@ impl Direct {
             raw,
             read,
         } = input;
+        let started = Instant::now();
         let mut routed_bytes = 0;
         let mut rest = Vec::new();
         let mut commands = commands.into_iter();
         for args in commands.by_ref() {
-            match routes.route(&args, &mut self.batch) {
-                Some(call) => {
-                    routed_bytes += request_len(&args);
+            let Some(routable) = routes.routable(&args) else {
+                rest.push(args);
+                break;
+            };
+            let len = request_len(&args);
+            match routes.add(routable, args, &mut self.batch, &mut self.kind, started) {
+                Ok(call) => {
+                    routed_bytes += len;
                     self.inflight.push_back((call, proto));
                 }
-                None => {
+                Err(args) => {
                     rest.push(args);
                     break;
                 }
@@ -533,6 +541,9 @@ impl Direct {
                     Err(tokio::sync::oneshot::error::TryRecvError::Closed) => result = Some(None),
                 }
             }
+        }
+        if self.inflight.is_empty() {
+            self.kind = None;
         }
         self.tally.net_output_bytes += self.out.len() as u64;
         queued.push_back(self.out.split().freeze());

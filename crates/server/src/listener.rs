@@ -914,7 +914,7 @@ async fn clients_cron(server: Rc<Server>) {
         }
         let limit = Duration::from_secs(timeout);
         for c in server.clients.borrow().iter() {
-            if now.duration_since(c.last_interaction.get()) > limit {
+            if now.duration_since(c.last_active()) > limit {
                 Clients::kill(c);
             }
         }

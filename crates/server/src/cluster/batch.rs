@@ -39,8 +39,8 @@ use tokio::sync::oneshot;
 
 /// Shards one round gathers at most, and commands per shard: beyond them
 /// the round is proposed and a new one starts.
-const MAX_SHARDS: usize = 64;
-const MAX_PER_SHARD: usize = 1024;
+pub(crate) const MAX_SHARDS: usize = 64;
+pub(crate) const MAX_PER_SHARD: usize = 1024;
 
 /// One shard's commands of a round, with each command's slot (a refusal
 /// redirects each command to its own slot).

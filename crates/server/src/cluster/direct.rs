@@ -22,7 +22,7 @@
 //! to tell) and no keyspace events are wanted, no MONITOR, no CLIENT
 //! PAUSE, no ACL user restricted, not loading, and none of the settings
 //! whose per-command checks live in the session is set (maxmemory,
-//! timeout, latency-monitor-threshold, a slowlog threshold under 1 ms,
+//! latency-monitor-threshold, a slowlog threshold under 1 ms,
 //! rename-command, a normal-client output limit). A connection or the
 //! node that takes on such state closes the way before the reply of the
 //! command that did it is written, so no request sent after that reply
@@ -155,15 +155,43 @@ pub struct DirectCall {
     micros: u64,
 }
 
-/// Jobs for the loops gathered over one read: one hand-off per loop.
+/// Jobs for the loops gathered over one read: one hand-off per loop. Like
+/// the session's rounds (`cluster::batch`), a read's writes to one shard
+/// go as one entry, and a read of a shard that has writes in the batch
+/// joins them (the log orders it after them); other reads go as reads.
 #[derive(Default)]
 pub struct JobBatch {
-    per_loop: Vec<Vec<Routed>>,
+    /// Per shard with writes: its lane and commands, with their repliers.
+    runs: Vec<Run>,
+    /// Reads of shards without writes in the batch.
+    reads: Vec<(usize, u64, Cmd, Replier)>,
 }
 
-enum Routed {
-    Propose(u64, Vec<u8>, oneshot::Sender<Result<Out, RaftError>>),
-    Read(u64, Cmd, oneshot::Sender<Result<Out, RaftError>>),
+type Replier = oneshot::Sender<Result<Out, RaftError>>;
+
+struct Run {
+    shard: u64,
+    lane: usize,
+    cmds: Vec<Vec<Bytes>>,
+    replies: Vec<Replier>,
+}
+
+/// What a request routed directly is, found before it is batched.
+pub struct Routable {
+    spec: &'static CommandSpec,
+    write: bool,
+    shard: u64,
+    lane: usize,
+}
+
+/// Whether the calls in flight on a connection read or write: a read is
+/// not routed while writes of the connection are in flight (unless it
+/// joins their entry), nor a write while reads are, as the session keeps
+/// consecutive reads or writes in flight together and nothing else.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum InFlight {
+    Reads,
+    Writes,
 }
 
 impl DirectRoutes {
@@ -207,11 +235,9 @@ impl DirectRoutes {
         std::mem::take(&mut *self.tally.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// Routes `args` if it may go directly (see the module comment; the
-    /// connection's and node's conditions are the caller's): its job is
-    /// added to `batch`, to be handed over with [`JobBatch::send`].
-    pub fn route(&self, args: &[Bytes], batch: &mut JobBatch) -> Option<DirectCall> {
-        let started = Instant::now();
+    /// What `args` is, if it may go directly (see the module comment; the
+    /// connection's and node's conditions are the caller's).
+    pub fn routable(&self, args: &[Bytes]) -> Option<Routable> {
         let (spec, parent) = resolve(args).ok()?;
         let write = match spec.handler {
             Handler::Write(_) => true,
@@ -227,28 +253,65 @@ impl DirectRoutes {
         if !self.loops.get(lane)?.roles.is_leader(shard) {
             return None;
         }
-        let (tx, rx) = oneshot::channel();
-        let cmd = Cmd::Shard(ShardCmd::Commands {
-            db: 0,
-            cmds: vec![args.to_vec()],
-            multi: false,
-        });
-        let routed = if write {
-            let mut bytes = Vec::new();
-            sm::encode(&cmd, &mut bytes);
-            Routed::Propose(shard, bytes, tx)
-        } else {
-            Routed::Read(shard, cmd, tx)
-        };
-        if batch.per_loop.len() < self.loops.len() {
-            batch.per_loop.resize_with(self.loops.len(), Vec::new);
-        }
-        batch.per_loop[lane].push(routed);
-        self.routed.fetch_add(1, Ordering::Relaxed);
-        Some(DirectCall {
-            reply: rx,
+        Some(Routable {
             spec,
             write,
+            shard,
+            lane,
+        })
+    }
+
+    /// Adds `args` (found [`DirectRoutes::routable`]) to `batch`, if it
+    /// may go with what is in flight (`in_flight`, updated), to be handed
+    /// over with [`JobBatch::send`]; else gives them back.
+    pub fn add(
+        &self,
+        r: Routable,
+        args: Vec<Bytes>,
+        batch: &mut JobBatch,
+        in_flight: &mut Option<InFlight>,
+        started: Instant,
+    ) -> Result<DirectCall, Vec<Bytes>> {
+        let (tx, rx) = oneshot::channel();
+        let joins = batch.runs.iter().position(|run| run.shard == r.shard);
+        if r.write || joins.is_some() {
+            if *in_flight == Some(InFlight::Reads) {
+                return Err(args);
+            }
+            let at = match joins {
+                Some(at) if batch.runs[at].cmds.len() < super::batch::MAX_PER_SHARD => at,
+                Some(_) => return Err(args),
+                None if batch.runs.len() < super::batch::MAX_SHARDS => {
+                    batch.runs.push(Run {
+                        shard: r.shard,
+                        lane: r.lane,
+                        cmds: Vec::new(),
+                        replies: Vec::new(),
+                    });
+                    batch.runs.len() - 1
+                }
+                None => return Err(args),
+            };
+            batch.runs[at].cmds.push(args);
+            batch.runs[at].replies.push(tx);
+            *in_flight = Some(InFlight::Writes);
+        } else {
+            if *in_flight == Some(InFlight::Writes) {
+                return Err(args);
+            }
+            let cmd = Cmd::Shard(ShardCmd::Commands {
+                db: 0,
+                cmds: vec![args],
+                multi: false,
+            });
+            batch.reads.push((r.lane, r.shard, cmd, tx));
+            *in_flight = Some(InFlight::Reads);
+        }
+        self.routed.fetch_add(1, Ordering::Relaxed);
+        Ok(DirectCall {
+            reply: rx,
+            spec: r.spec,
+            write: r.write,
             micros: started.elapsed().as_micros() as u64,
         })
     }
@@ -272,16 +335,46 @@ impl DirectRoutes {
 }
 
 impl JobBatch {
-    /// Hands each loop its jobs of this batch, in one job per loop.
+    /// Hands each loop its jobs of this batch, in one job per loop: each
+    /// shard's writes (and the reads that joined them) as one entry, then
+    /// the reads.
     pub fn send(&mut self, routes: &DirectRoutes) {
-        for (lane, routed) in self.per_loop.iter_mut().enumerate() {
+        let mut per_loop: Vec<Vec<Routed>> = Vec::new();
+        per_loop.resize_with(routes.loops.len(), Vec::new);
+        for run in self.runs.drain(..) {
+            let Some(jobs) = per_loop.get_mut(run.lane) else {
+                continue;
+            };
+            let multi = run.cmds.len() > 1;
+            let cmd = Cmd::Shard(ShardCmd::Commands {
+                db: 0,
+                cmds: run.cmds,
+                multi,
+            });
+            let mut bytes = Vec::new();
+            sm::encode(&cmd, &mut bytes);
+            let mut replies = run.replies;
+            let tx = if multi {
+                let (tx, rx) = oneshot::channel();
+                tokio::spawn(hand_out(rx, replies));
+                tx
+            } else {
+                match replies.pop() {
+                    Some(tx) => tx,
+                    None => continue,
+                }
+            };
+            jobs.push(Routed::Propose(run.shard, bytes, tx));
+        }
+        for (lane, shard, cmd, tx) in self.reads.drain(..) {
+            if let Some(jobs) = per_loop.get_mut(lane) {
+                jobs.push(Routed::Read(shard, cmd, tx));
+            }
+        }
+        for (handle, routed) in routes.loops.iter().zip(per_loop) {
             if routed.is_empty() {
                 continue;
             }
-            let routed = std::mem::take(routed);
-            let Some(handle) = routes.loops.get(lane) else {
-                continue;
-            };
             // A stopped loop drops the job and its senders: the calls
             // answer "request dropped".
             let _ = handle.jobs.send(Box::new(move |raft: &MultiRaft<NodeSm>| {
@@ -292,6 +385,42 @@ impl JobBatch {
                     }
                 }
             }));
+        }
+    }
+}
+
+enum Routed {
+    Propose(u64, Vec<u8>, Replier),
+    Read(u64, Cmd, Replier),
+}
+
+/// Hands each command of a batched entry its own reply (the entry answers
+/// an array of them, in order), or each the entry's error.
+async fn hand_out(entry: oneshot::Receiver<Result<Out, RaftError>>, replies: Vec<Replier>) {
+    let Ok(outcome) = entry.await else {
+        // Dropped: so are the repliers ("request dropped").
+        return;
+    };
+    match outcome {
+        Ok(Out::Reply(Reply::Array(items))) if items.len() == replies.len() => {
+            for (tx, item) in replies.into_iter().zip(items) {
+                let _ = tx.send(Ok(Out::Reply(item)));
+            }
+        }
+        Ok(Out::Reply(other)) => {
+            for tx in replies {
+                let _ = tx.send(Ok(Out::Reply(other.clone())));
+            }
+        }
+        Ok(Out::Block(on)) => {
+            for tx in replies {
+                let _ = tx.send(Ok(Out::Reply(on.on_timeout.clone())));
+            }
+        }
+        Err(e) => {
+            for tx in replies {
+                let _ = tx.send(Err(e.clone()));
+            }
         }
     }
 }
