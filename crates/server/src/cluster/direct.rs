@@ -30,7 +30,10 @@
 //!
 //! Replies keep request order: the pump sends a connection's requests to
 //! its session only while none of its direct ones is in flight, and routes
-//! directly only once the session answered everything it was sent. The
+//! directly only once the session answered everything it was sent. Reads
+//! and writes keep it too ([`JobBatch`], [`InFlight`]): a read's writes to
+//! a shard go as one entry that the reads of that shard join, and
+//! otherwise reads and writes of a connection are not in flight together. The
 //! calls are counted in INFO commandstats, latencystats, errorstats and
 //! `total_commands_processed` as the session counts them (their time is
 //! the routing on the I/O thread, as a session's is the dispatch without
